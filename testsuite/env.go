@@ -1,0 +1,33 @@
+package testsuite
+
+import (
+	"testing"
+
+	sdktestsuite "go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// Register registers the HTTP activity and the ready workflow on a Temporal
+// test environment, with cfg extended to allow srv's origin. It fails the
+// test on a bad cfg. A test of a user's workflow then reads:
+//
+//	srv := testsuite.StartServer(t, testsuite.Options{})
+//	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+//	testsuite.Register(t, env, srv, activities.Config{})
+//	env.RegisterWorkflow(ChargeWorkflow)
+//	env.ExecuteWorkflow(ChargeWorkflow, srv.URL+"/charges")
+func Register(tb testing.TB, env *sdktestsuite.TestWorkflowEnvironment, srv *Server, cfg activities.Config) *activities.Activities {
+	tb.Helper()
+	if srv != nil && srv.URL != "" {
+		cfg.AllowedOrigins = append(append([]string(nil), cfg.AllowedOrigins...), srv.URL)
+	}
+	acts, err := activities.New(cfg)
+	if err != nil {
+		tb.Fatalf("activities.New: %v", err)
+	}
+	acts.Register(env)
+	workflows.Register(env)
+	return acts
+}

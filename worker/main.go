@@ -1,0 +1,109 @@
+// Command worker runs a Temporal worker with the idempotent HTTP activity and
+// the ready workflow.
+//
+// Client options come from the environment or a profile, as Temporal's
+// envconfig reads them (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE). The worker calls only
+// the origins it is given with --allow-origin or ALLOW_ORIGINS. The target
+// API's token comes from API_TOKEN and is sent as "Authorization: Bearer" to
+// those origins only; it never enters workflow input, results or history, and
+// is redacted from logs.
+//
+//	ALLOW_ORIGINS=http://127.0.0.1:8081 API_TOKEN=… go run ./worker
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	taskQueue := flag.String("task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
+	allow := flag.String("allow-origin", os.Getenv("ALLOW_ORIGINS"), "comma-separated origins the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS)")
+	maxBody := flag.Int64("max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
+	maxRetryAfter := flag.Duration("max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
+	logLevel := flag.String("log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	identity := flag.String("identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
+	flag.Parse()
+
+	token := os.Getenv("API_TOKEN")
+	logger, err := cliutil.NewLogger(*logLevel, token, "Bearer "+token)
+	if err != nil {
+		return err
+	}
+	origins := cliutil.SplitList(*allow)
+	if len(origins) == 0 {
+		return fmt.Errorf("no origin allowed: pass --allow-origin http://host:port (or set ALLOW_ORIGINS); the worker calls nothing else")
+	}
+	cfg := activities.Config{
+		AllowedOrigins:   origins,
+		MaxResponseBytes: *maxBody,
+		MaxRetryAfter:    *maxRetryAfter,
+		HTTPClient:       &http.Client{Transport: transport()},
+	}
+	if token != "" {
+		cfg.Credentials = map[string]http.Header{}
+		for _, o := range origins {
+			cfg.Credentials[o] = http.Header{"Authorization": {"Bearer " + token}}
+		}
+	}
+	acts, err := activities.New(cfg)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return fmt.Errorf("loading Temporal client options (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, profile): %w", err)
+	}
+	opts.Logger = sdklog.NewStructuredLogger(logger)
+	if *identity != "" {
+		opts.Identity = *identity
+	}
+	c, err := client.Dial(opts)
+	if err != nil {
+		return fmt.Errorf("connecting to Temporal at %q: %w", opts.HostPort, err)
+	}
+	defer c.Close()
+
+	w := worker.New(c, *taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second})
+	acts.Register(w)
+	workflows.Register(w)
+	logger.Info("worker starting", slog.String("task_queue", *taskQueue), slog.Any("allowed_origins", origins), slog.Bool("api_token", token != ""))
+	// worker.InterruptCh closes on SIGINT or SIGTERM; Run then stops polling
+	// and waits for running activities up to WorkerStopTimeout.
+	if err := w.Run(worker.InterruptCh()); err != nil {
+		return fmt.Errorf("worker stopped: %w", err)
+	}
+	logger.Info("worker stopped")
+	return nil
+}
+
+// transport is http.DefaultTransport with bounded waits for a connection and
+// response headers; the activity's StartToCloseTimeout bounds the rest.
+func transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 64
+	return t
+}

@@ -1,0 +1,319 @@
+// Package workflows holds the workflow-side helpers for idempotent HTTP calls:
+// key derivation, activity options and the ready workflow. Everything here is
+// deterministic workflow code; all I/O happens in package activities.
+//
+// A business workflow calls [Post] or [Call] once per operation:
+//
+//	resp, err := workflows.Post(ctx, "charge", "https://pay.example.com/charges", charge)
+//
+// The idempotency key is derived from the Temporal namespace, the workflow ID
+// and the operation name (see [Key]), so it is the same on every retry, on
+// replay, after a worker restart, after a reset and when the same business
+// workflow ID runs again, and it differs between operations. Retries are
+// driven by Temporal's retry policy, built from [RetryOptions]; nobody writes
+// a retry loop.
+package workflows
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// DefaultTaskQueue is the task queue the worker and the starter use by default.
+const DefaultTaskQueue = "idempotent-http"
+
+// WorkflowName is the name the ready workflow [HTTPCallWorkflow] is registered under.
+const WorkflowName = "IdempotentHTTPCall"
+
+// Defaults for the zero values of RetryOptions and Request.
+const (
+	DefaultInitialInterval        = 200 * time.Millisecond
+	DefaultBackoffCoefficient     = 2.0
+	DefaultMaximumInterval        = 10 * time.Second
+	DefaultMaximumAttempts        = 5
+	DefaultStartToCloseTimeout    = 10 * time.Second
+	DefaultScheduleToCloseTimeout = 2 * time.Minute
+)
+
+// keyNamespace is the UUID namespace of derived keys (a UUIDv5 of the name
+// "temporal-idempotent-http" in the URL namespace). Changing it changes every
+// key and would repeat work already done: never change it.
+var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-http"))
+
+// RetryOptions become the activity's Temporal RetryPolicy. Zero fields take the
+// defaults: base (InitialInterval) 200 ms, coefficient 2, cap
+// (MaximumInterval) 10 s, 5 attempts, full jitter.
+type RetryOptions struct {
+	InitialInterval    time.Duration     `json:"initial_interval,omitempty"`
+	BackoffCoefficient float64           `json:"backoff_coefficient,omitempty"`
+	MaximumInterval    time.Duration     `json:"maximum_interval,omitempty"`
+	MaximumAttempts    int32             `json:"maximum_attempts,omitempty"`
+	Jitter             activities.Jitter `json:"jitter,omitempty"`
+}
+
+// Request is one idempotent HTTP operation, as a business workflow asks for it
+// and as the ready workflow takes it as input. It is stored in Temporal's
+// history: never put credentials in it (the worker adds them).
+type Request struct {
+	// Operation names the call within the workflow, e.g. "charge" or
+	// "charge-2026-12". It is part of the derived key: each distinct call in a
+	// workflow needs its own name. Required unless IdempotencyKey is set.
+	Operation string `json:"operation,omitempty"`
+	// Method is POST (default), PUT, PATCH or DELETE.
+	Method string `json:"method,omitempty"`
+	// URL is the absolute http or https URL to call.
+	URL string `json:"url"`
+	// Body is the JSON body.
+	Body json.RawMessage `json:"body,omitempty"`
+	// Headers are extra, non-secret headers.
+	Headers map[string]string `json:"headers,omitempty"`
+	// IdempotencyKey overrides the derived key, e.g. a key the business already
+	// has (an order ID). It must stay the same for the same operation.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Retry configures the retry policy.
+	Retry RetryOptions `json:"retry,omitzero"`
+	// StartToCloseTimeout bounds each attempt (default 10 s).
+	StartToCloseTimeout time.Duration `json:"start_to_close_timeout,omitempty"`
+	// ScheduleToCloseTimeout bounds the whole operation, all attempts and waits
+	// included (default 2 min). A retry wait that cannot end before it fails at once.
+	ScheduleToCloseTimeout time.Duration `json:"schedule_to_close_timeout,omitempty"`
+	// TaskQueue runs the activity on another task queue (default: the workflow's).
+	TaskQueue string `json:"task_queue,omitempty"`
+}
+
+// Key returns the idempotency key of operation in the current workflow: a
+// UUIDv5 of the namespace, the workflow ID and the operation name.
+//
+// It does not depend on the run ID, on time or on randomness, so it is the
+// same across retries, replays, worker restarts, resets, continue-as-new and
+// a new run of the same workflow ID (which then gets the server's stored
+// response instead of doing the work again). A periodic operation, such as a
+// monthly charge in a continue-as-new loop, must name its period in the
+// operation ("charge-2026-12", from workflow input, not from workflow.Now) so
+// each period gets its own key.
+func Key(ctx workflow.Context, operation string) string {
+	info := workflow.GetInfo(ctx)
+	return DeriveKey(info.Namespace, info.WorkflowExecution.ID, operation)
+}
+
+// DeriveKey is Key outside a workflow, for tools and tests that need to
+// predict the key of a workflow ID.
+func DeriveKey(namespace, workflowID, operation string) string {
+	return uuid.NewSHA1(keyNamespace, []byte(namespace+"\x00"+workflowID+"\x00"+operation)).String()
+}
+
+// Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
+// sent as-is) to url with POST, under a key derived from operation. It is
+// Call with defaults.
+func Post(ctx workflow.Context, operation, url string, body any) (*activities.Response, error) {
+	raw, err := EncodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	return Call(ctx, Request{Operation: operation, URL: url, Body: raw})
+}
+
+// EncodeBody encodes v as a JSON request body. json.RawMessage and []byte
+// are taken as already encoded and must be valid JSON; nil is no body.
+func EncodeBody(v any) (json.RawMessage, error) {
+	var raw []byte
+	switch b := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		raw = b
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, invalid("request body does not encode as JSON: %v; pass a value encoding/json accepts", err)
+		}
+	}
+	if !json.Valid(raw) {
+		return nil, invalid("request body is not valid JSON (%d bytes)", len(raw))
+	}
+	return raw, nil
+}
+
+// Call performs one idempotent HTTP operation through the activity and returns
+// its response, or the activity's error unchanged (a *temporal.ActivityError
+// wrapping the *temporal.ApplicationError; see activities.Details). On final
+// failure it logs once with the key, method, URL, body hash, attempts, last
+// status and error.
+func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
+	in, ao, err := prepare(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp activities.Response
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp)
+	if err != nil {
+		logFailure(ctx, in, err)
+		return nil, err
+	}
+	return &resp, nil
+}
+
+func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.ActivityOptions, error) {
+	key := req.IdempotencyKey
+	if key == "" {
+		if strings.TrimSpace(req.Operation) == "" {
+			return activities.Request{}, workflow.ActivityOptions{}, invalid("Request.Operation is required: it names the call within the workflow and is part of its idempotency key")
+		}
+		key = Key(ctx, req.Operation)
+	}
+	if err := activities.ValidateKey(key); err != nil {
+		return activities.Request{}, workflow.ActivityOptions{}, invalid("%v", err)
+	}
+	if len(req.Body) > 0 && !json.Valid(req.Body) {
+		return activities.Request{}, workflow.ActivityOptions{}, invalid("request body is not valid JSON (%d bytes)", len(req.Body))
+	}
+	if _, err := activities.Origin(req.URL); err != nil {
+		return activities.Request{}, workflow.ActivityOptions{}, invalid("invalid URL %q: %v", req.URL, err)
+	}
+	method := orMethod(req.Method)
+	r := withDefaults(req.Retry)
+	in := activities.Request{
+		Operation: req.Operation, Method: method, URL: req.URL, Body: req.Body,
+		Headers: req.Headers, IdempotencyKey: key,
+		Backoff: activities.Backoff{
+			InitialInterval: r.InitialInterval, BackoffCoefficient: r.BackoffCoefficient,
+			MaximumInterval: r.MaximumInterval, Jitter: r.Jitter,
+		},
+	}
+	ao := workflow.ActivityOptions{
+		TaskQueue:              req.TaskQueue,
+		StartToCloseTimeout:    orDefault(req.StartToCloseTimeout, DefaultStartToCloseTimeout),
+		ScheduleToCloseTimeout: orDefault(req.ScheduleToCloseTimeout, DefaultScheduleToCloseTimeout),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        r.InitialInterval,
+			BackoffCoefficient:     r.BackoffCoefficient,
+			MaximumInterval:        r.MaximumInterval,
+			MaximumAttempts:        r.MaximumAttempts,
+			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		},
+		Summary: Summary(method, req.URL, req.Operation),
+	}
+	return in, ao, nil
+}
+
+// Summary is the activity's one-line summary in the Web UI, e.g.
+// "POST api.example.com/payments (charge)".
+func Summary(method, rawURL, operation string) string {
+	s := method + " " + rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		s = method + " " + u.Host + u.Path
+	}
+	if operation != "" {
+		s += " (" + operation + ")"
+	}
+	return s
+}
+
+func withDefaults(r RetryOptions) RetryOptions {
+	r.InitialInterval = orDefault(r.InitialInterval, DefaultInitialInterval)
+	r.MaximumInterval = orDefault(r.MaximumInterval, DefaultMaximumInterval)
+	if r.BackoffCoefficient < 1 {
+		r.BackoffCoefficient = DefaultBackoffCoefficient
+	}
+	if r.MaximumAttempts <= 0 {
+		r.MaximumAttempts = DefaultMaximumAttempts
+	}
+	if r.Jitter == "" {
+		r.Jitter = activities.JitterFull
+	}
+	return r
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func invalid(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidRequest, nil)
+}
+
+// BodyHash is the hex SHA-256 of a request body, as logged on failure and as
+// the reference server stores it.
+func BodyHash(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+func logFailure(ctx workflow.Context, in activities.Request, err error) {
+	kv := []any{
+		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
+		"url", in.URL, "body_sha256", BodyHash(in.Body), "error", err,
+	}
+	if d, ok := activities.Details(err); ok {
+		kv = append(kv, "attempts", d.Attempt, "last_status", d.Status)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		kv = append(kv, "error_type", appErr.Type())
+	}
+	workflow.GetLogger(ctx).Error("idempotent HTTP call failed", kv...)
+}
+
+// HTTPCallWorkflow is the ready workflow: it performs req with [Call] and
+// returns the response. Start it with the starter CLI or as a child workflow
+// (see [ExecuteChild]).
+func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, error) {
+	key := req.IdempotencyKey
+	if key == "" && req.Operation != "" {
+		key = Key(ctx, req.Operation)
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with Idempotency-Key %s", Summary(orMethod(req.Method), req.URL, req.Operation), key))
+	return Call(ctx, req)
+}
+
+func orMethod(m string) string {
+	if m == "" {
+		return "POST"
+	}
+	return strings.ToUpper(m)
+}
+
+// ExecuteChild runs HTTPCallWorkflow as a child workflow. The child's
+// workflow ID is the parent's ID plus "/" plus the operation, and the key is
+// derived in the parent, so both are stable across resets of either.
+func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, error) {
+	if req.IdempotencyKey == "" {
+		if strings.TrimSpace(req.Operation) == "" {
+			return nil, invalid("Request.Operation is required: it names the call within the workflow and is part of its idempotency key")
+		}
+		req.IdempotencyKey = Key(ctx, req.Operation)
+	}
+	cwo := workflow.ChildWorkflowOptions{
+		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + cmp.Or(req.Operation, req.IdempotencyKey),
+		StaticSummary: Summary(orMethod(req.Method), req.URL, req.Operation),
+	}
+	var resp activities.Response
+	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Register registers HTTPCallWorkflow under WorkflowName.
+func Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(HTTPCallWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+}

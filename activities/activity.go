@@ -142,7 +142,7 @@ func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 		a.count(ctx, req.Operation, outcome, errType)
 		if outcome == NonRetryable {
 			logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "url", p.url.Redacted(), "error", msg)
-			return nil, a.nonRetryable(msg+"; fix the server's certificate or the worker's trusted roots", errType, d)
+			return nil, a.nonRetryable(msg+"; fix the URL's scheme, the server's certificate or the worker's trusted roots", errType, d)
 		}
 		return nil, a.retry(ctx, info, p, d, errType, msg, nil)
 	}
@@ -353,8 +353,8 @@ func ClassifyError(err error) (Outcome, string) {
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uaerr), errors.As(err, &herr), errors.As(err, &cerr):
 		return NonRetryable, ErrTypeTLS
-	case errors.As(err, &rerr):
-		// An http server answering a TLS handshake: a misconfigured URL scheme.
+	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		// A plain http server answering a TLS handshake: the URL's scheme is wrong.
 		return NonRetryable, ErrTypeTLS
 	default:
 		return Retryable, ErrTypeNetwork

@@ -1,0 +1,97 @@
+// Command histgen records the workflow histories that the replay tests in
+// package workflows check, by running the ready workflow against a Temporal
+// dev server and the reference API. Run it from the repository root after a
+// change to workflow code that is meant to change histories:
+//
+//	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
+//	go run ./internal/histgen -temporal bin/temporal -out workflows/testdata
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+func main() {
+	bin := flag.String("temporal", "bin/temporal", "path to the Temporal CLI")
+	out := flag.String("out", "workflows/testdata", "directory for the history files")
+	flag.Parse()
+	if err := run(*bin, *out); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(bin, out string) error {
+	ctx := context.Background()
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{ExistingPath: bin, LogLevel: "error"})
+	if err != nil {
+		return fmt.Errorf("starting the dev server: %w", err)
+	}
+	defer srv.Stop()
+	c := srv.Client()
+
+	api := idemtest.NewServer(idemtest.Options{})
+	api.Script(idemtest.Fail(503), idemtest.Fail(429, "1"))
+	hs := httptest.NewServer(api)
+	defer hs.Close()
+
+	acts, err := activities.New(activities.Config{AllowedOrigins: []string{hs.URL}})
+	if err != nil {
+		return err
+	}
+	w := worker.New(c, "histgen", worker.Options{})
+	acts.Register(w)
+	workflows.Register(w)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	const id = "histgen-seed-order-1"
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "histgen"}, workflows.WorkflowName, workflows.Request{
+		Operation: "charge", URL: hs.URL + "/payments", Body: json.RawMessage(`{"order":"order-1","amount":4200}`),
+	})
+	if err != nil {
+		return err
+	}
+	var resp activities.Response
+	if err := run.Get(ctx, &resp); err != nil {
+		return err
+	}
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, id, run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return err
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(out, "seed_history.json")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s: %d events, attempt %d, key %s\n", path, len(hist.Events), resp.Attempt, resp.IdempotencyKey)
+	return nil
+}

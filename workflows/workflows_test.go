@@ -1,0 +1,450 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// ChargeOrder is a business workflow as users write it: two operations,
+// two keys, no retry loop.
+func ChargeOrder(ctx workflow.Context, baseURL string, amount int) (string, error) {
+	charge, err := workflows.Post(ctx, "charge", baseURL+"/payments", map[string]any{"amount": amount})
+	if err != nil {
+		return "", err
+	}
+	if _, err := workflows.Post(ctx, "receipt", baseURL+"/receipts", json.RawMessage(`{"send":true}`)); err != nil {
+		return "", err
+	}
+	var rec struct{ ID string }
+	if err := json.Unmarshal(charge.Body, &rec); err != nil {
+		return "", err
+	}
+	return rec.ID, nil
+}
+
+// testNamespace is the namespace of Temporal's test workflow environment.
+const testNamespace = "default-test-namespace"
+
+type harness struct {
+	env    *testsuite.TestWorkflowEnvironment
+	starts []time.Time // the test clock at each activity attempt
+	keys   []string    // the key of each attempt
+}
+
+func newHarness(t *testing.T, srv *idemtest.Server, cfg activities.Config, workflowID string) *harness {
+	var s testsuite.WorkflowTestSuite
+	h := &harness{env: s.NewTestWorkflowEnvironment()}
+	idemtest.Register(t, h.env, srv, cfg)
+	h.env.RegisterWorkflow(ChargeOrder)
+	if workflowID != "" {
+		h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})
+	}
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		var in activities.Request
+		if args.Get(&in) == nil {
+			h.keys = append(h.keys, in.IdempotencyKey)
+		}
+		h.starts = append(h.starts, h.env.Now())
+	})
+	return h
+}
+
+func (h *harness) call(req workflows.Request) (*activities.Response, error) {
+	h.env.ExecuteWorkflow(workflows.WorkflowName, req)
+	if err := h.env.GetWorkflowError(); err != nil {
+		return nil, err
+	}
+	var resp activities.Response
+	if err := h.env.GetWorkflowResult(&resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+func charge(srv *idemtest.Server) workflows.Request {
+	return workflows.Request{Operation: "charge", URL: srv.URL + "/payments", Body: json.RawMessage(`{"amount":4200}`)}
+}
+
+// TestSeedScenario: 503, then 429 with Retry-After: 1, then 201 → 3 requests,
+// one key, exactly one record; the wait before the third attempt is the
+// Retry-After, on the test environment's clock. Then a 400 fails at once.
+func TestSeedScenario(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	srv.Script(idemtest.Fail(503), idemtest.Fail(429, "1"))
+	h := newHarness(t, srv, activities.Config{}, "order-1")
+	resp, err := h.call(charge(srv))
+	require.NoError(t, err)
+
+	st := srv.Stats()
+	assert.Equal(t, 3, st.Requests)
+	assert.Equal(t, 1, st.DistinctKeys)
+	assert.Equal(t, 1, st.Records)
+	assert.Equal(t, 201, resp.Status)
+	assert.Equal(t, int32(3), resp.Attempt)
+	assert.False(t, resp.Replayed)
+	want := workflows.DeriveKey(testNamespace, "order-1", "charge")
+	assert.Equal(t, []string{want, want, want}, h.keys, "one key for every attempt")
+	for _, l := range srv.Log() {
+		assert.Equal(t, want, l.IdempotencyKey)
+	}
+	require.Len(t, h.starts, 3)
+	assert.LessOrEqual(t, h.starts[1].Sub(h.starts[0]), workflows.DefaultInitialInterval, "first wait is full jitter in [0, base]")
+	assert.Equal(t, time.Second, h.starts[2].Sub(h.starts[1]), "second wait is the server's Retry-After")
+
+	// Then a 400 fails immediately.
+	srv.Script(idemtest.Fail(400))
+	h2 := newHarness(t, srv, activities.Config{}, "order-2")
+	_, err = h2.call(charge(srv))
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	assert.Equal(t, activities.ErrTypeClientError, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, 4, srv.Stats().Requests, "exactly one more request")
+	assert.Len(t, h2.starts, 1)
+	d, ok := activities.Details(err)
+	require.True(t, ok)
+	assert.Equal(t, 400, d.Status)
+	assert.Equal(t, int32(1), d.Attempt)
+}
+
+func TestRetryPolicyLimits(t *testing.T) {
+	tests := []struct {
+		name         string
+		opts         idemtest.Options
+		req          func(workflows.Request) workflows.Request
+		wantType     string
+		wantRequests int
+		maxElapsed   time.Duration
+	}{
+		{
+			name:         "attempts run out",
+			opts:         idemtest.Options{FailureRate: 1},
+			req:          func(r workflows.Request) workflows.Request { return r },
+			wantType:     activities.ErrTypeRetryableStatus,
+			wantRequests: workflows.DefaultMaximumAttempts,
+			maxElapsed:   time.Minute,
+		},
+		{
+			name:         "custom attempts",
+			opts:         idemtest.Options{FailureRate: 1, FailureStatus: 502},
+			req:          func(r workflows.Request) workflows.Request { r.Retry.MaximumAttempts = 2; return r },
+			wantType:     activities.ErrTypeRetryableStatus,
+			wantRequests: 2,
+			maxElapsed:   time.Minute,
+		},
+		{
+			name: "Retry-After beyond the deadline fails at once",
+			opts: idemtest.Options{FailureRate: 1, FailureRetryAfter: "3600"},
+			req: func(r workflows.Request) workflows.Request {
+				r.ScheduleToCloseTimeout = 30 * time.Second
+				r.Retry.MaximumAttempts = 100
+				return r
+			},
+			wantType:     activities.ErrTypeDeadline,
+			wantRequests: 1,
+			maxElapsed:   time.Second,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := idemtest.StartServer(t, tt.opts)
+			cfg := activities.Config{MaxRetryAfter: 2 * time.Hour}
+			h := newHarness(t, srv, cfg, "")
+			start := h.env.Now()
+			_, err := h.call(tt.req(charge(srv)))
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "got %v", err)
+			assert.Equal(t, tt.wantType, appErr.Type())
+			assert.Equal(t, tt.wantRequests, srv.Stats().Requests)
+			assert.Less(t, h.env.Now().Sub(start), tt.maxElapsed, "test-clock time spent")
+			if tt.wantType == activities.ErrTypeDeadline {
+				assert.True(t, appErr.NonRetryable())
+				assert.Contains(t, appErr.Message(), "remain before the schedule-to-close deadline")
+				assert.Contains(t, appErr.Message(), `Retry-After "3600"`)
+				assert.Contains(t, appErr.Message(), "503")
+			}
+		})
+	}
+}
+
+func TestKeys(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	h := newHarness(t, srv, activities.Config{}, "order-7")
+	h.env.ExecuteWorkflow(ChargeOrder, srv.URL, 100)
+	require.NoError(t, h.env.GetWorkflowError())
+	var id string
+	require.NoError(t, h.env.GetWorkflowResult(&id))
+	assert.Equal(t, "rec_1", id)
+	require.Len(t, h.keys, 2)
+	assert.NotEqual(t, h.keys[0], h.keys[1], "two operations, two keys")
+	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-7", "charge"), h.keys[0])
+	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-7", "receipt"), h.keys[1])
+	assert.Equal(t, 2, srv.Stats().Records)
+
+	// A re-run of the same business workflow ID gets the same keys and the
+	// server's stored responses: no new work.
+	again := newHarness(t, srv, activities.Config{}, "order-7")
+	again.env.ExecuteWorkflow(ChargeOrder, srv.URL, 100)
+	require.NoError(t, again.env.GetWorkflowError())
+	assert.Equal(t, h.keys, again.keys)
+	assert.Equal(t, 2, srv.Stats().Records)
+	assert.Equal(t, 2, srv.Stats().Replays)
+
+	// Another workflow ID: other keys.
+	other := newHarness(t, srv, activities.Config{}, "order-8")
+	other.env.ExecuteWorkflow(ChargeOrder, srv.URL, 100)
+	require.NoError(t, other.env.GetWorkflowError())
+	assert.NotEqual(t, h.keys[0], other.keys[0])
+	assert.Equal(t, 4, srv.Stats().Records)
+}
+
+func TestRerunAfterFailureKeepsKey(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	srv.Script(idemtest.Fail(503), idemtest.Fail(503))
+	req := charge(srv)
+	req.Retry.MaximumAttempts = 2
+	first := newHarness(t, srv, activities.Config{}, "invoice-9")
+	_, err := first.call(req)
+	require.Error(t, err)
+	second := newHarness(t, srv, activities.Config{}, "invoice-9")
+	resp, err := second.call(req)
+	require.NoError(t, err)
+	assert.Equal(t, first.keys[0], resp.IdempotencyKey)
+	assert.Equal(t, 1, srv.Stats().Records)
+}
+
+func TestExplicitKey(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	h := newHarness(t, srv, activities.Config{}, "")
+	req := charge(srv)
+	req.IdempotencyKey = "order-123-charge"
+	resp, err := h.call(req)
+	require.NoError(t, err)
+	assert.Equal(t, "order-123-charge", resp.IdempotencyKey)
+	assert.Equal(t, "order-123-charge", srv.Records()[0].IdempotencyKey)
+}
+
+func TestSameKeyDifferentBodyIsRejected(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	req := charge(srv)
+	_, err := newHarness(t, srv, activities.Config{}, "order-5").call(req)
+	require.NoError(t, err)
+	req.Body = json.RawMessage(`{"amount":9999}`)
+	_, err = newHarness(t, srv, activities.Config{}, "order-5").call(req)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr))
+	assert.Equal(t, activities.ErrTypeClientError, appErr.Type())
+	d, _ := activities.Details(err)
+	assert.Equal(t, http.StatusUnprocessableEntity, d.Status)
+	assert.Equal(t, 1, srv.Stats().Records)
+}
+
+func TestInvalidWorkflowInputSendsNothing(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	tests := []struct {
+		name string
+		wf   func(ctx workflow.Context) error
+		want string
+	}{
+		{"missing operation", func(ctx workflow.Context) error {
+			_, err := workflows.Call(ctx, workflows.Request{URL: srv.URL})
+			return err
+		}, "Operation is required"},
+		{"body that does not encode", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", srv.URL, map[string]any{"c": make(chan int)})
+			return err
+		}, "does not encode as JSON"},
+		{"raw body not JSON", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", srv.URL, []byte(`{"a":`))
+			return err
+		}, "not valid JSON"},
+		{"relative URL", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", "/payments", nil)
+			return err
+		}, "invalid URL"},
+		{"bad key", func(ctx workflow.Context) error {
+			_, err := workflows.Call(ctx, workflows.Request{URL: srv.URL, IdempotencyKey: "has space"})
+			return err
+		}, "printable ASCII"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, srv, activities.Config{}, "")
+			h.env.RegisterWorkflowWithOptions(tt.wf, workflow.RegisterOptions{Name: "bad"})
+			h.env.ExecuteWorkflow("bad")
+			err := h.env.GetWorkflowError()
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "got %v", err)
+			assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+			assert.Contains(t, appErr.Message(), tt.want)
+			assert.Empty(t, h.starts, "no activity scheduled")
+			assert.Equal(t, 0, srv.Stats().Requests)
+		})
+	}
+}
+
+// TestTokenNeverInInputResultOrError: the worker's token reaches the API but
+// not the workflow's input, result or error, even from a server echoing it.
+func TestTokenNeverInInputResultOrError(t *testing.T) {
+	const token = "sk_live_51HxQw9"
+	for _, code := range []int{201, 400} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			srv := idemtest.StartServer(t, idemtest.Options{Work: func(r *http.Request, _ []byte) (int, []byte) {
+				return code, fmt.Appendf(nil, `{"auth":%q}`, r.Header.Get("Authorization"))
+			}})
+			cfg := activities.Config{Credentials: map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}}}
+			cfg.AllowedOrigins = []string{srv.URL}
+			h := newHarness(t, srv, cfg, "")
+			var inputs []string
+			h.env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
+				var in activities.Request
+				_ = args.Get(&in)
+				b, _ := json.Marshal(in)
+				inputs = append(inputs, string(b))
+			})
+			resp, err := h.call(charge(srv))
+			assert.True(t, srv.Log()[0].Authorization, "the token reached the API")
+			require.NotEmpty(t, inputs)
+			for _, in := range inputs {
+				assert.NotContains(t, in, token)
+			}
+			if err != nil {
+				assert.NotContains(t, err.Error(), token)
+				d, _ := activities.Details(err)
+				b, _ := json.Marshal(d)
+				assert.NotContains(t, string(b), token)
+				assert.Contains(t, d.Body, "[REDACTED]")
+				return
+			}
+			b, _ := json.Marshal(resp)
+			assert.NotContains(t, string(b), token)
+			assert.Contains(t, string(b), "[REDACTED]")
+		})
+	}
+}
+
+// keyRecorder captures the activity input each time the workflow schedules
+// the HTTP activity, during replay too.
+type keyRecorder struct {
+	interceptor.WorkerInterceptorBase
+	keys *[]string
+}
+
+func (k *keyRecorder) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	in := &keyInbound{keys: k.keys}
+	in.Next = next
+	return in
+}
+
+type keyInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	keys *[]string
+}
+
+func (k *keyInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return k.Next.Init(&keyOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, keys: k.keys})
+}
+
+type keyOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	keys *[]string
+}
+
+func (k *keyOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if in, ok := args[0].(activities.Request); ok {
+		*k.keys = append(*k.keys, in.IdempotencyKey)
+	}
+	return k.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+// TestReplayKeepsKey replays a history recorded on a real dev server
+// (testdata/seed_history.json, made by internal/histgen): the current code
+// replays it without non-determinism and derives the same key the recorded
+// run sent.
+func TestReplayKeepsKey(t *testing.T) {
+	raw, err := os.ReadFile("testdata/seed_history.json")
+	require.NoError(t, err)
+	var hist historypb.History
+	require.NoError(t, protojson.Unmarshal(raw, &hist))
+
+	var recorded, replayed []string
+	for _, ev := range hist.Events {
+		if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil {
+			var in activities.Request
+			require.NoError(t, json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &in))
+			recorded = append(recorded, in.IdempotencyKey)
+		}
+	}
+	wfID := "histgen-seed-order-1"
+	require.Equal(t, []string{workflows.DeriveKey("default", wfID, "charge")}, recorded)
+
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+		Interceptors: []interceptor.WorkerInterceptor{&keyRecorder{keys: &replayed}},
+	})
+	require.NoError(t, err)
+	workflows.Register(r)
+	// ReplayWorkflowExecution replays in the recorded namespace, as a worker
+	// does; the file replay functions use a placeholder namespace.
+	svc := historyService{history: &hist}
+	require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
+	assert.Equal(t, recorded, replayed, "the replay derives the recorded key")
+}
+
+// historyService serves one recorded history to the replayer.
+type historyService struct {
+	workflowservice.WorkflowServiceClient
+	history *historypb.History
+}
+
+func (h historyService) GetWorkflowExecutionHistory(context.Context, *workflowservice.GetWorkflowExecutionHistoryRequest, ...grpc.CallOption) (*workflowservice.GetWorkflowExecutionHistoryResponse, error) {
+	return &workflowservice.GetWorkflowExecutionHistoryResponse{History: h.history}, nil
+}
+
+func TestSummary(t *testing.T) {
+	tests := []struct{ method, url, op, want string }{
+		{"POST", "https://api.example.com/payments?x=1", "charge", "POST api.example.com/payments (charge)"},
+		{"PUT", "http://127.0.0.1:8081/orders/7", "", "PUT 127.0.0.1:8081/orders/7"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, workflows.Summary(tt.method, tt.url, tt.op))
+	}
+}
+
+func TestDeriveKey(t *testing.T) {
+	k := workflows.DeriveKey(testNamespace, "order-1", "charge")
+	assert.Len(t, k, 36)
+	assert.Equal(t, k, workflows.DeriveKey(testNamespace, "order-1", "charge"), "stable")
+	for _, other := range []string{
+		workflows.DeriveKey("prod", "order-1", "charge"),
+		workflows.DeriveKey(testNamespace, "order-2", "charge"),
+		workflows.DeriveKey(testNamespace, "order-1", "refund"),
+		workflows.DeriveKey(testNamespace, "order-1charge", ""),
+	} {
+		assert.NotEqual(t, k, other)
+	}
+}

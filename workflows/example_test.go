@@ -1,0 +1,65 @@
+package workflows_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// Charge is a business workflow: it charges an order once, however often
+// Temporal retries, replays or re-runs it.
+func Charge(ctx workflow.Context, apiURL, orderID string, cents int) (string, error) {
+	resp, err := workflows.Post(ctx, "charge", apiURL+"/payments", map[string]any{"order": orderID, "amount": cents})
+	if err != nil {
+		return "", err // an ActivityError; activities.Details(err) says what happened
+	}
+	return fmt.Sprintf("status %d after %d attempts", resp.Status, resp.Attempt), nil
+}
+
+func ExamplePost() {
+	// The reference server answers 503 once, then does the work.
+	api := idemtest.NewServer(idemtest.Options{})
+	api.Script(idemtest.Fail(503))
+	hs := httptest.NewServer(api)
+	defer hs.Close()
+
+	// On a worker: acts.Register(w) and workflows.Register(w). Here, the test environment.
+	acts, err := activities.New(activities.Config{AllowedOrigins: []string{hs.URL}})
+	if err != nil {
+		panic(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	acts.Register(env)
+	env.RegisterWorkflow(Charge)
+
+	env.ExecuteWorkflow(Charge, hs.URL, "order-1", 4200)
+	var out string
+	if err := env.GetWorkflowResult(&out); err != nil {
+		panic(err)
+	}
+	st := api.Stats()
+	fmt.Println(out)
+	fmt.Printf("requests %d, keys %d, records %d\n", st.Requests, st.DistinctKeys, st.Records)
+	// Output:
+	// status 201 after 2 attempts
+	// requests 2, keys 1, records 1
+}
+
+func ExampleDeriveKey() {
+	// The key depends on the namespace, the workflow ID and the operation only.
+	fmt.Println(workflows.DeriveKey("default", "order-1", "charge") == workflows.DeriveKey("default", "order-1", "charge"))
+	fmt.Println(workflows.DeriveKey("default", "order-1", "charge") == workflows.DeriveKey("default", "order-1", "refund"))
+	// Output:
+	// true
+	// false
+}

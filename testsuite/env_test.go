@@ -20,7 +20,7 @@ func OpenAccount(ctx workflow.Context, apiURL string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return resp.Attempt, nil
+	return int(resp.Attempt), nil
 }
 
 // TestRegister is the few lines a user writes to test a workflow against the

@@ -55,18 +55,8 @@ func run() error {
 	if len(origins) == 0 {
 		return fmt.Errorf("no origin allowed: pass --allow-origin http://host:port (or set ALLOW_ORIGINS); the worker calls nothing else")
 	}
-	cfg := activities.Config{
-		AllowedOrigins:   origins,
-		MaxResponseBytes: *maxBody,
-		MaxRetryAfter:    *maxRetryAfter,
-		HTTPClient:       &http.Client{Transport: transport()},
-	}
-	if token != "" {
-		cfg.Credentials = map[string]http.Header{}
-		for _, o := range origins {
-			cfg.Credentials[o] = http.Header{"Authorization": {"Bearer " + token}}
-		}
-	}
+	cfg := activityConfig(origins, token)
+	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
 	acts, err := activities.New(cfg)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -97,6 +87,19 @@ func run() error {
 	}
 	logger.Info("worker stopped")
 	return nil
+}
+
+// activityConfig allows origins and sends token, if set, as a bearer token
+// to each of them.
+func activityConfig(origins []string, token string) activities.Config {
+	cfg := activities.Config{AllowedOrigins: origins, HTTPClient: &http.Client{Transport: transport()}}
+	if token != "" {
+		cfg.Credentials = map[string]http.Header{}
+		for _, o := range origins {
+			cfg.Credentials[o] = http.Header{"Authorization": {"Bearer " + token}}
+		}
+	}
+	return cfg
 }
 
 // transport is http.DefaultTransport with bounded waits for a connection and

@@ -1,12 +1,15 @@
 package workflows_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -447,4 +451,39 @@ func TestDeriveKey(t *testing.T) {
 	} {
 		assert.NotEqual(t, k, other)
 	}
+}
+
+// TestFinalFailureLogsOnce: one log line with what is needed to investigate
+// and replay the call, and no secret.
+func TestFinalFailureLogsOnce(t *testing.T) {
+	const token = "sk_test_logs_123"
+	srv := idemtest.StartServer(t, idemtest.Options{FailureRate: 1})
+	var logs bytes.Buffer
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	idemtest.Register(t, env, srv, activities.Config{Credentials: map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}}, AllowedOrigins: []string{srv.URL}})
+	req := charge(srv)
+	req.Retry.MaximumAttempts = 3
+	env.ExecuteWorkflow(workflows.WorkflowName, req)
+	require.Error(t, env.GetWorkflowError())
+
+	var lines []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		if m["msg"] == "idempotent HTTP call failed" {
+			lines = append(lines, m)
+		}
+	}
+	require.Len(t, lines, 1, "logged once")
+	l := lines[0]
+	assert.Equal(t, workflows.BodyHash(req.Body), l["body_sha256"])
+	assert.Equal(t, req.URL, l["url"])
+	assert.Equal(t, "POST", l["method"])
+	assert.Equal(t, workflows.DeriveKey(testNamespace, "default-test-workflow-id", "charge"), l["key"])
+	assert.EqualValues(t, 3, l["attempts"])
+	assert.EqualValues(t, 503, l["last_status"])
+	assert.Equal(t, activities.ErrTypeRetryableStatus, l["error_type"])
+	assert.NotContains(t, logs.String(), token)
 }

@@ -121,10 +121,15 @@ type prepared struct {
 // NextRetryDelay (Retry-After, else jittered backoff), non-retryable ones with
 // NonRetryable set and an ErrType constant as type.
 func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
+	resp, err := a.do(ctx, req)
+	a.count(ctx, req.Operation, err)
+	return resp, err
+}
+
+func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 	info := activity.GetInfo(ctx)
 	p, err := a.prepare(req)
 	if err != nil {
-		a.count(ctx, req.Operation, NonRetryable, err.(*temporal.ApplicationError).Type())
 		return nil, err
 	}
 	start := time.Now()
@@ -139,7 +144,6 @@ func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 	if sendErr != nil {
 		outcome, errType := ClassifyError(sendErr)
 		msg := fmt.Sprintf("%s %s: %s", p.method, p.url.Redacted(), a.redact(sendErr.Error()))
-		a.count(ctx, req.Operation, outcome, errType)
 		if outcome == NonRetryable {
 			logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "url", p.url.Redacted(), "error", msg)
 			return nil, a.nonRetryable(msg+"; fix the URL's scheme, the server's certificate or the worker's trusted roots", errType, d)
@@ -151,14 +155,12 @@ func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
 		d.Location = resp.Header.Get("Location")
 		d.Body = a.snippet(body)
-		a.count(ctx, req.Operation, NonRetryable, ErrTypeRedirect)
 		msg := fmt.Sprintf("%s %s answered %d with Location %q: not followed (only 307/308 to the same origin are followed, so a %s is never turned into a GET or sent with its key or credentials elsewhere); call the final URL directly",
 			p.method, final.Redacted(), resp.StatusCode, d.Location, p.method)
 		logger.Error("HTTP redirect not followed", "key", req.IdempotencyKey, "status", resp.StatusCode, "location", d.Location)
 		return nil, a.nonRetryable(msg, ErrTypeRedirect, d)
 	}
 	outcome, errType := Classify(resp.StatusCode, resp.Header)
-	a.count(ctx, req.Operation, outcome, errType)
 	switch outcome {
 	case Success:
 		r := a.result(resp, body, info.Attempt, req.IdempotencyKey)
@@ -382,6 +384,10 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		delay = b.Delay(info.Attempt, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
 	}
 	logger := activity.GetLogger(ctx)
+	if rp := info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && info.Attempt >= rp.MaximumAttempts {
+		logger.Error("HTTP attempt failed, no attempts left", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt)
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s; that was the last of %d attempts (RetryPolicy.MaximumAttempts)", msg, rp.MaximumAttempts), errType, temporal.ApplicationErrorOptions{Details: []any{d}})
+	}
 	if info.ScheduleToCloseTimeout > 0 {
 		deadline := info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
 		if left := deadline.Sub(now); delay >= left {
@@ -389,7 +395,6 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 			full := fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now instead of waiting; raise ScheduleToCloseTimeout or retry later with the same key",
 				msg, delay, source, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout)
 			logger.Error("HTTP retry cannot fit before the deadline", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", delay, "left", left)
-			a.count(ctx, p.req.Operation, NonRetryable, ErrTypeDeadline)
 			return a.nonRetryable(full, ErrTypeDeadline, d)
 		}
 	}
@@ -462,9 +467,18 @@ func (a *Activities) redactBytes(b []byte) []byte {
 	return b
 }
 
-func (a *Activities) count(ctx context.Context, operation string, outcome Outcome, errType string) {
-	if errType == "" {
-		errType = "none"
+// count adds one to the attempts counter, tagged with the operation, the
+// outcome and the error type of the attempt's result.
+func (a *Activities) count(ctx context.Context, operation string, err error) {
+	outcome, errType := Success, "none"
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr) && appErr.NonRetryable():
+		outcome, errType = NonRetryable, appErr.Type()
+	case errors.As(err, &appErr):
+		outcome, errType = Retryable, appErr.Type()
+	case err != nil:
+		outcome, errType = Retryable, "unknown"
 	}
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"operation": operation, "outcome": outcome.String(), "error_type": errType,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -95,8 +96,12 @@ func DefaultBinDir() (string, error) {
 
 // BuildTools builds every binary of [Tools] from the tools module into
 // binDir, creating it if needed. It runs `go build`, so a warm Go build cache
-// makes it a matter of linking; a cold one compiles the Temporal server and
-// CLI (minutes on two cores). logf, if not nil, gets one line per binary.
+// makes it a matter of seconds (nothing is rewritten when a binary is up to
+// date); a cold one compiles the Temporal server and CLI (minutes on two
+// cores). Concurrent calls (test packages run in parallel) take turns on a
+// lock file in binDir: the second finds the binaries up to date rather than
+// rewriting one that the first has started. logf, if not nil, gets one line
+// per binary.
 func BuildTools(ctx context.Context, binDir string, logf func(string, ...any)) error {
 	root, err := RepoRoot()
 	if err != nil {
@@ -106,29 +111,71 @@ func BuildTools(ctx context.Context, binDir string, logf func(string, ...any)) e
 	if _, err := os.Stat(filepath.Join(toolsDir, "go.mod")); err != nil {
 		return fmt.Errorf("cluster: tools module missing: %w", err)
 	}
+	targets := make([]buildTarget, len(Tools))
+	for i, tool := range Tools {
+		targets[i] = buildTarget{binary: tool.Binary, pkg: tool.Package}
+	}
+	return goBuild(ctx, toolsDir, binDir, targets, logf)
+}
+
+type buildTarget struct{ binary, pkg string }
+
+func goBuild(ctx context.Context, moduleDir, binDir string, targets []buildTarget, logf func(string, ...any)) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		return fmt.Errorf("cluster: the go command is needed to build the Temporal tools: %w", err)
+		return fmt.Errorf("cluster: the go command is needed to build %s: %w", targets[0].pkg, err)
 	}
-	for _, tool := range Tools {
+	unlock, err := lockFile(ctx, filepath.Join(binDir, ".build.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, tg := range targets {
 		start := time.Now()
-		out := filepath.Join(binDir, tool.Binary)
-		cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, tool.Package)
-		cmd.Dir = toolsDir
+		out := filepath.Join(binDir, tg.binary)
+		cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, tg.pkg)
+		cmd.Dir = moduleDir
 		cmd.Env = append(os.Environ(), "GOWORK=off")
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("cluster: go build -o %s %s (in %s): %w\n%s", out, tool.Package, toolsDir, err, buf.Bytes())
+			return fmt.Errorf("cluster: go build -o %s %s (in %s): %w\n%s", out, tg.pkg, moduleDir, err, buf.Bytes())
 		}
 		if logf != nil {
 			logf("cluster: built %s in %s", out, time.Since(start).Round(10*time.Millisecond))
 		}
 	}
 	return nil
+}
+
+// lockFile takes an exclusive flock on path, waiting until ctx is done.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: lock %s: %w", path, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("cluster: lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("cluster: waiting for the build lock %s: %w", path, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ModuleDir returns the directory of module (for example [ServerModule]) in
@@ -149,14 +196,20 @@ func ModuleDir(ctx context.Context, module string) (string, error) {
 	}
 	dir := strings.TrimSpace(string(out))
 	if dir == "" {
-		// Not downloaded yet: `go mod download` fills the module cache.
+		// Not in the module cache yet: download it and ask again.
 		dl := exec.CommandContext(ctx, "go", "mod", "download", module)
 		dl.Dir = cmd.Dir
 		dl.Env = cmd.Env
 		if b, err := dl.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("cluster: go mod download %s: %w\n%s", module, err, b)
 		}
-		return ModuleDir(ctx, module)
+		again := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+		again.Dir = cmd.Dir
+		again.Env = cmd.Env
+		if out, err = again.Output(); err != nil || strings.TrimSpace(string(out)) == "" {
+			return "", fmt.Errorf("cluster: module %s not in the module cache after go mod download (%v)", module, err)
+		}
+		dir = strings.TrimSpace(string(out))
 	}
 	return dir, nil
 }

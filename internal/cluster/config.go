@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"text/template"
+)
+
+// serverConfig is what the server's development.yaml is rendered from.
+type serverConfig struct {
+	Postgres          string // host:port
+	User, Password    string
+	NumHistoryShards  int
+	LogLevel          string
+	DynamicConfigPath string
+	Frontend          servicePorts
+	History           servicePorts
+	Matching          servicePorts
+	Worker            servicePorts
+	FrontendHTTPPort  int
+}
+
+type servicePorts struct {
+	GRPC, Membership int
+}
+
+// serverConfigTemplate follows config/development-postgres12.yaml of the
+// server module, with every port free, every address loopback, archival off
+// and no metrics or pprof listener.
+var serverConfigTemplate = template.Must(template.New("development.yaml").Parse(`# Written by internal/cluster for one test run.
+log:
+  stdout: true
+  level: {{.LogLevel}}
+
+persistence:
+  defaultStore: postgres-default
+  visibilityStore: postgres-visibility
+  numHistoryShards: {{.NumHistoryShards}}
+  datastores:
+    postgres-default:
+      sql:
+        pluginName: "postgres12"
+        databaseName: "temporal"
+        connectAddr: "{{.Postgres}}"
+        connectProtocol: "tcp"
+        user: "{{.User}}"
+        password: "{{.Password}}"
+        maxConns: 10
+        maxIdleConns: 10
+        maxConnLifetime: "1h"
+    postgres-visibility:
+      sql:
+        pluginName: "postgres12"
+        databaseName: "temporal_visibility"
+        connectAddr: "{{.Postgres}}"
+        connectProtocol: "tcp"
+        user: "{{.User}}"
+        password: "{{.Password}}"
+        maxConns: 4
+        maxIdleConns: 4
+        maxConnLifetime: "1h"
+
+global:
+  membership:
+    maxJoinDuration: 30s
+    broadcastAddress: "127.0.0.1"
+  pprof:
+    port: 0
+
+services:
+  frontend:
+    rpc:
+      grpcPort: {{.Frontend.GRPC}}
+      membershipPort: {{.Frontend.Membership}}
+      bindOnIP: "127.0.0.1"
+      httpPort: {{.FrontendHTTPPort}}
+  history:
+    rpc:
+      grpcPort: {{.History.GRPC}}
+      membershipPort: {{.History.Membership}}
+      bindOnIP: "127.0.0.1"
+  matching:
+    rpc:
+      grpcPort: {{.Matching.GRPC}}
+      membershipPort: {{.Matching.Membership}}
+      bindOnIP: "127.0.0.1"
+  worker:
+    rpc:
+      grpcPort: {{.Worker.GRPC}}
+      membershipPort: {{.Worker.Membership}}
+      bindOnIP: "127.0.0.1"
+
+clusterMetadata:
+  enableGlobalNamespace: false
+  failoverVersionIncrement: 10
+  masterClusterName: "active"
+  currentClusterName: "active"
+  clusterInformation:
+    active:
+      enabled: true
+      initialFailoverVersion: 1
+      rpcAddress: "127.0.0.1:{{.Frontend.GRPC}}"
+      httpAddress: "127.0.0.1:{{.FrontendHTTPPort}}"
+
+dcRedirectionPolicy:
+  policy: "noop"
+
+archival:
+  history:
+    state: "disabled"
+  visibility:
+    state: "disabled"
+
+namespaceDefaults:
+  archival:
+    history:
+      state: "disabled"
+    visibility:
+      state: "disabled"
+
+dynamicConfigClient:
+  filepath: "{{.DynamicConfigPath}}"
+  pollInterval: "10s"
+`))
+
+// dynamicConfig is the server's dynamic configuration: the development-sql
+// defaults that matter to this repository's tests.
+const dynamicConfig = `# Written by internal/cluster for one test run.
+limit.maxIDLength:
+  - value: 255
+    constraints: {}
+frontend.enableExecuteMultiOperation:
+  - value: true
+system.forceSearchAttributesCacheRefreshOnRead:
+  - value: true
+    constraints: {}
+`
+
+func renderServerConfig(c serverConfig) ([]byte, error) {
+	var b bytes.Buffer
+	if err := serverConfigTemplate.Execute(&b, c); err != nil {
+		return nil, fmt.Errorf("cluster: render server config: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Ports that FreePorts picks from. Temporal's SQL schema stores membership
+// ports as smallint, so they must stay below 32768, which also keeps them out
+// of Linux's default ephemeral range (32768-60999) that the kernel hands out
+// for outgoing connections and port 0.
+const (
+	minPort = 15000
+	maxPort = 32767
+)
+
+// FreePorts returns n distinct TCP ports in [15000, 32767] that were free on
+// 127.0.0.1 a moment ago. All n listeners are held open until all are
+// chosen, so the ports differ from each other; another process may still
+// take one before it is used, which the caller sees as a start-up failure.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("cluster: found only %d free ports in [%d, %d]", len(ports), minPort, maxPort)
+		}
+		port := minPort + rand.IntN(maxPort-minPort+1)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}

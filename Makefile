@@ -3,12 +3,15 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test check unit fuzz demo soak bench cluster-test bin tidy
+.PHONY: test check unit integration cluster-test fuzz demo soak bench bin tidy
 
 ## test: the test command: gofmt, go vet and every test with -race, the
-## integration tests on a real Temporal dev server included.
+## integration tests on a real Temporal dev server and on a PostgreSQL-backed
+## Temporal cluster included. Packages run one at a time (-p 1) so the
+## real-server tests do not compete for this machine's two cores. The first
+## run builds the Temporal CLI and server from tools/go.mod (minutes).
 test: check
-	$(GO) test -race -count=1 -timeout 60m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
 ## check: formatting and vet only.
 check:
@@ -19,6 +22,27 @@ check:
 ## unit: the fast tests, without real servers.
 unit:
 	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/cliutil/... ./worker/... ./cmd/...
+
+## integration: only the tests on a real Temporal dev server.
+integration:
+	$(GO) test -race -count=1 -timeout 30m ./internal/itest/... ./integration/
+
+## cluster-test: only the tests on the PostgreSQL-backed cluster (installs
+## PostgreSQL from Debian's packages when it is missing; needs root).
+cluster-test:
+	bash scripts/install-postgres.sh
+	$(GO) test -race -count=1 -timeout 30m ./internal/cluster/ ./integration/cluster/
+
+## demo: Temporal dev server + Web UI, reference API, worker and the seed
+## scenario; everything stays up until Ctrl-C.
+demo:
+	scripts/demo.sh
+
+## soak: SOAK_N (default 1000) workflows against an API failing 30 % of
+## requests; prints time, requests per record and workflows/s.
+SOAK_N ?= 1000
+soak:
+	SOAK_N=$(SOAK_N) $(GO) test -count=1 -timeout 30m -run '^TestLoad$$' -v ./integration
 
 ## fuzz: fuzz the Retry-After parser for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

@@ -447,7 +447,7 @@ func (a *Activities) snippet(body []byte) string {
 	if len(body) > errorBodyBytes {
 		body = body[:errorBodyBytes]
 	}
-	return strings.ToValidUTF8(a.redact(string(body)), "\uFFFD")
+	return strings.TrimSpace(strings.ToValidUTF8(a.redact(string(body)), "\uFFFD"))
 }
 
 // redact replaces every credential value in s with [REDACTED].

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package itest
+
+import "syscall"
+
+// sysProcAttr puts a child in its own process group. (Only Linux can also
+// have it killed when the test binary dies.)
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// groupHasOthers cannot tell without /proc, so it reports false: leftovers
+// of an exited leader's group are not killed.
+func groupHasOthers(int) bool { return false }

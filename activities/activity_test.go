@@ -369,8 +369,7 @@ func TestNetworkErrors(t *testing.T) {
 }
 
 func TestRedirects(t *testing.T) {
-	var other *recorder
-	other = newRecorder(t, status(201, `{"other":true}`))
+	other := newRecorder(t, status(201, `{"other":true}`))
 	var srv *recorder
 	srv = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -62,4 +63,40 @@ func ExampleDeriveKey() {
 	// Output:
 	// true
 	// false
+}
+
+// Subscription is the input of a periodic billing workflow.
+type Subscription struct {
+	APIURL string
+	Period string // "2026-12"
+	Cents  int
+}
+
+// MonthlyCharge charges one period, then continues as new with the next.
+// The workflow ID stays the same across continue-as-new, so the period is
+// part of the operation name: each month gets its own key, and a retried or
+// replayed month keeps its key.
+func MonthlyCharge(ctx workflow.Context, sub Subscription) error {
+	if _, err := workflows.Post(ctx, "charge-"+sub.Period, sub.APIURL+"/charges", map[string]any{"amount": sub.Cents, "period": sub.Period}); err != nil {
+		return err
+	}
+	if err := workflow.Sleep(ctx, 30*24*time.Hour); err != nil {
+		return err
+	}
+	next, err := time.Parse("2006-01", sub.Period)
+	if err != nil {
+		return err
+	}
+	sub.Period = next.AddDate(0, 1, 0).Format("2006-01")
+	return workflow.NewContinueAsNewError(ctx, MonthlyCharge, sub)
+}
+
+// ExampleKey_periodic shows the keys of a periodic operation: one per period.
+func ExampleKey_periodic() {
+	for _, period := range []string{"2026-11", "2026-12"} {
+		fmt.Println(period, workflows.DeriveKey("default", "subscription-42", "charge-"+period)[:8])
+	}
+	// Output:
+	// 2026-11 c522b263
+	// 2026-12 328237d4
 }

@@ -487,3 +487,29 @@ func TestFinalFailureLogsOnce(t *testing.T) {
 	assert.Equal(t, activities.ErrTypeRetryableStatus, l["error_type"])
 	assert.NotContains(t, logs.String(), token)
 }
+
+// TestExecuteChild: the ready workflow as a child gets a stable ID and the
+// parent's key.
+func TestExecuteChild(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	h := newHarness(t, srv, activities.Config{}, "order-11")
+	var childIDs []string
+	h.env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, _ converter.EncodedValues) {
+		childIDs = append(childIDs, info.WorkflowExecution.ID)
+	})
+	parent := func(ctx workflow.Context) (string, error) {
+		resp, err := workflows.ExecuteChild(ctx, charge(srv))
+		if err != nil {
+			return "", err
+		}
+		return resp.IdempotencyKey, nil
+	}
+	h.env.RegisterWorkflowWithOptions(parent, workflow.RegisterOptions{Name: "parent"})
+	h.env.ExecuteWorkflow("parent")
+	require.NoError(t, h.env.GetWorkflowError())
+	var key string
+	require.NoError(t, h.env.GetWorkflowResult(&key))
+	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-11", "charge"), key, "the parent's key, not the child's")
+	assert.Equal(t, []string{"order-11/charge"}, childIDs)
+	assert.Equal(t, 1, srv.Stats().Records)
+}

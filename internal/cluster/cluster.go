@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // Options configures [Start]. The zero value of each field has a default.
@@ -42,7 +44,7 @@ type Cluster struct {
 	workDir    string
 	ownWorkDir bool
 	pg         *Postgres
-	server     *Process
+	server     *itest.Process
 	frontend   string
 	httpAddr   string
 
@@ -103,7 +105,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(10)
+	ports, err := freePorts(10)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +129,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Worker:            servicePorts{ports[7], ports[8]},
 		FrontendHTTPPort:  ports[9],
 	}
-	c.frontend = "127.0.0.1:" + strconv.Itoa(cfg.Frontend.GRPC)
-	c.httpAddr = "127.0.0.1:" + strconv.Itoa(cfg.FrontendHTTPPort)
+	c.frontend = itest.HostPort(cfg.Frontend.GRPC)
+	c.httpAddr = itest.HostPort(cfg.FrontendHTTPPort)
 	yml, err := renderServerConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -141,16 +143,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	serverStart := time.Now()
-	c.server, err = StartProcess(ProcessSpec{
+	c.server, err = itest.Start(itest.Spec{
 		Name: "temporal-server",
 		Path: filepath.Join(opts.BinDir, ServerBinary),
 		Args: []string{
 			"--root", c.workDir, "--config", "config", "--env", "development", "--allow-no-auth",
 			"start",
 		},
-		Dir:     c.workDir,
-		Env:     cleanEnv(filepath.Join(c.workDir, "home")),
-		LogPath: c.ServerLogPath(),
+		Dir:        c.workDir,
+		Env:        cleanEnv(filepath.Join(c.workDir, "home")),
+		ReplaceEnv: true,
+		LogPath:    c.ServerLogPath(),
 	})
 	if err != nil {
 		return nil, err
@@ -258,9 +261,9 @@ func (c *Cluster) setupSchemas(ctx context.Context) error {
 			{"update-schema", "-d", db.dir},
 		} {
 			args := append(append(append([]string{}, base...), "--db", db.name), sub...)
-			err := runLogged(ProcessSpec{
+			err := runLogged(itest.Spec{
 				Name: "temporal-sql-tool " + sub[0] + " " + db.name, Path: tool, Args: args,
-				Dir: c.workDir, Env: cleanEnv(filepath.Join(c.workDir, "home")),
+				Dir: c.workDir, Env: cleanEnv(filepath.Join(c.workDir, "home")), ReplaceEnv: true,
 				LogPath: filepath.Join(c.workDir, "logs", "sql-tool.log"),
 			}, 2*time.Minute)
 			if err != nil {
@@ -276,8 +279,8 @@ func (c *Cluster) setupSchemas(ctx context.Context) error {
 func (c *Cluster) waitHealthy(ctx context.Context) error {
 	var last error
 	for {
-		if exited, werr := c.server.Exited(); exited {
-			return fmt.Errorf("cluster: temporal-server exited during startup (%v); log %s:\n%s", werr, c.ServerLogPath(), c.server.LogTail(8192))
+		if c.server.Exited() {
+			return fmt.Errorf("cluster: temporal-server exited during startup (%v); log %s:\n%s", c.server.Err(), c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		out, err := c.CLI(cctx, "operator", "cluster", "health")
@@ -288,7 +291,7 @@ func (c *Cluster) waitHealthy(ctx context.Context) error {
 		last = errors.Join(err, fmt.Errorf("health: %s", bytes.TrimSpace(out)))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: temporal-server not healthy on %s: %w (last: %v); log %s:\n%s", c.frontend, ctx.Err(), last, c.ServerLogPath(), c.server.LogTail(8192))
+			return fmt.Errorf("cluster: temporal-server not healthy on %s: %w (last: %v); log %s:\n%s", c.frontend, ctx.Err(), last, c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -301,8 +304,8 @@ func (c *Cluster) createNamespace(ctx context.Context) error {
 	var last error
 	created := false
 	for {
-		if exited, werr := c.server.Exited(); exited {
-			return fmt.Errorf("cluster: temporal-server exited (%v); log %s:\n%s", werr, c.ServerLogPath(), c.server.LogTail(8192))
+		if c.server.Exited() {
+			return fmt.Errorf("cluster: temporal-server exited (%v); log %s:\n%s", c.server.Err(), c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if !created {
@@ -324,7 +327,7 @@ func (c *Cluster) createNamespace(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: namespace %q not ready: %w (last: %v); log %s:\n%s", ns, ctx.Err(), last, c.ServerLogPath(), c.server.LogTail(8192))
+			return fmt.Errorf("cluster: namespace %q not ready: %w (last: %v); log %s:\n%s", ns, ctx.Err(), last, c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // composeFile is the part of docker-compose.yml these tests look at.
@@ -114,7 +114,7 @@ func (d *composeDependsOn) UnmarshalYAML(n *yaml.Node) error {
 
 func repoFile(t *testing.T, name string) string {
 	t.Helper()
-	root, err := cluster.RepoRoot()
+	root, err := itest.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

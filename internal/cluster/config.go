@@ -3,10 +3,9 @@ package cluster
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"strconv"
 	"text/template"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // serverConfig is what the server's development.yaml is rendered from.
@@ -147,7 +146,7 @@ func renderServerConfig(c serverConfig) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Ports that FreePorts picks from. Temporal's SQL schema stores membership
+// Ports that freePorts picks from. Temporal's SQL schema stores membership
 // ports as smallint, so they must stay below 32768, which also keeps them out
 // of Linux's default ephemeral range (32768-60999) that the kernel hands out
 // for outgoing connections and port 0.
@@ -156,29 +155,6 @@ const (
 	maxPort = 32767
 )
 
-// FreePorts returns n distinct TCP ports in [15000, 32767] that were free on
-// 127.0.0.1 a moment ago. All n listeners are held open until all are
-// chosen, so the ports differ from each other; another process may still
-// take one before it is used, which the caller sees as a start-up failure.
-func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 1000 {
-			return nil, fmt.Errorf("cluster: found only %d free ports in [%d, %d]", len(ports), minPort, maxPort)
-		}
-		port := minPort + rand.IntN(maxPort-minPort+1)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
+// freePorts returns n distinct TCP ports in [15000, 32767] that were free on
+// 127.0.0.1 a moment ago ([itest.FreePortsIn]).
+func freePorts(n int) ([]int, error) { return itest.FreePortsIn(minPort, maxPort, n) }

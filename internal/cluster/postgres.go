@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // PostgresUser and PostgresPassword are the superuser that the throw-away
@@ -63,7 +65,7 @@ func EnsurePostgres(ctx context.Context, logf func(string, ...any)) (string, err
 	if dir, err := FindPostgres(); err == nil {
 		return dir, nil
 	}
-	root, err := RepoRoot()
+	root, err := itest.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -96,11 +98,11 @@ type Postgres struct {
 	Dir string
 
 	binDir string
-	proc   *Process
+	proc   *itest.Process
 }
 
 // HostPort returns 127.0.0.1:Port.
-func (p *Postgres) HostPort() string { return "127.0.0.1:" + strconv.Itoa(p.Port) }
+func (p *Postgres) HostPort() string { return itest.HostPort(p.Port) }
 
 // LogPath returns the server's log file.
 func (p *Postgres) LogPath() string { return filepath.Join(p.Dir, "postgres.log") }
@@ -161,8 +163,8 @@ func StartPostgres(ctx context.Context, binDir string, port int, logf func(strin
 	dataDir := filepath.Join(dir, "data")
 	sockDir := dataDir // the socket lives in the data directory: nothing else needed
 	start := time.Now()
-	err = runLogged(ProcessSpec{
-		Name: "initdb", Path: filepath.Join(binDir, "initdb"), Dir: dir, Env: env,
+	err = runLogged(itest.Spec{
+		Name: "initdb", Path: filepath.Join(binDir, "initdb"), Dir: dir, Env: env, ReplaceEnv: true,
 		Args: []string{
 			"-D", dataDir, "-U", PostgresUser, "--pwfile=" + pwfile,
 			"--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync",
@@ -172,8 +174,8 @@ func StartPostgres(ctx context.Context, binDir string, port int, logf func(strin
 	if err != nil {
 		return nil, err
 	}
-	pg.proc, err = StartProcess(ProcessSpec{
-		Name: "postgres", Path: filepath.Join(binDir, "postgres"), Dir: dir, Env: env,
+	pg.proc, err = itest.Start(itest.Spec{
+		Name: "postgres", Path: filepath.Join(binDir, "postgres"), Dir: dir, Env: env, ReplaceEnv: true,
 		Args: []string{
 			"-D", dataDir,
 			"-p", strconv.Itoa(port),
@@ -192,8 +194,8 @@ func StartPostgres(ctx context.Context, binDir string, port int, logf func(strin
 		return nil, err
 	}
 	for {
-		if exited, werr := pg.proc.Exited(); exited {
-			return nil, fmt.Errorf("cluster: postgres exited during startup (%v); log %s:\n%s", werr, pg.LogPath(), pg.proc.LogTail(4096))
+		if pg.proc.Exited() {
+			return nil, fmt.Errorf("cluster: postgres exited during startup (%v); log %s:\n%s", pg.proc.Err(), pg.LogPath(), itest.FileTail(pg.LogPath(), 4096))
 		}
 		check := exec.CommandContext(ctx, filepath.Join(binDir, "pg_isready"),
 			"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", PostgresUser, "-d", "postgres", "-t", "2")
@@ -203,7 +205,7 @@ func StartPostgres(ctx context.Context, binDir string, port int, logf func(strin
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster: postgres not ready: %w; log %s:\n%s", ctx.Err(), pg.LogPath(), pg.proc.LogTail(4096))
+			return nil, fmt.Errorf("cluster: postgres not ready: %w; log %s:\n%s", ctx.Err(), pg.LogPath(), itest.FileTail(pg.LogPath(), 4096))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

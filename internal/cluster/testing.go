@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // BuildTimeout bounds [BuildTools] in [StartForTest]: a cold build of the
@@ -63,8 +65,8 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("cluster: end of %s:\n%s", c.ServerLogPath(), fileTail(c.ServerLogPath(), 16<<10))
-			t.Logf("cluster: end of %s:\n%s", c.PostgresLogPath(), fileTail(c.PostgresLogPath(), 4<<10))
+			t.Logf("cluster: end of %s:\n%s", c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 16<<10))
+			t.Logf("cluster: end of %s:\n%s", c.PostgresLogPath(), itest.FileTail(c.PostgresLogPath(), 4<<10))
 		}
 		if err := c.Stop(); err != nil {
 			t.Errorf("cluster: stop: %v", err)

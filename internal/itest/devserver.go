@@ -179,15 +179,7 @@ func (d *DevServer) LogTail(n int64) string {
 	if d.LogPath == "" {
 		return ""
 	}
-	f, err := os.Open(d.LogPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		_, _ = f.Seek(-n, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(f)
+	b, _ := readTail(d.LogPath, n)
 	return string(b)
 }
 

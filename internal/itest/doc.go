@@ -9,12 +9,16 @@
 //     `go build`, so a warm Go build cache makes it a matter of linking and a
 //     fresh machine needs no download beyond the module proxy. A test
 //     package builds once, in its TestMain, into a temporary directory.
+//     [BuildTools] builds other tools of the tools module (the Temporal
+//     server, say). Every build into a directory holds its lock
+//     ([LockBuildDir]), so test binaries sharing <repo>/bin take turns.
 //   - Ports: [FreePort] and [FreePorts] pick loopback ports the kernel will
-//     not hand out again for a while.
+//     not hand out again for a while; [FreePortsIn] picks them in a range.
 //   - Processes: [Start] runs a program in its own process group with its
 //     output captured; [StartT] does it for a test, stops the program when
 //     the test ends and writes its output to the test log if the test failed
-//     (ITEST_VERBOSE=1 streams every line to stderr as well).
+//     (ITEST_VERBOSE=1 streams every line to stderr as well), and
+//     [Spec.LogPath] appends it to a file too ([FileTail] reads its end).
 //     [Process.Stop] stops the group gracefully and then with SIGKILL;
 //     [Process.Kill] kills it at once, as a crash would. On Linux a process
 //     also dies with the test binary (parent-death signal).

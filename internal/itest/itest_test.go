@@ -29,6 +29,13 @@ func TestFreePorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkPorts(t, "FreePorts", ports)
+}
+
+// checkPorts fails t unless ports are distinct and each can be bound by a
+// server right away.
+func checkPorts(t *testing.T, from string, ports []int) {
+	t.Helper()
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if seen[p] {
@@ -38,10 +45,62 @@ func TestFreePorts(t *testing.T) {
 		// Each must be bindable right away by a server.
 		l, err := net.Listen("tcp", HostPort(p))
 		if err != nil {
-			t.Fatalf("port %d from FreePorts cannot be bound: %v", p, err)
+			t.Fatalf("port %d from %s cannot be bound: %v", p, from, err)
 		}
 		l.Close()
 	}
+}
+
+func TestFreePortsIn(t *testing.T) {
+	const lo, hi = 15000, 32767
+	ports, err := FreePortsIn(lo, hi, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if p < lo || p > hi {
+			t.Errorf("port %d outside [%d, %d]", p, lo, hi)
+		}
+	}
+	checkPorts(t, "FreePortsIn", ports)
+}
+
+func TestProcessLogPath(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "run.log")
+	for _, script := range []string{"echo first", "echo second; echo third >&2"} {
+		spec := sh(script)
+		spec.LogPath = log
+		p := StartT(t, spec)
+		if err := p.Wait(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := FileTail(log, 1<<10), "first\nsecond\nthird"; got != want {
+		t.Errorf("FileTail = %q, want %q (both runs, appended)", got, want)
+	}
+	if got, want := FileTail(log, 8), "third"; got != want {
+		t.Errorf("FileTail(8) = %q, want %q (from the first whole line)", got, want)
+	}
+	if got := FileTail(filepath.Join(t.TempDir(), "missing.log"), 1<<10); !strings.HasPrefix(got, "(no log: ") {
+		t.Errorf("FileTail of a missing file = %q, want it to say so", got)
+	}
+}
+
+func TestLockBuildDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bin")
+	unlock, err := LockBuildDir(ctxT(t, 10*time.Second), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockBuildDir(ctxT(t, 300*time.Millisecond), dir); err == nil || !strings.Contains(err.Error(), "build lock") {
+		t.Fatalf("second lock while held: err = %v, want a timeout waiting for the build lock", err)
+	}
+	unlock()
+	unlock2, err := LockBuildDir(ctxT(t, 10*time.Second), dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	unlock2()
 }
 
 func TestProcessExit(t *testing.T) {
@@ -55,6 +114,7 @@ func TestProcessExit(t *testing.T) {
 		{"exit status", sh("echo failing; exit 3"), 3, []string{"failing"}},
 		{"env added", Spec{Path: "/bin/sh", Args: []string{"-c", `echo "FOO=$FOO"`}, Env: []string{"FOO=bar"}}, 0, []string{"FOO=bar"}},
 		{"env overrides", Spec{Path: "/bin/sh", Args: []string{"-c", `echo "HOME=$HOME"`}, Env: []string{"HOME=/nowhere"}}, 0, []string{"HOME=/nowhere"}},
+		{"env replaced", Spec{Path: "/bin/sh", Args: []string{"-c", `echo "FOO=$FOO HOME=$HOME."`}, Env: []string{"FOO=bar"}, ReplaceEnv: true}, 0, []string{"FOO=bar HOME=.\n"}},
 		{"dir", Spec{Path: "/bin/sh", Args: []string{"-c", "pwd"}, Dir: "/"}, 0, []string{"/\n"}},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 )
@@ -51,6 +52,36 @@ func FreePorts(n int) ([]int, error) {
 		_ = s.Close() // server side first: the port goes to TIME_WAIT
 		_ = c.Close()
 		ports = append(ports, addr.Port)
+	}
+	return ports, nil
+}
+
+// FreePortsIn returns n distinct TCP ports in [lo, hi] that were free on
+// 127.0.0.1 a moment ago, for a program that cannot take just any port (one
+// that must fit a smallint, say). Unlike [FreePorts] it binds random ports
+// of the range explicitly, giving up after 1000 tries. All n listeners are
+// held open until all are chosen, so the ports differ from each other;
+// another process may still take one before it is used, which the caller
+// sees as a start-up failure.
+func FreePortsIn(lo, hi, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("itest: found only %d free ports in [%d, %d]", len(ports), lo, hi)
+		}
+		port := lo + rand.IntN(hi-lo+1)
+		l, err := net.Listen("tcp", HostPort(port))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, port)
 	}
 	return ports, nil
 }

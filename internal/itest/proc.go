@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,8 +38,17 @@ type Spec struct {
 	// Env is added to this process's environment; for a duplicated key the
 	// last entry wins, so Env overrides what the test process has.
 	Env []string
+	// ReplaceEnv makes Env the program's whole environment instead: nothing
+	// of the test process's is passed on (but a nil Env, as for exec.Cmd,
+	// means the test process's environment).
+	ReplaceEnv bool
+	// Credential, if not nil, runs the program as another user (needs root).
+	Credential *syscall.Credential
 	// Output, if not nil, also receives the process's stdout and stderr.
 	Output io.Writer
+	// LogPath, if set, is a file (created if needed) that the process's
+	// stdout and stderr are also appended to; see [FileTail].
+	LogPath string
 	// StopSignal is what [Process.Stop] sends first (default SIGTERM).
 	StopSignal syscall.Signal
 }
@@ -67,26 +77,48 @@ func Start(spec Spec) (*Process, error) {
 	if p.stopSig == 0 {
 		p.stopSig = syscall.SIGTERM
 	}
-	var w io.Writer = p.out
-	if spec.Output != nil {
-		w = io.MultiWriter(p.out, spec.Output)
+	var logFile *os.File
+	if spec.LogPath != "" {
+		f, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("itest: %s log: %w", spec.Name, err)
+		}
+		logFile = f
 	}
+	closeLog := func() {
+		if logFile != nil {
+			logFile.Close()
+		}
+	}
+	ws := []io.Writer{p.out}
+	if logFile != nil {
+		ws = append(ws, logFile)
+	}
+	if spec.Output != nil {
+		ws = append(ws, spec.Output)
+	}
+	w := io.MultiWriter(ws...)
 	// The output goes through a pipe of our own rather than exec's copying,
 	// so that Wait returns when the program exits even if a child it left
 	// behind still holds the pipe; that child's output is still captured.
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		closeLog()
 		return nil, fmt.Errorf("itest: starting %s: %w", spec.Name, err)
 	}
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = spec.Dir
 	cmd.Env = append(os.Environ(), spec.Env...)
+	if spec.ReplaceEnv {
+		cmd.Env = spec.Env
+	}
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(spec.Credential)
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
 		pr.Close()
+		closeLog()
 		return nil, fmt.Errorf("itest: starting %s (%s): %w", spec.Name, spec.Path, err)
 	}
 	p.cmd = cmd
@@ -94,6 +126,7 @@ func Start(spec Spec) (*Process, error) {
 	go func() {
 		_, _ = io.Copy(w, pr)
 		pr.Close()
+		closeLog()
 		close(copied)
 	}()
 	go func() {
@@ -277,6 +310,40 @@ func (p *Process) Tail(n int) string {
 		}
 	}
 	return strings.TrimRight(s, "\n")
+}
+
+// FileTail returns the last n bytes of the file at path, starting at a line,
+// for error messages and test logs (such as a [Spec.LogPath]); if the file
+// cannot be read, it says so instead.
+func FileTail(path string, n int64) string {
+	b, err := readTail(path, n)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Op == "seek" {
+		return fmt.Sprintf("(log unreadable: %v)", err)
+	}
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	if i := bytes.IndexByte(b, '\n'); i >= 0 && int64(len(b)) == n {
+		b = b[i+1:] // drop the partial first line
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+// readTail returns the last n bytes of the file at path (all of it if
+// shorter).
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		if _, err := f.Seek(-n, io.SeekEnd); err != nil {
+			return nil, err
+		}
+	}
+	b, _ := io.ReadAll(f)
+	return b, nil
 }
 
 // WaitOutput waits until the output contains substr. It fails if the

@@ -9,9 +9,9 @@ import (
 )
 
 // sysProcAttr puts a child in its own process group and has the kernel kill
-// it when the test binary dies.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// it when the test binary dies; cred, if not nil, is the user it runs as.
+func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 }
 
 // groupHasOthers reports whether a process other than pgid itself is in

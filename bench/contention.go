@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// ContentionParams is the contention experiment: Clients workflows started
+// at once against a reference server that accepts Capacity requests per
+// Window and answers the rest 503 without Retry-After; each workflow needs
+// one success and retries with the given policy.
+type ContentionParams struct {
+	Clients         int           `json:"clients"`
+	Capacity        int           `json:"capacity"`
+	Window          time.Duration `json:"window_ns"`
+	Base            time.Duration `json:"base_ns"`
+	Cap             time.Duration `json:"cap_ns"`
+	Coefficient     float64       `json:"coefficient"`
+	MaximumAttempts int32         `json:"maximum_attempts"`
+	// EagerStart starts the workflows with eager workflow start, so their
+	// first workflow task (and, eagerly, the first activity attempt) runs
+	// on the local worker without a trip through matching: the herd of first
+	// attempts is then as tight as the start calls.
+	EagerStart bool `json:"eager_start"`
+}
+
+// DefaultContention is the setup the bench command runs. With deterministic
+// backoff it is 17 rounds of herds, most a full cap apart (about 2.5 min);
+// the cap is 10 windows, so spreading retries over it can pay off; the
+// window (1 s) is wider than the herd of first attempts Temporal leaves
+// (about 0.5 s with eager start and 8 pollers), so a herd really contends;
+// and the base (4 s) keeps most jittered delays above the 1 s below which
+// Temporal's timers are not precise (see TimerShiftArgs).
+var DefaultContention = ContentionParams{
+	Clients: 100, Capacity: 6, Window: time.Second,
+	Base: 4 * time.Second, Cap: 10 * time.Second, Coefficient: 2, MaximumAttempts: 1000,
+	EagerStart: true,
+}
+
+// Herd and timer-floor parameters of TemporalSimConfig, as measured on the
+// dev server: first attempts of a burst of starts spread over about 0.5 s,
+// and no retry sooner than about 1 s.
+const (
+	TemporalHerdSpread = 500 * time.Millisecond
+	TemporalMinDelay   = time.Second
+)
+
+// Backoff is the strategy's activities.Backoff for these parameters.
+func (p ContentionParams) Backoff(j activities.Jitter) activities.Backoff {
+	return activities.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: j}
+}
+
+// SimConfig is the pure in-process simulation of the experiment with
+// clients clients, Brooker-style: all start at once, 1 ms ± 0.5 ms one-way
+// network delay, delays exactly as computed.
+func (p ContentionParams) SimConfig(clients int, j activities.Jitter, seed uint64) SimConfig {
+	return SimConfig{
+		Clients:  clients,
+		Backoff:  p.Backoff(j),
+		NewModel: func() Model { return &Capacity{K: p.Capacity, Window: p.Window} },
+		NetMean:  time.Millisecond, NetSD: 500 * time.Microsecond,
+		Seed: seed,
+	}
+}
+
+// TemporalSimConfig is SimConfig with what the dev server adds: the herd of
+// first attempts spread over TemporalHerdSpread and no retry delay below
+// TemporalMinDelay. It predicts the dev-server run.
+func (p ContentionParams) TemporalSimConfig(clients int, j activities.Jitter, seed uint64) SimConfig {
+	c := p.SimConfig(clients, j, seed)
+	c.StartSpread, c.MinRetryDelay = TemporalHerdSpread, TemporalMinDelay
+	return c
+}
+
+// ContentionRun is one strategy's run on the dev server.
+type ContentionRun struct {
+	Strategy activities.Jitter `json:"strategy"`
+	// Requests is every request the server received; Successes the 201s (one per workflow).
+	Requests  int `json:"requests"`
+	Successes int `json:"successes"`
+	// Failed counts workflows that did not succeed (0 when MaximumAttempts is high enough).
+	Failed int `json:"failed"`
+	// ToLastSuccess is from the server's first request to its last success.
+	ToLastSuccess time.Duration `json:"to_last_success_ns"`
+	// Wall is from the first start call to the last workflow result.
+	Wall time.Duration `json:"wall_ns"`
+	// StartSpread is how long starting all workflows took.
+	StartSpread time.Duration `json:"start_spread_ns"`
+	// FirstSpread is from the first to the last workflow's first request:
+	// the width of the herd that Temporal's start and dispatch leave.
+	FirstSpread time.Duration `json:"first_spread_ns"`
+	// MaxAttempts is the largest attempt number of a success.
+	MaxAttempts int32 `json:"max_attempts"`
+	// Log is the server's request log (time offsets from the first request, status).
+	Log []LogEntry `json:"log"`
+	// Raw is the server's own log.
+	Raw []testsuite.RequestLog `json:"-"`
+}
+
+// LogEntry is one request seen by the server.
+type LogEntry struct {
+	At     time.Duration `json:"at_ns"`
+	Status int           `json:"status"`
+}
+
+// RunContention runs the experiment on h for strategy j.
+func RunContention(ctx context.Context, h *Harness, p ContentionParams, j activities.Jitter, tag string) (ContentionRun, error) {
+	srv := testsuite.NewServer(testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window})
+	h.Target.Set(srv)
+	defer h.Target.Set(OKHandler())
+	run := ContentionRun{Strategy: j}
+	req := func(i int) workflows.Request {
+		body, _ := json.Marshal(map[string]int{"client": i})
+		return workflows.Request{
+			Operation: "charge",
+			URL:       h.Target.URL + "/charges",
+			Body:      body,
+			Retry: workflows.RetryOptions{
+				InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap,
+				MaximumAttempts: p.MaximumAttempts, Jitter: j,
+			},
+			StartToCloseTimeout:    10 * time.Second,
+			ScheduleToCloseTimeout: 30 * time.Minute,
+		}
+	}
+	runs := make([]client.WorkflowRun, p.Clients)
+	errs := make([]error, p.Clients)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range p.Clients {
+		wg.Go(func() {
+			runs[i], errs[i] = h.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID: fmt.Sprintf("contention-%s-%s-%d", tag, j, i), TaskQueue: h.TaskQueue,
+				EnableEagerStart: p.EagerStart,
+			}, workflows.WorkflowName, req(i))
+		})
+	}
+	wg.Wait()
+	run.StartSpread = time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			return run, fmt.Errorf("starting workflow %d: %w", i, err)
+		}
+	}
+	var mu sync.Mutex
+	for i := range p.Clients {
+		wg.Go(func() {
+			var resp activities.Response
+			err := runs[i].Get(ctx, &resp)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				run.Failed++
+				return
+			}
+			run.MaxAttempts = max(run.MaxAttempts, resp.Attempt)
+		})
+	}
+	wg.Wait()
+	run.Wall = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return run, err
+	}
+	st := srv.Stats()
+	run.Requests, run.Successes = st.Requests, st.Records
+	log := srv.Log()
+	run.Raw = log
+	if len(log) > 0 {
+		t0 := log[0].Time
+		seen := map[string]bool{}
+		for _, l := range log {
+			if !seen[l.IdempotencyKey] {
+				seen[l.IdempotencyKey] = true
+				run.FirstSpread = l.Time.Sub(t0)
+			}
+			at := l.Time.Sub(t0)
+			run.Log = append(run.Log, LogEntry{At: at, Status: l.Status})
+			if l.Status >= 200 && l.Status <= 299 {
+				run.ToLastSuccess = max(run.ToLastSuccess, at)
+			}
+		}
+	}
+	return run, nil
+}

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// EnsureCLI returns the path of the Temporal CLI: path if it is set, else
+// <repo>/bin/temporal, which it builds from the tools module with
+// itest.BuildCLI (minutes on a cold build cache, seconds on a warm one) when
+// it is missing. logf reports a build.
+func EnsureCLI(ctx context.Context, path string, logf func(string, ...any)) (string, error) {
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("temporal CLI: %w", err)
+		}
+		return path, nil
+	}
+	root, err := itest.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "bin", "temporal")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	logf("building the Temporal CLI into %s (go build %s in tools/; minutes on a cold build cache)", bin, itest.CLIPackage)
+	start := time.Now()
+	if err := itest.BuildCLI(ctx, bin); err != nil {
+		return "", fmt.Errorf("building the Temporal CLI: %w", err)
+	}
+	logf("built the Temporal CLI in %s", time.Since(start).Round(time.Second))
+	return bin, nil
+}
+
+// Target is a loopback HTTP server whose handler can be swapped between
+// experiments, so one worker (which allows one origin) serves them all.
+type Target struct {
+	URL string
+	srv *http.Server
+	h   atomic.Pointer[http.Handler]
+}
+
+// StartTarget listens on a free loopback port.
+func StartTarget() (*Target, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{URL: "http://" + l.Addr().String()}
+	t.Set(http.NotFoundHandler())
+	t.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*t.h.Load()).ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = t.srv.Serve(l) }()
+	return t, nil
+}
+
+// Set makes h answer every following request.
+func (t *Target) Set(h http.Handler) { t.h.Store(&h) }
+
+// Close stops the server.
+func (t *Target) Close() error { return t.srv.Close() }
+
+// Transport is the worker's HTTP transport, as cmd/worker builds it:
+// http.DefaultTransport with up to 64 idle connections per host.
+func Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// Harness is a dev server, one worker (HarnessOptions.Worker) polling TaskQueue
+// (the HTTP activity and ready workflow, plus the minimal baseline workflow
+// of the throughput run) and a Target it calls.
+type Harness struct {
+	Dev       *itest.DevServer
+	Client    client.Client
+	Worker    worker.Worker
+	Target    *Target
+	TaskQueue string
+	logFiles  []*os.File
+	stopOnce  sync.Once
+}
+
+// HarnessOptions configures StartHarness.
+type HarnessOptions struct {
+	// CLI is the Temporal CLI binary.
+	CLI string
+	// Name labels the task queue and the log files, which go to LogDir.
+	Name, LogDir string
+	// ServerArgs are extra `temporal server start-dev` arguments.
+	ServerArgs []string
+	// Worker are the worker's options (the zero value is the SDK's defaults).
+	Worker worker.Options
+}
+
+// StartHarness starts a dev server, a target and a worker.
+func StartHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
+	h := &Harness{TaskQueue: "bench-" + o.Name}
+	fail := func(err error) (*Harness, error) {
+		h.Stop()
+		return nil, err
+	}
+	devLog, err := os.Create(filepath.Join(o.LogDir, o.Name+"-devserver.log"))
+	if err != nil {
+		return nil, err
+	}
+	h.logFiles = append(h.logFiles, devLog)
+	if h.Dev, err = itest.StartDevServer(ctx, itest.DevServerOptions{
+		CLI: o.CLI, LogLevel: "error", ExtraArgs: o.ServerArgs, Output: devLog,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(devLog, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}); err != nil {
+		return fail(err)
+	}
+	if h.Target, err = StartTarget(); err != nil {
+		return fail(err)
+	}
+	workerLog, err := os.Create(filepath.Join(o.LogDir, o.Name+"-worker.log"))
+	if err != nil {
+		return fail(err)
+	}
+	h.logFiles = append(h.logFiles, workerLog)
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(workerLog, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if h.Client, err = h.Dev.Dial(client.Options{Logger: logger}); err != nil {
+		return fail(err)
+	}
+	acts, err := activities.New(activities.Config{
+		AllowedOrigins: []string{h.Target.URL},
+		HTTPClient:     &http.Client{Transport: Transport()},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	h.Worker = worker.New(h.Client, h.TaskQueue, o.Worker)
+	acts.Register(h.Worker)
+	workflows.Register(h.Worker)
+	registerMinimal(h.Worker, &http.Client{Transport: Transport()})
+	if err := h.Worker.Start(); err != nil {
+		return fail(fmt.Errorf("starting the worker: %w", err))
+	}
+	return h, nil
+}
+
+// Stop stops the worker, the client, the target and the dev server.
+func (h *Harness) Stop() error {
+	var errs []error
+	h.stopOnce.Do(func() {
+		if h.Worker != nil {
+			h.Worker.Stop()
+		}
+		if h.Client != nil {
+			h.Client.Close()
+		}
+		if h.Target != nil {
+			errs = append(errs, h.Target.Close())
+		}
+		if h.Dev != nil {
+			if err := h.Dev.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the dev server: %w", err))
+			}
+		}
+		for _, f := range h.logFiles {
+			errs = append(errs, f.Close())
+		}
+	})
+	return errors.Join(errs...)
+}

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// PlotSeries is one panel of the contention plot: a run's requests, bucketed.
+type PlotSeries struct {
+	Title string
+	Log   []LogEntry
+}
+
+// WriteContentionSVG draws one panel per series, stacked, with the same
+// axes: requests per bucket since the server's first request, successes and
+// 503s stacked, and a dashed line at capacity (requests accepted per
+// bucket when bucket equals the capacity window). It uses no dependency.
+func WriteContentionSVG(w io.Writer, title string, series []PlotSeries, bucket time.Duration, capacity int) error {
+	const (
+		width   = 900
+		panelH  = 230
+		left    = 60
+		right   = 20
+		top     = 50
+		gap     = 45
+		bottomM = 45
+	)
+	plotW := float64(width - left - right)
+	var end time.Duration
+	maxCount := 1
+	counts := make([][][2]int, len(series)) // [bucket][ok, failed]
+	for _, s := range series {
+		for _, l := range s.Log {
+			end = max(end, l.At)
+		}
+	}
+	// The x axis runs to the tick after the last request, in whole buckets.
+	step := niceStep(end.Seconds() / 10)
+	xMax := math.Ceil(end.Seconds()/step+1e-9) * step
+	nb := int(math.Ceil(xMax / bucket.Seconds()))
+	for i, s := range series {
+		counts[i] = make([][2]int, nb)
+		for _, l := range s.Log {
+			b := int(l.At / bucket)
+			if l.Status >= 200 && l.Status <= 299 {
+				counts[i][b][0]++
+			} else {
+				counts[i][b][1]++
+			}
+		}
+		for _, c := range counts[i] {
+			maxCount = max(maxCount, c[0]+c[1])
+		}
+	}
+	yMax := axisCeil(float64(maxCount))
+	height := top + len(series)*(panelH+gap) - gap + bottomM
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
+	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#2e7d32"/><text x="%d" y="39">success (201)</text>`, left, left+14)
+	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">503 (over capacity)</text>`, left+120, left+134)
+	fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", left+290, left+315, left+320, capacity, bucket)
+	barW := plotW / float64(nb)
+	for i, s := range series {
+		y0 := float64(top + i*(panelH+gap) + 10)
+		h := float64(panelH - 10)
+		ys := func(v float64) float64 { return y0 + h - v/yMax*h }
+		total, last := 0, time.Duration(0)
+		for _, l := range s.Log {
+			total++
+			if l.Status >= 200 && l.Status <= 299 {
+				last = max(last, l.At)
+			}
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold">%s</text><text x="%d" y="%.0f" text-anchor="end">%d requests, last success at %.1f s</text>`+"\n",
+			left, y0-4, html.EscapeString(s.Title), width-right, y0-4, total, last.Seconds())
+		// grid and y ticks
+		for _, t := range ticks(yMax) {
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n",
+				left, ys(t), width-right, ys(t), left-6, ys(t)+4, t)
+		}
+		for k, c := range counts[i] {
+			x := float64(left) + float64(k)*barW
+			bw := math.Max(barW-0.5, 0.5)
+			if c[0] > 0 {
+				fmt.Fprintf(&b, `<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="#2e7d32"/>`, x, ys(float64(c[0])), bw, float64(c[0])/yMax*h)
+			}
+			if c[1] > 0 {
+				fmt.Fprintf(&b, `<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="#c62828"/>`, x, ys(float64(c[0]+c[1])), bw, float64(c[1])/yMax*h)
+			}
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(capacity)), width-right, ys(float64(capacity)))
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#000"/><line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#000"/>`+"\n",
+			left, y0, left, y0+h, left, y0+h, width-right, y0+h)
+		// x ticks
+		for t := 0.0; t <= xMax+1e-9; t += step {
+			x := float64(left) + t/(float64(nb)*bucket.Seconds())*plotW
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000"/><text x="%.1f" y="%.1f" text-anchor="middle">%g</text>`,
+				x, y0+h, x, y0+h+4, x, y0+h+16, t)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, `<text x="14" y="%.0f" transform="rotate(-90 14 %.0f)" text-anchor="middle">requests per %s</text>`+"\n", y0+h/2, y0+h/2, bucket)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">seconds since the server's first request</text>`+"\n", float64(left)+plotW/2, height-10)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// axisCeil rounds v up to a round axis maximum (1, 1.2, 1.5, 2, 2.5, 3, 4,
+// 5, 6 or 8 times a power of ten).
+func axisCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// niceStep is a tick step of 1, 2 or 5 times a power of ten, at least v.
+func niceStep(v float64) float64 { return niceCeil(math.Max(v, 1e-9)) }
+
+func ticks(yMax float64) []float64 {
+	step := niceStep(yMax / 5)
+	var out []float64
+	for t := 0.0; t <= yMax+1e-9; t += step {
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// Targets of issue 4.
+const (
+	TargetRequestsRatio   = 0.45 // full jitter requests ÷ Temporal's backoff, at most
+	TargetTimeRatio       = 0.20 // full jitter time to last success ÷ Temporal's backoff, at most
+	TargetOverheadRatio   = 1.10 // Activities.Do ns/op ÷ raw net/http, at most
+	TargetThroughputRatio = 0.90 // our workflows/s ÷ minimal workflows/s, at least
+)
+
+// Retry-After: 1 gap bounds.
+var (
+	TargetGapMin = 1000 * time.Millisecond
+	TargetGapMax = 1150 * time.Millisecond
+)
+
+// BrookerPublished are the calls at 100 clients from Brooker's post, for comparison.
+var BrookerPublished = map[activities.Jitter]float64{
+	activities.JitterNone: 1846, activities.JitterFull: 796, activities.JitterDecorrelated: 998,
+}
+
+func met(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**MISSED**"
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// gap formats a retry gap: milliseconds below a second, else seconds to the millisecond.
+func gap(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.3f s", d.Seconds())
+}
+
+// WriteMarkdown writes the results as RESULTS.md: the claims (ratios
+// against baselines measured in the same run) first, then every raw number.
+// plot is the SVG's file name, relative to the markdown file.
+func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# Benchmark results\n\n")
+	if r.Command != "" {
+		command = r.Command
+	}
+	p("Written by `%s` on %s; the run took %s. Every claim is a ratio against a baseline measured in the same run on the same machine.\n\n",
+		command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Total.Round(time.Second))
+	m := r.Machine
+	cli := ""
+	if m.CLI != "" {
+		cli = ", " + strings.ReplaceAll(m.CLI, "\n", ", ")
+	}
+	p("Machine: %s, %d CPUs, %.0f GiB RAM, %s, %s%s. Load average (1, 5, 15 min) %s before and %s after the run: the CPUs were shared with other work, so absolute numbers are noisy; the ratios pair each measurement with its baseline to cancel most of it.\n\n",
+		m.CPU, m.CPUs, m.MemGiB, m.Kernel, m.Go, cli, m.LoadBefore, m.LoadAfter)
+
+	p("## Claims\n\n| # | Claim | Measured | Target | Met |\n|---|---|---|---|---|\n")
+	if c := r.Contention; c != nil && len(c.Runs) >= 2 {
+		base, full := c.Runs[0], c.Runs[1]
+		rq := float64(full.Requests) / float64(base.Requests)
+		rt := full.ToLastSuccess.Seconds() / base.ToLastSuccess.Seconds()
+		p("| 1a | Contention: full jitter's requests ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", rq, full.Requests, base.Requests, TargetRequestsRatio, met(rq <= TargetRequestsRatio))
+		p("| 1b | Contention: full jitter's time to the last success ÷ Temporal's own backoff's | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", rt, full.ToLastSuccess.Seconds(), base.ToLastSuccess.Seconds(), TargetTimeRatio, met(rt <= TargetTimeRatio))
+	}
+	if o := r.Overhead; o != nil {
+		p("| 2 | One attempt: `Activities.Do` ns/op ÷ the same raw `net/http` POST + body read in an activity (median of %d rounds) | %.2f (%.1f µs ÷ %.1f µs); CPU time %.2f | ≤ %.2f | %s |\n",
+			o.Rounds, o.Do.Ratio, o.Do.MedianNs/1e3, o.Baseline.MedianNs/1e3, o.Do.CPURatio, TargetOverheadRatio, met(o.Do.Ratio <= TargetOverheadRatio))
+	}
+	if len(r.Gaps) > 0 {
+		g := r.Gaps[0]
+		ok := g.Min >= TargetGapMin && g.Max <= TargetGapMax
+		floor := ""
+		if r.Floor != nil {
+			floor = fmt.Sprintf("; `time.Sleep(1s)` floor %s–%s", gap(r.Floor.Min), gap(r.Floor.Max))
+		}
+		p("| 3 | Gap between a 503 with `Retry-After: 1` and the retry, through Temporal (%d runs) | %s–%s, median %s%s | within [%s, %s] | %s |\n",
+			len(g.Gaps), gap(g.Min), gap(g.Max), gap(g.P50), floor, secs(TargetGapMin), secs(TargetGapMax), met(ok))
+	}
+	if t := r.Throughput; t != nil {
+		cpu := ""
+		if t.CPURatio > 0 {
+			cpu = fmt.Sprintf("; per CPU-second %.2f", t.CPURatio)
+		}
+		p("| 4 | Throughput: ready workflow ÷ minimal workflow, workflows/s with one worker (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s)%s | ≥ %.2f | %s |\n",
+			len(t.Ratios), t.Ratio, t.OursPerSecond, t.MinimalPerSec, cpu, TargetThroughputRatio, met(t.Ratio >= TargetThroughputRatio))
+	}
+	p("\n")
+
+	if c := r.Contention; c != nil && len(c.Runs) > 0 {
+		cp := c.Params
+		p("## 1. Contention (after Brooker, \"Exponential Backoff And Jitter\", 2015)\n\n")
+		p("%d workflows (`workflows.HTTPCallWorkflow`) are started at once (concurrent `ExecuteWorkflow` calls with eager workflow start) on the dev server, one worker. Each needs one success from a reference server (`testsuite.Options{Capacity: %d, CapacityWindow: %s}`) that accepts %d requests per %s window and answers every other one 503 without Retry-After. Retry policy: base (InitialInterval) %s, coefficient %g, cap (MaximumInterval) %s, MaximumAttempts %d, ScheduleToClose 30 min. Requests are counted by the server; the time runs from its first request to its last success. The worker has 8 pollers per task type and the workflows use eager start, so that \"at once\" holds: in calibration runs on this machine, with the SDK's default 2 pollers (against the dev server's 4 partitions per task queue) 5–10 %% of the first attempts waited 2–5 s in matching, with or without eager start, and with 8 pollers but no eager start the first attempts still spread over 1.5–2.7 s — a herd spread over seconds, which jitters the baseline for free.\n\n",
+			cp.Clients, cp.Capacity, cp.Window, cp.Capacity, cp.Window, cp.Base, cp.Coefficient, cp.Cap, cp.MaximumAttempts)
+		p("![Requests per second: Temporal's own backoff against full jitter](%s)\n\n", plot)
+		p("| Strategy | Requests | ÷ baseline | Last success | ÷ baseline | Max attempt | Failed | First attempts spread over | Simulated requests | Simulated time |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		base := c.Runs[0]
+		for i, run := range c.Runs {
+			var sim SimSummary
+			if i < len(c.Sim) {
+				sim = c.Sim[i]
+			}
+			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %d | %s | %.0f | %.1f s |\n", StrategyName(run.Strategy), run.Requests,
+				float64(run.Requests)/float64(base.Requests), run.ToLastSuccess.Seconds(), run.ToLastSuccess.Seconds()/base.ToLastSuccess.Seconds(),
+				run.MaxAttempts, run.Failed, secs(run.FirstSpread), sim.Requests, sim.Duration.Seconds())
+		}
+		p("\nThe simulated columns are the in-process model of the same setup with what the dev server adds (mean of 100 seeded runs; first requests spread over %s like the dev server's herd, no retry sooner than %s, 1 ms network delay).\n\n", TemporalHerdSpread, TemporalMinDelay)
+		rounds := (cp.Clients + cp.Capacity - 1) / cp.Capacity
+		p("Why this setup: with deterministic backoff every round is a herd of all remaining workflows, of which %d get through, so Temporal's own backoff needs %d rounds, most of them a full cap (%s) apart, and about %d requests (%d + %d + … + %d). Spreading the retries over the cap lets the server use its capacity in most windows instead of one window per cap. The window (%s) is wider than the herd of first attempts Temporal leaves (column \"first attempts spread over\"), so a herd really contends; the cap is %.0f windows so that spreading can pay off while the no-jitter run stays short; the base is %s because Temporal moves timers shorter than 1 s to about 1 s (section 3), which would bunch short jittered delays again. MaximumAttempts %d is never reached (column \"max attempt\"); every workflow succeeds (column \"failed\").\n\n",
+			cp.Capacity, rounds, cp.Cap, rounds*(cp.Clients+cp.Clients-(rounds-1)*cp.Capacity)/2, cp.Clients, cp.Clients-cp.Capacity, cp.Clients-(rounds-1)*cp.Capacity,
+			cp.Window, float64(cp.Cap)/float64(cp.Window), cp.Base, cp.MaximumAttempts)
+	}
+
+	if len(r.SimBrooker) > 0 || len(r.SimCapacity) > 0 {
+		p("## 1b. Simulation (no Temporal)\n\n")
+		p("A discrete-event simulation in virtual time (`bench.Simulate`), deterministic per seed, with the strategies' delays from `activities.Backoff.Delay` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
+		if len(r.SimBrooker) > 0 {
+			p("**Brooker's model** (his simulator: optimistic concurrency on one row, a read and a write per attempt, network delay |N(10 ms, 2 ms)|, base 5 ms, cap 2 s; his backoff(n) = min(cap, base × 2^n) is our Ceiling with InitialInterval 10 ms). Mean of 100 runs (20 at 1000 clients).\n\n")
+			writeSimTable(&b, r.SimBrooker, true)
+		}
+		if len(r.SimCapacity) > 0 {
+			sp := r.SimParams
+			p("\n**Capacity model** of section 1 (the reference server's: %d requests per %s window, the rest 503; base %s, coefficient %g, cap %s), Brooker-style: every client starts at the same instant, 1 ms ± 0.5 ms network delay, delays exactly as computed (no Temporal). Mean of 100 runs (20 at 1000 clients). With 10 clients there is hardly any contention (two rounds), so jitter only adds waiting; the more clients, the more it saves.\n\n",
+				sp.Capacity, sp.Window, sp.Base, sp.Coefficient, sp.Cap)
+			writeSimTable(&b, r.SimCapacity, false)
+		}
+		p("\n")
+	}
+
+	if o := r.Overhead; o != nil {
+		p("## 2. Per-attempt overhead\n\n")
+		p("`go test -run '^$' -bench . -benchmem ./bench` runs the same functions. Both sides POST the same 30-byte JSON body to the same in-process `httptest` server (201 with a 60-byte JSON body), each with its own client on an identical Transport (keep-alive). `Activities.Do` needs an activity context, so the benchmark runs its b.N attempts inside one activity execution of the SDK's `TestActivityEnvironment` (real `activity.GetInfo`, logger and metrics handler; the logger formats JSON into io.Discard, as a production JSON logger would): that is Do's whole per-attempt work — validate, build the request, send, read and cap the body, classify, build the result, log, count. The baseline is the raw POST run the same way, with the same activity context, as a hand-written activity would send it; the raw POST with `context.Background()` shows the context costs nothing. The last row runs one `ExecuteActivity` per attempt: the test environment's own cost dominates it, which is why it is not the measurement (a worker's per-task cost is in the throughput section).\n\n")
+		p("| Benchmark | median ns/op | min ns/op | ÷ baseline | median CPU ns/op | CPU ÷ baseline | B/op | allocs/op |\n|---|---|---|---|---|---|---|---|\n")
+		for _, s := range []BenchStat{o.Baseline, o.Raw, o.Do, o.DoWarn, o.DoPerExecution} {
+			ratio, cpuRatio := "1", "1"
+			switch {
+			case len(s.Ratios) > 0:
+				ratio, cpuRatio = fmt.Sprintf("%.3f", s.Ratio), fmt.Sprintf("%.3f", s.CPURatio)
+			case s.Name != o.Baseline.Name:
+				ratio = fmt.Sprintf("%.3f", s.MedianNs/o.Baseline.MedianNs)
+				cpuRatio = fmt.Sprintf("%.3f", s.MedianCPUNs/o.Baseline.MedianCPUNs)
+			}
+			p("| %s | %.0f | %.0f | %s | %.0f | %s | %d | %d |\n", s.Name, s.MedianNs, s.MinNs, ratio, s.MedianCPUNs, cpuRatio, s.BytesPerOp, s.AllocsPerOp)
+		}
+		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, Do ÷ baseline: %s; CPU time: %s. CPU time is the process's user + system time (the in-process server's share included), which other load on the machine barely moves. Do costs %.1f µs more than the raw POST per attempt (%.1f µs of CPU), with %d more allocations (%d bytes); with Info logs off, %.1f µs more.\n\n",
+			o.Rounds, o.Iterations, fmtRatios(o.Do.Ratios), fmtRatios(o.Do.CPURatios),
+			(o.Do.MedianNs-o.Baseline.MedianNs)/1e3, (o.Do.MedianCPUNs-o.Baseline.MedianCPUNs)/1e3,
+			o.Do.AllocsPerOp-o.Baseline.AllocsPerOp, o.Do.BytesPerOp-o.Baseline.BytesPerOp, (o.DoWarn.MedianNs-o.Baseline.MedianNs)/1e3)
+	}
+
+	if len(r.Gaps) > 0 {
+		p("## 3. Retry spacing on the dev server\n\n")
+		p("One workflow at a time; the reference server answers the first request as shown and the second 201; the gap is between the two requests as the server logged them. The floor is a plain Go loop against the same server: POST, 503, `time.Sleep(1 * time.Second)`, POST.\n\n")
+		p("| Case | Asked for | Default dev server: min / median / max | With `history.timerProcessorMaxTimeShift=10ms`: min / median / max |\n|---|---|---|---|\n")
+		for i, g := range r.Gaps {
+			shift := "—"
+			if i < len(r.GapsShift) {
+				s := r.GapsShift[i]
+				shift = fmt.Sprintf("%s / %s / %s (%d runs)", gap(s.Min), gap(s.P50), gap(s.Max), len(s.Gaps))
+			}
+			p("| %s | %s | %s / %s / %s (%d runs) | %s |\n", g.Name, gap(g.Want), gap(g.Min), gap(g.P50), gap(g.Max), len(g.Gaps), shift)
+		}
+		if f := r.Floor; f != nil {
+			p("| %s | %s | %s / %s / %s (%d runs) | — |\n", f.Name, gap(f.Want), gap(f.Min), gap(f.P50), gap(f.Max), len(f.Gaps))
+		}
+		p("\nTemporal's history service gives every new timer a fire time no earlier than about `history.timerProcessorMaxTimeShift` (default 1 s) after its timer queue was last read (`service/history/shard/task_key_generator.go`, `taskMinScheduledTime`), so any retry delay below 1 s — a NextRetryDelay, or Temporal's own interval — becomes a gap of up to about 1 s. Delays of 1 s and more are kept. The second column group shows the same cases on a dev server started with `--dynamic-config-value history.timerProcessorMaxTimeShift=\"10ms\"`.\n\n")
+	}
+
+	if t := r.Throughput; t != nil {
+		p("## 4. Throughput\n\n")
+		p("Workflows completed per second with one worker (the SDK's default options but 8 pollers per task type), %d workflows per round, at most %d in flight, after a warm-up; rounds alternate between the two kinds. \"Ready workflow\" is `workflows.HTTPCallWorkflow` (key derivation, validation, the activity's classification and result); \"minimal\" is a workflow whose activity does the same POST with plain net/http (no key, no classification, the same timeouts and attempts). Both call the same server (201 with a small JSON body).\n\n",
+			t.WorkflowsPerRun, t.Concurrency)
+		p("| Round | Kind | Workflows | Elapsed | Workflows/s | CPU ms per workflow (dev server + worker) |\n|---|---|---|---|---|---|\n")
+		for i, rd := range t.Rounds {
+			name := "ready workflow"
+			if rd.Kind == "minimal" {
+				name = "minimal"
+			}
+			cpu := "—"
+			if rd.CPU > 0 {
+				cpu = fmt.Sprintf("%.2f", rd.CPU.Seconds()*1e3/float64(rd.Workflows))
+			}
+			p("| %d | %s | %d | %s | %.1f | %s |\n", i/2+1, name, rd.Workflows, secs(rd.Elapsed), rd.PerSecond, cpu)
+		}
+		p("\nPer round, ready ÷ minimal workflows/s: %s (median %.2f).", fmtRatios(t.Ratios), t.Ratio)
+		if t.CPURatio > 0 {
+			p(" Workflows per CPU-second (the dev server's CPU time from /proc plus this process's), ready ÷ minimal: %s (median %.2f); CPU time moves less than wall time with the other load on the machine (it still rises when the CPUs are contended, as the extra scheduling and cache misses cost CPU too).", fmtRatios(t.CPURatios), t.CPURatio)
+		}
+		p("\n\n")
+	}
+
+	p("## Run\n\nSection wall times:")
+	for _, s := range Sections {
+		if v, ok := r.Sections[s]; ok {
+			p(" %s %.0f s;", s, v)
+		}
+	}
+	p(" total %s (building the Temporal CLI, when needed, not included). Raw data: `results.json` next to this file.\n", r.Total.Round(time.Second))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeSimTable(b *strings.Builder, rows []SimSummary, brooker bool) {
+	if brooker {
+		b.WriteString("| Clients | Strategy | Calls | ÷ no jitter | Time | ÷ no jitter | Brooker's published calls |\n|---|---|---|---|---|---|---|\n")
+	} else {
+		b.WriteString("| Clients | Strategy | Requests | ÷ no jitter | Time | ÷ no jitter |\n|---|---|---|---|---|---|\n")
+	}
+	var base SimSummary
+	for _, s := range rows {
+		if s.Strategy == activities.JitterNone {
+			base = s
+		}
+		fmt.Fprintf(b, "| %d | %s | %.0f | %.2f | %s | %.3f |", s.Clients, StrategyName(s.Strategy), s.Requests, s.Requests/base.Requests,
+			fmtDur(s.Duration), s.Duration.Seconds()/base.Duration.Seconds())
+		if brooker {
+			if v, ok := BrookerPublished[s.Strategy]; ok && s.Clients == 100 {
+				fmt.Fprintf(b, " %.0f |", v)
+			} else {
+				b.WriteString(" |")
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+func fmtRatios(xs []float64) string {
+	var rs []string
+	for _, x := range xs {
+		rs = append(rs, fmt.Sprintf("%.3f", x))
+	}
+	return strings.Join(rs, ", ")
+}

@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+)
+
+// Sections of a full run, in the order Run runs them.
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention"}
+
+// Options configures Run.
+type Options struct {
+	// CLI is the Temporal CLI (see EnsureCLI).
+	CLI string
+	// LogDir receives the dev server and worker logs.
+	LogDir string
+	// Only, if not empty, restricts the run to these Sections.
+	Only []string
+	// Contention is the contention setup (DefaultContention if zero).
+	Contention ContentionParams
+	// OverheadCount is how many rounds of the raw/activity benchmarks to
+	// take (default 7) and OverheadIters the iterations of each (default 30000).
+	OverheadCount int
+	OverheadIters int
+	// Gaps is how many retries each spacing case measures (default 10).
+	Gaps int
+	// Throughput configures the throughput run.
+	Throughput ThroughputOptions
+	// Logf reports progress.
+	Logf func(string, ...any)
+}
+
+// WorkerOptions are the options of the one worker of every dev-server
+// section: the SDK's defaults but 8 pollers per task type instead of 2. With
+// 2 pollers and the dev server's 4 partitions per task queue, 5–10 % of a
+// burst of tasks waited 2–5 s in matching on the bench machine, which
+// spreads any herd over seconds; 8 pollers remove that tail.
+var WorkerOptions = worker.Options{MaxConcurrentWorkflowTaskPollers: 8, MaxConcurrentActivityTaskPollers: 8}
+
+// TimerShiftArgs are the dev-server arguments of the "precise timers" run:
+// the history service moves every timer due sooner than
+// history.timerProcessorMaxTimeShift (1 s by default) to about that long
+// from when its queue was last read; 10 ms makes short retries honest.
+var TimerShiftArgs = []string{"--dynamic-config-value", `history.timerProcessorMaxTimeShift="10ms"`}
+
+// Results is everything a run measured.
+type Results struct {
+	Started time.Time `json:"started"`
+	// Command is the command that ran the measurements.
+	Command  string             `json:"command,omitempty"`
+	Machine  Machine            `json:"machine"`
+	Sections map[string]float64 `json:"section_seconds"`
+	Total    time.Duration      `json:"total_ns"`
+
+	// SimParams is the contention setup the capacity-model simulation used.
+	SimParams   ContentionParams  `json:"sim_params"`
+	SimBrooker  []SimSummary      `json:"sim_brooker,omitempty"`
+	SimCapacity []SimSummary      `json:"sim_capacity,omitempty"`
+	Overhead    *OverheadResult   `json:"overhead,omitempty"`
+	Gaps        []GapStats        `json:"gaps,omitempty"`
+	GapsShift   []GapStats        `json:"gaps_timer_shift_10ms,omitempty"`
+	Floor       *GapStats         `json:"sleep_floor,omitempty"`
+	Throughput  *ThroughputResult `json:"throughput,omitempty"`
+	Contention  *ContentionResult `json:"contention,omitempty"`
+}
+
+// ContentionResult is the contention section: the dev-server runs and the
+// simulation of the same setup.
+type ContentionResult struct {
+	Params ContentionParams `json:"params"`
+	Runs   []ContentionRun  `json:"runs"`
+	Sim    []SimSummary     `json:"sim"`
+}
+
+// Run runs the selected sections and returns what they measured.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Contention.Clients == 0 {
+		o.Contention = DefaultContention
+	}
+	if o.OverheadCount <= 0 {
+		o.OverheadCount = 7
+	}
+	if o.OverheadIters <= 0 {
+		o.OverheadIters = 30000
+	}
+	if o.Gaps <= 0 {
+		o.Gaps = 10
+	}
+	if o.Throughput.Logf == nil {
+		o.Throughput.Logf = o.Logf
+	}
+	want := map[string]bool{}
+	for _, s := range o.Only {
+		want[s] = true
+	}
+	on := func(s string) bool { return len(want) == 0 || want[s] }
+	r := &Results{Started: time.Now(), Machine: ReadMachine(o.CLI), Sections: map[string]float64{}}
+	begin := time.Now()
+	section := func(name string, f func() error) error {
+		if !on(name) || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		o.Logf("== %s", name)
+		start := time.Now()
+		err := f()
+		r.Sections[name] = time.Since(start).Seconds()
+		o.Logf("== %s done in %s", name, time.Since(start).Round(100*time.Millisecond))
+		return err
+	}
+	if err := section("sim", func() error {
+		r.SimParams = o.Contention
+		r.SimBrooker, r.SimCapacity = RunSimulations(o.Contention)
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	if err := section("overhead", func() error {
+		res, err := RunOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
+		r.Overhead = res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	var h *Harness
+	needDev := on("retryafter") || on("throughput") || on("contention")
+	if needDev {
+		var err error
+		o.Logf("starting the dev server (%s) and one worker", o.CLI)
+		if h, err = StartHarness(ctx, HarnessOptions{CLI: o.CLI, Name: "bench", LogDir: o.LogDir, Worker: WorkerOptions}); err != nil {
+			return r, err
+		}
+		defer h.Stop()
+	}
+	if err := section("retryafter", func() error {
+		for _, c := range RetryAfterCases() {
+			g, err := RunGap(ctx, h, c, o.Gaps, "default")
+			if err != nil {
+				return err
+			}
+			o.Logf("gap %-45s p50 %s max %s", c.Name, g.P50.Round(time.Millisecond), g.Max.Round(time.Millisecond))
+			r.Gaps = append(r.Gaps, g)
+		}
+		fl, err := RunSleepFloor(ctx, h.Target, time.Second, o.Gaps)
+		if err != nil {
+			return err
+		}
+		r.Floor = &fl
+		o.Logf("gap %-45s p50 %s max %s", fl.Name, fl.P50.Round(time.Millisecond), fl.Max.Round(time.Millisecond))
+		hs, err := StartHarness(ctx, HarnessOptions{CLI: o.CLI, Name: "timershift", LogDir: o.LogDir, Worker: WorkerOptions, ServerArgs: TimerShiftArgs})
+		if err != nil {
+			return err
+		}
+		defer hs.Stop()
+		for _, c := range RetryAfterCases() {
+			g, err := RunGap(ctx, hs, c, max(o.Gaps/2, 3), "shift")
+			if err != nil {
+				return err
+			}
+			o.Logf("gap (timer shift 10 ms) %-45s p50 %s max %s", c.Name, g.P50.Round(time.Millisecond), g.Max.Round(time.Millisecond))
+			r.GapsShift = append(r.GapsShift, g)
+		}
+		return hs.Stop()
+	}); err != nil {
+		return r, err
+	}
+	if err := section("throughput", func() error {
+		res, err := RunThroughput(ctx, h, o.Throughput)
+		r.Throughput = &res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := section("contention", func() error {
+		cr := &ContentionResult{Params: o.Contention}
+		r.Contention = cr
+		tag := fmt.Sprint(time.Now().Unix())
+		for _, j := range Strategies {
+			run, err := RunContention(ctx, h, o.Contention, j, tag)
+			if err != nil {
+				return fmt.Errorf("contention, %s: %w", j, err)
+			}
+			o.Logf("contention %-28s %4d requests, last success at %6.1f s, %d failed, first attempts spread over %s",
+				StrategyName(j), run.Requests, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
+			cr.Runs = append(cr.Runs, run)
+		}
+		for _, j := range Strategies {
+			cr.Sim = append(cr.Sim, SimulateMean(o.Contention.TemporalSimConfig(o.Contention.Clients, j, 1), 100))
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	if h != nil {
+		if err := h.Stop(); err != nil {
+			o.Logf("stopping the harness: %v", err)
+		}
+	}
+	r.Total = time.Since(begin)
+	r.Machine.LoadAfter = loadAvg()
+	return r, nil
+}
+
+// SimClients are the client counts of the simulation curves.
+var SimClients = []int{10, 100, 1000}
+
+// RunSimulations runs Brooker's OCC model with his parameters and the
+// capacity model of p, at each of SimClients, for every strategy: the mean
+// of 100 seeded runs (20 at 1000 clients).
+func RunSimulations(p ContentionParams) (brooker, capacity []SimSummary) {
+	for _, n := range SimClients {
+		runs := 100
+		if n >= 1000 {
+			runs = 20
+		}
+		for _, j := range Strategies {
+			brooker = append(brooker, SimulateMean(BrookerConfig(n, j, 1), runs))
+			capacity = append(capacity, SimulateMean(p.SimConfig(n, j, 1), runs))
+		}
+	}
+	return brooker, capacity
+}
+
+func minOf(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[0]
+}
+
+// Machine describes where a run ran.
+type Machine struct {
+	CPU        string  `json:"cpu"`
+	CPUs       int     `json:"cpus"`
+	MemGiB     float64 `json:"mem_gib"`
+	Kernel     string  `json:"kernel"`
+	Go         string  `json:"go"`
+	CLI        string  `json:"temporal_cli"`
+	LoadBefore string  `json:"load_before"`
+	LoadAfter  string  `json:"load_after"`
+}
+
+// ReadMachine reads the CPU, memory, kernel, Go and CLI versions and the load average.
+func ReadMachine(cli string) Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		for _, line := range strings.Split(string(b), "\n") {
+			if _, err := fmt.Sscanf(line, "MemTotal: %f kB", &kb); err == nil {
+				m.MemGiB = kb / (1 << 20)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if cli != "" {
+		if out, err := exec.Command(cli, "--version").Output(); err == nil {
+			m.CLI = strings.TrimSpace(string(out))
+		}
+		// A CLI built from source says "0.0.0-DEV": name the pinned module too.
+		if root, err := itest.RepoRoot(); err == nil {
+			if b, err := os.ReadFile(filepath.Join(root, "tools", "go.mod")); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/temporalio/cli" {
+						m.CLI += " built from github.com/temporalio/cli " + f[1]
+					}
+				}
+			}
+		}
+	}
+	return m
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// Strategies are the retry strategies compared, in report order: Temporal's
+// own deterministic exponential backoff first (the baseline), then the
+// jittered ones the activity computes.
+var Strategies = []activities.Jitter{
+	activities.JitterNone, activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated,
+}
+
+// StrategyName is the label of a strategy in tables and plots.
+func StrategyName(j activities.Jitter) string {
+	switch j {
+	case activities.JitterNone:
+		return "none (Temporal's backoff)"
+	case activities.JitterFull:
+		return "full jitter"
+	case activities.JitterEqual:
+		return "equal jitter"
+	case activities.JitterDecorrelated:
+		return "decorrelated jitter"
+	}
+	return string(j)
+}
+
+// Model is the contended resource of a simulation: it decides, at virtual
+// time t, whether one request succeeds. Models are stateful and are used by
+// one simulation at a time.
+type Model interface {
+	// Request is one request arriving at t (non-decreasing between calls).
+	// It reports whether the request succeeds. For the OCC model it is the
+	// write, which succeeds if the row is still at version.
+	Request(t time.Duration, version int) bool
+	// Read returns the version a client reads at t (OCC); other models return 0.
+	Read(t time.Duration) int
+	// NeedsRead reports whether every attempt is a read then a write (two
+	// round trips, as in Brooker's OCC simulator) instead of one request.
+	NeedsRead() bool
+}
+
+// OCC is Brooker's model: one row with a version; a client reads the
+// version, then writes with it, and the write succeeds only if no other write
+// succeeded in between. Exactly one of the clients contending in a round wins.
+type OCC struct{ version int }
+
+// Request implements Model.
+func (m *OCC) Request(_ time.Duration, version int) bool {
+	if version == m.version {
+		m.version++
+		return true
+	}
+	return false
+}
+
+// Read implements Model.
+func (m *OCC) Read(time.Duration) int { return m.version }
+
+// NeedsRead implements Model.
+func (m *OCC) NeedsRead() bool { return true }
+
+// Capacity is the reference server's contention model (testsuite.Options
+// Capacity and CapacityWindow): at most K requests succeed per window; the
+// window starts at the first request after the previous one ended; every
+// other request is answered 503 without Retry-After.
+type Capacity struct {
+	K      int
+	Window time.Duration
+
+	start time.Duration
+	n     int
+	began bool
+}
+
+// Request implements Model.
+func (m *Capacity) Request(t time.Duration, _ int) bool {
+	if !m.began || t-m.start >= m.Window {
+		m.start, m.n, m.began = t, 0, true
+	}
+	m.n++
+	return m.n <= m.K
+}
+
+// Read implements Model.
+func (m *Capacity) Read(time.Duration) int { return 0 }
+
+// NeedsRead implements Model.
+func (m *Capacity) NeedsRead() bool { return false }
+
+// SimConfig is one simulation run: Clients clients start at once, each
+// retrying one operation until it succeeds, with the delays of
+// Backoff.Delay for Backoff.Jitter (Ceiling for JitterNone, as Temporal's own
+// retry policy computes it).
+type SimConfig struct {
+	Clients int
+	Backoff activities.Backoff
+	// NewModel returns a fresh contended resource.
+	NewModel func() Model
+	// NetMean and NetSD are the one-way network delay, drawn as
+	// |Normal(NetMean, NetSD)| like Brooker's simulator (10 ms and 2 ms there).
+	NetMean, NetSD time.Duration
+	// MinRetryDelay, if positive, raises every retry delay to at least this
+	// value. It models a scheduler that cannot wait less (Temporal's timer
+	// queue shifts timers shorter than history.timerProcessorMaxTimeShift,
+	// 1 s by default, to about that long).
+	MinRetryDelay time.Duration
+	// StartSpread, if positive, spreads the clients' first requests
+	// uniformly over [0, StartSpread], as starting many workflows at once
+	// does on a real server (start calls, workflow tasks, dispatch).
+	StartSpread time.Duration
+	// Seed makes the run reproducible.
+	Seed uint64
+	// Trace, if true, records the time of every contended request.
+	Trace bool
+}
+
+// SimResult is what one simulation measured.
+type SimResult struct {
+	// Requests counts the contended requests (the writes, for OCC), as
+	// Brooker's "calls" and the reference server's Stats().Requests do.
+	Requests int
+	// Duration is the virtual time until the last client succeeded.
+	Duration time.Duration
+	// Times and OK are each contended request's time and outcome, when Trace is set.
+	Times []time.Duration
+	OK    []bool
+}
+
+type simEvent struct {
+	t      time.Duration
+	seq    int
+	client int
+	kind   int // evRead or evWrite: arrival at the server
+	ver    int
+}
+
+const (
+	evRead = iota
+	evWrite
+)
+
+type eventQueue []simEvent
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].t != q[j].t {
+		return q[i].t < q[j].t
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(simEvent)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// Simulate runs cfg as a discrete-event simulation in virtual time. It is
+// deterministic for a given cfg (Seed included) and never sleeps.
+func Simulate(cfg SimConfig) SimResult {
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
+	uniform := rng.Float64
+	net := func() time.Duration {
+		return time.Duration(math.Abs(rng.NormFloat64()*float64(cfg.NetSD) + float64(cfg.NetMean)))
+	}
+	model := cfg.NewModel()
+	first := evWrite
+	if model.NeedsRead() {
+		first = evRead
+	}
+	attempts := make([]int32, cfg.Clients)
+	seeds := make([]uint64, cfg.Clients)
+	q := make(eventQueue, 0, cfg.Clients)
+	seq := 0
+	push := func(e simEvent) {
+		seq++
+		e.seq = seq
+		heap.Push(&q, e)
+	}
+	for c := range cfg.Clients {
+		seeds[c] = rng.Uint64()
+		t0 := net()
+		if cfg.StartSpread > 0 {
+			t0 += time.Duration(uniform() * float64(cfg.StartSpread))
+		}
+		push(simEvent{t: t0, client: c, kind: first})
+	}
+	var res SimResult
+	for q.Len() > 0 {
+		e := heap.Pop(&q).(simEvent)
+		if e.kind == evRead {
+			// The version travels back, then the write travels out.
+			push(simEvent{t: e.t + net() + net(), client: e.client, kind: evWrite, ver: model.Read(e.t)})
+			continue
+		}
+		ok := model.Request(e.t, e.ver)
+		res.Requests++
+		if cfg.Trace {
+			res.Times = append(res.Times, e.t)
+			res.OK = append(res.OK, ok)
+		}
+		back := e.t + net() // the answer reaches the client
+		if ok {
+			res.Duration = max(res.Duration, back)
+			continue
+		}
+		attempts[e.client]++
+		b := cfg.Backoff
+		delay := b.Delay(attempts[e.client], uniform, seeds[e.client])
+		if b.Jitter == activities.JitterNone {
+			delay = b.Ceiling(attempts[e.client])
+		}
+		delay = max(delay, cfg.MinRetryDelay)
+		push(simEvent{t: back + delay + net(), client: e.client, kind: first})
+	}
+	return res
+}
+
+// SimSummary is the mean over several seeded runs of one configuration.
+type SimSummary struct {
+	Clients  int
+	Strategy activities.Jitter
+	Runs     int
+	Requests float64
+	Duration time.Duration
+}
+
+// SimulateMean runs cfg runs times with seeds cfg.Seed, cfg.Seed+1, … and
+// returns the mean requests and duration.
+func SimulateMean(cfg SimConfig, runs int) SimSummary {
+	s := SimSummary{Clients: cfg.Clients, Strategy: cfg.Backoff.Jitter, Runs: runs}
+	var reqs, dur float64
+	for i := range runs {
+		c := cfg
+		c.Seed = cfg.Seed + uint64(i)
+		r := Simulate(c)
+		reqs += float64(r.Requests)
+		dur += float64(r.Duration)
+	}
+	s.Requests = reqs / float64(runs)
+	s.Duration = time.Duration(dur / float64(runs))
+	return s
+}
+
+// BrookerConfig is Brooker's simulator setup for n clients and a strategy:
+// OCC against one row, network delay |N(10 ms, 2 ms)|, base 5 ms and cap 2 s
+// with his backoff(n) = min(cap, base × 2^n), which is our Ceiling with
+// InitialInterval 10 ms (his base × 2). Decorrelated jitter therefore starts
+// from 10 ms here instead of his 5 ms.
+func BrookerConfig(n int, j activities.Jitter, seed uint64) SimConfig {
+	return SimConfig{
+		Clients: n,
+		Backoff: activities.Backoff{
+			InitialInterval: 10 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: 2 * time.Second, Jitter: j,
+		},
+		NewModel: func() Model { return &OCC{} },
+		NetMean:  10 * time.Millisecond, NetSD: 2 * time.Millisecond,
+		Seed: seed,
+	}
+}

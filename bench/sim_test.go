@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// These tests are fast, deterministic (seeded, virtual time) and never
+// assert wall-clock timing. The dev-server measurements run only from
+// cmd/bench.
+
+func TestSimulateIsDeterministic(t *testing.T) {
+	cfg := DefaultContention.SimConfig(30, activities.JitterFull, 7)
+	a, b := Simulate(cfg), Simulate(cfg)
+	if a.Requests != b.Requests || a.Duration != b.Duration {
+		t.Fatalf("same seed, different results: %+v and %+v", a, b)
+	}
+	cfg.Seed = 8
+	if c := Simulate(cfg); c.Requests == a.Requests && c.Duration == a.Duration {
+		t.Errorf("another seed gave the very same run (%d requests, %s): is the seed used?", c.Requests, c.Duration)
+	}
+}
+
+func TestCapacityModel(t *testing.T) {
+	m := &Capacity{K: 2, Window: time.Second}
+	var got []bool
+	for _, at := range []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 999 * time.Millisecond, time.Second, 1100 * time.Millisecond, 1200 * time.Millisecond, 3 * time.Second} {
+		got = append(got, m.Request(at, 0))
+	}
+	want := []bool{true, true, false, false, true, true, false, true}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("request %d: got %v, want %v (all: %v)", i, got[i], want[i], got)
+		}
+	}
+}
+
+// With every client starting at the same instant and no network delay,
+// deterministic backoff is pure lockstep: K of the remaining clients get
+// through per round, so the requests are N + (N−K) + … exactly.
+func TestNoJitterIsLockstep(t *testing.T) {
+	p := DefaultContention
+	cfg := p.SimConfig(20, activities.JitterNone, 1)
+	cfg.NetMean, cfg.NetSD = 0, 0
+	r := Simulate(cfg)
+	want := 0
+	for n := 20; n > 0; n -= p.Capacity {
+		want += n
+	}
+	if r.Requests != want {
+		t.Errorf("requests = %d, want %d", r.Requests, want)
+	}
+	// The last round starts after the sum of the ceilings of the earlier ones.
+	var wantDur time.Duration
+	rounds := (20 + p.Capacity - 1) / p.Capacity
+	for a := int32(1); a < int32(rounds); a++ {
+		wantDur += p.Backoff(activities.JitterNone).Ceiling(a)
+	}
+	if r.Duration != wantDur {
+		t.Errorf("duration = %s, want %s", r.Duration, wantDur)
+	}
+}
+
+// Every client succeeds once, and full jitter does less work and finishes
+// sooner than Temporal's deterministic backoff, in both models.
+func TestFullJitterBeatsNoJitter(t *testing.T) {
+	const n, runs = 50, 20
+	models := map[string]func(activities.Jitter) SimConfig{
+		"capacity": func(j activities.Jitter) SimConfig { return DefaultContention.SimConfig(n, j, 1) },
+		"brooker":  func(j activities.Jitter) SimConfig { return BrookerConfig(n, j, 1) },
+	}
+	for name, cfg := range models {
+		t.Run(name, func(t *testing.T) {
+			none := SimulateMean(cfg(activities.JitterNone), runs)
+			for _, j := range []activities.Jitter{activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated} {
+				s := SimulateMean(cfg(j), runs)
+				if s.Requests < n {
+					t.Errorf("%s: %.0f requests for %d clients: every client needs one success", j, s.Requests, n)
+				}
+				if s.Requests >= none.Requests || s.Duration >= none.Duration {
+					t.Errorf("%s: %.0f requests in %s, not less than no jitter's %.0f in %s", j, s.Requests, s.Duration, none.Requests, none.Duration)
+				}
+			}
+			full := SimulateMean(cfg(activities.JitterFull), runs)
+			if r := full.Requests / none.Requests; r > 0.75 {
+				t.Errorf("full jitter does %.2f of no jitter's work, want clearly less", r)
+			}
+			if r := full.Duration.Seconds() / none.Duration.Seconds(); r > 0.5 {
+				t.Errorf("full jitter takes %.2f of no jitter's time, want clearly less", r)
+			}
+		})
+	}
+}
+
+// Brooker's model reproduces his published shape at 100 clients: full
+// jitter cuts the calls by about half against exponential backoff without
+// jitter and finishes many times sooner.
+func TestBrookerShape(t *testing.T) {
+	none := SimulateMean(BrookerConfig(100, activities.JitterNone, 1), 10)
+	full := SimulateMean(BrookerConfig(100, activities.JitterFull, 1), 10)
+	if r := full.Requests / none.Requests; r < 0.3 || r > 0.6 {
+		t.Errorf("full/none calls = %.2f (%.0f/%.0f), Brooker reports 796/1846 = 0.43", r, full.Requests, none.Requests)
+	}
+	if r := none.Duration.Seconds() / full.Duration.Seconds(); r < 5 {
+		t.Errorf("none/full time = %.1f, Brooker reports about 13", r)
+	}
+}
+
+func TestTemporalSimConfigAddsHerdAndFloor(t *testing.T) {
+	c := DefaultContention.TemporalSimConfig(10, activities.JitterFull, 1)
+	if c.StartSpread != TemporalHerdSpread || c.MinRetryDelay != TemporalMinDelay {
+		t.Fatalf("got spread %s, floor %s", c.StartSpread, c.MinRetryDelay)
+	}
+	c.Trace = true
+	r := Simulate(c)
+	if len(r.Times) != r.Requests || len(r.OK) != r.Requests {
+		t.Fatalf("trace has %d times, %d outcomes for %d requests", len(r.Times), len(r.OK), r.Requests)
+	}
+	ok := 0
+	for _, v := range r.OK {
+		if v {
+			ok++
+		}
+	}
+	if ok != 10 {
+		t.Errorf("%d successes, want one per client (10)", ok)
+	}
+}
+
+func TestContentionSVG(t *testing.T) {
+	log := []LogEntry{{0, 201}, {10 * time.Millisecond, 503}, {1500 * time.Millisecond, 201}, {4 * time.Second, 503}}
+	var buf bytes.Buffer
+	if err := WriteContentionSVG(&buf, "t <&>", []PlotSeries{{"a", log}, {"b", log[:2]}}, time.Second, 6); err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(&buf)
+	for {
+		_, err := d.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("not well-formed XML: %v", err)
+			}
+			break
+		}
+	}
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	brooker, capacity := []SimSummary{}, []SimSummary{}
+	for _, j := range Strategies {
+		brooker = append(brooker, SimulateMean(BrookerConfig(10, j, 1), 2))
+		capacity = append(capacity, SimulateMean(DefaultContention.SimConfig(10, j, 1), 2))
+	}
+	r := &Results{
+		SimBrooker: brooker, SimCapacity: capacity,
+		Contention: &ContentionResult{Params: DefaultContention, Runs: []ContentionRun{
+			{Strategy: activities.JitterNone, Requests: 800, Successes: 100, ToLastSuccess: 150 * time.Second},
+			{Strategy: activities.JitterFull, Requests: 300, Successes: 100, ToLastSuccess: 20 * time.Second},
+		}},
+		Throughput: &ThroughputResult{OursPerSecond: 90, MinimalPerSec: 100, Ratio: 0.9, Rounds: []ThroughputRound{{Kind: "ours"}, {Kind: "minimal"}}},
+	}
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, r, "go run ./cmd/bench", "contention.svg"); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"| 1a |", "0.38 (300 ÷ 800)", "| 1b |", "0.13", "| 4 |", "![", "contention.svg", "Brooker"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}

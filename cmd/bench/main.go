@@ -1,0 +1,162 @@
+// Command bench runs the performance measurements of issue 4 and writes
+// RESULTS.md (claims as ratios against baselines measured in the same run,
+// then every raw number), results.json and contention.svg to -out:
+//
+//  1. contention after Brooker's "Exponential Backoff And Jitter": 100
+//     workflows against a capacity-limited reference server on a Temporal dev
+//     server, for Temporal's own backoff and the three jitter strategies,
+//     plus an in-process simulation at 10, 100 and 1000 clients;
+//
+//  2. the per-attempt overhead of Activities.Do against raw net/http;
+//
+//  3. the spacing of retries after Retry-After: 1 (and shorter delays)
+//     against a time.Sleep loop;
+//
+//  4. workflows per second of the ready workflow against a minimal one.
+//
+//     go run ./cmd/bench -out bench/results
+//
+// It uses bin/temporal (building it from tools/go.mod when missing) or -cli.
+// The whole run takes about 6–8 minutes on 2 CPUs.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	out := flag.String("out", "bench/results", "directory for RESULTS.md, results.json and contention.svg")
+	cli := flag.String("cli", "", "Temporal CLI binary (default: bin/temporal, built from tools/go.mod if missing)")
+	only := flag.String("only", "", "comma-separated sections to run, of "+strings.Join(bench.Sections, ","))
+	gaps := flag.Int("gaps", 10, "retries measured per retry-spacing case")
+	count := flag.Int("overhead-count", 7, "rounds of the overhead benchmarks")
+	iters := flag.Int("overhead-iters", 30000, "iterations per overhead benchmark run")
+	keepLogs := flag.Bool("keep-logs", false, "keep the dev server and worker logs (their directory is printed)")
+	render := flag.Bool("render", false, "measure nothing: rewrite RESULTS.md and contention.svg from -out's results.json")
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	if *render {
+		b, err := os.ReadFile(filepath.Join(*out, "results.json"))
+		if err != nil {
+			return err
+		}
+		var res bench.Results
+		if err := json.Unmarshal(b, &res); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(*out, "results.json"), err)
+		}
+		return write(*out, &res, false)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var sections []string
+	for s := range strings.SplitSeq(*only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sections = append(sections, s)
+		}
+	}
+	for _, s := range sections {
+		if !slices.Contains(bench.Sections, s) {
+			return fmt.Errorf("unknown section %q: use %s", s, strings.Join(bench.Sections, ","))
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	logDir, err := os.MkdirTemp("", "idemhttp-bench-")
+	if err != nil {
+		return err
+	}
+	needCLI := len(sections) == 0
+	for _, s := range sections {
+		needCLI = needCLI || s == "retryafter" || s == "throughput" || s == "contention"
+	}
+	var cliPath string
+	if needCLI {
+		if cliPath, err = bench.EnsureCLI(ctx, *cli, log.Printf); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	res, err := bench.Run(ctx, bench.Options{
+		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, Logf: log.Printf,
+	})
+	if err != nil {
+		log.Printf("logs kept in %s", logDir)
+		return err
+	}
+	if *keepLogs {
+		log.Printf("logs kept in %s", logDir)
+	} else {
+		_ = os.RemoveAll(logDir)
+	}
+	res.Command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " "))
+	if err := write(*out, res, true); err != nil {
+		return err
+	}
+	log.Printf("wrote %s in %s", *out, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// write writes RESULTS.md, contention.svg and, if withJSON, results.json to out.
+func write(out string, res *bench.Results, withJSON bool) error {
+	if err := writeFile(filepath.Join(out, "RESULTS.md"), func(f *os.File) error {
+		return bench.WriteMarkdown(f, res, res.Command, "contention.svg")
+	}); err != nil {
+		return err
+	}
+	if withJSON {
+		if err := writeFile(filepath.Join(out, "results.json"), func(f *os.File) error {
+			enc := json.NewEncoder(f)
+			enc.SetIndent("", " ")
+			return enc.Encode(res)
+		}); err != nil {
+			return err
+		}
+	}
+	if c := res.Contention; c != nil && len(c.Runs) >= 2 {
+		series := []bench.PlotSeries{
+			{Title: bench.StrategyName(c.Runs[0].Strategy), Log: c.Runs[0].Log},
+			{Title: bench.StrategyName(c.Runs[1].Strategy), Log: c.Runs[1].Log},
+		}
+		title := fmt.Sprintf("%d workflows, %d requests per %s accepted: Temporal's own backoff vs full jitter (dev server)", c.Params.Clients, c.Params.Capacity, c.Params.Window)
+		if err := writeFile(filepath.Join(out, "contention.svg"), func(f *os.File) error {
+			return bench.WriteContentionSVG(f, title, series, c.Params.Window, c.Params.Capacity)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(path string, f func(*os.File) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := f(file); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}

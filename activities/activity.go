@@ -257,7 +257,12 @@ var forbiddenHeaders = map[string]string{
 	"Connection":          "it is managed by the HTTP client",
 }
 
-func (a *Activities) checkHeader(origin, name, value string) error {
+// ValidateHeader reports whether a header may come from a Request: a valid
+// name, a value without CR, LF or NUL, and not one of the headers that carry
+// credentials (Authorization, Proxy-Authorization, Cookie) or that the
+// activity sets itself. The workflows package checks it before scheduling
+// the activity, so a credential never reaches Temporal's history.
+func ValidateHeader(name, value string) error {
 	if !validHeaderName(name) {
 		return fmt.Errorf("invalid header name %q", name)
 	}
@@ -268,6 +273,14 @@ func (a *Activities) checkHeader(origin, name, value string) error {
 	if why, ok := forbiddenHeaders[canon]; ok {
 		return fmt.Errorf("header %s may not be set in the request: %s", canon, why)
 	}
+	return nil
+}
+
+func (a *Activities) checkHeader(origin, name, value string) error {
+	if err := ValidateHeader(name, value); err != nil {
+		return err
+	}
+	canon := http.CanonicalHeaderKey(name)
 	if _, ok := a.creds[origin][canon]; ok {
 		return fmt.Errorf("header %s may not be set in the request: the worker sets it from its credentials", canon)
 	}

@@ -21,7 +21,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -171,20 +173,11 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 
 func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.ActivityOptions, error) {
 	key := req.IdempotencyKey
-	if key == "" {
-		if strings.TrimSpace(req.Operation) == "" {
-			return activities.Request{}, workflow.ActivityOptions{}, invalid("Request.Operation is required: it names the call within the workflow and is part of its idempotency key")
-		}
+	if key == "" && strings.TrimSpace(req.Operation) != "" {
 		key = Key(ctx, req.Operation)
 	}
-	if err := activities.ValidateKey(key); err != nil {
-		return activities.Request{}, workflow.ActivityOptions{}, invalid("%v", err)
-	}
-	if len(req.Body) > 0 && !json.Valid(req.Body) {
-		return activities.Request{}, workflow.ActivityOptions{}, invalid("request body is not valid JSON (%d bytes)", len(req.Body))
-	}
-	if _, err := activities.Origin(req.URL); err != nil {
-		return activities.Request{}, workflow.ActivityOptions{}, invalid("invalid URL %q: %v", req.URL, err)
+	if err := validate(req, key); err != nil {
+		return activities.Request{}, workflow.ActivityOptions{}, err
 	}
 	method := orMethod(req.Method)
 	r := withDefaults(req.Retry)
@@ -210,6 +203,29 @@ func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.Ac
 		Summary: Summary(method, req.URL, req.Operation),
 	}
 	return in, ao, nil
+}
+
+// validate checks req in the workflow, before the activity input is written
+// to history: the key, the body, the URL and the headers.
+func validate(req Request, key string) error {
+	if key == "" {
+		return invalid(operationRequired)
+	}
+	if err := activities.ValidateKey(key); err != nil {
+		return invalid("%v", err)
+	}
+	if len(req.Body) > 0 && !json.Valid(req.Body) {
+		return invalid("request body is not valid JSON (%d bytes)", len(req.Body))
+	}
+	if _, err := activities.Origin(req.URL); err != nil {
+		return invalid("invalid URL %q: %v", req.URL, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
+		if err := activities.ValidateHeader(name, req.Headers[name]); err != nil {
+			return invalid("%v", err)
+		}
+	}
+	return nil
 }
 
 // Summary is the activity's one-line summary in the Web UI, e.g.
@@ -246,6 +262,8 @@ func orDefault(d, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+const operationRequired = "Request.Operation is required: it names the call within the workflow and is part of its idempotency key"
 
 func invalid(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidRequest, nil)
@@ -298,7 +316,7 @@ func orMethod(m string) string {
 func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, error) {
 	if req.IdempotencyKey == "" {
 		if strings.TrimSpace(req.Operation) == "" {
-			return nil, invalid("Request.Operation is required: it names the call within the workflow and is part of its idempotency key")
+			return nil, invalid(operationRequired)
 		}
 		req.IdempotencyKey = Key(ctx, req.Operation)
 	}

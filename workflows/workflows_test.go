@@ -291,6 +291,10 @@ func TestInvalidWorkflowInputSendsNothing(t *testing.T) {
 			_, err := workflows.Post(ctx, "op", "/payments", nil)
 			return err
 		}, "invalid URL"},
+		{"credential header", func(ctx workflow.Context) error {
+			_, err := workflows.Call(ctx, workflows.Request{Operation: "op", URL: srv.URL, Headers: map[string]string{"X-Ok": "1", "Authorization": "Bearer sk_live"}})
+			return err
+		}, "credentials belong on the worker"},
 		{"bad key", func(ctx workflow.Context) error {
 			_, err := workflows.Call(ctx, workflows.Request{URL: srv.URL, IdempotencyKey: "has space"})
 			return err

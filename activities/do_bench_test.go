@@ -1,0 +1,71 @@
+package activities_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// cannedRT answers every request with a 201 JSON body without a network, so
+// BenchmarkDoNoNetwork measures Do's own work (and net/http's client-side
+// request handling), not a server's.
+type cannedRT struct{}
+
+const cannedBody = `{"id":"rec_1","status":"created","amount":42,"currency":"EUR"}`
+
+func (cannedRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusCreated, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(cannedBody)),
+		ContentLength: int64(len(cannedBody)), Request: r,
+	}, nil
+}
+
+// BenchmarkDoNoNetwork runs one attempt of Do per iteration inside one
+// activity execution (as bench's DoInActivity, logger at Info formatting JSON
+// to io.Discard) against cannedRT.
+func BenchmarkDoNoNetwork(b *testing.B) {
+	a, err := activities.New(activities.Config{
+		AllowedOrigins: []string{"http://127.0.0.1:8081"},
+		HTTPClient:     &http.Client{Transport: cannedRT{}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := activities.Request{
+		Operation: "charge", Method: http.MethodPost, URL: "http://127.0.0.1:8081/charges",
+		Body: []byte(`{"amount":42,"currency":"EUR"}`), IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(func(ctx context.Context) error {
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			resp, err := a.Do(ctx, r)
+			if err != nil || resp.Status != http.StatusCreated {
+				b.Fatalf("Do: %v", err)
+			}
+		}
+		b.StopTimer()
+		return nil
+	}, activity.RegisterOptions{Name: "BenchDo"})
+	if _, err := env.ExecuteActivity("BenchDo"); err != nil {
+		b.Fatal(err)
+	}
+}

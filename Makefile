@@ -51,10 +51,13 @@ soak:
 bench:
 	$(GO) run ./cmd/bench -out bench/results
 
-## fuzz: fuzz the Retry-After parser for FUZZTIME (default 30s).
+## fuzz: fuzz each parser for FUZZTIME (default 30s): Retry-After, URL
+## origins (the allow-list key) and the reference server's failure scripts.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./activities -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

@@ -171,11 +171,17 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 	return &resp, nil
 }
 
-func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.ActivityOptions, error) {
-	key := req.IdempotencyKey
-	if key == "" && strings.TrimSpace(req.Operation) != "" {
-		key = Key(ctx, req.Operation)
+// requestKey is req's explicit key, else the key derived from its
+// operation, else "" (no operation either).
+func requestKey(ctx workflow.Context, req Request) string {
+	if req.IdempotencyKey == "" && strings.TrimSpace(req.Operation) != "" {
+		return Key(ctx, req.Operation)
 	}
+	return req.IdempotencyKey
+}
+
+func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.ActivityOptions, error) {
+	key := requestKey(ctx, req)
 	if err := validate(req, key); err != nil {
 		return activities.Request{}, workflow.ActivityOptions{}, err
 	}
@@ -295,11 +301,7 @@ func logFailure(ctx workflow.Context, in activities.Request, err error) {
 // returns the response. Start it with the starter CLI or as a child workflow
 // (see [ExecuteChild]).
 func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, error) {
-	key := req.IdempotencyKey
-	if key == "" && req.Operation != "" {
-		key = Key(ctx, req.Operation)
-	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with Idempotency-Key %s", Summary(orMethod(req.Method), req.URL, req.Operation), key))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with Idempotency-Key %s", Summary(orMethod(req.Method), req.URL, req.Operation), requestKey(ctx, req)))
 	return Call(ctx, req)
 }
 
@@ -314,11 +316,8 @@ func orMethod(m string) string {
 // workflow ID is the parent's ID plus "/" plus the operation, and the key is
 // derived in the parent, so both are stable across resets of either.
 func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, error) {
-	if req.IdempotencyKey == "" {
-		if strings.TrimSpace(req.Operation) == "" {
-			return nil, invalid(operationRequired)
-		}
-		req.IdempotencyKey = Key(ctx, req.Operation)
+	if req.IdempotencyKey = requestKey(ctx, req); req.IdempotencyKey == "" {
+		return nil, invalid(operationRequired)
 	}
 	cwo := workflow.ChildWorkflowOptions{
 		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + cmp.Or(req.Operation, req.IdempotencyKey),

@@ -385,9 +385,10 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	if rp := info.RetryPolicy; rp != nil {
 		b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval = rp.InitialInterval, rp.BackoffCoefficient, rp.MaximumInterval
 	}
+	b = b.withDefaults()
 	now := a.cfg.Now()
 	var delay time.Duration
-	source := "backoff (" + string(b.withDefaults().Jitter) + " jitter)"
+	source := "backoff (" + string(b.Jitter) + " jitter)"
 	raValue := header.Get("Retry-After")
 	ra, fromRetryAfter := ParseRetryAfter(raValue, now)
 	if fromRetryAfter {
@@ -412,7 +413,7 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		}
 	}
 	opts := temporal.ApplicationErrorOptions{}
-	if fromRetryAfter || b.withDefaults().Jitter != JitterNone {
+	if fromRetryAfter || b.Jitter != JitterNone {
 		// JitterNone without Retry-After leaves the interval to Temporal.
 		d.NextRetryDelay = delay
 		opts.NextRetryDelay = delay

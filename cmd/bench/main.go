@@ -1,4 +1,4 @@
-// Command bench runs the performance measurements of issue 4 and writes
+// Command bench runs the performance measurements of internal/bench and writes
 // RESULTS.md (claims as ratios against baselines measured in the same run,
 // then every raw number), results.json and contention.svg to -out:
 //
@@ -34,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/bench"
+	"github.com/idemhttp/temporal-idempotent-http/internal/bench"
 )
 
 func main() {
@@ -135,13 +135,8 @@ func write(out string, res *bench.Results, withJSON bool) error {
 		}
 	}
 	if c := res.Contention; c != nil && len(c.Runs) >= 2 {
-		series := []bench.PlotSeries{
-			{Title: bench.StrategyName(c.Runs[0].Strategy), Log: c.Runs[0].Log},
-			{Title: bench.StrategyName(c.Runs[1].Strategy), Log: c.Runs[1].Log},
-		}
-		title := fmt.Sprintf("%d workflows, %d requests per %s accepted: Temporal's own backoff vs full jitter (dev server)", c.Params.Clients, c.Params.Capacity, c.Params.Window)
 		if err := writeFile(filepath.Join(out, "contention.svg"), func(f *os.File) error {
-			return bench.WriteContentionSVG(f, title, series, c.Params.Window, c.Params.Capacity)
+			return bench.WriteContentionSVG(f, res)
 		}); err != nil {
 			return err
 		}

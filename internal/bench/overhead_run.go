@@ -1,10 +1,9 @@
 package bench
 
 import (
-	"flag"
 	"fmt"
+	"runtime"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -31,24 +30,20 @@ type BenchStat struct {
 
 // OverheadResult is the per-attempt overhead section.
 type OverheadResult struct {
-	// Baseline is the raw POST inside an activity (RawInActivity), Raw the
+	// Baseline is the raw POST inside an activity (rawInActivity), Raw the
 	// same with context.Background(), Do and DoWarn Activities.Do with the
 	// logger at Info and at Warn, DoPerExecution one ExecuteActivity per op.
 	Baseline, Raw, Do, DoWarn, DoPerExecution BenchStat
 	Rounds, Iterations                        int
 }
 
-// RunOverhead runs the RawInActivity, Raw, DoInActivity and
-// DoInActivityWarn benchmarks rounds times, iters iterations each, back to
-// back in a rotating order (so drifting machine load hits all of them), and
-// DoPerExecution three times. Each ratio compares a benchmark with the
-// baseline of its own round.
-func RunOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult, error) {
-	testing.Init()
-	if err := flag.Set("test.benchtime", fmt.Sprintf("%dx", iters)); err != nil {
-		return nil, err
-	}
-	o, err := NewOverhead()
+// runOverhead runs the rawInActivity, raw, doInActivity and
+// doInActivityWarn loops rounds times, iters iterations each, back to back
+// in a rotating order (so drifting machine load hits all of them), and
+// doPerExecution three times. Each ratio compares a loop with the baseline
+// of its own round.
+func runOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult, error) {
+	o, err := newOverhead()
 	if err != nil {
 		return nil, err
 	}
@@ -61,26 +56,25 @@ func RunOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult,
 		DoPerExecution: BenchStat{Name: "Activities.Do via one ExecuteActivity each"},
 		Rounds:         rounds, Iterations: iters,
 	}
-	run := func(s *BenchStat, f func(*testing.B)) (ns, cpu float64, err error) {
-		cpu0 := cpuTime()
-		br := testing.Benchmark(f)
-		if br.N == 0 {
-			return 0, 0, fmt.Errorf("benchmark %q failed", s.Name)
+	type loop = func(stopwatch, int) error
+	run := func(s *BenchStat, f loop) (ns, cpu float64, err error) {
+		m, cpuTotal, err := measure(f, iters)
+		if err != nil {
+			return 0, 0, fmt.Errorf("benchmark %q: %w", s.Name, err)
 		}
-		// A fixed-count benchtime runs N=1 once, then N: the CPU time covers N+1 ops.
-		cpu = float64(cpuTime()-cpu0) / float64(br.N+1)
-		ns = float64(br.T.Nanoseconds()) / float64(br.N)
+		cpu = float64(cpuTotal) / float64(iters)
+		ns = float64(m.elapsed.Nanoseconds()) / float64(iters)
 		s.NsPerOp = append(s.NsPerOp, ns)
 		s.CPUNsPerOp = append(s.CPUNsPerOp, cpu)
-		s.AllocsPerOp, s.BytesPerOp = br.AllocsPerOp(), br.AllocedBytesPerOp()
+		s.AllocsPerOp, s.BytesPerOp = int64(m.allocs)/int64(iters), int64(m.allocBytes)/int64(iters)
 		logf("overhead %-42s %7.0f ns/op %7.0f CPU ns/op %6d B/op %4d allocs/op", s.Name, ns, cpu, s.BytesPerOp, s.AllocsPerOp)
 		return ns, cpu, nil
 	}
 	type bench struct {
 		s *BenchStat
-		f func(*testing.B)
+		f loop
 	}
-	benches := []bench{{&res.Baseline, o.RawInActivity}, {&res.Raw, o.Raw}, {&res.Do, o.DoInActivity}, {&res.DoWarn, o.DoInActivityWarn}}
+	benches := []bench{{&res.Baseline, o.rawInActivity}, {&res.Raw, o.raw}, {&res.Do, o.doInActivity}, {&res.DoWarn, o.doInActivityWarn}}
 	// Warm the connection pools and caches, then forget the warm-up.
 	for _, b := range benches {
 		if _, _, err := run(b.s, b.f); err != nil {
@@ -103,7 +97,7 @@ func RunOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult,
 		}
 	}
 	for range 3 {
-		if _, _, err := run(&res.DoPerExecution, o.DoPerExecution); err != nil {
+		if _, _, err := run(&res.DoPerExecution, o.doPerExecution); err != nil {
 			return res, err
 		}
 	}
@@ -112,6 +106,61 @@ func RunOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult,
 		s.Ratio, s.CPURatio = median(s.Ratios), median(s.CPURatios)
 	}
 	return res, nil
+}
+
+// meter is the bench command's stopwatch. Like testing.B it times the wall
+// clock and counts heap allocations between ResetTimer and StopTimer.
+type meter struct {
+	on                 bool
+	start              time.Time
+	mallocs0, bytes0   uint64
+	elapsed            time.Duration
+	allocs, allocBytes uint64
+}
+
+// ResetTimer zeroes the elapsed time and allocations and starts timing.
+func (m *meter) ResetTimer() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.mallocs0, m.bytes0 = ms.Mallocs, ms.TotalAlloc
+	m.elapsed, m.allocs, m.allocBytes = 0, 0, 0
+	m.on, m.start = true, time.Now()
+}
+
+// StopTimer stops timing; the time and allocations so far are kept.
+func (m *meter) StopTimer() {
+	if !m.on {
+		return
+	}
+	m.elapsed += time.Since(m.start)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.allocs += ms.Mallocs - m.mallocs0
+	m.allocBytes += ms.TotalAlloc - m.bytes0
+	m.on = false
+}
+
+// measure runs f once with n = 1 to warm it up, then with n = iters on a
+// fresh meter after a garbage collection, as testing.Benchmark does with
+// -benchtime=<iters>x. It returns that meter and the process's CPU time
+// (user + system, set-up included) during the measured run.
+func measure(f func(stopwatch, int) error, iters int) (*meter, time.Duration, error) {
+	if err := f(&meter{}, 1); err != nil {
+		return nil, 0, err
+	}
+	runtime.GC()
+	m := &meter{}
+	cpu0 := cpuTime()
+	err := f(m, iters)
+	cpu := cpuTime() - cpu0
+	m.StopTimer()
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.elapsed <= 0 {
+		return nil, 0, fmt.Errorf("the loop timed nothing")
+	}
+	return m, cpu, nil
 }
 
 // cpuTime is the process's user plus system CPU time.

@@ -38,10 +38,10 @@ func gapStats(name string, want time.Duration, gaps []time.Duration) GapStats {
 	return g
 }
 
-// GapCase is one retry-spacing measurement through Temporal: the server
+// gapCase is one retry-spacing measurement through Temporal: the server
 // answers the first request with Status (and RetryAfter, if set), the
 // workflow retries with Retry, and the gap to the second request is kept.
-type GapCase struct {
+type gapCase struct {
 	Name       string
 	Want       time.Duration
 	Status     int
@@ -49,11 +49,11 @@ type GapCase struct {
 	Retry      workflows.RetryOptions
 }
 
-// RetryAfterCases are the cases RunGaps measures: the Retry-After: 1 target,
+// retryAfterCases are the cases runGap measures: the Retry-After: 1 target,
 // an immediate retry (Retry-After: 0, so NextRetryDelay is the 1 ms floor)
 // and Temporal's own 200 ms interval (JitterNone sets no NextRetryDelay).
-func RetryAfterCases() []GapCase {
-	return []GapCase{
+func retryAfterCases() []gapCase {
+	return []gapCase{
 		{Name: "Retry-After: 1 (NextRetryDelay 1 s)", Want: time.Second, Status: http.StatusServiceUnavailable, RetryAfter: "1"},
 		{Name: "Retry-After: 0 (NextRetryDelay 1 ms)", Want: activities.MinRetryDelay, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
 		{Name: "Temporal's own interval 200 ms (JitterNone)", Want: 200 * time.Millisecond, Status: http.StatusServiceUnavailable,
@@ -61,11 +61,11 @@ func RetryAfterCases() []GapCase {
 	}
 }
 
-// RunGap runs c n times, one workflow at a time, on h.
-func RunGap(ctx context.Context, h *Harness, c GapCase, n int, tag string) (GapStats, error) {
+// runGap runs c n times, one workflow at a time, on h.
+func runGap(ctx context.Context, h *harness, c gapCase, n int, tag string) (GapStats, error) {
 	srv := testsuite.NewServer(testsuite.Options{})
 	h.Target.Set(srv)
-	defer h.Target.Set(OKHandler())
+	defer h.Target.Set(okHandler())
 	var gaps []time.Duration
 	for i := range n {
 		srv.Script(testsuite.Fail(c.Status, c.RetryAfter), testsuite.Step{})
@@ -91,14 +91,14 @@ func RunGap(ctx context.Context, h *Harness, c GapCase, n int, tag string) (GapS
 	return gapStats(c.Name, c.Want, gaps), nil
 }
 
-// RunSleepFloor is the floor for the Retry-After: 1 gap: a plain Go loop
+// runSleepFloor is the floor for the Retry-After: 1 gap: a plain Go loop
 // that POSTs, gets the 503, sleeps d with time.Sleep and POSTs again, n times,
 // against the same kind of server, measured the same way (server side).
-func RunSleepFloor(ctx context.Context, target *Target, d time.Duration, n int) (GapStats, error) {
+func runSleepFloor(ctx context.Context, target *targetServer, d time.Duration, n int) (GapStats, error) {
 	srv := testsuite.NewServer(testsuite.Options{})
 	target.Set(srv)
-	defer target.Set(OKHandler())
-	c := &http.Client{Transport: Transport()}
+	defer target.Set(okHandler())
+	c := &http.Client{Transport: newTransport()}
 	post := func(key string) (int, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.URL+"/charges", bytes.NewReader([]byte(`{"amount":42}`)))
 		if err != nil {

@@ -27,22 +27,22 @@ import (
 
 // Names of the minimal baseline workflow and activity.
 const (
-	MinimalWorkflowName = "BenchMinimalPOST"
-	MinimalActivityName = "BenchRawPOST"
+	minimalWorkflowName = "BenchMinimalPOST"
+	minimalActivityName = "BenchRawPOST"
 )
 
-// MinimalWorkflow is the throughput baseline: one activity that POSTs body to
+// minimalWorkflow is the throughput baseline: one activity that POSTs body to
 // url with plain net/http, with no idempotency key, no validation, no
 // classification and no result shaping, and the same timeouts as
 // workflows.Call's defaults.
-func MinimalWorkflow(ctx workflow.Context, url string, body []byte) (int, error) {
+func minimalWorkflow(ctx workflow.Context, url string, body []byte) (int, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    workflows.DefaultStartToCloseTimeout,
 		ScheduleToCloseTimeout: workflows.DefaultScheduleToCloseTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: workflows.DefaultMaximumAttempts},
 	})
 	var status int
-	err := workflow.ExecuteActivity(ctx, MinimalActivityName, url, body).Get(ctx, &status)
+	err := workflow.ExecuteActivity(ctx, minimalActivityName, url, body).Get(ctx, &status)
 	return status, err
 }
 
@@ -70,14 +70,14 @@ func (m *minimalActivities) Post(ctx context.Context, url string, body []byte) (
 }
 
 func registerMinimal(w worker.Worker, c *http.Client) {
-	w.RegisterWorkflowWithOptions(MinimalWorkflow, workflow.RegisterOptions{Name: MinimalWorkflowName})
-	w.RegisterActivityWithOptions((&minimalActivities{client: c}).Post, activity.RegisterOptions{Name: MinimalActivityName})
+	w.RegisterWorkflowWithOptions(minimalWorkflow, workflow.RegisterOptions{Name: minimalWorkflowName})
+	w.RegisterActivityWithOptions((&minimalActivities{client: c}).Post, activity.RegisterOptions{Name: minimalActivityName})
 }
 
-// OKHandler answers every request 201 with a small JSON record, like the
+// okHandler answers every request 201 with a small JSON record, like the
 // reference server's answer to a new key, without storing anything: the
 // server side costs the same whichever client calls it.
-func OKHandler() http.Handler {
+func okHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -115,8 +115,8 @@ type ThroughputResult struct {
 	WorkflowsPerRun int       `json:"workflows_per_round"`
 }
 
-// ThroughputOptions configures RunThroughput.
-type ThroughputOptions struct {
+// throughputOptions configures runThroughput.
+type throughputOptions struct {
 	// Workflows per batch (default 300) and Rounds (default 5). A round is
 	// one batch of each kind back to back, the order alternating between
 	// rounds, so machine noise hits both.
@@ -130,10 +130,10 @@ type ThroughputOptions struct {
 	Logf   func(string, ...any)
 }
 
-// RunThroughput measures completed workflows per second through h's one
-// worker: the ready workflow (one attempt, success) against MinimalWorkflow
-// doing the same POST, both against OKHandler.
-func RunThroughput(ctx context.Context, h *Harness, o ThroughputOptions) (ThroughputResult, error) {
+// runThroughput measures completed workflows per second through h's one
+// worker: the ready workflow (one attempt, success) against minimalWorkflow
+// doing the same POST, both against okHandler.
+func runThroughput(ctx context.Context, h *harness, o throughputOptions) (ThroughputResult, error) {
 	if o.Workflows <= 0 {
 		o.Workflows = 300
 	}
@@ -146,7 +146,7 @@ func RunThroughput(ctx context.Context, h *Harness, o ThroughputOptions) (Throug
 	if o.Warmup <= 0 {
 		o.Warmup = 50
 	}
-	h.Target.Set(OKHandler())
+	h.Target.Set(okHandler())
 	url := h.Target.URL + "/charges"
 	body := []byte(`{"amount":42,"currency":"EUR"}`)
 	devPID := findDevServerPID(h.Dev.HostPort)
@@ -167,7 +167,7 @@ func RunThroughput(ctx context.Context, h *Harness, o ThroughputOptions) (Throug
 				Operation: "charge", URL: url, Body: body,
 			})
 		} else {
-			run, err = h.Client.ExecuteWorkflow(ctx, opts, MinimalWorkflowName, url, body)
+			run, err = h.Client.ExecuteWorkflow(ctx, opts, minimalWorkflowName, url, body)
 		}
 		if err != nil {
 			return err

@@ -9,17 +9,34 @@ import (
 	"time"
 )
 
-// PlotSeries is one panel of the contention plot: a run's requests, bucketed.
-type PlotSeries struct {
+// plotSeries is one panel of the contention plot: a run's requests, bucketed.
+type plotSeries struct {
 	Title string
 	Log   []LogEntry
 }
 
-// WriteContentionSVG draws one panel per series, stacked, with the same
+// WriteContentionSVG draws the contention section of r as an SVG: the
+// requests per capacity window of the first two dev-server runs (Temporal's
+// own backoff and full jitter), one panel each. It fails if r has fewer
+// than two contention runs.
+func WriteContentionSVG(w io.Writer, r *Results) error {
+	c := r.Contention
+	if c == nil || len(c.Runs) < 2 {
+		return fmt.Errorf("no contention plot: the results hold fewer than two contention runs")
+	}
+	series := []plotSeries{
+		{Title: strategyName(c.Runs[0].Strategy), Log: c.Runs[0].Log},
+		{Title: strategyName(c.Runs[1].Strategy), Log: c.Runs[1].Log},
+	}
+	title := fmt.Sprintf("%d workflows, %d requests per %s accepted: Temporal's own backoff vs full jitter (dev server)", c.Params.Clients, c.Params.Capacity, c.Params.Window)
+	return writeContentionSVG(w, title, series, c.Params.Window, c.Params.Capacity)
+}
+
+// writeContentionSVG draws one panel per series, stacked, with the same
 // axes: requests per bucket since the server's first request, successes and
 // 503s stacked, and a dashed line at capacity (requests accepted per
 // bucket when bucket equals the capacity window). It uses no dependency.
-func WriteContentionSVG(w io.Writer, title string, series []PlotSeries, bucket time.Duration, capacity int) error {
+func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket time.Duration, capacity int) error {
 	const (
 		width   = 900
 		panelH  = 230

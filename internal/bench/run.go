@@ -27,34 +27,30 @@ type Options struct {
 	LogDir string
 	// Only, if not empty, restricts the run to these Sections.
 	Only []string
-	// Contention is the contention setup (DefaultContention if zero).
-	Contention ContentionParams
 	// OverheadCount is how many rounds of the raw/activity benchmarks to
 	// take (default 7) and OverheadIters the iterations of each (default 30000).
 	OverheadCount int
 	OverheadIters int
 	// Gaps is how many retries each spacing case measures (default 10).
 	Gaps int
-	// Throughput configures the throughput run.
-	Throughput ThroughputOptions
 	// Logf reports progress.
 	Logf func(string, ...any)
 }
 
-// WorkerOptions are the options of the one worker of every dev-server
+// workerOptions are the options of the one worker of every dev-server
 // section: the SDK's defaults but 8 pollers per task type instead of 2. With
 // 2 pollers and the dev server's 4 partitions per task queue, 5–10 % of a
 // burst of tasks waited 2–5 s in matching on the bench machine, which
 // spreads any herd over seconds; 8 pollers remove that tail.
-var WorkerOptions = worker.Options{MaxConcurrentWorkflowTaskPollers: 8, MaxConcurrentActivityTaskPollers: 8}
+var workerOptions = worker.Options{MaxConcurrentWorkflowTaskPollers: 8, MaxConcurrentActivityTaskPollers: 8}
 
-// TimerShiftArgs are the dev-server arguments of the "precise timers" run:
+// timerShiftArgs are the dev-server arguments of the "precise timers" run:
 // the history service moves every timer due sooner than
 // history.timerProcessorMaxTimeShift (1 s by default) to about that long
 // from when its queue was last read; 10 ms makes short retries honest.
-var TimerShiftArgs = []string{"--dynamic-config-value", `history.timerProcessorMaxTimeShift="10ms"`}
+var timerShiftArgs = []string{"--dynamic-config-value", `history.timerProcessorMaxTimeShift="10ms"`}
 
-// Results is everything a run measured.
+// Results is everything a run measured; results.json is its JSON encoding.
 type Results struct {
 	Started time.Time `json:"started"`
 	// Command is the command that ran the measurements.
@@ -88,9 +84,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	if o.Contention.Clients == 0 {
-		o.Contention = DefaultContention
-	}
+	contention := defaultContention
 	if o.OverheadCount <= 0 {
 		o.OverheadCount = 7
 	}
@@ -100,15 +94,12 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if o.Gaps <= 0 {
 		o.Gaps = 10
 	}
-	if o.Throughput.Logf == nil {
-		o.Throughput.Logf = o.Logf
-	}
 	want := map[string]bool{}
 	for _, s := range o.Only {
 		want[s] = true
 	}
 	on := func(s string) bool { return len(want) == 0 || want[s] }
-	r := &Results{Started: time.Now(), Machine: ReadMachine(o.CLI), Sections: map[string]float64{}}
+	r := &Results{Started: time.Now(), Machine: readMachine(o.CLI), Sections: map[string]float64{}}
 	begin := time.Now()
 	section := func(name string, f func() error) error {
 		if !on(name) || ctx.Err() != nil {
@@ -122,51 +113,51 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return err
 	}
 	if err := section("sim", func() error {
-		r.SimParams = o.Contention
-		r.SimBrooker, r.SimCapacity = RunSimulations(o.Contention)
+		r.SimParams = contention
+		r.SimBrooker, r.SimCapacity = runSimulations(contention)
 		return nil
 	}); err != nil {
 		return r, err
 	}
 	if err := section("overhead", func() error {
-		res, err := RunOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
+		res, err := runOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
 		r.Overhead = res
 		return err
 	}); err != nil {
 		return r, err
 	}
-	var h *Harness
+	var h *harness
 	needDev := on("retryafter") || on("throughput") || on("contention")
 	if needDev {
 		var err error
 		o.Logf("starting the dev server (%s) and one worker", o.CLI)
-		if h, err = StartHarness(ctx, HarnessOptions{CLI: o.CLI, Name: "bench", LogDir: o.LogDir, Worker: WorkerOptions}); err != nil {
+		if h, err = startHarness(ctx, harnessOptions{CLI: o.CLI, Name: "bench", LogDir: o.LogDir, Worker: workerOptions}); err != nil {
 			return r, err
 		}
 		defer h.Stop()
 	}
 	if err := section("retryafter", func() error {
-		for _, c := range RetryAfterCases() {
-			g, err := RunGap(ctx, h, c, o.Gaps, "default")
+		for _, c := range retryAfterCases() {
+			g, err := runGap(ctx, h, c, o.Gaps, "default")
 			if err != nil {
 				return err
 			}
 			o.Logf("gap %-45s p50 %s max %s", c.Name, g.P50.Round(time.Millisecond), g.Max.Round(time.Millisecond))
 			r.Gaps = append(r.Gaps, g)
 		}
-		fl, err := RunSleepFloor(ctx, h.Target, time.Second, o.Gaps)
+		fl, err := runSleepFloor(ctx, h.Target, time.Second, o.Gaps)
 		if err != nil {
 			return err
 		}
 		r.Floor = &fl
 		o.Logf("gap %-45s p50 %s max %s", fl.Name, fl.P50.Round(time.Millisecond), fl.Max.Round(time.Millisecond))
-		hs, err := StartHarness(ctx, HarnessOptions{CLI: o.CLI, Name: "timershift", LogDir: o.LogDir, Worker: WorkerOptions, ServerArgs: TimerShiftArgs})
+		hs, err := startHarness(ctx, harnessOptions{CLI: o.CLI, Name: "timershift", LogDir: o.LogDir, Worker: workerOptions, ServerArgs: timerShiftArgs})
 		if err != nil {
 			return err
 		}
 		defer hs.Stop()
-		for _, c := range RetryAfterCases() {
-			g, err := RunGap(ctx, hs, c, max(o.Gaps/2, 3), "shift")
+		for _, c := range retryAfterCases() {
+			g, err := runGap(ctx, hs, c, max(o.Gaps/2, 3), "shift")
 			if err != nil {
 				return err
 			}
@@ -178,27 +169,27 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return r, err
 	}
 	if err := section("throughput", func() error {
-		res, err := RunThroughput(ctx, h, o.Throughput)
+		res, err := runThroughput(ctx, h, throughputOptions{Logf: o.Logf})
 		r.Throughput = &res
 		return err
 	}); err != nil {
 		return r, err
 	}
 	if err := section("contention", func() error {
-		cr := &ContentionResult{Params: o.Contention}
+		cr := &ContentionResult{Params: contention}
 		r.Contention = cr
 		tag := fmt.Sprint(time.Now().Unix())
-		for _, j := range Strategies {
-			run, err := RunContention(ctx, h, o.Contention, j, tag)
+		for _, j := range strategies {
+			run, err := runContention(ctx, h, contention, j, tag)
 			if err != nil {
 				return fmt.Errorf("contention, %s: %w", j, err)
 			}
 			o.Logf("contention %-28s %4d requests, last success at %6.1f s, %d failed, first attempts spread over %s",
-				StrategyName(j), run.Requests, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
+				strategyName(j), run.Requests, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
 			cr.Runs = append(cr.Runs, run)
 		}
-		for _, j := range Strategies {
-			cr.Sim = append(cr.Sim, SimulateMean(o.Contention.TemporalSimConfig(o.Contention.Clients, j, 1), 100))
+		for _, j := range strategies {
+			cr.Sim = append(cr.Sim, simulateMean(contention.temporalSimConfig(contention.Clients, j, 1), 100))
 		}
 		return nil
 	}); err != nil {
@@ -214,21 +205,21 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	return r, nil
 }
 
-// SimClients are the client counts of the simulation curves.
-var SimClients = []int{10, 100, 1000}
+// simClients are the client counts of the simulation curves.
+var simClients = []int{10, 100, 1000}
 
-// RunSimulations runs Brooker's OCC model with his parameters and the
-// capacity model of p, at each of SimClients, for every strategy: the mean
+// runSimulations runs Brooker's OCC model with his parameters and the
+// capacity model of p, at each of simClients, for every strategy: the mean
 // of 100 seeded runs (20 at 1000 clients).
-func RunSimulations(p ContentionParams) (brooker, capacity []SimSummary) {
-	for _, n := range SimClients {
+func runSimulations(p ContentionParams) (brooker, capacity []SimSummary) {
+	for _, n := range simClients {
 		runs := 100
 		if n >= 1000 {
 			runs = 20
 		}
-		for _, j := range Strategies {
-			brooker = append(brooker, SimulateMean(BrookerConfig(n, j, 1), runs))
-			capacity = append(capacity, SimulateMean(p.SimConfig(n, j, 1), runs))
+		for _, j := range strategies {
+			brooker = append(brooker, simulateMean(brookerConfig(n, j, 1), runs))
+			capacity = append(capacity, simulateMean(p.simConfig(n, j, 1), runs))
 		}
 	}
 	return brooker, capacity
@@ -255,8 +246,8 @@ type Machine struct {
 	LoadAfter  string  `json:"load_after"`
 }
 
-// ReadMachine reads the CPU, memory, kernel, Go and CLI versions and the load average.
-func ReadMachine(cli string) Machine {
+// readMachine reads the CPU, memory, kernel, Go and CLI versions and the load average.
+func readMachine(cli string) Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {

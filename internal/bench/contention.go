@@ -33,51 +33,51 @@ type ContentionParams struct {
 	EagerStart bool `json:"eager_start"`
 }
 
-// DefaultContention is the setup the bench command runs. With deterministic
+// defaultContention is the setup the bench command runs. With deterministic
 // backoff it is 17 rounds of herds, most a full cap apart (about 2.5 min);
 // the cap is 10 windows, so spreading retries over it can pay off; the
 // window (1 s) is wider than the herd of first attempts Temporal leaves
 // (about 0.5 s with eager start and 8 pollers), so a herd really contends;
 // and the base (4 s) keeps most jittered delays above the 1 s below which
-// Temporal's timers are not precise (see TimerShiftArgs).
-var DefaultContention = ContentionParams{
+// Temporal's timers are not precise (see timerShiftArgs).
+var defaultContention = ContentionParams{
 	Clients: 100, Capacity: 6, Window: time.Second,
 	Base: 4 * time.Second, Cap: 10 * time.Second, Coefficient: 2, MaximumAttempts: 1000,
 	EagerStart: true,
 }
 
-// Herd and timer-floor parameters of TemporalSimConfig, as measured on the
+// Herd and timer-floor parameters of temporalSimConfig, as measured on the
 // dev server: first attempts of a burst of starts spread over about 0.5 s,
 // and no retry sooner than about 1 s.
 const (
-	TemporalHerdSpread = 500 * time.Millisecond
-	TemporalMinDelay   = time.Second
+	temporalHerdSpread = 500 * time.Millisecond
+	temporalMinDelay   = time.Second
 )
 
-// Backoff is the strategy's activities.Backoff for these parameters.
-func (p ContentionParams) Backoff(j activities.Jitter) activities.Backoff {
+// backoff is the strategy's activities.Backoff for these parameters.
+func (p ContentionParams) backoff(j activities.Jitter) activities.Backoff {
 	return activities.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: j}
 }
 
-// SimConfig is the pure in-process simulation of the experiment with
+// simConfig is the pure in-process simulation of the experiment with
 // clients clients, Brooker-style: all start at once, 1 ms ± 0.5 ms one-way
 // network delay, delays exactly as computed.
-func (p ContentionParams) SimConfig(clients int, j activities.Jitter, seed uint64) SimConfig {
-	return SimConfig{
+func (p ContentionParams) simConfig(clients int, j activities.Jitter, seed uint64) simConfig {
+	return simConfig{
 		Clients:  clients,
-		Backoff:  p.Backoff(j),
-		NewModel: func() Model { return &Capacity{K: p.Capacity, Window: p.Window} },
+		Backoff:  p.backoff(j),
+		NewModel: func() model { return &capacityModel{k: p.Capacity, window: p.Window} },
 		NetMean:  time.Millisecond, NetSD: 500 * time.Microsecond,
 		Seed: seed,
 	}
 }
 
-// TemporalSimConfig is SimConfig with what the dev server adds: the herd of
-// first attempts spread over TemporalHerdSpread and no retry delay below
-// TemporalMinDelay. It predicts the dev-server run.
-func (p ContentionParams) TemporalSimConfig(clients int, j activities.Jitter, seed uint64) SimConfig {
-	c := p.SimConfig(clients, j, seed)
-	c.StartSpread, c.MinRetryDelay = TemporalHerdSpread, TemporalMinDelay
+// temporalSimConfig is simConfig with what the dev server adds: the herd of
+// first attempts spread over temporalHerdSpread and no retry delay below
+// temporalMinDelay. It predicts the dev-server run.
+func (p ContentionParams) temporalSimConfig(clients int, j activities.Jitter, seed uint64) simConfig {
+	c := p.simConfig(clients, j, seed)
+	c.StartSpread, c.MinRetryDelay = temporalHerdSpread, temporalMinDelay
 	return c
 }
 
@@ -102,8 +102,6 @@ type ContentionRun struct {
 	MaxAttempts int32 `json:"max_attempts"`
 	// Log is the server's request log (time offsets from the first request, status).
 	Log []LogEntry `json:"log"`
-	// Raw is the server's own log.
-	Raw []testsuite.RequestLog `json:"-"`
 }
 
 // LogEntry is one request seen by the server.
@@ -112,11 +110,11 @@ type LogEntry struct {
 	Status int           `json:"status"`
 }
 
-// RunContention runs the experiment on h for strategy j.
-func RunContention(ctx context.Context, h *Harness, p ContentionParams, j activities.Jitter, tag string) (ContentionRun, error) {
+// runContention runs the experiment on h for strategy j.
+func runContention(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, tag string) (ContentionRun, error) {
 	srv := testsuite.NewServer(testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window})
 	h.Target.Set(srv)
-	defer h.Target.Set(OKHandler())
+	defer h.Target.Set(okHandler())
 	run := ContentionRun{Strategy: j}
 	req := func(i int) workflows.Request {
 		body, _ := json.Marshal(map[string]int{"client": i})
@@ -173,7 +171,6 @@ func RunContention(ctx context.Context, h *Harness, p ContentionParams, j activi
 	st := srv.Stats()
 	run.Requests, run.Successes = st.Requests, st.Records
 	log := srv.Log()
-	run.Raw = log
 	if len(log) > 0 {
 		t0 := log[0].Time
 		seen := map[string]bool{}

@@ -9,22 +9,22 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 )
 
-// Targets of issue 4.
+// The targets the claims of RESULTS.md are checked against.
 const (
-	TargetRequestsRatio   = 0.45 // full jitter requests ÷ Temporal's backoff, at most
-	TargetTimeRatio       = 0.20 // full jitter time to last success ÷ Temporal's backoff, at most
-	TargetOverheadRatio   = 1.10 // Activities.Do ns/op ÷ raw net/http, at most
-	TargetThroughputRatio = 0.90 // our workflows/s ÷ minimal workflows/s, at least
+	targetRequestsRatio   = 0.45 // full jitter requests ÷ Temporal's backoff, at most
+	targetTimeRatio       = 0.20 // full jitter time to last success ÷ Temporal's backoff, at most
+	targetOverheadRatio   = 1.10 // Activities.Do ns/op ÷ raw net/http, at most
+	targetThroughputRatio = 0.90 // our workflows/s ÷ minimal workflows/s, at least
 )
 
-// Retry-After: 1 gap bounds.
+// The bounds of the gap a Retry-After: 1 must leave (claim 3).
 var (
-	TargetGapMin = 1000 * time.Millisecond
-	TargetGapMax = 1150 * time.Millisecond
+	targetGapMin = 1000 * time.Millisecond
+	targetGapMax = 1150 * time.Millisecond
 )
 
-// BrookerPublished are the calls at 100 clients from Brooker's post, for comparison.
-var BrookerPublished = map[activities.Jitter]float64{
+// brookerPublished are the calls at 100 clients from Brooker's post, for comparison.
+var brookerPublished = map[activities.Jitter]float64{
 	activities.JitterNone: 1846, activities.JitterFull: 796, activities.JitterDecorrelated: 998,
 }
 
@@ -70,22 +70,22 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		base, full := c.Runs[0], c.Runs[1]
 		rq := float64(full.Requests) / float64(base.Requests)
 		rt := full.ToLastSuccess.Seconds() / base.ToLastSuccess.Seconds()
-		p("| 1a | Contention: full jitter's requests ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", rq, full.Requests, base.Requests, TargetRequestsRatio, met(rq <= TargetRequestsRatio))
-		p("| 1b | Contention: full jitter's time to the last success ÷ Temporal's own backoff's | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", rt, full.ToLastSuccess.Seconds(), base.ToLastSuccess.Seconds(), TargetTimeRatio, met(rt <= TargetTimeRatio))
+		p("| 1a | Contention: full jitter's requests ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", rq, full.Requests, base.Requests, targetRequestsRatio, met(rq <= targetRequestsRatio))
+		p("| 1b | Contention: full jitter's time to the last success ÷ Temporal's own backoff's | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", rt, full.ToLastSuccess.Seconds(), base.ToLastSuccess.Seconds(), targetTimeRatio, met(rt <= targetTimeRatio))
 	}
 	if o := r.Overhead; o != nil {
 		p("| 2 | One attempt: `Activities.Do` ns/op ÷ the same raw `net/http` POST + body read in an activity (median of %d rounds) | %.2f (%.1f µs ÷ %.1f µs); CPU time %.2f | ≤ %.2f | %s |\n",
-			o.Rounds, o.Do.Ratio, o.Do.MedianNs/1e3, o.Baseline.MedianNs/1e3, o.Do.CPURatio, TargetOverheadRatio, met(o.Do.Ratio <= TargetOverheadRatio))
+			o.Rounds, o.Do.Ratio, o.Do.MedianNs/1e3, o.Baseline.MedianNs/1e3, o.Do.CPURatio, targetOverheadRatio, met(o.Do.Ratio <= targetOverheadRatio))
 	}
 	if len(r.Gaps) > 0 {
 		g := r.Gaps[0]
-		ok := g.Min >= TargetGapMin && g.Max <= TargetGapMax
+		ok := g.Min >= targetGapMin && g.Max <= targetGapMax
 		floor := ""
 		if r.Floor != nil {
 			floor = fmt.Sprintf("; `time.Sleep(1s)` floor %s–%s", gap(r.Floor.Min), gap(r.Floor.Max))
 		}
 		p("| 3 | Gap between a 503 with `Retry-After: 1` and the retry, through Temporal (%d runs) | %s–%s, median %s%s | within [%s, %s] | %s |\n",
-			len(g.Gaps), gap(g.Min), gap(g.Max), gap(g.P50), floor, secs(TargetGapMin), secs(TargetGapMax), met(ok))
+			len(g.Gaps), gap(g.Min), gap(g.Max), gap(g.P50), floor, secs(targetGapMin), secs(targetGapMax), met(ok))
 	}
 	if t := r.Throughput; t != nil {
 		cpu := ""
@@ -93,7 +93,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			cpu = fmt.Sprintf("; per CPU-second %.2f", t.CPURatio)
 		}
 		p("| 4 | Throughput: ready workflow ÷ minimal workflow, workflows/s with one worker (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s)%s | ≥ %.2f | %s |\n",
-			len(t.Ratios), t.Ratio, t.OursPerSecond, t.MinimalPerSec, cpu, TargetThroughputRatio, met(t.Ratio >= TargetThroughputRatio))
+			len(t.Ratios), t.Ratio, t.OursPerSecond, t.MinimalPerSec, cpu, targetThroughputRatio, met(t.Ratio >= targetThroughputRatio))
 	}
 	p("\n")
 
@@ -110,11 +110,11 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			if i < len(c.Sim) {
 				sim = c.Sim[i]
 			}
-			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %d | %s | %.0f | %.1f s |\n", StrategyName(run.Strategy), run.Requests,
+			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %d | %s | %.0f | %.1f s |\n", strategyName(run.Strategy), run.Requests,
 				float64(run.Requests)/float64(base.Requests), run.ToLastSuccess.Seconds(), run.ToLastSuccess.Seconds()/base.ToLastSuccess.Seconds(),
 				run.MaxAttempts, run.Failed, secs(run.FirstSpread), sim.Requests, sim.Duration.Seconds())
 		}
-		p("\nThe simulated columns are the in-process model of the same setup with what the dev server adds (mean of 100 seeded runs; first requests spread over %s like the dev server's herd, no retry sooner than %s, 1 ms network delay).\n\n", TemporalHerdSpread, TemporalMinDelay)
+		p("\nThe simulated columns are the in-process model of the same setup with what the dev server adds (mean of 100 seeded runs; first requests spread over %s like the dev server's herd, no retry sooner than %s, 1 ms network delay).\n\n", temporalHerdSpread, temporalMinDelay)
 		rounds := (cp.Clients + cp.Capacity - 1) / cp.Capacity
 		p("Why this setup: with deterministic backoff every round is a herd of all remaining workflows, of which %d get through, so Temporal's own backoff needs %d rounds, most of them a full cap (%s) apart, and about %d requests (%d + %d + … + %d). Spreading the retries over the cap lets the server use its capacity in most windows instead of one window per cap. The window (%s) is wider than the herd of first attempts Temporal leaves (column \"first attempts spread over\"), so a herd really contends; the cap is %.0f windows so that spreading can pay off while the no-jitter run stays short; the base is %s because Temporal moves timers shorter than 1 s to about 1 s (section 3), which would bunch short jittered delays again. MaximumAttempts %d is never reached (column \"max attempt\"); every workflow succeeds (column \"failed\").\n\n",
 			cp.Capacity, rounds, cp.Cap, rounds*(cp.Clients+cp.Clients-(rounds-1)*cp.Capacity)/2, cp.Clients, cp.Clients-cp.Capacity, cp.Clients-(rounds-1)*cp.Capacity,
@@ -123,7 +123,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 
 	if len(r.SimBrooker) > 0 || len(r.SimCapacity) > 0 {
 		p("## 1b. Simulation (no Temporal)\n\n")
-		p("A discrete-event simulation in virtual time (`bench.Simulate`), deterministic per seed, with the strategies' delays from `activities.Backoff.Delay` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
+		p("A discrete-event simulation in virtual time (`simulate` in `internal/bench`), deterministic per seed, with the strategies' delays from `activities.Backoff.Delay` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
 		if len(r.SimBrooker) > 0 {
 			p("**Brooker's model** (his simulator: optimistic concurrency on one row, a read and a write per attempt, network delay |N(10 ms, 2 ms)|, base 5 ms, cap 2 s; his backoff(n) = min(cap, base × 2^n) is our Ceiling with InitialInterval 10 ms). Mean of 100 runs (20 at 1000 clients).\n\n")
 			writeSimTable(&b, r.SimBrooker, true)
@@ -139,7 +139,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 
 	if o := r.Overhead; o != nil {
 		p("## 2. Per-attempt overhead\n\n")
-		p("`go test -run '^$' -bench . -benchmem ./bench` runs the same functions. Both sides POST the same 30-byte JSON body to the same in-process `httptest` server (201 with a 60-byte JSON body), each with its own client on an identical Transport (keep-alive). `Activities.Do` needs an activity context, so the benchmark runs its b.N attempts inside one activity execution of the SDK's `TestActivityEnvironment` (real `activity.GetInfo`, logger and metrics handler; the logger formats JSON into io.Discard, as a production JSON logger would): that is Do's whole per-attempt work — validate, build the request, send, read and cap the body, classify, build the result, log, count. The baseline is the raw POST run the same way, with the same activity context, as a hand-written activity would send it; the raw POST with `context.Background()` shows the context costs nothing. The last row runs one `ExecuteActivity` per attempt: the test environment's own cost dominates it, which is why it is not the measurement (a worker's per-task cost is in the throughput section).\n\n")
+		p("`go test -run '^$' -bench . -benchmem ./internal/bench` runs the same loops. Both sides POST the same 30-byte JSON body to the same in-process `httptest` server (201 with a 60-byte JSON body), each with its own client on an identical Transport (keep-alive). `Activities.Do` needs an activity context, so the benchmark runs its attempts inside one activity execution of the SDK's `TestActivityEnvironment` (real `activity.GetInfo`, logger and metrics handler; the logger formats JSON into io.Discard, as a production JSON logger would): that is Do's whole per-attempt work — validate, build the request, send, read and cap the body, classify, build the result, log, count. The baseline is the raw POST run the same way, with the same activity context, as a hand-written activity would send it; the raw POST with `context.Background()` shows the context costs nothing. The last row runs one `ExecuteActivity` per attempt: the test environment's own cost dominates it, which is why it is not the measurement (a worker's per-task cost is in the throughput section).\n\n")
 		p("| Benchmark | median ns/op | min ns/op | ÷ baseline | median CPU ns/op | CPU ÷ baseline | B/op | allocs/op |\n|---|---|---|---|---|---|---|---|\n")
 		for _, s := range []BenchStat{o.Baseline, o.Raw, o.Do, o.DoWarn, o.DoPerExecution} {
 			ratio, cpuRatio := "1", "1"
@@ -221,10 +221,10 @@ func writeSimTable(b *strings.Builder, rows []SimSummary, brooker bool) {
 		if s.Strategy == activities.JitterNone {
 			base = s
 		}
-		fmt.Fprintf(b, "| %d | %s | %.0f | %.2f | %s | %.3f |", s.Clients, StrategyName(s.Strategy), s.Requests, s.Requests/base.Requests,
+		fmt.Fprintf(b, "| %d | %s | %.0f | %.2f | %s | %.3f |", s.Clients, strategyName(s.Strategy), s.Requests, s.Requests/base.Requests,
 			fmtDur(s.Duration), s.Duration.Seconds()/base.Duration.Seconds())
 		if brooker {
-			if v, ok := BrookerPublished[s.Strategy]; ok && s.Clients == 100 {
+			if v, ok := brookerPublished[s.Strategy]; ok && s.Clients == 100 {
 				fmt.Fprintf(b, " %.0f |", v)
 			} else {
 				b.WriteString(" |")

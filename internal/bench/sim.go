@@ -9,15 +9,15 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 )
 
-// Strategies are the retry strategies compared, in report order: Temporal's
+// strategies are the retry strategies compared, in report order: Temporal's
 // own deterministic exponential backoff first (the baseline), then the
 // jittered ones the activity computes.
-var Strategies = []activities.Jitter{
+var strategies = []activities.Jitter{
 	activities.JitterNone, activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated,
 }
 
-// StrategyName is the label of a strategy in tables and plots.
-func StrategyName(j activities.Jitter) string {
+// strategyName is the label of a strategy in tables and plots.
+func strategyName(j activities.Jitter) string {
 	switch j {
 	case activities.JitterNone:
 		return "none (Temporal's backoff)"
@@ -31,28 +31,27 @@ func StrategyName(j activities.Jitter) string {
 	return string(j)
 }
 
-// Model is the contended resource of a simulation: it decides, at virtual
+// model is the contended resource of a simulation: it decides, at virtual
 // time t, whether one request succeeds. Models are stateful and are used by
 // one simulation at a time.
-type Model interface {
-	// Request is one request arriving at t (non-decreasing between calls).
+type model interface {
+	// request is one request arriving at t (non-decreasing between calls).
 	// It reports whether the request succeeds. For the OCC model it is the
 	// write, which succeeds if the row is still at version.
-	Request(t time.Duration, version int) bool
-	// Read returns the version a client reads at t (OCC); other models return 0.
-	Read(t time.Duration) int
-	// NeedsRead reports whether every attempt is a read then a write (two
+	request(t time.Duration, version int) bool
+	// read returns the version a client reads at t (OCC); other models return 0.
+	read(t time.Duration) int
+	// needsRead reports whether every attempt is a read then a write (two
 	// round trips, as in Brooker's OCC simulator) instead of one request.
-	NeedsRead() bool
+	needsRead() bool
 }
 
-// OCC is Brooker's model: one row with a version; a client reads the
+// occModel is Brooker's model: one row with a version; a client reads the
 // version, then writes with it, and the write succeeds only if no other write
 // succeeded in between. Exactly one of the clients contending in a round wins.
-type OCC struct{ version int }
+type occModel struct{ version int }
 
-// Request implements Model.
-func (m *OCC) Request(_ time.Duration, version int) bool {
+func (m *occModel) request(_ time.Duration, version int) bool {
 	if version == m.version {
 		m.version++
 		return true
@@ -60,49 +59,45 @@ func (m *OCC) Request(_ time.Duration, version int) bool {
 	return false
 }
 
-// Read implements Model.
-func (m *OCC) Read(time.Duration) int { return m.version }
+func (m *occModel) read(time.Duration) int { return m.version }
 
-// NeedsRead implements Model.
-func (m *OCC) NeedsRead() bool { return true }
+func (m *occModel) needsRead() bool { return true }
 
-// Capacity is the reference server's contention model (testsuite.Options
-// Capacity and CapacityWindow): at most K requests succeed per window; the
-// window starts at the first request after the previous one ended; every
-// other request is answered 503 without Retry-After.
-type Capacity struct {
-	K      int
-	Window time.Duration
+// capacityModel is the reference server's contention model
+// (testsuite.Options Capacity and CapacityWindow): at most k requests
+// succeed per window; the window starts at the first request after the
+// previous one ended; every other request is answered 503 without
+// Retry-After.
+type capacityModel struct {
+	k      int
+	window time.Duration
 
 	start time.Duration
 	n     int
 	began bool
 }
 
-// Request implements Model.
-func (m *Capacity) Request(t time.Duration, _ int) bool {
-	if !m.began || t-m.start >= m.Window {
+func (m *capacityModel) request(t time.Duration, _ int) bool {
+	if !m.began || t-m.start >= m.window {
 		m.start, m.n, m.began = t, 0, true
 	}
 	m.n++
-	return m.n <= m.K
+	return m.n <= m.k
 }
 
-// Read implements Model.
-func (m *Capacity) Read(time.Duration) int { return 0 }
+func (m *capacityModel) read(time.Duration) int { return 0 }
 
-// NeedsRead implements Model.
-func (m *Capacity) NeedsRead() bool { return false }
+func (m *capacityModel) needsRead() bool { return false }
 
-// SimConfig is one simulation run: Clients clients start at once, each
+// simConfig is one simulation run: Clients clients start at once, each
 // retrying one operation until it succeeds, with the delays of
 // Backoff.Delay for Backoff.Jitter (Ceiling for JitterNone, as Temporal's own
 // retry policy computes it).
-type SimConfig struct {
+type simConfig struct {
 	Clients int
 	Backoff activities.Backoff
 	// NewModel returns a fresh contended resource.
-	NewModel func() Model
+	NewModel func() model
 	// NetMean and NetSD are the one-way network delay, drawn as
 	// |Normal(NetMean, NetSD)| like Brooker's simulator (10 ms and 2 ms there).
 	NetMean, NetSD time.Duration
@@ -121,8 +116,8 @@ type SimConfig struct {
 	Trace bool
 }
 
-// SimResult is what one simulation measured.
-type SimResult struct {
+// simResult is what one simulation measured.
+type simResult struct {
 	// Requests counts the contended requests (the writes, for OCC), as
 	// Brooker's "calls" and the reference server's Stats().Requests do.
 	Requests int
@@ -164,17 +159,17 @@ func (q *eventQueue) Pop() any {
 	return e
 }
 
-// Simulate runs cfg as a discrete-event simulation in virtual time. It is
+// simulate runs cfg as a discrete-event simulation in virtual time. It is
 // deterministic for a given cfg (Seed included) and never sleeps.
-func Simulate(cfg SimConfig) SimResult {
+func simulate(cfg simConfig) simResult {
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))
 	uniform := rng.Float64
 	net := func() time.Duration {
 		return time.Duration(math.Abs(rng.NormFloat64()*float64(cfg.NetSD) + float64(cfg.NetMean)))
 	}
-	model := cfg.NewModel()
+	contended := cfg.NewModel()
 	first := evWrite
-	if model.NeedsRead() {
+	if contended.needsRead() {
 		first = evRead
 	}
 	attempts := make([]int32, cfg.Clients)
@@ -194,15 +189,15 @@ func Simulate(cfg SimConfig) SimResult {
 		}
 		push(simEvent{t: t0, client: c, kind: first})
 	}
-	var res SimResult
+	var res simResult
 	for q.Len() > 0 {
 		e := heap.Pop(&q).(simEvent)
 		if e.kind == evRead {
 			// The version travels back, then the write travels out.
-			push(simEvent{t: e.t + net() + net(), client: e.client, kind: evWrite, ver: model.Read(e.t)})
+			push(simEvent{t: e.t + net() + net(), client: e.client, kind: evWrite, ver: contended.read(e.t)})
 			continue
 		}
-		ok := model.Request(e.t, e.ver)
+		ok := contended.request(e.t, e.ver)
 		res.Requests++
 		if cfg.Trace {
 			res.Times = append(res.Times, e.t)
@@ -234,15 +229,15 @@ type SimSummary struct {
 	Duration time.Duration
 }
 
-// SimulateMean runs cfg runs times with seeds cfg.Seed, cfg.Seed+1, … and
+// simulateMean runs cfg runs times with seeds cfg.Seed, cfg.Seed+1, … and
 // returns the mean requests and duration.
-func SimulateMean(cfg SimConfig, runs int) SimSummary {
+func simulateMean(cfg simConfig, runs int) SimSummary {
 	s := SimSummary{Clients: cfg.Clients, Strategy: cfg.Backoff.Jitter, Runs: runs}
 	var reqs, dur float64
 	for i := range runs {
 		c := cfg
 		c.Seed = cfg.Seed + uint64(i)
-		r := Simulate(c)
+		r := simulate(c)
 		reqs += float64(r.Requests)
 		dur += float64(r.Duration)
 	}
@@ -251,19 +246,19 @@ func SimulateMean(cfg SimConfig, runs int) SimSummary {
 	return s
 }
 
-// BrookerConfig is Brooker's simulator setup for n clients and a strategy:
+// brookerConfig is Brooker's simulator setup for n clients and a strategy:
 // OCC against one row, network delay |N(10 ms, 2 ms)|, base 5 ms and cap 2 s
 // with his backoff(n) = min(cap, base × 2^n), which is our Ceiling with
 // InitialInterval 10 ms (his base × 2). Decorrelated jitter therefore starts
 // from 10 ms here instead of his 5 ms.
-func BrookerConfig(n int, j activities.Jitter, seed uint64) SimConfig {
-	return SimConfig{
+func brookerConfig(n int, j activities.Jitter, seed uint64) simConfig {
+	return simConfig{
 		Clients: n,
 		Backoff: activities.Backoff{
 			InitialInterval: 10 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 2 * time.Second, Jitter: j,
 		},
-		NewModel: func() Model { return &OCC{} },
+		NewModel: func() model { return &occModel{} },
 		NetMean:  10 * time.Millisecond, NetSD: 2 * time.Millisecond,
 		Seed: seed,
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"testing"
 
 	"go.temporal.io/sdk/activity"
 	sdklog "go.temporal.io/sdk/log"
@@ -17,33 +16,43 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 )
 
-// Overhead compares one attempt of the HTTP activity with a raw net/http
-// POST and body read against the same loopback server (OKHandler), each
-// with its own client on an identical Transport (see [Transport]).
-type Overhead struct {
-	srv  *httptest.Server
-	acts *activities.Activities
-	raw  *http.Client
-	req  activities.Request
-	url  string
-	body []byte
+// stopwatch is the part of a benchmark timer the overhead loops use:
+// *testing.B satisfies it under go test, and the bench command times the
+// same loops with a [meter]. A loop calls ResetTimer after its set-up and
+// StopTimer before its tear-down.
+type stopwatch interface {
+	ResetTimer()
+	StopTimer()
 }
 
-// NewOverhead starts the loopback server. Close it when done.
-func NewOverhead() (*Overhead, error) {
-	o := &Overhead{srv: httptest.NewServer(OKHandler())}
+// overhead compares one attempt of the HTTP activity with a raw net/http
+// POST and body read against the same loopback server (okHandler), each
+// with its own client on an identical Transport (see newTransport). Each of
+// its loops runs n operations and times them on a stopwatch.
+type overhead struct {
+	srv       *httptest.Server
+	acts      *activities.Activities
+	rawClient *http.Client
+	req       activities.Request
+	url       string
+	body      []byte
+}
+
+// newOverhead starts the loopback server. Close it when done.
+func newOverhead() (*overhead, error) {
+	o := &overhead{srv: httptest.NewServer(okHandler())}
 	o.url = o.srv.URL + "/charges"
 	o.body = []byte(`{"amount":42,"currency":"EUR"}`)
 	var err error
 	o.acts, err = activities.New(activities.Config{
 		AllowedOrigins: []string{o.srv.URL},
-		HTTPClient:     &http.Client{Transport: Transport()},
+		HTTPClient:     &http.Client{Transport: newTransport()},
 	})
 	if err != nil {
 		o.srv.Close()
 		return nil, err
 	}
-	o.raw = &http.Client{Transport: Transport()}
+	o.rawClient = &http.Client{Transport: newTransport()}
 	o.req = activities.Request{
 		Operation: "charge", Method: http.MethodPost, URL: o.url, Body: o.body,
 		IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
@@ -52,35 +61,38 @@ func NewOverhead() (*Overhead, error) {
 }
 
 // Close stops the server.
-func (o *Overhead) Close() { o.srv.Close() }
+func (o *overhead) Close() { o.srv.Close() }
 
-// Raw is the baseline with context.Background(): NewRequestWithContext,
+// raw is the baseline with context.Background(): NewRequestWithContext,
 // Content-Type and Idempotency-Key headers, Do, io.ReadAll of the body,
 // Close, status check.
-func (o *Overhead) Raw(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := o.rawPost(context.Background()); err != nil {
-			b.Fatal(err)
+func (o *overhead) raw(sw stopwatch, n int) error {
+	ctx := context.Background()
+	sw.ResetTimer()
+	for range n {
+		if err := o.rawPost(ctx); err != nil {
+			return err
 		}
 	}
+	sw.StopTimer()
+	return nil
 }
 
-// RawInActivity is the same raw POST b.N times inside one activity
-// execution, with the activity's context, as a hand-written activity would
-// send it: the baseline that differs from DoInActivity only by Do's own work.
-func (o *Overhead) RawInActivity(b *testing.B) {
-	o.inActivity(b, slog.LevelInfo, o.rawPost)
+// rawInActivity is the same raw POST n times inside one activity execution,
+// with the activity's context, as a hand-written activity would send it:
+// the baseline that differs from doInActivity only by Do's own work.
+func (o *overhead) rawInActivity(sw stopwatch, n int) error {
+	return o.inActivity(sw, n, slog.LevelInfo, o.rawPost)
 }
 
-func (o *Overhead) rawPost(ctx context.Context) error {
+func (o *overhead) rawPost(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(o.body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(activities.IdempotencyKeyHeader, o.req.IdempotencyKey)
-	resp, err := o.raw.Do(req)
+	resp, err := o.rawClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -92,7 +104,7 @@ func (o *Overhead) rawPost(ctx context.Context) error {
 	return nil
 }
 
-func (o *Overhead) do(ctx context.Context) error {
+func (o *overhead) do(ctx context.Context) error {
 	resp, err := o.acts.Do(ctx, o.req)
 	if err != nil {
 		return err
@@ -110,24 +122,28 @@ func benchLogger(level slog.Level) sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level})))
 }
 
-// DoInActivity is Activities.Do's whole work for one attempt (validate,
+// doInActivity is Activities.Do's whole work for one attempt (validate,
 // build the request, send, read and cap the body, classify, build the
-// result, log and count), called b.N times inside one activity execution of
+// result, log and count), called n times inside one activity execution of
 // Temporal's TestActivityEnvironment: Do gets a real activity context
 // (activity.GetInfo, logger, metrics handler) while the environment's own
 // cost (payload encoding, a goroutine per execution) stays outside the
 // timed loop. This is the lightest honest way to run Do: it cannot run
 // without an activity context. The logger is at Info, as cmd/worker's
 // default, so Do's "HTTP request succeeded" line is formatted.
-func (o *Overhead) DoInActivity(b *testing.B) { o.inActivity(b, slog.LevelInfo, o.do) }
+func (o *overhead) doInActivity(sw stopwatch, n int) error {
+	return o.inActivity(sw, n, slog.LevelInfo, o.do)
+}
 
-// DoInActivityWarn is DoInActivity with the logger at Warn: Do's one Info
+// doInActivityWarn is doInActivity with the logger at Warn: Do's one Info
 // line per successful attempt is not formatted. The difference is what that
 // line costs.
-func (o *Overhead) DoInActivityWarn(b *testing.B) { o.inActivity(b, slog.LevelWarn, o.do) }
+func (o *overhead) doInActivityWarn(sw stopwatch, n int) error {
+	return o.inActivity(sw, n, slog.LevelWarn, o.do)
+}
 
-// inActivity runs op b.N times inside one activity execution.
-func (o *Overhead) inActivity(b *testing.B, level slog.Level, op func(context.Context) error) {
+// inActivity runs op n times inside one activity execution.
+func (o *overhead) inActivity(sw stopwatch, n int, level slog.Level, op func(context.Context) error) error {
 	var s sdktestsuite.WorkflowTestSuite
 	s.SetLogger(benchLogger(level))
 	env := s.NewTestActivityEnvironment()
@@ -135,41 +151,41 @@ func (o *Overhead) inActivity(b *testing.B, level slog.Level, op func(context.Co
 		if activity.GetInfo(ctx).ActivityType.Name == "" {
 			return fmt.Errorf("no activity context")
 		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for range b.N {
+		sw.ResetTimer()
+		for range n {
 			if err := op(ctx); err != nil {
 				return err
 			}
 		}
-		b.StopTimer()
+		sw.StopTimer()
 		return nil
 	}, activity.RegisterOptions{Name: "BenchLoop"})
-	if _, err := env.ExecuteActivity("BenchLoop"); err != nil {
-		b.Fatal(err)
-	}
+	_, err := env.ExecuteActivity("BenchLoop")
+	return err
 }
 
-// DoPerExecution runs one TestActivityEnvironment.ExecuteActivity of the
-// registered activity per iteration: Do plus the test environment's own
+// doPerExecution runs one TestActivityEnvironment.ExecuteActivity of the
+// registered activity per operation: Do plus the test environment's own
 // per-execution work (encoding the input, running the activity on a new
 // goroutine, decoding the result). It is not what a worker pays per attempt
 // (a worker has its own, different, per-task cost, measured by the
 // throughput run); it shows how much of a naive measurement is the harness.
-func (o *Overhead) DoPerExecution(b *testing.B) {
+func (o *overhead) doPerExecution(sw stopwatch, n int) error {
 	var s sdktestsuite.WorkflowTestSuite
 	s.SetLogger(benchLogger(slog.LevelInfo))
 	env := s.NewTestActivityEnvironment()
 	o.acts.Register(env)
-	b.ReportAllocs()
-	for b.Loop() {
+	sw.ResetTimer()
+	for range n {
 		v, err := env.ExecuteActivity(activities.ActivityName, o.req)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		var resp activities.Response
 		if err := v.Get(&resp); err != nil || resp.Status != http.StatusCreated {
-			b.Fatalf("activity: %v, status %d", err, resp.Status)
+			return fmt.Errorf("activity: %v, status %d", err, resp.Status)
 		}
 	}
+	sw.StopTimer()
+	return nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/xml"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -15,22 +16,22 @@ import (
 // cmd/bench.
 
 func TestSimulateIsDeterministic(t *testing.T) {
-	cfg := DefaultContention.SimConfig(30, activities.JitterFull, 7)
-	a, b := Simulate(cfg), Simulate(cfg)
+	cfg := defaultContention.simConfig(30, activities.JitterFull, 7)
+	a, b := simulate(cfg), simulate(cfg)
 	if a.Requests != b.Requests || a.Duration != b.Duration {
 		t.Fatalf("same seed, different results: %+v and %+v", a, b)
 	}
 	cfg.Seed = 8
-	if c := Simulate(cfg); c.Requests == a.Requests && c.Duration == a.Duration {
+	if c := simulate(cfg); c.Requests == a.Requests && c.Duration == a.Duration {
 		t.Errorf("another seed gave the very same run (%d requests, %s): is the seed used?", c.Requests, c.Duration)
 	}
 }
 
 func TestCapacityModel(t *testing.T) {
-	m := &Capacity{K: 2, Window: time.Second}
+	m := &capacityModel{k: 2, window: time.Second}
 	var got []bool
 	for _, at := range []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 999 * time.Millisecond, time.Second, 1100 * time.Millisecond, 1200 * time.Millisecond, 3 * time.Second} {
-		got = append(got, m.Request(at, 0))
+		got = append(got, m.request(at, 0))
 	}
 	want := []bool{true, true, false, false, true, true, false, true}
 	for i := range want {
@@ -44,10 +45,10 @@ func TestCapacityModel(t *testing.T) {
 // deterministic backoff is pure lockstep: K of the remaining clients get
 // through per round, so the requests are N + (N−K) + … exactly.
 func TestNoJitterIsLockstep(t *testing.T) {
-	p := DefaultContention
-	cfg := p.SimConfig(20, activities.JitterNone, 1)
+	p := defaultContention
+	cfg := p.simConfig(20, activities.JitterNone, 1)
 	cfg.NetMean, cfg.NetSD = 0, 0
-	r := Simulate(cfg)
+	r := simulate(cfg)
 	want := 0
 	for n := 20; n > 0; n -= p.Capacity {
 		want += n
@@ -59,7 +60,7 @@ func TestNoJitterIsLockstep(t *testing.T) {
 	var wantDur time.Duration
 	rounds := (20 + p.Capacity - 1) / p.Capacity
 	for a := int32(1); a < int32(rounds); a++ {
-		wantDur += p.Backoff(activities.JitterNone).Ceiling(a)
+		wantDur += p.backoff(activities.JitterNone).Ceiling(a)
 	}
 	if r.Duration != wantDur {
 		t.Errorf("duration = %s, want %s", r.Duration, wantDur)
@@ -70,15 +71,15 @@ func TestNoJitterIsLockstep(t *testing.T) {
 // sooner than Temporal's deterministic backoff, in both models.
 func TestFullJitterBeatsNoJitter(t *testing.T) {
 	const n, runs = 50, 20
-	models := map[string]func(activities.Jitter) SimConfig{
-		"capacity": func(j activities.Jitter) SimConfig { return DefaultContention.SimConfig(n, j, 1) },
-		"brooker":  func(j activities.Jitter) SimConfig { return BrookerConfig(n, j, 1) },
+	models := map[string]func(activities.Jitter) simConfig{
+		"capacity": func(j activities.Jitter) simConfig { return defaultContention.simConfig(n, j, 1) },
+		"brooker":  func(j activities.Jitter) simConfig { return brookerConfig(n, j, 1) },
 	}
 	for name, cfg := range models {
 		t.Run(name, func(t *testing.T) {
-			none := SimulateMean(cfg(activities.JitterNone), runs)
+			none := simulateMean(cfg(activities.JitterNone), runs)
 			for _, j := range []activities.Jitter{activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated} {
-				s := SimulateMean(cfg(j), runs)
+				s := simulateMean(cfg(j), runs)
 				if s.Requests < n {
 					t.Errorf("%s: %.0f requests for %d clients: every client needs one success", j, s.Requests, n)
 				}
@@ -86,7 +87,7 @@ func TestFullJitterBeatsNoJitter(t *testing.T) {
 					t.Errorf("%s: %.0f requests in %s, not less than no jitter's %.0f in %s", j, s.Requests, s.Duration, none.Requests, none.Duration)
 				}
 			}
-			full := SimulateMean(cfg(activities.JitterFull), runs)
+			full := simulateMean(cfg(activities.JitterFull), runs)
 			if r := full.Requests / none.Requests; r > 0.75 {
 				t.Errorf("full jitter does %.2f of no jitter's work, want clearly less", r)
 			}
@@ -101,8 +102,8 @@ func TestFullJitterBeatsNoJitter(t *testing.T) {
 // jitter cuts the calls by about half against exponential backoff without
 // jitter and finishes many times sooner.
 func TestBrookerShape(t *testing.T) {
-	none := SimulateMean(BrookerConfig(100, activities.JitterNone, 1), 10)
-	full := SimulateMean(BrookerConfig(100, activities.JitterFull, 1), 10)
+	none := simulateMean(brookerConfig(100, activities.JitterNone, 1), 10)
+	full := simulateMean(brookerConfig(100, activities.JitterFull, 1), 10)
 	if r := full.Requests / none.Requests; r < 0.3 || r > 0.6 {
 		t.Errorf("full/none calls = %.2f (%.0f/%.0f), Brooker reports 796/1846 = 0.43", r, full.Requests, none.Requests)
 	}
@@ -112,12 +113,12 @@ func TestBrookerShape(t *testing.T) {
 }
 
 func TestTemporalSimConfigAddsHerdAndFloor(t *testing.T) {
-	c := DefaultContention.TemporalSimConfig(10, activities.JitterFull, 1)
-	if c.StartSpread != TemporalHerdSpread || c.MinRetryDelay != TemporalMinDelay {
+	c := defaultContention.temporalSimConfig(10, activities.JitterFull, 1)
+	if c.StartSpread != temporalHerdSpread || c.MinRetryDelay != temporalMinDelay {
 		t.Fatalf("got spread %s, floor %s", c.StartSpread, c.MinRetryDelay)
 	}
 	c.Trace = true
-	r := Simulate(c)
+	r := simulate(c)
 	if len(r.Times) != r.Requests || len(r.OK) != r.Requests {
 		t.Fatalf("trace has %d times, %d outcomes for %d requests", len(r.Times), len(r.OK), r.Requests)
 	}
@@ -135,14 +136,36 @@ func TestTemporalSimConfigAddsHerdAndFloor(t *testing.T) {
 func TestContentionSVG(t *testing.T) {
 	log := []LogEntry{{0, 201}, {10 * time.Millisecond, 503}, {1500 * time.Millisecond, 201}, {4 * time.Second, 503}}
 	var buf bytes.Buffer
-	if err := WriteContentionSVG(&buf, "t <&>", []PlotSeries{{"a", log}, {"b", log[:2]}}, time.Second, 6); err != nil {
+	if err := writeContentionSVG(&buf, "t <&>", []plotSeries{{"a", log}, {"b", log[:2]}}, time.Second, 6); err != nil {
 		t.Fatal(err)
 	}
-	d := xml.NewDecoder(&buf)
+	wellFormed(t, &buf)
+
+	// WriteContentionSVG plots the first two contention runs of a result.
+	r := &Results{Contention: &ContentionResult{Params: defaultContention, Runs: []ContentionRun{
+		{Strategy: activities.JitterNone, Log: log}, {Strategy: activities.JitterFull, Log: log[:2]},
+	}}}
+	buf.Reset()
+	if err := WriteContentionSVG(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), strategyName(activities.JitterFull)) {
+		t.Errorf("the plot lacks the full-jitter panel")
+	}
+	wellFormed(t, &buf)
+	r.Contention.Runs = r.Contention.Runs[:1]
+	if err := WriteContentionSVG(io.Discard, r); err == nil {
+		t.Errorf("a plot from one contention run: want an error")
+	}
+}
+
+func wellFormed(t *testing.T, r io.Reader) {
+	t.Helper()
+	d := xml.NewDecoder(r)
 	for {
 		_, err := d.Token()
 		if err != nil {
-			if err.Error() != "EOF" {
+			if err != io.EOF {
 				t.Fatalf("not well-formed XML: %v", err)
 			}
 			break
@@ -152,13 +175,13 @@ func TestContentionSVG(t *testing.T) {
 
 func TestWriteMarkdown(t *testing.T) {
 	brooker, capacity := []SimSummary{}, []SimSummary{}
-	for _, j := range Strategies {
-		brooker = append(brooker, SimulateMean(BrookerConfig(10, j, 1), 2))
-		capacity = append(capacity, SimulateMean(DefaultContention.SimConfig(10, j, 1), 2))
+	for _, j := range strategies {
+		brooker = append(brooker, simulateMean(brookerConfig(10, j, 1), 2))
+		capacity = append(capacity, simulateMean(defaultContention.simConfig(10, j, 1), 2))
 	}
 	r := &Results{
 		SimBrooker: brooker, SimCapacity: capacity,
-		Contention: &ContentionResult{Params: DefaultContention, Runs: []ContentionRun{
+		Contention: &ContentionResult{Params: defaultContention, Runs: []ContentionRun{
 			{Strategy: activities.JitterNone, Requests: 800, Successes: 100, ToLastSuccess: 150 * time.Second},
 			{Strategy: activities.JitterFull, Requests: 300, Successes: 100, ToLastSuccess: 20 * time.Second},
 		}},

@@ -50,21 +50,21 @@ func EnsureCLI(ctx context.Context, path string, logf func(string, ...any)) (str
 	return bin, nil
 }
 
-// Target is a loopback HTTP server whose handler can be swapped between
-// experiments, so one worker (which allows one origin) serves them all.
-type Target struct {
+// targetServer is a loopback HTTP server whose handler can be swapped
+// between experiments, so one worker (which allows one origin) serves them all.
+type targetServer struct {
 	URL string
 	srv *http.Server
 	h   atomic.Pointer[http.Handler]
 }
 
-// StartTarget listens on a free loopback port.
-func StartTarget() (*Target, error) {
+// startTarget listens on a free loopback port.
+func startTarget() (*targetServer, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{URL: "http://" + l.Addr().String()}
+	t := &targetServer{URL: "http://" + l.Addr().String()}
 	t.Set(http.NotFoundHandler())
 	t.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*t.h.Load()).ServeHTTP(w, r)
@@ -74,35 +74,35 @@ func StartTarget() (*Target, error) {
 }
 
 // Set makes h answer every following request.
-func (t *Target) Set(h http.Handler) { t.h.Store(&h) }
+func (t *targetServer) Set(h http.Handler) { t.h.Store(&h) }
 
 // Close stops the server.
-func (t *Target) Close() error { return t.srv.Close() }
+func (t *targetServer) Close() error { return t.srv.Close() }
 
-// Transport is the worker's HTTP transport, as cmd/worker builds it:
+// newTransport is the worker's HTTP transport, as cmd/worker builds it:
 // http.DefaultTransport with up to 64 idle connections per host.
-func Transport() *http.Transport {
+func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = 60 * time.Second
 	t.MaxIdleConnsPerHost = 64
 	return t
 }
 
-// Harness is a dev server, one worker (HarnessOptions.Worker) polling TaskQueue
+// harness is a dev server, one worker (harnessOptions.Worker) polling TaskQueue
 // (the HTTP activity and ready workflow, plus the minimal baseline workflow
-// of the throughput run) and a Target it calls.
-type Harness struct {
+// of the throughput run) and a targetServer it calls.
+type harness struct {
 	Dev       *itest.DevServer
 	Client    client.Client
 	Worker    worker.Worker
-	Target    *Target
+	Target    *targetServer
 	TaskQueue string
 	logFiles  []*os.File
 	stopOnce  sync.Once
 }
 
-// HarnessOptions configures StartHarness.
-type HarnessOptions struct {
+// harnessOptions configures startHarness.
+type harnessOptions struct {
 	// CLI is the Temporal CLI binary.
 	CLI string
 	// Name labels the task queue and the log files, which go to LogDir.
@@ -113,10 +113,10 @@ type HarnessOptions struct {
 	Worker worker.Options
 }
 
-// StartHarness starts a dev server, a target and a worker.
-func StartHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
-	h := &Harness{TaskQueue: "bench-" + o.Name}
-	fail := func(err error) (*Harness, error) {
+// startHarness starts a dev server, a target and a worker.
+func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
+	h := &harness{TaskQueue: "bench-" + o.Name}
+	fail := func(err error) (*harness, error) {
 		h.Stop()
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func StartHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
 	}); err != nil {
 		return fail(err)
 	}
-	if h.Target, err = StartTarget(); err != nil {
+	if h.Target, err = startTarget(); err != nil {
 		return fail(err)
 	}
 	workerLog, err := os.Create(filepath.Join(o.LogDir, o.Name+"-worker.log"))
@@ -145,7 +145,7 @@ func StartHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
 	}
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{h.Target.URL},
-		HTTPClient:     &http.Client{Transport: Transport()},
+		HTTPClient:     &http.Client{Transport: newTransport()},
 	})
 	if err != nil {
 		return fail(err)
@@ -153,7 +153,7 @@ func StartHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
 	h.Worker = worker.New(h.Client, h.TaskQueue, o.Worker)
 	acts.Register(h.Worker)
 	workflows.Register(h.Worker)
-	registerMinimal(h.Worker, &http.Client{Transport: Transport()})
+	registerMinimal(h.Worker, &http.Client{Transport: newTransport()})
 	if err := h.Worker.Start(); err != nil {
 		return fail(fmt.Errorf("starting the worker: %w", err))
 	}
@@ -161,7 +161,7 @@ func StartHarness(ctx context.Context, o HarnessOptions) (*Harness, error) {
 }
 
 // Stop stops the worker, the client, the target and the dev server.
-func (h *Harness) Stop() error {
+func (h *harness) Stop() error {
 	var errs []error
 	h.stopOnce.Do(func() {
 		if h.Worker != nil {

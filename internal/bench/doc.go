@@ -1,0 +1,22 @@
+// Package bench measures the retry strategy and the HTTP activity; cmd/bench
+// is its command. [Run] runs the sections listed in [Sections]:
+//
+//   - sim: contention in virtual time, a discrete-event simulation with
+//     Brooker's own OCC model ("Exponential Backoff And Jitter", AWS
+//     Architecture Blog, 2015) and the reference server's capacity model;
+//   - overhead: one attempt of Activities.Do against a raw net/http POST
+//     (also as go test benchmarks);
+//   - retryafter: the gap a Retry-After (or a short interval) leaves between
+//     two attempts on a Temporal dev server, against a time.Sleep loop;
+//   - throughput: workflows per second of the ready workflow against a
+//     minimal one on the dev server;
+//   - contention: many workflows started at once on the dev server against
+//     a capacity-limited reference server, for Temporal's own deterministic
+//     backoff and the activity's jitter strategies.
+//
+// The dev-server sections use the Temporal CLI that [EnsureCLI] finds or
+// builds. [Results] is what a run measured (results.json); [WriteMarkdown]
+// and [WriteContentionSVG] report it. The package's tests are fast and
+// deterministic (seeded simulations, report rendering, a miniature overhead
+// run): nothing here starts a dev server under plain `go test`.
+package bench

@@ -3,20 +3,25 @@
 // go.temporal.io/sdk/testsuite or against a real server.
 //
 // The reference server does what a server must do for idempotency keys to
-// protect anything (after the IETF draft "The Idempotency-Key HTTP Header
-// Field"):
+// protect anything. By default it plays the IETF draft "The Idempotency-Key
+// HTTP Header Field" ([IETF]); [Options.Dialect] makes it play Stripe's
+// ([Stripe]) or express-idempotency's ([Express]) answers, another key
+// header or no replay marker:
 //
-//   - A request without an Idempotency-Key header is rejected with 400.
+//   - A request without the key is rejected with 400 (problem+json), or, in a
+//     dialect where the key is optional, processed every time.
 //   - The first request with a key is processed (the "work": one record is
-//     created) and the server stores the key, the SHA-256 of the request body
-//     and the response.
-//   - A repeated key with the same body gets the stored response, with the
-//     header Idempotent-Replayed: true, and no new work.
-//   - A repeated key with a different body is rejected with 422.
+//     created) and the server stores the key with the method, the path, the
+//     SHA-256 of the request body and the response.
+//   - A repeated key with the same method, path and body gets the stored
+//     response, with the header Idempotent-Replayed: true, and no new work.
+//   - A repeated key with another body, method or path is misuse: 422.
 //   - A repeated key while the first request is still being processed is
-//     answered 409 with Retry-After.
+//     answered 409 with Retry-After; so is every request for a key whose
+//     first request was orphaned ([Options.Orphan]) until its lock expires
+//     ([Options.LockTimeout]).
 //   - A key expires Window (default 24 h) after it was first seen; after that
-//     the same key is new again.
+//     the same key is new again. Expired keys are trimmed on traffic.
 //
 // Transient failures can be scripted ([Server.Script]) or drawn at random
 // ([Options.FailureRate]); they happen in front of the key logic, as a load
@@ -24,6 +29,7 @@
 package testsuite
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -44,13 +50,16 @@ const DefaultWindow = 24 * time.Hour
 
 const (
 	maxBody = 1 << 20
-	// maxLog bounds the request log of a long-running server; counters go on.
+	// maxLog bounds the request log and the records of a long-running
+	// server; counters go on.
 	maxLog = 1 << 17
 )
 
 // Options configures a Server. The zero value is a well-behaved idempotent
-// server with a 24 h window and no failures.
+// server with a 24 h window and no failures, playing the IETF dialect.
 type Options struct {
+	// Dialect is the convention the server plays (the zero value is [IETF]).
+	Dialect Dialect
 	// Window is how long a key is remembered after its first request (default 24 h).
 	Window time.Duration
 	// Now is the clock used for expiry and request times (default time.Now).
@@ -58,9 +67,24 @@ type Options struct {
 	// ProcessingTime is how long the work of a new key takes. The work runs to
 	// the end even if the client goes away, like a real server's.
 	ProcessingTime time.Duration
-	// InFlightRetryAfter is the Retry-After, in seconds, of the 409 sent for a
-	// key still being processed (default 1).
+	// InFlightRetryAfter is the Retry-After, in seconds, of the in-flight
+	// answer when the dialect sends one (default 1).
 	InFlightRetryAfter int
+	// LockTimeout is how long a key stays locked by a first request that has
+	// not completed (still working, or orphaned); after it the next request
+	// with the key is processed as new, and the late work, if it ever ends,
+	// is not stored. 0: the lock never expires on its own, it goes with the
+	// key at the end of Window.
+	LockTimeout time.Duration
+	// Orphan, if set, is asked about every new key (also a key new again
+	// after its window or lock expired). When it returns true the request
+	// takes the lock but its work is abandoned: no record, no stored
+	// response; the server holds the request without answering until the
+	// client gives up or [Server.Close], then drops the connection, as a
+	// crashed worker would. Every later request with the key gets the
+	// in-flight answer until the lock expires. It is called with the
+	// server's lock held and must not call the Server's methods.
+	Orphan func(key string) bool
 	// FailureRate is the fraction of requests, in [0, 1], answered with
 	// FailureStatus before the key is looked at.
 	FailureRate float64
@@ -119,22 +143,26 @@ func ParseScript(s string) ([]Step, error) {
 
 // Record is one unit of work done by the server: one per distinct key.
 type Record struct {
-	ID             string          `json:"id"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	BodySHA256     string          `json:"body_sha256"`
-	Request        json.RawMessage `json:"request,omitempty"`
-	Method         string          `json:"method"`
-	Path           string          `json:"path"`
-	Created        time.Time       `json:"created"`
+	ID             string `json:"id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	BodySHA256     string `json:"body_sha256"`
+	// Request is the request body. It is kept while the key is stored and
+	// dropped when the key expires (never kept for a request without a key),
+	// so that memory follows the live keys.
+	Request json.RawMessage `json:"request,omitempty"`
+	Method  string          `json:"method"`
+	Path    string          `json:"path"`
+	Created time.Time       `json:"created"`
 }
 
 // RequestLog is one request the server received.
 type RequestLog struct {
 	Time           time.Time `json:"time"`
 	IdempotencyKey string    `json:"idempotency_key"`
-	Status         int       `json:"status"`
-	Replayed       bool      `json:"replayed,omitempty"`
-	Authorization  bool      `json:"authorization,omitempty"`
+	// Status is the status answered; 0 for an orphaned request (never answered).
+	Status        int  `json:"status"`
+	Replayed      bool `json:"replayed,omitempty"`
+	Authorization bool `json:"authorization,omitempty"`
 }
 
 // Stats counts what the server did.
@@ -147,23 +175,34 @@ type Stats struct {
 	Records int `json:"records"`
 	// Replays is how many stored responses were sent again.
 	Replays int `json:"replays"`
-	// Mismatches is how many requests reused a key with a different body (422).
+	// Mismatches is how many requests misused a key: reused it with another
+	// body, method or path (the dialect's misuse answer, 422 by default).
 	Mismatches int `json:"mismatches"`
-	// InFlight is how many requests arrived while their key was being processed (409).
+	// InFlight is how many requests got the in-flight answer (409): their key
+	// was being processed, or its lock orphaned.
 	InFlight int `json:"in_flight"`
-	// MissingKey is how many requests had no key (400).
+	// MissingKey is how many requests had no key (answered 400, or processed
+	// without idempotency when the dialect's key is optional).
 	MissingKey int `json:"missing_key"`
 	// Failures is how many scripted, random or over-capacity failures were sent.
 	Failures int `json:"failures"`
+	// Orphaned is how many first requests were orphaned ([Options.Orphan]).
+	Orphaned int `json:"orphaned"`
+	// Expired is how many stored keys were trimmed after their window or
+	// lock expired.
+	Expired int `json:"expired"`
 }
 
+// entry is what the server stores for a key.
 type entry struct {
-	hash    string
-	created time.Time
-	done    bool
-	status  int
-	ctype   string
-	body    []byte
+	method, uri string // the operation the key is bound to
+	hash        string
+	created     time.Time
+	done        bool
+	status      int
+	ctype       string
+	body        []byte
+	rec         int // index in Server.records, -1 if none
 }
 
 // Server is the reference idempotent server, an http.Handler safe for
@@ -173,20 +212,23 @@ type Server struct {
 	// URL is the base URL when the server was started with StartServer.
 	URL string
 
-	opts    Options
-	mu      sync.Mutex
-	entries map[string]*entry
-	script  []Step
-	stats   Stats
-	records []Record
-	log     []RequestLog
-	winAt   time.Time
-	winN    int
-	swept   time.Time
+	opts      Options
+	closed    chan struct{}
+	closeOnce sync.Once
+	mu        sync.Mutex
+	entries   map[string]*entry
+	script    []Step
+	stats     Stats
+	records   []Record
+	log       []RequestLog
+	winAt     time.Time
+	winN      int
+	swept     time.Time
 }
 
 // NewServer returns the reference server as an http.Handler.
 func NewServer(opts Options) *Server {
+	opts.Dialect = opts.Dialect.normalized()
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
 	}
@@ -205,7 +247,7 @@ func NewServer(opts Options) *Server {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	return &Server{opts: opts, entries: map[string]*entry{}}
+	return &Server{opts: opts, entries: map[string]*entry{}, closed: make(chan struct{})}
 }
 
 // StartServer starts a reference server on a loopback httptest server, sets
@@ -215,8 +257,17 @@ func StartServer(tb testing.TB, opts Options) *Server {
 	s := NewServer(opts)
 	hs := httptest.NewServer(s)
 	tb.Cleanup(hs.Close)
+	tb.Cleanup(s.Close) // runs first: orphaned requests must not hold up hs.Close
 	s.URL = hs.URL
 	return s
+}
+
+// Close drops the connections of the requests held for orphaned keys, so
+// that httptest.Server.Close or http.Server.Shutdown need not wait for them;
+// later orphaned requests are dropped at once. The server keeps answering
+// everything else. StartServer calls it when the test ends.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
 }
 
 // Script appends scripted answers, consumed one per request in arrival order.
@@ -233,14 +284,15 @@ func (s *Server) Stats() Stats {
 	return s.stats
 }
 
-// Records returns the work done, in order.
+// Records returns the work done, in order (the first 131072 records of a
+// long-running server).
 func (s *Server) Records() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Record(nil), s.records...)
 }
 
-// Log returns every request received, in order.
+// Log returns every request received, in order (the first 131072).
 func (s *Server) Log() []RequestLog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +312,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	key := r.Header.Get("Idempotency-Key")
+	d := s.opts.Dialect
+	key := r.Header.Get(d.KeyHeader)
 	now := s.opts.Now()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 
@@ -283,6 +336,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if step.RetryAfter != "" {
 			w.Header().Set("Retry-After", step.RetryAfter)
 		}
+		if d.ShouldRetryHeader != "" && (step.Status == http.StatusTooManyRequests || step.Status >= 500) {
+			w.Header().Set(d.ShouldRetryHeader, "true")
+		}
 		writeJSON(w, step.Status, map[string]string{"error": http.StatusText(step.Status)})
 		return
 	}
@@ -292,11 +348,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST, PUT, PATCH or DELETE"})
 		return
-	case key == "":
+	case key == "" && !d.KeyOptional:
 		s.stats.MissingKey++
-		status(http.StatusBadRequest)
+		status(d.MissingKeyStatus)
 		s.mu.Unlock()
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing Idempotency-Key header"})
+		ct, b := d.missingKeyBody()
+		write(w, d.MissingKeyStatus, ct, b)
 		return
 	case readErr != nil || len(body) > maxBody:
 		status(http.StatusRequestEntityTooLarge)
@@ -306,24 +363,48 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(body)
 	hash := hex.EncodeToString(sum[:])
+	if key == "" {
+		// The dialect's key is optional: no idempotency, the work every time.
+		s.stats.MissingKey++
+		s.mu.Unlock()
+		st, ct, b, _ := s.work(r, body, key, hash, now)
+		s.mu.Lock()
+		status(st)
+		s.mu.Unlock()
+		write(w, st, ct, b)
+		return
+	}
+	s.sweep(now)
+	uri := r.URL.RequestURI()
 	e := s.entries[key]
-	if e != nil && now.Sub(e.created) >= s.opts.Window {
-		delete(s.entries, key)
+	if e != nil && s.expired(e, now) {
+		s.drop(key, e)
 		e = nil
 	}
 	if e != nil {
 		switch {
-		case e.hash != hash:
+		case e.method != r.Method || e.uri != uri || e.hash != hash:
+			// Another operation or payload: never the first one's response.
 			s.stats.Mismatches++
-			status(http.StatusUnprocessableEntity)
+			status(d.MisuseStatus)
 			s.mu.Unlock()
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "Idempotency-Key reused with a different request body"})
+			if d.ShouldRetryHeader != "" {
+				w.Header().Set(d.ShouldRetryHeader, "false")
+			}
+			ct, b := d.misuseBody(key)
+			write(w, d.MisuseStatus, ct, b)
 		case !e.done:
 			s.stats.InFlight++
-			status(http.StatusConflict)
+			status(d.InFlightStatus)
 			s.mu.Unlock()
-			w.Header().Set("Retry-After", strconv.Itoa(s.opts.InFlightRetryAfter))
-			writeJSON(w, http.StatusConflict, map[string]string{"error": "a request with this Idempotency-Key is still being processed"})
+			if d.InFlightRetryAfter {
+				w.Header().Set("Retry-After", strconv.Itoa(s.opts.InFlightRetryAfter))
+			}
+			if d.ShouldRetryHeader != "" {
+				w.Header().Set(d.ShouldRetryHeader, "true")
+			}
+			ct, b := d.inFlightBody()
+			write(w, d.InFlightStatus, ct, b)
 		default:
 			s.stats.Replays++
 			status(e.status)
@@ -332,33 +413,55 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			st, ct, b := e.status, e.ctype, e.body
 			s.mu.Unlock()
-			w.Header().Set("Idempotent-Replayed", "true")
-			w.Header().Set("Content-Type", ct)
-			w.WriteHeader(st)
-			_, _ = w.Write(b)
+			if d.ReplayHeader != "" {
+				w.Header().Set(d.ReplayHeader, "true")
+			}
+			write(w, st, ct, b)
 		}
 		return
 	}
-	e = &entry{hash: hash, created: now}
+	e = &entry{method: r.Method, uri: uri, hash: hash, created: now, rec: -1}
 	s.entries[key] = e
 	s.stats.DistinctKeys++
-	s.sweep(now)
+	if s.opts.Orphan != nil && s.opts.Orphan(key) {
+		s.stats.Orphaned++
+		s.mu.Unlock()
+		s.hold(r)
+		return
+	}
 	s.mu.Unlock()
 
-	st, ct, b := s.work(r, body, key, hash, now)
+	st, ct, b, rec := s.work(r, body, key, hash, now)
 
 	s.mu.Lock()
-	if st >= 200 && st <= 299 {
-		e.done, e.status, e.ctype, e.body = true, st, ct, b
-	} else {
-		// A rejected request did no work: forget the key so a fixed request may use it.
+	current := s.entries[key] == e
+	switch {
+	case st >= 200 && st <= 299:
+		e.done, e.status, e.ctype, e.body, e.rec = true, st, ct, b, rec
+		if !current {
+			// The lock or window expired while the work ran: nothing keeps it.
+			s.trimRecord(rec)
+		}
+	case current:
+		// A rejected request did no work: forget the key so a fixed request
+		// may use it. Only this request's entry: after an expiry the key may
+		// belong to a newer request.
 		delete(s.entries, key)
 	}
 	status(st)
 	s.mu.Unlock()
-	w.Header().Set("Content-Type", ct)
-	w.WriteHeader(st)
-	_, _ = w.Write(b)
+	write(w, st, ct, b)
+}
+
+// hold keeps an orphaned request unanswered until its client gives up or the
+// server is closed; then the connection is dropped, as by a crashed worker.
+func (s *Server) hold(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+		// The client is gone; nothing to answer.
+	case <-s.closed:
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // nextFailure pops a scripted step, or draws a random or capacity failure.
@@ -387,48 +490,95 @@ func (s *Server) nextFailure(now time.Time) (Step, bool) {
 	return Step{}, false
 }
 
-// work does the work of a new key, outside the lock: it creates the record
-// and answers 201 with it, or calls Options.Work. A non-2xx answer creates no record.
-func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.Time) (int, string, []byte) {
+// work does the work of a new key (or of a request without a key when the
+// dialect allows it), outside the lock: it creates the record and answers
+// 201 with it, or calls Options.Work. A non-2xx answer creates no record.
+// rec is the index of the record in s.records, -1 if none is kept.
+func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.Time) (st int, ct string, b []byte, rec int) {
 	if s.opts.ProcessingTime > 0 {
 		time.Sleep(s.opts.ProcessingTime)
 	}
 	if len(body) > 0 && !json.Valid(body) {
 		b, _ := json.Marshal(map[string]string{"error": "request body is not valid JSON"})
-		return http.StatusBadRequest, "application/json", b
+		return http.StatusBadRequest, "application/json", b, -1
 	}
-	rec := Record{IdempotencyKey: key, BodySHA256: hash, Method: r.Method, Path: r.URL.Path, Created: now}
+	record := Record{IdempotencyKey: key, BodySHA256: hash, Method: r.Method, Path: r.URL.Path, Created: now}
 	if len(body) > 0 {
-		rec.Request = json.RawMessage(body)
+		record.Request = json.RawMessage(bytes.Clone(body))
 	}
-	st, b := http.StatusCreated, []byte(nil)
+	st = http.StatusCreated
 	if s.opts.Work != nil {
 		if st, b = s.opts.Work(r, body); st < 200 || st > 299 {
-			return st, "application/json", b
+			return st, "application/json", b, -1
 		}
 	}
 	s.mu.Lock()
-	rec.ID = fmt.Sprintf("rec_%d", len(s.records)+1)
-	s.records = append(s.records, rec)
 	s.stats.Records++
+	record.ID = fmt.Sprintf("rec_%d", s.stats.Records)
+	rec = -1
+	if len(s.records) < maxLog {
+		rec = len(s.records)
+		kept := record
+		if key == "" {
+			kept.Request = nil // no key to expire with
+		}
+		s.records = append(s.records, kept)
+	}
 	s.mu.Unlock()
 	if b == nil {
-		b, _ = json.Marshal(rec)
+		b, _ = json.Marshal(record)
 	}
-	return st, "application/json", b
+	return st, "application/json", b, rec
 }
 
-// sweep drops expired keys, at most once per Window/10. s.mu is held.
+// expired reports whether e is past its window or, not done, past its lock.
+func (s *Server) expired(e *entry, now time.Time) bool {
+	age := now.Sub(e.created)
+	return age >= s.opts.Window || !e.done && s.opts.LockTimeout > 0 && age >= s.opts.LockTimeout
+}
+
+// drop forgets the expired entry e of key, and the request body of its
+// record. s.mu is held.
+func (s *Server) drop(key string, e *entry) {
+	if s.entries[key] == e {
+		delete(s.entries, key)
+	}
+	s.stats.Expired++
+	if e.done {
+		s.trimRecord(e.rec)
+	}
+}
+
+// trimRecord drops the request body of record i. s.mu is held.
+func (s *Server) trimRecord(i int) {
+	if i >= 0 && i < len(s.records) {
+		s.records[i].Request = nil
+	}
+}
+
+// sweep drops expired keys, done or not, at most once per Window/10 (or
+// LockTimeout/10 if shorter). s.mu is held.
 func (s *Server) sweep(now time.Time) {
-	if now.Sub(s.swept) < s.opts.Window/10 {
+	every := s.opts.Window
+	if s.opts.LockTimeout > 0 && s.opts.LockTimeout < every {
+		every = s.opts.LockTimeout
+	}
+	if now.Sub(s.swept) < every/10 {
 		return
 	}
 	s.swept = now
 	for k, e := range s.entries {
-		if e.done && now.Sub(e.created) >= s.opts.Window {
-			delete(s.entries, k)
+		if s.expired(e, now) {
+			s.drop(k, e)
 		}
 	}
+}
+
+// write answers status with a body of content type ct.
+func write(w http.ResponseWriter, status int, ct string, b []byte) {
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

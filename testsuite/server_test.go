@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,4 +179,142 @@ func TestServerStatsEndpoint(t *testing.T) {
 	var st testsuite.Stats
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	assert.Equal(t, testsuite.Stats{Requests: 1, DistinctKeys: 1, Records: 1}, st)
+}
+
+// TestServerFailureAfterWindowKeepsNewerEntry: a first request whose work
+// fails only after its window has passed must not delete the entry of a
+// newer request with the same key (which would let a third request do the
+// work again: two records for one key).
+func TestServerFailureAfterWindowKeepsNewerEntry(t *testing.T) {
+	clk := newClock()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	srv := testsuite.StartServer(t, testsuite.Options{Now: clk.Now, Work: func(*http.Request, []byte) (int, []byte) {
+		if calls.Add(1) == 1 {
+			<-release
+			return http.StatusInternalServerError, []byte(`{"error":"upstream failed"}`)
+		}
+		return http.StatusCreated, nil
+	}})
+	var wg sync.WaitGroup
+	var first answer
+	wg.Go(func() { first = post(t, srv.URL+"/payments", "k", `{}`) })
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	clk.Advance(testsuite.DefaultWindow)
+	second := post(t, srv.URL+"/payments", "k", `{}`)
+	require.Equal(t, 201, second.status, "the key is new after the window: %s", second.body)
+	close(release)
+	wg.Wait()
+	assert.Equal(t, 500, first.status)
+	third := post(t, srv.URL+"/payments", "k", `{}`)
+	assert.Equal(t, 201, third.status)
+	assert.True(t, third.replayed, "the second request's entry survives the first one's failure")
+	assert.Equal(t, second.body, third.body)
+	assert.Len(t, srv.Records(), 1, "one record for one key")
+}
+
+// TestServerLockTimeout: a lock older than LockTimeout is taken over by the
+// next request; the late work of the first is not stored over the newer one.
+func TestServerLockTimeout(t *testing.T) {
+	clk := newClock()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	srv := testsuite.StartServer(t, testsuite.Options{Now: clk.Now, LockTimeout: time.Minute, Work: func(_ *http.Request, _ []byte) (int, []byte) {
+		n := calls.Add(1)
+		if n == 1 {
+			<-release
+		}
+		return http.StatusCreated, []byte(`{"work":` + strconv.Itoa(int(n)) + `}`)
+	}})
+	var wg sync.WaitGroup
+	var first answer
+	wg.Go(func() { first = post(t, srv.URL+"/payments", "k", `{}`) })
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	clk.Advance(time.Minute - time.Second)
+	assert.Equal(t, 409, post(t, srv.URL+"/payments", "k", `{}`).status, "still locked")
+	clk.Advance(time.Second)
+	second := post(t, srv.URL+"/payments", "k", `{}`)
+	assert.Equal(t, answer{201, `{"work":2}`, false, ""}, second, "the expired lock is taken over")
+	close(release)
+	wg.Wait()
+	assert.Equal(t, `{"work":1}`, first.body, "the late work still answers its own client")
+	third := post(t, srv.URL+"/payments", "k", `{}`)
+	assert.Equal(t, answer{201, `{"work":2}`, true, ""}, third, "the newer response is the stored one")
+	clk.Advance(10 * time.Minute)
+	assert.True(t, post(t, srv.URL+"/payments", "k", `{}`).replayed, "a done key outlives LockTimeout, up to its window")
+	st := srv.Stats()
+	assert.Equal(t, testsuite.Stats{Requests: 5, DistinctKeys: 2, Records: 2, Replays: 2, InFlight: 1, Expired: 1}, st)
+}
+
+// TestServerCloseDropsOrphans: Close drops the connection of a held
+// orphaned request (never a made-up 200), and later orphans at once.
+func TestServerCloseDropsOrphans(t *testing.T) {
+	srv := testsuite.StartServer(t, testsuite.Options{Orphan: func(string) bool { return true }})
+	errs := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errs <- err
+	}()
+	require.Eventually(t, func() bool { return srv.Stats().Orphaned == 1 }, 5*time.Second, time.Millisecond)
+	select {
+	case err := <-errs:
+		t.Fatalf("answered before Close: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	srv.Close()
+	select {
+	case err := <-errs:
+		assert.Error(t, err, "the connection is dropped")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not release the orphaned request")
+	}
+	_, err := http.Post(srv.URL+"/payments", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err, "a request without a key is not orphaned")
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k2")
+	_, err = http.DefaultClient.Do(req)
+	assert.Error(t, err, "after Close an orphan is dropped at once")
+	assert.Equal(t, 0, srv.Stats().Records)
+}
+
+func TestServerShouldRetryHeader(t *testing.T) {
+	for _, tt := range []struct {
+		dialect testsuite.Dialect
+		want    []string // Stripe-Should-Retry of 503, 429, 400, 500
+	}{
+		{testsuite.Stripe(), []string{"true", "true", "", "true"}},
+		{testsuite.IETF(), []string{"", "", "", ""}},
+		{testsuite.Express(), []string{"", "", "", ""}},
+	} {
+		t.Run(tt.dialect.Name, func(t *testing.T) {
+			srv := testsuite.StartServer(t, testsuite.Options{Dialect: tt.dialect})
+			srv.Script(testsuite.Fail(503), testsuite.Fail(429, "2"), testsuite.Fail(400), testsuite.Fail(500))
+			var got []string
+			for range 4 {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{}`))
+				req.Header.Set("Idempotency-Key", "k")
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				got = append(got, resp.Header.Get("Stripe-Should-Retry"))
+			}
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, 4, srv.Stats().Failures)
+		})
+	}
+}
+
+func TestParseDialect(t *testing.T) {
+	for name, want := range map[string]testsuite.Dialect{"ietf": testsuite.IETF(), "": testsuite.IETF(), "Stripe": testsuite.Stripe(), " express ": testsuite.Express()} {
+		got, err := testsuite.ParseDialect(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, got, name)
+	}
+	_, err := testsuite.ParseDialect("paypal")
+	assert.Error(t, err)
 }

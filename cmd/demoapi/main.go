@@ -3,10 +3,14 @@
 // trying clients against it.
 //
 //	go run ./cmd/demoapi --addr 127.0.0.1:8081 --script 503,429:1,201
+//	go run ./cmd/demoapi --dialect stripe --orphan-prefix orphan-
 //
 // Any POST, PUT, PATCH or DELETE path creates a record per distinct
 // Idempotency-Key; GET /stats reports requests, distinct keys and records as
-// JSON, and the same figures are logged on exit.
+// JSON, and the same figures are logged on exit. --dialect ietf|stripe|express
+// picks the answers for in-flight keys, misuse, missing keys and replays
+// (see testsuite.Dialect); --key-header, --replay-header and
+// --in-flight-retry-after change one of them.
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,49 +34,105 @@ import (
 
 func main() {
 	if err := run(); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
 		fmt.Fprintln(os.Stderr, "demoapi:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
-	script := flag.String("script", "", `scripted answers before normal processing, e.g. "503,429:1,201"`)
-	failureRate := flag.Float64("failure-rate", 0, "fraction of requests answered 503 at random, in [0, 1]")
-	failureRetryAfter := flag.String("failure-retry-after", "", "Retry-After sent with random failures")
-	processing := flag.Duration("processing-time", 0, "how long the work of a new key takes")
-	window := flag.Duration("window", testsuite.DefaultWindow, "how long keys are remembered")
-	capacity := flag.Int("capacity", 0, "requests accepted per --capacity-window, 503 beyond (0: unlimited)")
-	capacityWindow := flag.Duration("capacity-window", time.Second, "window of --capacity")
-	token := flag.String("require-token", os.Getenv("API_TOKEN"), "if set, requests must carry Authorization: Bearer TOKEN (env API_TOKEN)")
-	flag.Parse()
+// config is what the command line asks for.
+type config struct {
+	addr, script, token string
+	opts                testsuite.Options
+	steps               []testsuite.Step
+}
 
-	logger, err := cliutil.NewLogger("info", *token)
-	if err != nil {
-		return err
+// parseFlags reads the command line; apiToken is the default of --require-token.
+func parseFlags(args []string, apiToken string) (config, error) {
+	fs := flag.NewFlagSet("demoapi", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
+	script := fs.String("script", "", `scripted answers before normal processing, e.g. "503,429:1,201"`)
+	failureRate := fs.Float64("failure-rate", 0, "fraction of requests answered 503 at random, in [0, 1]")
+	failureRetryAfter := fs.String("failure-retry-after", "", "Retry-After sent with random failures")
+	processing := fs.Duration("processing-time", 0, "how long the work of a new key takes")
+	window := fs.Duration("window", testsuite.DefaultWindow, "how long keys are remembered")
+	capacity := fs.Int("capacity", 0, "requests accepted per --capacity-window, 503 beyond (0: unlimited)")
+	capacityWindow := fs.Duration("capacity-window", time.Second, "window of --capacity")
+	dialectName := fs.String("dialect", "ietf", "convention played: ietf, stripe or express")
+	keyHeader := fs.String("key-header", "", "request header carrying the key instead of the dialect's Idempotency-Key, e.g. PayPal-Request-Id")
+	replayHeader := fs.String("replay-header", "", `header set to "true" on replays instead of the dialect's; --replay-header= for none`)
+	inFlightRetryAfter := fs.Bool("in-flight-retry-after", false, "send Retry-After: 1 with the in-flight 409, or not with =false (default: the dialect's, on for ietf only)")
+	lockTimeout := fs.Duration("lock-timeout", 0, "how long an unfinished first request keeps its key locked (0: until the window ends)")
+	orphanPrefix := fs.String("orphan-prefix", "", "keys starting with this prefix are orphaned: their first request is never answered and the key stays locked")
+	token := fs.String("require-token", apiToken, "if set, requests must carry Authorization: Bearer TOKEN (env API_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	steps, err := testsuite.ParseScript(*script)
 	if err != nil {
-		return err
+		return config{}, err
 	}
 	if *failureRate < 0 || *failureRate > 1 {
-		return fmt.Errorf("--failure-rate %v: want a fraction in [0, 1]", *failureRate)
+		return config{}, fmt.Errorf("--failure-rate %v: want a fraction in [0, 1]", *failureRate)
 	}
-	srv := testsuite.NewServer(testsuite.Options{
-		Window: *window, ProcessingTime: *processing, FailureRate: *failureRate,
-		FailureRetryAfter: *failureRetryAfter, Capacity: *capacity, CapacityWindow: *capacityWindow,
+	if *lockTimeout < 0 {
+		return config{}, fmt.Errorf("--lock-timeout %v: want 0 or more", *lockTimeout)
+	}
+	dialect, err := testsuite.ParseDialect(*dialectName)
+	if err != nil {
+		return config{}, fmt.Errorf("--dialect: %w", err)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "key-header":
+			dialect.KeyHeader = *keyHeader
+		case "replay-header":
+			dialect.ReplayHeader = *replayHeader
+		case "in-flight-retry-after":
+			dialect.InFlightRetryAfter = *inFlightRetryAfter
+		}
 	})
-	srv.Script(steps...)
+	var orphan func(string) bool
+	if prefix := *orphanPrefix; prefix != "" {
+		orphan = func(key string) bool { return strings.HasPrefix(key, prefix) }
+	}
+	return config{
+		addr: *addr, script: *script, token: *token, steps: steps,
+		opts: testsuite.Options{
+			Dialect: dialect, Window: *window, ProcessingTime: *processing, FailureRate: *failureRate,
+			FailureRetryAfter: *failureRetryAfter, Capacity: *capacity, CapacityWindow: *capacityWindow,
+			LockTimeout: *lockTimeout, Orphan: orphan,
+		},
+	}, nil
+}
+
+func run() error {
+	cfg, err := parseFlags(os.Args[1:], os.Getenv("API_TOKEN"))
+	if err != nil {
+		return err
+	}
+	logger, err := cliutil.NewLogger("info", cfg.token)
+	if err != nil {
+		return err
+	}
+	srv := testsuite.NewServer(cfg.opts)
+	srv.Script(cfg.steps...)
 
 	var h http.Handler = srv
-	if *token != "" {
-		h = requireToken(srv, *token)
+	if cfg.token != "" {
+		h = requireToken(srv, cfg.token)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hs.RegisterOnShutdown(srv.Close) // drop the orphaned requests it holds
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -80,7 +141,9 @@ func run() error {
 		defer cancel()
 		_ = hs.Shutdown(shutdown)
 	}()
-	logger.Info("reference API listening", "url", "http://"+ln.Addr().String(), "script", *script, "failure_rate", *failureRate)
+	d := cfg.opts.Dialect
+	logger.Info("reference API listening", "url", "http://"+ln.Addr().String(), "dialect", d.Name,
+		"key_header", d.KeyHeader, "script", cfg.script, "failure_rate", cfg.opts.FailureRate)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

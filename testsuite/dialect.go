@@ -1,0 +1,235 @@
+package testsuite
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Shape is the body shape of the answers the server makes up itself: in
+// flight, misuse and missing key. Stored responses are replayed as they were.
+type Shape int
+
+const (
+	// ProblemJSON is application/problem+json (RFC 9457) with type, title
+	// and detail, as in the examples of the IETF draft "The Idempotency-Key
+	// HTTP Header Field".
+	ProblemJSON Shape = iota
+	// StripeJSON is application/json {"error":{"type":"idempotency_error",
+	// "message":…}}, with "code":"idempotency_key_in_use" when in flight.
+	StripeJSON
+	// PlainText is one short text/plain sentence: the message of the error
+	// express-idempotency hands to Express.
+	PlainText
+)
+
+// Dialect is the convention the server plays: which header carries the key,
+// what it answers while a key is in flight, on misuse and without a key, and
+// how it marks a replay. The zero Dialect is [IETF]; any other Dialect is
+// taken as written, except that an empty KeyHeader is Idempotency-Key and a
+// zero status is the IETF one (409, 422, 400). Start from a preset and change
+// fields:
+//
+//	d := testsuite.IETF()
+//	d.KeyHeader, d.ReplayHeader = "PayPal-Request-Id", ""
+type Dialect struct {
+	// Name names the dialect in logs ("ietf", "stripe", "express").
+	Name string
+	// KeyHeader is the request header carrying the key (default Idempotency-Key).
+	KeyHeader string
+	// KeyOptional: a request without the key is processed without
+	// idempotency, every time, as Stripe and express-idempotency do.
+	// Otherwise it is answered MissingKeyStatus.
+	KeyOptional bool
+	// Shape is the body shape of the in-flight, misuse and missing-key answers.
+	Shape Shape
+	// InFlightStatus answers a request whose key is still being processed,
+	// or whose lock was orphaned (default 409).
+	InFlightStatus int
+	// InFlightRetryAfter: the in-flight answer carries Retry-After with
+	// Options.InFlightRetryAfter seconds.
+	InFlightRetryAfter bool
+	// MisuseStatus answers a key reused for another request: another body,
+	// method or path (default 422).
+	MisuseStatus int
+	// MissingKeyStatus answers a request without the key unless KeyOptional
+	// (default 400).
+	MissingKeyStatus int
+	// ReplayHeader, if set, is set to "true" on a replayed response.
+	ReplayHeader string
+	// ShouldRetryHeader, if set, is set to "true" on the in-flight answer and
+	// on 429 and 5xx failures, and to "false" on misuse (Stripe-Should-Retry).
+	ShouldRetryHeader string
+}
+
+// IETF is the default dialect, after the IETF draft "The Idempotency-Key HTTP
+// Header Field": key in Idempotency-Key, required; 409 with Retry-After while
+// in flight, 422 on misuse, 400 without a key, all application/problem+json;
+// replays marked Idempotent-Replayed: true.
+func IETF() Dialect {
+	return Dialect{
+		Name:               "ietf",
+		KeyHeader:          "Idempotency-Key",
+		Shape:              ProblemJSON,
+		InFlightStatus:     http.StatusConflict,
+		InFlightRetryAfter: true,
+		MisuseStatus:       http.StatusUnprocessableEntity,
+		MissingKeyStatus:   http.StatusBadRequest,
+		ReplayHeader:       "Idempotent-Replayed",
+	}
+}
+
+// Stripe is Stripe's convention: key in Idempotency-Key, optional; 409
+// idempotency_key_in_use without Retry-After while in flight, 400
+// idempotency_error on misuse; Stripe-Should-Retry: true on the 409 and on
+// 429/5xx failures, false on misuse; replays marked Idempotent-Replayed: true.
+func Stripe() Dialect {
+	return Dialect{
+		Name:              "stripe",
+		KeyHeader:         "Idempotency-Key",
+		KeyOptional:       true,
+		Shape:             StripeJSON,
+		InFlightStatus:    http.StatusConflict,
+		MisuseStatus:      http.StatusBadRequest,
+		MissingKeyStatus:  http.StatusBadRequest,
+		ReplayHeader:      "Idempotent-Replayed",
+		ShouldRetryHeader: "Stripe-Should-Retry",
+	}
+}
+
+// Express is the npm middleware express-idempotency's convention (read from
+// its source, 1.0.6): key in Idempotency-Key, optional; 409 without
+// Retry-After while in flight, 417 Expectation Failed on misuse (its intent
+// check compares method, URL, query and body); replays are not marked. The
+// bodies are the package's error messages as text/plain, where the real
+// middleware hands them to Express's default error handler (a small
+// text/html page, "Conflict" or "Expectation Failed" in production); its
+// echo of the key header on every answer is not played.
+func Express() Dialect {
+	return Dialect{
+		Name:             "express",
+		KeyHeader:        "Idempotency-Key",
+		KeyOptional:      true,
+		Shape:            PlainText,
+		InFlightStatus:   http.StatusConflict,
+		MisuseStatus:     http.StatusExpectationFailed,
+		MissingKeyStatus: http.StatusBadRequest,
+	}
+}
+
+// ParseDialect returns the preset named "ietf", "stripe" or "express".
+func ParseDialect(name string) (Dialect, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "ietf", "":
+		return IETF(), nil
+	case "stripe":
+		return Stripe(), nil
+	case "express":
+		return Express(), nil
+	}
+	return Dialect{}, fmt.Errorf("dialect %q: want ietf, stripe or express", name)
+}
+
+// normalized fills the defaults documented on Dialect.
+func (d Dialect) normalized() Dialect {
+	if d == (Dialect{}) {
+		return IETF()
+	}
+	if d.KeyHeader == "" {
+		d.KeyHeader = "Idempotency-Key"
+	}
+	if d.InFlightStatus == 0 {
+		d.InFlightStatus = http.StatusConflict
+	}
+	if d.MisuseStatus == 0 {
+		d.MisuseStatus = http.StatusUnprocessableEntity
+	}
+	if d.MissingKeyStatus == 0 {
+		d.MissingKeyStatus = http.StatusBadRequest
+	}
+	return d
+}
+
+// problemType is the problem type URI of ProblemJSON answers, the one of
+// the draft's examples.
+const problemType = "https://developer.example.com/idempotency"
+
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+}
+
+type stripeError struct {
+	Error stripeErrorBody `json:"error"`
+}
+
+type stripeErrorBody struct {
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}
+
+// inFlightBody is the body of the in-flight answer.
+func (d Dialect) inFlightBody() (ctype string, body []byte) {
+	switch d.Shape {
+	case StripeJSON:
+		return marshal(stripeError{stripeErrorBody{
+			Type:    "idempotency_error",
+			Code:    "idempotency_key_in_use",
+			Message: "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice at the same time). Try again later.",
+		}})
+	case PlainText:
+		return plain("A previous request is still in progress for this key.")
+	}
+	return marshalProblem(problem{problemType,
+		"A request is outstanding for this " + d.KeyHeader,
+		"A request with the same " + d.KeyHeader + " for the same operation is being processed or is outstanding."})
+}
+
+// misuseBody is the body of the answer to a key reused for another request.
+func (d Dialect) misuseBody(key string) (ctype string, body []byte) {
+	switch d.Shape {
+	case StripeJSON:
+		return marshal(stripeError{stripeErrorBody{
+			Type:    "idempotency_error",
+			Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '" + key + "' if you meant to execute a different request.",
+		}})
+	case PlainText:
+		return plain("Misuse of the idempotency key. Please check your request.")
+	}
+	return marshalProblem(problem{problemType,
+		d.KeyHeader + " is already used",
+		"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."})
+}
+
+// missingKeyBody is the body of the answer to a request without the key.
+func (d Dialect) missingKeyBody() (ctype string, body []byte) {
+	switch d.Shape {
+	case StripeJSON:
+		return marshal(stripeError{stripeErrorBody{
+			Type:    "invalid_request_error",
+			Message: "Missing required header: " + d.KeyHeader + ".",
+		}})
+	case PlainText:
+		return plain("Missing " + d.KeyHeader + " header.")
+	}
+	return marshalProblem(problem{problemType,
+		d.KeyHeader + " is missing",
+		"This operation is idempotent and it requires correct usage of Idempotency Key."})
+}
+
+func marshal(v any) (string, []byte) {
+	b, _ := json.Marshal(v)
+	return "application/json", append(b, '\n')
+}
+
+func marshalProblem(p problem) (string, []byte) {
+	_, b := marshal(p)
+	return "application/problem+json", b
+}
+
+func plain(s string) (string, []byte) {
+	return "text/plain; charset=utf-8", []byte(s + "\n")
+}

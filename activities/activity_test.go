@@ -115,8 +115,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"credentials for unknown origin", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
 			Credentials:    map[string]http.Header{"https://b.example.com": {"Authorization": {"Bearer x"}}},
-		}, "not in AllowedOrigins"},
-		{"response cap too big", activities.Config{MaxResponseBytes: 4 << 20}, "payload limit"},
+		}, "not in Config.AllowedOrigins"},
+		{"credential too short to redact", activities.Config{
+			AllowedOrigins: []string{"https://a.example.com"},
+			Credentials:    map[string]http.Header{"https://a.example.com": {"Authorization": {"Bearer abc"}}},
+		}, "shorter than 8 bytes"},
+		{"credential scheme without token", activities.Config{
+			AllowedOrigins: []string{"https://a.example.com"},
+			Credentials:    map[string]http.Header{"https://a.example.com": {"Authorization": {"Bearer "}}},
+		}, "shorter than 8 bytes"},
+		{"convention for unknown origin", activities.Config{
+			AllowedOrigins: []string{"https://a.example.com"},
+			Conventions:    map[string]activities.Convention{"https://b.example.com": activities.Stripe()},
+		}, "not in Config.AllowedOrigins"},
+		{"convention key header that is a credential", activities.Config{
+			AllowedOrigins: []string{"https://a.example.com"},
+			Conventions:    map[string]activities.Convention{"https://a.example.com": {KeyHeader: "X-Auth-Token"}},
+		}, "looks like a credential"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +148,7 @@ func TestBadInputSendsNothing(t *testing.T) {
 	srv := newRecorder(t, status(201, `{}`))
 	cfg := activities.Config{
 		AllowedOrigins: []string{srv.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"X-Api-Key": {token}}},
+		Credentials:    map[string]http.Header{srv.URL: {"x-api-key": {token}, "x-partner-ID": {"partner-0042"}}},
 	}
 	with := func(f func(*activities.Request)) activities.Request {
 		r := req(srv.URL + "/payments")
@@ -158,12 +173,20 @@ func TestBadInputSendsNothing(t *testing.T) {
 		{"key too long", with(func(r *activities.Request) { r.IdempotencyKey = strings.Repeat("k", 256) }), activities.ErrTypeInvalidRequest, "at most 255"},
 		{"key with space", with(func(r *activities.Request) { r.IdempotencyKey = "a b" }), activities.ErrTypeInvalidRequest, "printable ASCII"},
 		{"GET", with(func(r *activities.Request) { r.Method = "GET" }), activities.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
-		{"Authorization in input", with(func(r *activities.Request) { r.Headers = map[string]string{"authorization": "Bearer x"} }), activities.ErrTypeInvalidRequest, "credentials belong on the worker"},
-		{"Cookie in input", with(func(r *activities.Request) { r.Headers = map[string]string{"Cookie": "s=1"} }), activities.ErrTypeInvalidRequest, "credentials belong on the worker"},
-		{"credential header in input", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Api-Key": "x"} }), activities.ErrTypeInvalidRequest, "sets it from its credentials"},
-		{"key header in input", with(func(r *activities.Request) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), activities.ErrTypeInvalidRequest, "Request.IdempotencyKey"},
+		{"Authorization in input", with(func(r *activities.Request) { r.Headers = map[string]string{"authorization": "Bearer x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
+		{"Cookie in input", with(func(r *activities.Request) { r.Headers = map[string]string{"Cookie": "s=1"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
+		{"credential header in input", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Api-Key": "x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
+		{"configured credential header in any case", with(func(r *activities.Request) { r.Headers = map[string]string{"x-partner-id": "x"} }), activities.ErrTypeInvalidRequest, "the worker sets it"},
+		{"header names differing only in case", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), activities.ErrTypeInvalidRequest, "differ only in case"},
+		{"header value with a control character", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), activities.ErrTypeInvalidRequest, "control character"},
+		{"body over the bound", with(func(r *activities.Request) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), activities.ErrTypeInvalidRequest, "at most 262144"},
+		{"operation with NUL", with(func(r *activities.Request) { r.Operation = "charge\x00x" }), activities.ErrTypeInvalidRequest, "NUL"},
+		{"user info in URL", with(func(r *activities.Request) {
+			r.URL = strings.Replace(r.URL, "http://", "http://user:hunter2hunter2@", 1)
+		}), activities.ErrTypeInvalidRequest, "user info"},
+		{"key header in input", with(func(r *activities.Request) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), activities.ErrTypeInvalidRequest, "IdempotencyKey"},
 		{"invalid header name", with(func(r *activities.Request) { r.Headers = map[string]string{"Bad Header": "x"} }), activities.ErrTypeInvalidRequest, "invalid header name"},
-		{"header injection", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), activities.ErrTypeInvalidRequest, "CR, LF or NUL"},
+		{"header injection", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), activities.ErrTypeInvalidRequest, "control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +253,7 @@ func TestSuccessBodies(t *testing.T) {
 		{"text", status(200, "done", "Content-Type", "text/plain"), 0, "", "done", false, 4, false},
 		{"no content", status(204, ""), 0, "", "", false, 0, false},
 		{"replayed", status(201, `{"id":1}`, "Idempotent-Replayed", "true"), 0, `{"id":1}`, "", false, 8, true},
-		{"over the cap", status(200, `"`+big+`"`), 1024, "", "", true, 1025, false},
+		{"over the cap", status(200, `"`+big+`"`), 1024, "", "", true, 2050, false},
 		{"exactly the cap", status(200, big[:1024]), 1024, "", big[:1024], false, 1024, false},
 	}
 	for _, tt := range tests {
@@ -271,7 +294,7 @@ func TestFailureStatuses(t *testing.T) {
 		{"501", status(501, ""), activities.ErrTypeServerError, true, 0, 0, "501"},
 		{"503 jitter", status(503, ""), activities.ErrTypeRetryableStatus, false, 0, 200 * time.Millisecond, "full jitter"},
 		{"429 Retry-After seconds", status(429, "", "Retry-After", "7"), activities.ErrTypeRetryableStatus, false, 7 * time.Second, 0, `Retry-After "7"`},
-		{"409 in flight", status(409, "", "Retry-After", "1"), activities.ErrTypeRetryableStatus, false, time.Second, 0, "Retry-After"},
+		{"409 in flight", status(409, "", "Retry-After", "1"), activities.ErrTypeKeyInFlight, false, time.Second, 0, "Retry-After"},
 		{"503 Retry-After date", status(503, "", "Retry-After", future), activities.ErrTypeRetryableStatus, false, 0, 91 * time.Second, "Retry-After"},
 		{"503 Retry-After garbage", status(503, "", "Retry-After", "soon"), activities.ErrTypeRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
 		{"503 Retry-After negative", status(503, "", "Retry-After", "-3"), activities.ErrTypeRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
@@ -330,7 +353,7 @@ func TestNetworkErrors(t *testing.T) {
 	slow := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) { time.Sleep(300 * time.Millisecond) })
 	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		conn, buf, _ := w.(http.Hijacker).Hijack()
-		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial\":")
+		_, _ = buf.WriteString("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\n{\"partial\":")
 		_ = buf.Flush()
 		_ = conn.Close()
 	}))
@@ -363,9 +386,30 @@ func TestNetworkErrors(t *testing.T) {
 			}
 			d, ok := activities.Details(err)
 			require.True(t, ok)
-			assert.Zero(t, d.Status, "no response status")
+			if tt.name != "body cut short" {
+				assert.Zero(t, d.Status, "no response status")
+			}
 		})
 	}
+}
+
+// TestSuccessWithBodyCutShort: a 2xx is a success even when its body breaks
+// off: the server did the work. The body is omitted and flagged.
+func TestSuccessWithBodyCutShort(t *testing.T) {
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, buf, _ := w.(http.Hijacker).Hijack()
+		_, _ = buf.WriteString("HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{\"partial\":")
+		_ = buf.Flush()
+		_ = conn.Close()
+	}))
+	t.Cleanup(cut.Close)
+	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{cut.URL}}, req(cut.URL))
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.Status)
+	assert.True(t, resp.BodyOmitted)
+	assert.Equal(t, "incomplete", resp.OmittedReason)
+	assert.Equal(t, int64(11), resp.BodyBytes)
+	assert.Len(t, resp.BodySHA256, 64)
 }
 
 func TestRedirects(t *testing.T) {

@@ -1,28 +1,35 @@
 package activities
 
 import (
+	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
-// Defaults for the zero values of Config.
+// Defaults and limits of Config.
 const (
+	// DefaultMaxResponseBytes is the default of Config.MaxResponseBytes.
 	DefaultMaxResponseBytes = 1 << 20 // 1 MiB
-	DefaultMaxRetryAfter    = 5 * time.Minute
-	// MaxResponseBytesLimit keeps a result (with JSON or base64 overhead)
-	// below Temporal's default 2 MiB payload limit.
-	MaxResponseBytesLimit = 3 << 19 // 1.5 MiB
-	maxRedirects          = 5
-	errorBodyBytes        = 1 << 10
-)
+	// DefaultMaxResultBytes is the default of Config.MaxResultBytes: below
+	// Temporal's default 2 MiB payload limit, with room for the rest of the
+	// completion.
+	DefaultMaxResultBytes = 3 << 19 // 1.5 MiB
+	// DefaultMaxRetryAfter is the default of Config.MaxRetryAfter.
+	DefaultMaxRetryAfter = 5 * time.Minute
+	// MinCredentialBytes is the shortest credential value Config.Credentials
+	// accepts: a shorter one cannot be redacted without rewriting unrelated text.
+	MinCredentialBytes = 8
 
-// DefaultResultHeaders are the response headers copied into Response.Headers
-// when Config.ResultHeaders is nil.
-var DefaultResultHeaders = []string{"Content-Type", "Location", ReplayedHeader, "Request-Id", "X-Request-Id"}
+	maxRedirects     = 5
+	errorBodyBytes   = 1 << 10
+	maxHeaderValue   = 4 << 10
+	maxHashedBody    = 64 << 20
+	signalBodyPrefix = 64 << 10
+)
 
 // Config configures the activity on the worker. Its zero value is usable and
 // safe: it allows no origin at all, so every request fails with
@@ -35,76 +42,140 @@ type Config struct {
 	// context.
 	HTTPClient *http.Client
 	// AllowedOrigins lists the origins ("https://api.example.com",
-	// "http://127.0.0.1:8081") the worker may call. Nothing else is called.
+	// "http://127.0.0.1:8081") the worker may call, hosts in ASCII (punycode)
+	// form. Nothing else is called.
 	AllowedOrigins []string
 	// Credentials maps an allowed origin to headers (for example
 	// Authorization: Bearer …) added to every request to that origin and to
-	// no other. Their values are redacted from results, errors and logs.
+	// no other. Header names match case-insensitively. Each value must be at
+	// least MinCredentialBytes long; values (and the token after an
+	// "Authorization" scheme, and the password of Basic credentials) are
+	// redacted from results, errors and logs.
 	Credentials map[string]http.Header
-	// MaxResponseBytes caps the response body kept (default 1 MiB, at most
-	// MaxResponseBytesLimit). A larger 2xx body is a success with BodyOmitted set.
+	// Conventions maps an allowed origin to its server's Convention; an
+	// origin without one uses IETF().
+	Conventions map[string]Convention
+	// MaxResponseBytes caps the response body kept in memory (default 1 MiB).
+	// A larger 2xx body is a success with BodyOmitted set.
 	MaxResponseBytes int64
+	// MaxResultBytes caps the JSON-encoded activity result (default 1.5 MiB,
+	// below Temporal's default 2 MiB payload limit; lower it for a server
+	// with a smaller limit). A result that would be larger is a success with
+	// the body omitted (BodyOmitted, OmittedReason "too large", BodyBytes and
+	// BodySHA256 set).
+	MaxResultBytes int
 	// MaxRetryAfter caps the wait a server can ask for with Retry-After
 	// (default 5 minutes).
 	MaxRetryAfter time.Duration
 	// ResultHeaders names the response headers copied into Response.Headers
-	// (default DefaultResultHeaders).
+	// (default Content-Type, Location, the origin's replay header, Request-Id
+	// and X-Request-Id).
 	ResultHeaders []string
 	// UserAgent is sent as User-Agent (default "temporal-idempotent-http").
 	UserAgent string
 	// Now returns the current time, for Retry-After dates and deadlines
-	// (default time.Now).
+	// (default time.Now; testsuite.Register sets the test environment's clock).
 	Now func() time.Time
 	// Uniform returns a uniform random number in [0, 1) for jitter
 	// (default math/rand/v2's Float64).
 	Uniform func() float64
 }
 
-// Origin returns the canonical origin of an absolute http or https URL:
-// lower-case scheme and host, default port dropped, e.g. "https://api.example.com".
-func Origin(raw string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil {
-		return "", err
-	}
-	return originOf(u)
+// origin is what the activity knows about one allowed origin.
+type origin struct {
+	creds http.Header
+	conv  Convention
 }
 
-func originOf(u *url.URL) (string, error) {
-	scheme := strings.ToLower(u.Scheme)
-	if scheme != "http" && scheme != "https" {
-		if scheme == "" {
-			return "", fmt.Errorf("%q is not an absolute URL: write it as https://host/path", u.String())
+// newOrigins checks the origin-keyed parts of cfg and returns them by
+// canonical origin, with the secrets to redact.
+func newOrigins(cfg Config) (map[string]*origin, []string, error) {
+	origins := map[string]*origin{}
+	for _, s := range cfg.AllowedOrigins {
+		o, err := request.ParseOrigin(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
 		}
-		return "", fmt.Errorf("unsupported scheme %q: only http and https are allowed", u.Scheme)
+		c, _ := IETF().withDefaults()
+		origins[o] = &origin{conv: c}
 	}
-	host := strings.ToLower(u.Hostname())
-	if host == "" {
-		return "", fmt.Errorf("%q has no host", u.String())
+	lookup := func(field, s string) (*origin, error) {
+		o, err := request.ParseOrigin(s)
+		if err != nil {
+			return nil, fmt.Errorf("Config.%s: %w", field, err)
+		}
+		if origins[o] == nil {
+			return nil, fmt.Errorf("Config.%s names %s, which is not in Config.AllowedOrigins: add it there or remove it", field, o)
+		}
+		return origins[o], nil
 	}
-	port := u.Port()
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		port = ""
+	var secrets []string
+	for s, h := range cfg.Credentials {
+		o, err := lookup("Credentials", s)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.creds = http.Header{}
+		for name, vs := range h {
+			canon := http.CanonicalHeaderKey(name)
+			if !request.ValidHeaderName(canon) {
+				return nil, nil, fmt.Errorf("Config.Credentials for %s: invalid header name %q", s, name)
+			}
+			for _, v := range vs {
+				v = strings.TrimSpace(v)
+				parts := secretParts(v)
+				if len(parts) == 0 || len(parts[0]) < MinCredentialBytes {
+					return nil, nil, fmt.Errorf("Config.Credentials for %s: the %s value (its token, after any auth scheme) is shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; is the token missing?", s, canon, MinCredentialBytes)
+				}
+				o.creds[canon] = append(o.creds[canon], v)
+				secrets = append(secrets, parts...)
+			}
+		}
 	}
-	if port != "" {
-		host = net.JoinHostPort(host, port)
-	} else if strings.Contains(host, ":") {
-		host = "[" + host + "]"
+	for s, c := range cfg.Conventions {
+		o, err := lookup("Conventions", s)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.conv, err = c.withDefaults(); err != nil {
+			return nil, nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
+		}
 	}
-	return scheme + "://" + host, nil
+	return origins, secrets, nil
 }
 
-func parseOrigin(s string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return "", fmt.Errorf("allowed origin %q: %w", s, err)
+// secretParts returns the pieces of a credential value that must never be
+// shown, the first one always, the others when at least MinCredentialBytes
+// long: the value itself, or, when it
+// has an auth scheme ("Bearer tok", "Basic dXNlcjpwYXNz"), the part after the
+// scheme and, for Basic credentials, the decoded password. The scheme itself
+// is no secret: redacting every "Bearer " would rewrite unrelated text.
+func secretParts(v string) []string {
+	parts := []string{v}
+	if scheme, tok, ok := strings.Cut(v, " "); ok && isToken(scheme) {
+		tok = strings.TrimSpace(tok)
+		parts = []string{tok}
+		if strings.EqualFold(scheme, "Basic") {
+			if dec, err := base64.StdEncoding.DecodeString(tok); err == nil {
+				if _, pass, ok := strings.Cut(string(dec), ":"); ok {
+					parts = append(parts, pass)
+				}
+			}
+		}
 	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("allowed origin %q must be scheme://host[:port] with no path, query or user info", s)
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		if len(p) >= MinCredentialBytes {
+			out = append(out, p)
+		}
 	}
-	o, err := originOf(u)
-	if err != nil {
-		return "", fmt.Errorf("allowed origin %q: %w", s, err)
+	return out
+}
+
+// isToken reports whether s looks like an auth scheme name.
+func isToken(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
 	}
-	return o, nil
+	return request.ValidHeaderName(s)
 }

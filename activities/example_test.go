@@ -11,12 +11,13 @@ import (
 )
 
 func ExampleNew() {
-	// On the worker: the API token comes from the worker's environment and is
-	// sent only to its own origin; workflows never see it.
+	// On the worker: the API token comes from the worker's environment (here
+	// a stand-in) and is sent only to its own origin; workflows never see it.
+	token := cmp.Or(os.Getenv("PAY_API_TOKEN"), "sk_test_4eC39HqLyjWDarjtT1zdp7dc")
 	origin := "https://pay.example.com"
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{origin},
-		Credentials:    map[string]http.Header{origin: {"Authorization": {"Bearer " + os.Getenv("API_TOKEN")}}},
+		Credentials:    map[string]http.Header{origin: {"Authorization": {"Bearer " + token}}},
 	})
 	if err != nil {
 		panic(err)
@@ -26,18 +27,21 @@ func ExampleNew() {
 	// Output: ok
 }
 
-func ExampleClassify() {
-	for _, status := range []int{201, 409, 422, 429, 503, 501} {
-		outcome, errType := activities.Classify(status, http.Header{})
-		fmt.Println(status, outcome, cmp.Or(errType, "-"))
-	}
-	// Output:
-	// 201 success -
-	// 409 non_retryable HTTPClientError
-	// 422 non_retryable HTTPClientError
-	// 429 retryable HTTPRetryableStatus
-	// 503 retryable HTTPRetryableStatus
-	// 501 non_retryable HTTPNonRetryableStatus
+func ExampleConvention() {
+	// A server that takes its key in PayPal-Request-Id and answers 423 while
+	// a request with the key is still being processed.
+	paypal := activities.IETF()
+	paypal.KeyHeader = "PayPal-Request-Id"
+	paypal.InFlight = append(paypal.InFlight, activities.Signal{Status: 423, Body: "in progress"})
+	_, err := activities.New(activities.Config{
+		AllowedOrigins: []string{"https://api-m.paypal.com", "https://api.stripe.com"},
+		Conventions: map[string]activities.Convention{
+			"https://api-m.paypal.com": paypal,
+			"https://api.stripe.com":   activities.Stripe(),
+		},
+	})
+	fmt.Println(err)
+	// Output: <nil>
 }
 
 func ExampleParseRetryAfter() {

@@ -6,23 +6,17 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
 // ActivityName is the name the HTTP activity is registered under.
 const ActivityName = "IdempotentHTTPRequest"
 
-// IdempotencyKeyHeader is the request header that carries the key, as in the
-// IETF draft "The Idempotency-Key HTTP Header Field".
-const IdempotencyKeyHeader = "Idempotency-Key"
-
-// ReplayedHeader is the response header a server sets to "true" when it
-// answers with a stored response for a key it has seen.
-const ReplayedHeader = "Idempotent-Replayed"
-
 // Request is the activity input: one HTTP operation. It is stored in Temporal's
-// history, so it must never hold credentials; the activity rejects
-// Authorization, Cookie and similar headers here (configure them on the
-// worker in Config.Credentials instead).
+// history, so it must never hold credentials: the activity refuses
+// Authorization, Cookie, X-Api-Key and every other header that looks like a
+// credential (configure those on the worker, in Config.Credentials).
 type Request struct {
 	// Operation names the operation for logs and metrics (e.g. "charge").
 	Operation string `json:"operation,omitempty"`
@@ -30,34 +24,88 @@ type Request struct {
 	Method string `json:"method,omitempty"`
 	// URL is the absolute http or https URL. Its origin must be allowed by the worker.
 	URL string `json:"url"`
-	// Body is the JSON request body, sent as-is with Content-Type: application/json.
+	// Body is the JSON request body (at most 256 KiB), sent byte for byte
+	// with Content-Type: application/json.
 	Body json.RawMessage `json:"body,omitempty"`
 	// Headers are extra, non-secret request headers.
 	Headers map[string]string `json:"headers,omitempty"`
-	// IdempotencyKey is sent as the Idempotency-Key header. Required.
+	// IdempotencyKey is sent in the origin's key header (Idempotency-Key
+	// unless its Convention says otherwise). Required.
 	IdempotencyKey string `json:"idempotency_key"`
-	// Backoff is used when the server does not send the activity's retry policy
-	// (Temporal's test environment), and selects the jitter strategy.
+	// Backoff holds the retry policy's intervals and the jitter strategy. The
+	// activity reads the intervals from the activity's RetryPolicy when the
+	// server sends one and from here otherwise (Temporal's test environment).
 	Backoff Backoff `json:"backoff,omitzero"`
+	// MaximumAttempts is the attempt budget for failures: attempts that end
+	// in a retryable failure count, waits for a request with this key that
+	// the server is still processing do not (see Activities.Do). 0 falls back
+	// to the activity's RetryPolicy.MaximumAttempts, where every attempt
+	// counts; if that is 0 too, only the schedule-to-close deadline bounds
+	// the attempts. The workflows package sets it and leaves Temporal's own
+	// MaximumAttempts unlimited.
+	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+}
+
+// MarshalJSON encodes r with its body byte for byte (see package wire):
+// Temporal's JSON converter would otherwise compact it and escape <, > and &.
+func (r Request) MarshalJSON() ([]byte, error) {
+	type plain Request
+	return json.Marshal(struct {
+		plain
+		Body wire.Body `json:"body,omitempty"`
+	}{plain(r), wire.Body(r.Body)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and a body given as plain
+// JSON (histories written before, or input typed by hand).
+func (r *Request) UnmarshalJSON(data []byte) error {
+	type plain Request
+	w := struct {
+		*plain
+		Body wire.Body `json:"body,omitempty"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	r.Body = json.RawMessage(w.Body)
+	return nil
 }
 
 // Response is the activity result for a 2xx answer.
 type Response struct {
 	// Status is the HTTP status code.
 	Status int `json:"status"`
-	// Headers holds the response headers named in Config.ResultHeaders that were present.
+	// Headers holds the response headers named in Config.ResultHeaders that
+	// were present (each at most 4 KiB; URLs the server sent have their user
+	// info and query values redacted).
 	Headers map[string]string `json:"headers,omitempty"`
-	// Body is the response body when it is valid JSON.
+	// Body is the response body when it is valid JSON, byte for byte unless
+	// OmittedReason says otherwise.
 	Body json.RawMessage `json:"body,omitempty"`
 	// RawBody is the response body when it is not JSON.
 	RawBody []byte `json:"raw_body,omitempty"`
-	// BodyOmitted is true when the body was larger than Config.MaxResponseBytes:
-	// the operation succeeded, but its body is not kept (BodyBytes says how much was read).
+	// BodyOmitted is true when the body is not kept although the operation
+	// succeeded; OmittedReason says why, BodyBytes and BodySHA256 identify it.
 	BodyOmitted bool `json:"body_omitted,omitempty"`
-	// BodyBytes is the number of body bytes read (at most MaxResponseBytes+1).
+	// OmittedReason is "too large" (the encoded result would pass
+	// Config.MaxResultBytes, or the body passed Config.MaxResponseBytes) or
+	// "credential" (the body holds a credential that cannot be redacted
+	// without rewriting it).
+	OmittedReason string `json:"omitted_reason,omitempty"`
+	// BodyRedacted is true when credentials were redacted inside the body's
+	// JSON strings (the body stays valid JSON).
+	BodyRedacted bool `json:"body_redacted,omitempty"`
+	// BodyBytes is the size of the body received.
 	BodyBytes int64 `json:"body_bytes"`
+	// BodySHA256 is the hex SHA-256 of the body received, set when the body
+	// is omitted or redacted, so an operator can match it with the server's.
+	BodySHA256 string `json:"body_sha256,omitempty"`
+	// BodyTruncated is true when the body was longer than 64 MiB: reading
+	// stopped there, and BodyBytes and BodySHA256 cover those bytes only.
+	BodyTruncated bool `json:"body_truncated,omitempty"`
 	// Replayed is true when the server marked this as a stored response for a
-	// key it had already processed (Idempotent-Replayed: true).
+	// key it had already processed (Idempotent-Replayed: true, or the
+	// origin's Convention.ReplayedHeaders).
 	Replayed bool `json:"replayed"`
 	// Attempt is the activity attempt (from 1) that got this response.
 	Attempt int32 `json:"attempt"`
@@ -65,25 +113,58 @@ type Response struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
+// MarshalJSON encodes r with its body byte for byte (see Request.MarshalJSON).
+func (r Response) MarshalJSON() ([]byte, error) {
+	type plain Response
+	return json.Marshal(struct {
+		plain
+		Body wire.Body `json:"body,omitempty"`
+	}{plain(r), wire.Body(r.Body)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (r *Response) UnmarshalJSON(data []byte) error {
+	type plain Response
+	w := struct {
+		*plain
+		Body wire.Body `json:"body,omitempty"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	r.Body = json.RawMessage(w.Body)
+	return nil
+}
+
 // FailureDetails is attached to every ApplicationError the activity returns
 // (its first detail), so a workflow, a log line or an operator can see what
 // happened without the logs of the worker. Get it with [Details].
 type FailureDetails struct {
-	Operation      string `json:"operation,omitempty"`
-	Method         string `json:"method,omitempty"`
+	Operation string `json:"operation,omitempty"`
+	Method    string `json:"method,omitempty"`
+	// URL is the request URL.
 	URL            string `json:"url,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Status is the HTTP status, 0 when no response arrived.
 	Status int `json:"status,omitempty"`
 	// Attempt is the activity attempt (from 1) that failed.
 	Attempt int32 `json:"attempt"`
+	// Reason says why the answer was classified so (the rule that applied).
+	Reason string `json:"reason,omitempty"`
 	// RetryAfter is the server's Retry-After, when it sent a valid one.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
 	// NextRetryDelay is the delay handed to Temporal, for retryable failures.
 	NextRetryDelay time.Duration `json:"next_retry_delay,omitempty"`
-	// Location is the redirect target, for ErrTypeRedirect.
+	// InFlightSince is when the server first answered that a request with
+	// this key is still being processed, and InFlightCount how many times it
+	// has answered so, in this activity.
+	InFlightSince time.Time `json:"in_flight_since,omitzero"`
+	InFlightCount int32     `json:"in_flight_count,omitempty"`
+	// Location is the redirect target, for ErrTypeRedirect, with user info
+	// and query values redacted.
 	Location string `json:"location,omitempty"`
-	// Body is the start of the response body (at most 1 KiB), credentials redacted.
+	// Body is the start of the response body (at most 1 KiB), credentials
+	// redacted before it was cut.
 	Body string `json:"body,omitempty"`
 }
 

@@ -10,8 +10,10 @@ import (
 )
 
 // Register registers the HTTP activity and the ready workflow on a Temporal
-// test environment, with cfg extended to allow srv's origin. It fails the
-// test on a bad cfg. A test of a user's workflow then reads:
+// test environment, with cfg extended to allow srv's origin and, unless
+// cfg.Now is set, reading the environment's clock (so Retry-After dates and
+// the schedule-to-close deadline follow its skipped time). It fails the test
+// on a bad cfg. A test of a user's workflow then reads:
 //
 //	srv := testsuite.StartServer(t, testsuite.Options{})
 //	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
@@ -22,6 +24,9 @@ func Register(tb testing.TB, env *sdktestsuite.TestWorkflowEnvironment, srv *Ser
 	tb.Helper()
 	if srv != nil && srv.URL != "" {
 		cfg.AllowedOrigins = append(append([]string(nil), cfg.AllowedOrigins...), srv.URL)
+	}
+	if cfg.Now == nil {
+		cfg.Now = env.Now
 	}
 	acts, err := activities.New(cfg)
 	if err != nil {

@@ -16,14 +16,10 @@ package workflows
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +29,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
 // DefaultTaskQueue is the task queue the worker and the starter use by default.
@@ -56,9 +54,14 @@ const (
 // key and would repeat work already done: never change it.
 var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-http"))
 
-// RetryOptions become the activity's Temporal RetryPolicy. Zero fields take the
-// defaults: base (InitialInterval) 200 ms, coefficient 2, cap
-// (MaximumInterval) 10 s, 5 attempts, full jitter.
+// RetryOptions become the activity's Temporal RetryPolicy. A zero field
+// takes the value of the RetryPolicy already on ctx (set with
+// workflow.WithActivityOptions), else the default: InitialInterval 200 ms,
+// BackoffCoefficient 2, MaximumInterval 10 s, MaximumAttempts 5, full jitter.
+// MaximumAttempts counts the attempts that fail; waiting for a request that
+// the server is still processing does not count (the activity keeps the
+// count, and Temporal's own MaximumAttempts is left unlimited, bounded by
+// the schedule-to-close deadline).
 type RetryOptions struct {
 	InitialInterval    time.Duration     `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64           `json:"backoff_coefficient,omitempty"`
@@ -79,7 +82,7 @@ type Request struct {
 	Method string `json:"method,omitempty"`
 	// URL is the absolute http or https URL to call.
 	URL string `json:"url"`
-	// Body is the JSON body.
+	// Body is the JSON body, at most 256 KiB, sent byte for byte.
 	Body json.RawMessage `json:"body,omitempty"`
 	// Headers are extra, non-secret headers.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -95,6 +98,32 @@ type Request struct {
 	ScheduleToCloseTimeout time.Duration `json:"schedule_to_close_timeout,omitempty"`
 	// TaskQueue runs the activity on another task queue (default: the workflow's).
 	TaskQueue string `json:"task_queue,omitempty"`
+}
+
+// MarshalJSON encodes r with its body byte for byte: Temporal's JSON
+// converter would otherwise compact it and escape <, > and &, and the server
+// would receive other bytes than the caller gave.
+func (r Request) MarshalJSON() ([]byte, error) {
+	type plain Request
+	return json.Marshal(struct {
+		plain
+		Body wire.Body `json:"body,omitempty"`
+	}{plain(r), wire.Body(r.Body)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and a body given as plain
+// JSON (histories written before, or input typed by hand in the CLI).
+func (r *Request) UnmarshalJSON(data []byte) error {
+	type plain Request
+	w := struct {
+		*plain
+		Body wire.Body `json:"body,omitempty"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	r.Body = json.RawMessage(w.Body)
+	return nil
 }
 
 // Key returns the idempotency key of operation in the current workflow: a
@@ -146,8 +175,8 @@ func EncodeBody(v any) (json.RawMessage, error) {
 			return nil, invalid("request body does not encode as JSON: %v; pass a value encoding/json accepts", err)
 		}
 	}
-	if !json.Valid(raw) {
-		return nil, invalid("request body is not valid JSON (%d bytes)", len(raw))
+	if err := request.Body(raw); err != nil {
+		return nil, invalid("%v", err)
 	}
 	return raw, nil
 }
@@ -182,56 +211,80 @@ func requestKey(ctx workflow.Context, req Request) string {
 
 func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.ActivityOptions, error) {
 	key := requestKey(ctx, req)
-	if err := validate(req, key); err != nil {
+	method, err := validate(req, key)
+	if err != nil {
 		return activities.Request{}, workflow.ActivityOptions{}, err
 	}
-	method := orMethod(req.Method)
-	r := withDefaults(req.Retry)
+	ao := workflow.GetActivityOptions(ctx)
+	r := retryOptions(req.Retry, ao.RetryPolicy)
 	in := activities.Request{
 		Operation: req.Operation, Method: method, URL: req.URL, Body: req.Body,
-		Headers: req.Headers, IdempotencyKey: key,
+		Headers: req.Headers, IdempotencyKey: key, MaximumAttempts: r.MaximumAttempts,
 		Backoff: activities.Backoff{
 			InitialInterval: r.InitialInterval, BackoffCoefficient: r.BackoffCoefficient,
 			MaximumInterval: r.MaximumInterval, Jitter: r.Jitter,
 		},
 	}
-	ao := workflow.ActivityOptions{
-		TaskQueue:              req.TaskQueue,
-		StartToCloseTimeout:    orDefault(req.StartToCloseTimeout, DefaultStartToCloseTimeout),
-		ScheduleToCloseTimeout: orDefault(req.ScheduleToCloseTimeout, DefaultScheduleToCloseTimeout),
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        r.InitialInterval,
-			BackoffCoefficient:     r.BackoffCoefficient,
-			MaximumInterval:        r.MaximumInterval,
-			MaximumAttempts:        r.MaximumAttempts,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
-		Summary: Summary(method, req.URL, req.Operation),
+	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
+	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, DefaultStartToCloseTimeout)
+	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, DefaultScheduleToCloseTimeout)
+	ao.RetryPolicy = &temporal.RetryPolicy{
+		InitialInterval:    r.InitialInterval,
+		BackoffCoefficient: r.BackoffCoefficient,
+		MaximumInterval:    r.MaximumInterval,
+		// The activity counts the attempts itself (Request.MaximumAttempts),
+		// so that waiting for a request still in flight at the server does
+		// not use up the budget; the schedule-to-close deadline bounds it.
+		MaximumAttempts:        0,
+		NonRetryableErrorTypes: activities.NonRetryableErrorTypes(),
 	}
+	ao.Summary = Summary(method, req.URL, req.Operation)
 	return in, ao, nil
 }
 
+// Validate checks r as Call does before anything is written to Temporal's
+// history: the operation or key, method, URL (absolute http or https, no
+// user info, ASCII host), body (valid UTF-8 JSON, at most 256 KiB) and
+// headers (no credentials, no control characters, no duplicates). A client
+// that starts the ready workflow calls it first, so that a bad request
+// never reaches the workflow's input; the error is a non-retryable
+// ApplicationError of type activities.ErrTypeInvalidRequest.
+func (r Request) Validate() error {
+	key := r.IdempotencyKey
+	if key == "" && strings.TrimSpace(r.Operation) != "" {
+		key = DeriveKey("", "", r.Operation)
+	}
+	_, err := validate(r, key)
+	return err
+}
+
 // validate checks req in the workflow, before the activity input is written
-// to history: the key, the body, the URL and the headers.
-func validate(req Request, key string) error {
+// to history, with the rules of package request (the activity checks them
+// again), and returns its method.
+func validate(req Request, key string) (string, error) {
 	if key == "" {
-		return invalid(operationRequired)
+		return "", invalid(operationRequired)
 	}
-	if err := activities.ValidateKey(key); err != nil {
-		return invalid("%v", err)
+	method, err := request.Method(req.Method)
+	if err == nil {
+		_, _, err = request.ParseURL(req.URL)
 	}
-	if len(req.Body) > 0 && !json.Valid(req.Body) {
-		return invalid("request body is not valid JSON (%d bytes)", len(req.Body))
+	if err == nil {
+		err = request.Operation(req.Operation)
 	}
-	if _, err := activities.Origin(req.URL); err != nil {
-		return invalid("invalid URL %q: %v", req.URL, err)
+	if err == nil {
+		err = request.Key(key)
 	}
-	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
-		if err := activities.ValidateHeader(name, req.Headers[name]); err != nil {
-			return invalid("%v", err)
-		}
+	if err == nil {
+		err = request.Body(req.Body)
 	}
-	return nil
+	if err == nil {
+		err = request.Headers(req.Headers)
+	}
+	if err != nil {
+		return "", invalid("%v", err)
+	}
+	return method, nil
 }
 
 // Summary is the activity's one-line summary in the Web UI, e.g.
@@ -247,26 +300,26 @@ func Summary(method, rawURL, operation string) string {
 	return s
 }
 
-func withDefaults(r RetryOptions) RetryOptions {
-	r.InitialInterval = orDefault(r.InitialInterval, DefaultInitialInterval)
-	r.MaximumInterval = orDefault(r.MaximumInterval, DefaultMaximumInterval)
+// retryOptions fills the zero fields of r from the retry policy already on
+// the workflow context (workflow.WithActivityOptions), then from the defaults.
+func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions {
+	var p temporal.RetryPolicy
+	if ctxPolicy != nil {
+		p = *ctxPolicy
+	}
+	r.InitialInterval = cmp.Or(r.InitialInterval, p.InitialInterval, DefaultInitialInterval)
+	r.MaximumInterval = cmp.Or(r.MaximumInterval, p.MaximumInterval, DefaultMaximumInterval)
+	if r.BackoffCoefficient < 1 {
+		r.BackoffCoefficient = p.BackoffCoefficient
+	}
 	if r.BackoffCoefficient < 1 {
 		r.BackoffCoefficient = DefaultBackoffCoefficient
 	}
-	if r.MaximumAttempts <= 0 {
-		r.MaximumAttempts = DefaultMaximumAttempts
-	}
+	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
 	if r.Jitter == "" {
 		r.Jitter = activities.JitterFull
 	}
 	return r
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 const operationRequired = "Request.Operation is required: it names the call within the workflow and is part of its idempotency key"
@@ -275,12 +328,9 @@ func invalid(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidRequest, nil)
 }
 
-// BodyHash is the hex SHA-256 of a request body, as logged on failure and as
-// the reference server stores it.
-func BodyHash(body []byte) string {
-	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
-}
+// BodyHash is the hex SHA-256 of a request body: the bytes sent, as logged
+// on failure and as the reference server stores it.
+func BodyHash(body []byte) string { return request.BodyHash(body) }
 
 func logFailure(ctx workflow.Context, in activities.Request, err error) {
 	kv := []any{
@@ -301,27 +351,31 @@ func logFailure(ctx workflow.Context, in activities.Request, err error) {
 // returns the response. Start it with the starter CLI or as a child workflow
 // (see [ExecuteChild]).
 func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, error) {
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with Idempotency-Key %s", Summary(orMethod(req.Method), req.URL, req.Operation), requestKey(ctx, req)))
+	key := requestKey(ctx, req)
+	method, err := validate(req, key)
+	if err != nil {
+		return nil, err
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with idempotency key %s", Summary(method, req.URL, req.Operation), key))
 	return Call(ctx, req)
 }
 
-func orMethod(m string) string {
-	if m == "" {
-		return "POST"
-	}
-	return strings.ToUpper(m)
-}
-
 // ExecuteChild runs HTTPCallWorkflow as a child workflow. The child's
-// workflow ID is the parent's ID plus "/" plus the operation, and the key is
-// derived in the parent, so both are stable across resets of either.
+// workflow ID is the parent's ID plus "/" plus the operation, which is
+// therefore required, and the key is derived in the parent, so both are
+// stable across resets of either.
 func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, error) {
-	if req.IdempotencyKey = requestKey(ctx, req); req.IdempotencyKey == "" {
-		return nil, invalid(operationRequired)
+	if strings.TrimSpace(req.Operation) == "" {
+		return nil, invalid("ExecuteChild needs Request.Operation: it names the child workflow (parent ID + \"/\" + operation); an explicit IdempotencyKey may be set beside it")
+	}
+	req.IdempotencyKey = requestKey(ctx, req)
+	method, err := validate(req, req.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
 	cwo := workflow.ChildWorkflowOptions{
-		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + cmp.Or(req.Operation, req.IdempotencyKey),
-		StaticSummary: Summary(orMethod(req.Method), req.URL, req.Operation),
+		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + req.Operation,
+		StaticSummary: Summary(method, req.URL, req.Operation),
 	}
 	var resp activities.Response
 	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {

@@ -262,7 +262,8 @@ func TestSameKeyDifferentBodyIsRejected(t *testing.T) {
 	_, err = newHarness(t, srv, activities.Config{}, "order-5").call(req)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr))
-	assert.Equal(t, activities.ErrTypeClientError, appErr.Type())
+	assert.Equal(t, activities.ErrTypeKeyReused, appErr.Type(), "a key reused with another body is a bug of the caller, told apart from a rejection")
+	assert.True(t, appErr.NonRetryable())
 	d, _ := activities.Details(err)
 	assert.Equal(t, http.StatusUnprocessableEntity, d.Status)
 	assert.Equal(t, 1, srv.Stats().Records)
@@ -290,11 +291,47 @@ func TestInvalidWorkflowInputSendsNothing(t *testing.T) {
 		{"relative URL", func(ctx workflow.Context) error {
 			_, err := workflows.Post(ctx, "op", "/payments", nil)
 			return err
-		}, "invalid URL"},
+		}, "not an absolute URL"},
 		{"credential header", func(ctx workflow.Context) error {
 			_, err := workflows.Call(ctx, workflows.Request{Operation: "op", URL: srv.URL, Headers: map[string]string{"X-Ok": "1", "Authorization": "Bearer sk_live"}})
 			return err
-		}, "credentials belong on the worker"},
+		}, "looks like a credential"},
+		{"credential-like header in any spelling", func(ctx workflow.Context) error {
+			_, err := workflows.Call(ctx, workflows.Request{Operation: "op", URL: srv.URL, Headers: map[string]string{"x-auth-token": "t0k3n-t0k3n"}})
+			return err
+		}, "looks like a credential"},
+		{"user info in the URL", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", strings.Replace(srv.URL, "http://", "http://user:hunter2hunter2@", 1), nil)
+			return err
+		}, "user info"},
+		{"header value with a control character", func(ctx workflow.Context) error {
+			_, err := workflows.Call(ctx, workflows.Request{Operation: "op", URL: srv.URL, Headers: map[string]string{"X-Note": "a\x1bb"}})
+			return err
+		}, "control character"},
+		{"header names differing in case", func(ctx workflow.Context) error {
+			_, err := workflows.Call(ctx, workflows.Request{Operation: "op", URL: srv.URL, Headers: map[string]string{"X-Note": "a", "X-NOTE": "b"}})
+			return err
+		}, "differ only in case"},
+		{"body over the bound", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", srv.URL, map[string]string{"a": strings.Repeat("x", 300<<10)})
+			return err
+		}, "at most 262144"},
+		{"body not UTF-8", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", srv.URL, []byte("\"\xff\""))
+			return err
+		}, "UTF-8"},
+		{"operation with a NUL byte", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "a\x00b", srv.URL, nil)
+			return err
+		}, "NUL"},
+		{"unicode host", func(ctx workflow.Context) error {
+			_, err := workflows.Post(ctx, "op", "https://bücher.example/pay", nil)
+			return err
+		}, "punycode"},
+		{"ExecuteChild without an operation", func(ctx workflow.Context) error {
+			_, err := workflows.ExecuteChild(ctx, workflows.Request{URL: srv.URL, IdempotencyKey: "k-1"})
+			return err
+		}, "needs Request.Operation"},
 		{"bad key", func(ctx workflow.Context) error {
 			_, err := workflows.Call(ctx, workflows.Request{URL: srv.URL, IdempotencyKey: "has space"})
 			return err

@@ -85,11 +85,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ScheduleToCloseTimeout: *overall,
 	}
 	if *body != "" {
-		if !json.Valid([]byte(*body)) {
-			fmt.Fprintf(stderr, "starter: --body is not valid JSON: %s\n", *body)
-			return 2
-		}
 		req.Body = json.RawMessage(*body)
+	}
+	// The request becomes the workflow's input, stored in Temporal's history:
+	// refuse it here, before the workflow starts, with the workflow's own rules.
+	if err := req.Validate(); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			err = errors.New(appErr.Message())
+		}
+		fmt.Fprintf(stderr, "starter: %v\n", err)
+		return 2
 	}
 	if *workflowID == "" {
 		*workflowID = "http-" + uuid.NewString()

@@ -14,7 +14,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		want string
 	}{
 		{"no url", []string{"--body", "{}"}, "--url is required"},
-		{"body not JSON", []string{"--url", "http://127.0.0.1:1/x", "--body", "{amount:"}, "--body is not valid JSON"},
+		{"body not JSON", []string{"--url", "http://127.0.0.1:1/x", "--body", "{amount:"}, "request body is not valid JSON"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {

@@ -1,4 +1,4 @@
-package activities
+package request
 
 import (
 	"strings"
@@ -18,6 +18,10 @@ func TestOrigin(t *testing.T) {
 		{"/relative", "", "not an absolute URL"},
 		{"http:///nohost", "", "no host"},
 		{"http://[::1", "", "missing ']'"},
+		{"https://user:pass@h/x", "", "user info"},
+		{"https://user@h/x", "", "user info"},
+		{"https://bücher.example/x", "", "punycode"},
+		{"https://xn--bcher-kva.example/x", "https://xn--bcher-kva.example", ""},
 	}
 	for _, tt := range tests {
 		got, err := Origin(tt.in)

@@ -1,0 +1,159 @@
+package activities
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// IdempotencyKeyHeader is the default key header, as in the IETF draft "The
+// Idempotency-Key HTTP Header Field".
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader is the default replay marker: a server sets it to "true"
+// when it answers with a stored response for a key it has seen.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Convention is how one server speaks idempotency: the header that carries
+// the key, the key format it accepts, the header that marks a stored
+// response, and the answers that mean "a request with this key is still
+// being processed" and "this key was used with a different request". Set one
+// per origin in Config.Conventions; an origin without one uses IETF(). Start
+// from a preset and change what differs:
+//
+//	c := activities.IETF()
+//	c.KeyHeader = "PayPal-Request-Id"
+//	cfg.Conventions = map[string]activities.Convention{"https://api-m.paypal.com": c}
+type Convention struct {
+	// KeyHeader is the request header that carries the key (default
+	// "Idempotency-Key").
+	KeyHeader string
+	// ReplayedHeaders name response headers whose value "true" marks a
+	// stored response replayed for a key the server had seen (default
+	// "Idempotent-Replayed"). Response.Replayed reports it.
+	ReplayedHeaders []string
+	// KeyMaxBytes is the longest key the server accepts (default and at most
+	// 255). A longer explicit key is refused before anything is sent.
+	KeyMaxBytes int
+	// KeyUUID is true when the server accepts only UUIDs as keys. Derived
+	// keys are UUIDs; an explicit key that is not one is refused before
+	// anything is sent.
+	KeyUUID bool
+	// InFlight lists the answers that mean "a request with this key is still
+	// being processed". They are waited out (see Activities.Do).
+	InFlight []Signal
+	// KeyReused lists the answers that mean "this key was already used with a
+	// different request"; they fail with ErrTypeKeyReused.
+	KeyReused []Signal
+}
+
+// Signal matches an answer: its status and, when Body is set, a
+// case-insensitive substring of its body (the first 64 KiB).
+type Signal struct {
+	Status int
+	Body   string
+}
+
+func (s Signal) matches(status int, lowerBody string) bool {
+	return s.Status == status && strings.Contains(lowerBody, strings.ToLower(s.Body))
+}
+
+// IETF returns the convention of the IETF draft "The Idempotency-Key HTTP
+// Header Field", the default: the key in Idempotency-Key; a 409 for a
+// request whose key is still being processed, recognised by the draft's
+// wording ("outstanding", "being processed", "in progress") or by Stripe's
+// code idempotency_key_in_use; a 422 whose body speaks of idempotency for a
+// key reused with another request, and the answers of common server
+// libraries for the same (a 417, which a client that sends no Expect header
+// gets only from such a library, and Stripe's 400 idempotency_error);
+// Idempotent-Replayed: true on a stored response.
+func IETF() Convention {
+	return Convention{
+		KeyHeader:       IdempotencyKeyHeader,
+		ReplayedHeaders: []string{ReplayedHeader},
+		KeyMaxBytes:     request.MaxKeyBytes,
+		InFlight: []Signal{
+			{409, "outstanding"}, {409, "being processed"}, {409, "in progress"},
+			{409, "in-progress"}, {409, "still processing"}, {409, "idempotency_key_in_use"},
+		},
+		KeyReused: []Signal{{422, "idempoten"}, {417, ""}, {400, "idempotency_error"}},
+	}
+}
+
+// Stripe returns Stripe's convention: the key in Idempotency-Key, at most 255
+// characters; a 409 with error code idempotency_key_in_use while a request
+// with the key is in progress (no Retry-After); a 400 with error type
+// idempotency_error for a key reused with other parameters;
+// Idempotent-Replayed: true on a stored response. Stripe's
+// Stripe-Should-Retry header is honoured for every origin (see Activities.Do).
+func Stripe() Convention {
+	return Convention{
+		KeyHeader:       IdempotencyKeyHeader,
+		ReplayedHeaders: []string{ReplayedHeader},
+		KeyMaxBytes:     request.MaxKeyBytes,
+		InFlight:        []Signal{{409, "idempotency_key_in_use"}},
+		KeyReused:       []Signal{{400, "idempotency_error"}},
+	}
+}
+
+// withDefaults fills the zero fields of c and checks it.
+func (c Convention) withDefaults() (Convention, error) {
+	if c.KeyHeader == "" {
+		c.KeyHeader = IdempotencyKeyHeader
+	}
+	c.KeyHeader = http.CanonicalHeaderKey(c.KeyHeader)
+	if !request.ValidHeaderName(c.KeyHeader) {
+		return c, fmt.Errorf("KeyHeader %q is not a valid header name", c.KeyHeader)
+	}
+	if request.IsCredential(c.KeyHeader) {
+		return c, fmt.Errorf("KeyHeader %s looks like a credential header: the key is stored in Temporal's history and logged", c.KeyHeader)
+	}
+	if c.ReplayedHeaders == nil {
+		c.ReplayedHeaders = []string{ReplayedHeader}
+	}
+	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > request.MaxKeyBytes {
+		c.KeyMaxBytes = request.MaxKeyBytes
+	}
+	for _, s := range append(append([]Signal(nil), c.InFlight...), c.KeyReused...) {
+		if s.Status < 400 || s.Status > 599 {
+			return c, fmt.Errorf("signal status %d: in-flight and key-reused signals are 4xx or 5xx answers", s.Status)
+		}
+	}
+	return c, nil
+}
+
+// checkKey checks key against the server's key format.
+func (c *Convention) checkKey(key string) error {
+	if len(key) > c.KeyMaxBytes {
+		return fmt.Errorf("idempotency key is %d characters long: this origin's server accepts at most %d (Convention.KeyMaxBytes)", len(key), c.KeyMaxBytes)
+	}
+	if c.KeyUUID {
+		if _, err := uuid.Parse(key); err != nil || len(key) != 36 {
+			return fmt.Errorf("idempotency key %q is not a UUID, which this origin's server requires (Convention.KeyUUID): use a derived key", key)
+		}
+	}
+	return nil
+}
+
+func (c *Convention) replayed(h http.Header) bool {
+	for _, name := range c.ReplayedHeaders {
+		if strings.EqualFold(strings.TrimSpace(h.Get(name)), "true") {
+			return true
+		}
+	}
+	return false
+}
+
+// match returns the first signal among signals that matches the answer.
+func match(signals []Signal, status int, lowerBody string) (Signal, bool) {
+	for _, s := range signals {
+		if s.matches(status, lowerBody) {
+			return s, true
+		}
+	}
+	return Signal{}, false
+}

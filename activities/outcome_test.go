@@ -1,0 +1,188 @@
+package activities
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// decideStatus classifies a response with the default convention.
+func decideStatus(status int, h http.Header, body string, hint bool) verdict {
+	conv, _ := IETF().withDefaults()
+	if h == nil {
+		h = http.Header{}
+	}
+	return decide(&answer{status: status, header: h, body: []byte(body)}, &conv, hint)
+}
+
+func TestDecideEveryStatus(t *testing.T) {
+	retryable := map[int]bool{408: true, 425: true, 429: true, 500: true, 502: true, 503: true, 504: true}
+	for status := 100; status <= 599; status++ {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			v := decideStatus(status, nil, "", false)
+			switch {
+			case status >= 200 && status <= 299:
+				assert.Equal(t, Success, v.outcome)
+				assert.Empty(t, v.errType)
+			case retryable[status]:
+				assert.Equal(t, Retryable, v.outcome)
+				assert.Equal(t, ErrTypeRetryableStatus, v.errType)
+			case status == 417:
+				assert.Equal(t, NonRetryable, v.outcome)
+				assert.Equal(t, ErrTypeKeyReused, v.errType)
+			case status >= 400 && status <= 499:
+				assert.Equal(t, NonRetryable, v.outcome)
+				assert.Equal(t, ErrTypeClientError, v.errType)
+			default: // 1xx, 3xx, 501, 505-599
+				assert.Equal(t, NonRetryable, v.outcome)
+				assert.Equal(t, ErrTypeServerError, v.errType)
+			}
+			assert.False(t, v.inFlight)
+		})
+	}
+}
+
+func TestDecideRules(t *testing.T) {
+	const (
+		ietfInFlight = `{"type":"https://developer.example.com/idempotency","title":"A request is outstanding for this Idempotency-Key","detail":"A request with the same Idempotency-Key for the same operation is being processed or is outstanding."}`
+		ietfReused   = `{"type":"https://developer.example.com/idempotency","title":"Idempotency-Key is already used","detail":"This operation is idempotent and it requires correct usage of Idempotency Key."}`
+		stripeInUse  = `{"error":{"type":"idempotency_error","code":"idempotency_key_in_use","message":"There is currently another in-progress request using this Idempotent Key."}}`
+		stripeReused = `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`
+	)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Add(kv[i], kv[i+1])
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		status   int
+		header   http.Header
+		body     string
+		hint     bool
+		want     Outcome
+		wantType string
+		inFlight bool
+	}{
+		{"409 alone on a first attempt is a business conflict", 409, nil, `{"error":"order exists"}`, false, NonRetryable, ErrTypeClientError, false},
+		{"409 with Retry-After is in flight", 409, h("Retry-After", "1"), "", false, Retryable, ErrTypeKeyInFlight, true},
+		{"409 IETF problem body is in flight", 409, h("Content-Type", "application/problem+json"), ietfInFlight, false, Retryable, ErrTypeKeyInFlight, true},
+		{"409 Stripe idempotency_key_in_use is in flight", 409, nil, stripeInUse, false, Retryable, ErrTypeKeyInFlight, true},
+		{"409 after an attempt without an answer is in flight", 409, nil, `conflict`, true, Retryable, ErrTypeKeyInFlight, true},
+		{"409 with Stripe-Should-Retry true is in flight", 409, h("Stripe-Should-Retry", "true"), "", false, Retryable, ErrTypeKeyInFlight, true},
+		{"409 in flight but the server says do not retry", 409, h("Stripe-Should-Retry", "false"), stripeInUse, true, NonRetryable, ErrTypeClientError, false},
+		{"422 IETF key reused", 422, nil, ietfReused, false, NonRetryable, ErrTypeKeyReused, false},
+		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, NonRetryable, ErrTypeClientError, false},
+		{"417 express-style key reused", 417, nil, "", false, NonRetryable, ErrTypeKeyReused, false},
+		{"400 Stripe idempotency_error", 400, nil, stripeReused, false, NonRetryable, ErrTypeKeyReused, false},
+		{"400 plain", 400, nil, `{"error":"bad"}`, false, NonRetryable, ErrTypeClientError, false},
+		{"key reused wins over advice", 400, h("Stripe-Should-Retry", "true"), stripeReused, false, NonRetryable, ErrTypeKeyReused, false},
+		{"Stripe-Should-Retry true on 400", 400, h("Stripe-Should-Retry", "true"), "", false, Retryable, ErrTypeRetryableStatus, false},
+		{"X-Should-Retry false on 503", 503, h("X-Should-Retry", "false"), "", false, NonRetryable, ErrTypeServerError, false},
+		{"X-Should-Retry false on 429", 429, h("X-Should-Retry", " FALSE "), "", false, NonRetryable, ErrTypeClientError, false},
+		{"X-Should-Retry true on 501", 501, h("X-Should-Retry", "true"), "", false, Retryable, ErrTypeRetryableStatus, false},
+		{"advice of another value is ignored", 503, h("X-Should-Retry", "maybe"), "", false, Retryable, ErrTypeRetryableStatus, false},
+		{"425 Too Early is retried (RFC 8470)", 425, nil, "", false, Retryable, ErrTypeRetryableStatus, false},
+		{"3xx with Location", 302, h("Location", "/x"), "", false, NonRetryable, ErrTypeRedirect, false},
+		{"3xx without Location", 304, nil, "", false, NonRetryable, ErrTypeServerError, false},
+		{"2xx ignores advice", 201, h("X-Should-Retry", "true"), "", false, Success, "", false},
+		{"status 0", 0, nil, "", false, NonRetryable, ErrTypeServerError, false},
+		{"status 600", 600, nil, "", false, NonRetryable, ErrTypeServerError, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := decideStatus(tt.status, tt.header, tt.body, tt.hint)
+			assert.Equal(t, tt.want, v.outcome, v.reason)
+			assert.Equal(t, tt.wantType, v.errType, v.reason)
+			assert.Equal(t, tt.inFlight, v.inFlight, v.reason)
+			if tt.want != Success {
+				assert.NotEmpty(t, v.reason)
+			}
+		})
+	}
+}
+
+func TestDecideWithStripeConvention(t *testing.T) {
+	conv, err := Stripe().withDefaults()
+	require.NoError(t, err)
+	v := decide(&answer{status: 409, header: http.Header{}, body: []byte(`{"error":{"code":"idempotency_key_in_use"}}`)}, &conv, false)
+	assert.Equal(t, ErrTypeKeyInFlight, v.errType)
+	v = decide(&answer{status: 422, header: http.Header{}, body: []byte(`idempotency key already used`)}, &conv, false)
+	assert.Equal(t, ErrTypeClientError, v.errType, "Stripe answers key misuse with 400, not 422")
+	custom := IETF()
+	custom.InFlight = append(custom.InFlight, Signal{Status: 423, Body: "locked"})
+	conv, err = custom.withDefaults()
+	require.NoError(t, err)
+	v = decide(&answer{status: 423, header: http.Header{}, body: []byte(`Resource LOCKED`)}, &conv, false)
+	assert.Equal(t, ErrTypeKeyInFlight, v.errType)
+}
+
+func TestDecideError(t *testing.T) {
+	opErr := func(op string, err error) error { return &net.OpError{Op: op, Net: "tcp", Err: err} }
+	urlErr := func(err error) error { return &url.Error{Op: "Post", URL: "https://x", Err: err} }
+	tests := []struct {
+		name     string
+		err      error
+		want     Outcome
+		wantType string
+		unknown  bool
+	}{
+		{"connection refused", urlErr(opErr("dial", os.NewSyscallError("connect", syscall.ECONNREFUSED))), Retryable, ErrTypeNetwork, false},
+		{"connection reset", urlErr(opErr("read", os.NewSyscallError("read", syscall.ECONNRESET))), Retryable, ErrTypeNetwork, true},
+		{"broken pipe", urlErr(opErr("write", syscall.EPIPE)), Retryable, ErrTypeNetwork, true},
+		{"dns not found", urlErr(opErr("dial", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true})), Retryable, ErrTypeNetwork, false},
+		{"dns temporary", urlErr(&net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}), Retryable, ErrTypeNetwork, false},
+		{"timeout", urlErr(context.DeadlineExceeded), Retryable, ErrTypeNetwork, true},
+		{"canceled", urlErr(context.Canceled), Retryable, ErrTypeNetwork, true},
+		{"eof", urlErr(io.EOF), Retryable, ErrTypeNetwork, true},
+		{"body cut short", fmt.Errorf("reading the 500 response body: %w", io.ErrUnexpectedEOF), Retryable, ErrTypeNetwork, true},
+		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), NonRetryable, ErrTypeTLS, false},
+		{"bare unknown authority", urlErr(x509.UnknownAuthorityError{}), NonRetryable, ErrTypeTLS, false},
+		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), NonRetryable, ErrTypeTLS, false},
+		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), NonRetryable, ErrTypeTLS, false},
+		{"tls to plain http", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), NonRetryable, ErrTypeTLS, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := decide(&answer{err: tt.err}, nil, false)
+			assert.Equal(t, tt.want, v.outcome)
+			assert.Equal(t, tt.wantType, v.errType)
+			assert.Equal(t, tt.unknown, v.unknown)
+		})
+	}
+}
+
+func TestRetryAfterOfSeveralValues(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Add("Retry-After", "2")
+	h.Add("Retry-After", "garbage")
+	h.Add("Retry-After", "7")
+	d, ok := retryAfter(h, now)
+	assert.True(t, ok)
+	assert.Equal(t, 7*time.Second, d, "the longest valid value wins")
+	h = http.Header{"Retry-After": {"Wed, 02 Dec 2026 00:00:09 GMT"}}
+	d, ok = retryAfter(h, now)
+	assert.True(t, ok)
+	assert.Equal(t, 9*time.Second, d)
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[Outcome]string{Success: "success", Retryable: "retryable", NonRetryable: "non_retryable", 0: "unknown"} {
+		assert.Equal(t, want, o.String())
+	}
+}

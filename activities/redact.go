@@ -1,0 +1,169 @@
+package activities
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// redactor hides every piece of a configured credential: any run of bytes
+// covered by an 8-byte (MinCredentialBytes) window of a secret is replaced
+// by "[REDACTED]". Matching windows rather than whole values also hides a
+// prefix or suffix of a token that a server echoes, or one cut in two by a
+// snippet. It is immutable and safe for concurrent use.
+type redactor struct {
+	windows map[uint64]struct{}
+	// filter is a 64 Ki-bit prefilter of the windows' hashes.
+	filter []uint64
+}
+
+const redacted = "[REDACTED]"
+
+func newRedactor(secrets []string) *redactor {
+	r := &redactor{windows: map[uint64]struct{}{}, filter: make([]uint64, 1<<10)}
+	for _, s := range secrets {
+		for i := 0; i+MinCredentialBytes <= len(s); i++ {
+			w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+			r.windows[w] = struct{}{}
+			h := filterBit(w)
+			r.filter[h>>6] |= 1 << (h & 63)
+		}
+	}
+	return r
+}
+
+func filterBit(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> 48 }
+
+// next returns the start of the first secret window at or after i in b, or -1.
+func (r *redactor) next(b []byte, i int) int {
+	if len(r.windows) == 0 {
+		return -1
+	}
+	for ; i+8 <= len(b); i++ {
+		w := binary.LittleEndian.Uint64(b[i:])
+		h := filterBit(w)
+		if r.filter[h>>6]&(1<<(h&63)) == 0 {
+			continue
+		}
+		if _, ok := r.windows[w]; ok {
+			return i
+		}
+	}
+	return -1
+}
+
+// bytes returns b with every secret run replaced, and whether anything was.
+// b itself is never modified.
+func (r *redactor) bytes(b []byte) ([]byte, bool) {
+	i := r.next(b, 0)
+	if i < 0 {
+		return b, false
+	}
+	out := make([]byte, 0, len(b))
+	last := 0
+	for i >= 0 {
+		start, end := i, i+8
+		j := r.next(b, i+1)
+		for j >= 0 && j <= end {
+			end = j + 8
+			j = r.next(b, j+1)
+		}
+		out = append(append(out, b[last:start]...), redacted...)
+		last, i = end, j
+	}
+	return append(out, b[last:]...), true
+}
+
+// string is bytes for a string.
+func (r *redactor) string(s string) string {
+	if len(r.windows) == 0 {
+		return s
+	}
+	b, changed := r.bytes([]byte(s))
+	if !changed {
+		return s
+	}
+	return string(b)
+}
+
+// json redacts secrets inside the string literals of the JSON document b,
+// keeping every other byte: the result is valid JSON whenever b is. ok is
+// false when a secret stands outside any string (a token of digits written
+// as a number): no safe redaction exists then.
+func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
+	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) {
+		return b, false, true // no secret, and none hidden behind an escape
+	}
+	last, seg := 0, 0
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		if r.next(b[seg:i], 0) >= 0 {
+			return b, false, false
+		}
+		end := stringEnd(b, i)
+		if end < 0 {
+			return b, false, false
+		}
+		var s string
+		if json.Unmarshal(b[i:end+1], &s) == nil {
+			if red := r.string(s); red != s {
+				out = append(append(out, b[last:i]...), encodeString(red)...)
+				last, changed = end+1, true
+			}
+		}
+		i, seg = end, end+1
+	}
+	if r.next(b[seg:], 0) >= 0 {
+		return b, false, false
+	}
+	if !changed {
+		return b, false, true
+	}
+	return append(out, b[last:]...), true, true
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// literal opening at b[i], or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
+		}
+	}
+	return -1
+}
+
+func encodeString(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// snippet returns the start of an error body for messages and details: the
+// credentials redacted first (inside JSON strings too), then cut to at most
+// errorBodyBytes at a character boundary, as valid UTF-8.
+func (r *redactor) snippet(body []byte) string {
+	red, _ := r.bytes(body)
+	if json.Valid(body) {
+		if j, _, ok := r.json(body); ok {
+			red = j
+		}
+	}
+	if len(red) > errorBodyBytes {
+		cut := errorBodyBytes
+		for cut > 0 && !utf8.RuneStart(red[cut]) {
+			cut--
+		}
+		red = red[:cut]
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(string(red), "\uFFFD"))
+}

@@ -1,0 +1,92 @@
+package activities
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// Reasons a successful response's body is not in the result.
+const (
+	omittedTooLarge   = "too large"
+	omittedCredential = "credential"
+	omittedIncomplete = "incomplete"
+)
+
+// urlHeaders hold URLs the server sends: their user info and query values
+// are redacted before they are stored.
+var urlHeaders = map[string]bool{"Location": true, "Content-Location": true}
+
+// result builds the Response of a 2xx: the body kept if it is complete, free
+// of credentials (redacted inside JSON strings, or omitted when that is not
+// possible) and small enough that the encoded result stays within
+// MaxResultBytes; otherwise omitted, with its size and SHA-256.
+func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
+	r := &Response{
+		Status:         ans.status,
+		Attempt:        attempt,
+		IdempotencyKey: p.req.IdempotencyKey,
+		BodyBytes:      ans.size,
+		Replayed:       p.o.conv.replayed(ans.header),
+		BodyTruncated:  ans.truncated,
+	}
+	names := a.cfg.ResultHeaders
+	if names == nil {
+		names = []string{"Content-Type", "Location", "Request-Id", "X-Request-Id"}
+		names = append(names, p.o.conv.ReplayedHeaders...)
+	}
+	for _, name := range names {
+		v := ans.header.Get(name)
+		if v == "" {
+			continue
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if urlHeaders[canon] {
+			v = request.RedactURL(v)
+		}
+		if len(v) > maxHeaderValue {
+			v = v[:maxHeaderValue]
+		}
+		if r.Headers == nil {
+			r.Headers = map[string]string{}
+		}
+		r.Headers[canon] = a.redact.string(v)
+	}
+	omit := func(reason string) {
+		r.Body, r.RawBody = nil, nil
+		r.BodyOmitted, r.OmittedReason, r.BodySHA256, r.BodyRedacted = true, reason, ans.sha256, false
+	}
+	body := ans.body
+	switch {
+	case ans.cut != nil:
+		omit(omittedIncomplete)
+	case ans.size > a.cfg.MaxResponseBytes || ans.truncated:
+		omit(omittedTooLarge)
+	case len(body) == 0:
+	case json.Valid(body):
+		red, changed, ok := a.redact.json(body)
+		switch {
+		case !ok:
+			omit(omittedCredential)
+		case changed:
+			r.Body, r.BodyRedacted, r.BodySHA256 = json.RawMessage(red), true, ans.sha256
+		default:
+			r.Body = json.RawMessage(body)
+		}
+	default:
+		red, changed := a.redact.bytes(body)
+		r.RawBody, r.BodyRedacted = red, changed
+		if changed {
+			r.BodySHA256 = ans.sha256
+		}
+	}
+	// JSON escaping can make a string 6 times longer, base64 4/3: measure
+	// the encoding only when the body could pass the bound.
+	if n := len(r.Body) + len(r.RawBody); n > 0 && 6*n+64<<10 > a.cfg.MaxResultBytes {
+		if enc, err := json.Marshal(r); err != nil || len(enc) > a.cfg.MaxResultBytes {
+			omit(omittedTooLarge)
+		}
+	}
+	return r
+}

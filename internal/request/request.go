@@ -1,0 +1,294 @@
+// Package request holds the rules every HTTP operation of this module obeys,
+// in one place for the workflow side (which refuses a bad request before it
+// is written to Temporal's history) and the activity (which refuses it again
+// before anything is sent): the method, the URL and its origin, the
+// idempotency key, the headers, the body and the operation name.
+package request
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxBodyBytes bounds a request body: it is stored in Temporal's history
+// (workflow input and activity input), whose payloads are limited to 2 MiB.
+const MaxBodyBytes = 256 << 10
+
+// MaxKeyBytes bounds an idempotency key (Stripe's limit; the IETF draft sets none).
+const MaxKeyBytes = 255
+
+// DefaultMethod is the method of a request that names none.
+const DefaultMethod = http.MethodPost
+
+// Method returns the request method in upper case, POST for "", or an error
+// for a method other than POST, PUT, PATCH and DELETE.
+func Method(m string) (string, error) {
+	u := strings.ToUpper(strings.TrimSpace(m))
+	switch u {
+	case "":
+		return DefaultMethod, nil
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return u, nil
+	}
+	return "", fmt.Errorf("method %q is not supported: use POST, PUT, PATCH or DELETE", m)
+}
+
+// ParseURL parses an absolute http or https URL and returns it, without its
+// fragment, with its origin. It refuses user info (a password would be
+// stored in Temporal's history) and hosts that are not ASCII (write them in
+// their punycode form, so the origin compared with the worker's allow list is
+// the host that is dialled).
+func ParseURL(raw string) (*url.URL, string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, "", fmt.Errorf("invalid URL: %v", RedactErr(err))
+	}
+	if u.User != nil {
+		return nil, "", fmt.Errorf("URL %s carries user info: a password in the URL would be stored in Temporal's history; put credentials on the worker instead", RedactURL(u.String()))
+	}
+	o, err := originOf(u)
+	if err != nil {
+		return nil, "", err
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u, o, nil
+}
+
+// Origin returns the canonical origin of an absolute http or https URL:
+// lower-case scheme and host, default port dropped, e.g. "https://api.example.com".
+func Origin(raw string) (string, error) {
+	_, o, err := ParseURL(raw)
+	return o, err
+}
+
+// ParseOrigin parses an allowed origin, "scheme://host[:port]".
+func ParseOrigin(s string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return "", fmt.Errorf("origin %q: %v", s, err)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("origin %q must be scheme://host[:port] with no path, query or user info", RedactURL(s))
+	}
+	o, err := originOf(u)
+	if err != nil {
+		return "", fmt.Errorf("origin %q: %w", s, err)
+	}
+	return o, nil
+}
+
+func originOf(u *url.URL) (string, error) {
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		if scheme == "" {
+			return "", fmt.Errorf("%q is not an absolute URL: write it as https://host/path", RedactURL(u.String()))
+		}
+		return "", fmt.Errorf("unsupported scheme %q: only http and https are allowed", u.Scheme)
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "" {
+		return "", fmt.Errorf("%q has no host", RedactURL(u.String()))
+	}
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			return "", fmt.Errorf("host %q is not ASCII: write it in its punycode form (xn--…), the form that is dialled and compared with the allowed origins", host)
+		}
+	}
+	port := u.Port()
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return scheme + "://" + host, nil
+}
+
+// Key checks an idempotency key: 1 to MaxKeyBytes printable ASCII characters.
+func Key(key string) error {
+	if key == "" {
+		return errors.New("missing idempotency key: name the operation (its key is derived from it) or set the request's IdempotencyKey")
+	}
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("idempotency key is %d characters long: at most %d are allowed", len(key), MaxKeyBytes)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return fmt.Errorf("idempotency key has a character (byte %#x at %d) outside printable ASCII", key[i], i)
+		}
+	}
+	return nil
+}
+
+// Operation checks an operation name: it is part of the derived key, where
+// a NUL byte separates the fields, so it may not hold one.
+func Operation(op string) error {
+	if strings.IndexByte(op, 0) >= 0 {
+		return errors.New("operation name contains a NUL byte: it would derive the same key as another (workflow ID, operation) pair; remove it")
+	}
+	if !utf8.ValidString(op) {
+		return errors.New("operation name is not valid UTF-8")
+	}
+	return nil
+}
+
+// Body checks a JSON request body: valid JSON, valid UTF-8 (RFC 8259 §8.1;
+// it travels through history as text) and at most MaxBodyBytes.
+func Body(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) > MaxBodyBytes {
+		return fmt.Errorf("request body is %d bytes: at most %d are allowed, since it is stored in Temporal's history; send a reference to the data instead", len(b), MaxBodyBytes)
+	}
+	if !utf8.Valid(b) {
+		return fmt.Errorf("request body is not valid UTF-8 (%d bytes): JSON must be UTF-8", len(b))
+	}
+	if !json.Valid(b) {
+		return fmt.Errorf("request body is not valid JSON (%d bytes): encode it with encoding/json", len(b))
+	}
+	return nil
+}
+
+// BodyHash is the hex SHA-256 of a request body: the bytes sent.
+func BodyHash(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+// setByClient are headers the activity or the HTTP client sets itself.
+var setByClient = map[string]string{
+	"Idempotency-Key":   "set the request's IdempotencyKey (or let it be derived) instead",
+	"Content-Type":      "the body is always sent as application/json",
+	"Content-Length":    "it is computed from the body",
+	"Host":              "it is taken from the URL",
+	"Transfer-Encoding": "it is managed by the HTTP client",
+	"Connection":        "it is managed by the HTTP client",
+	"Te":                "it is managed by the HTTP client",
+	"Upgrade":           "it is managed by the HTTP client",
+	"Expect":            "it is managed by the HTTP client",
+}
+
+// credentialWords mark a header name as a credential once it is lower-cased
+// and stripped of '-' and '_': Authorization, Proxy-Authorization, Cookie,
+// X-Api-Key, Api-Key, X-Auth-Token, X-Access-Token, X-Amz-Security-Token,
+// Ocp-Apim-Subscription-Key, X-Client-Secret, X-Session-Id …
+var credentialWords = []string{
+	"auth", "token", "secret", "password", "passwd", "apikey", "accesskey",
+	"privatekey", "subscriptionkey", "clientkey", "cookie", "credential",
+	"session",
+}
+
+// IsCredential reports whether a header name is treated as a credential:
+// such headers may not come from workflow input (which is stored in
+// Temporal's history); they are configured on the worker.
+func IsCredential(name string) bool {
+	n := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(name))
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Headers checks the extra headers of a request: valid names (RFC 9110
+// tokens), no two names that differ only in case, values without control
+// characters other than horizontal tab, no credential headers (see
+// IsCredential) and none that the activity sets itself.
+func Headers(h map[string]string) error {
+	seen := make(map[string]string, len(h))
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		if !ValidHeaderName(name) {
+			return fmt.Errorf("invalid header name %q: use letters, digits and !#$%%&'*+-.^_`|~", name)
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if other, dup := seen[canon]; dup {
+			return fmt.Errorf("headers %q and %q differ only in case: HTTP header names are case-insensitive, keep one", other, name)
+		}
+		seen[canon] = name
+		if i := badValueByte(h[name]); i >= 0 {
+			return fmt.Errorf("invalid value for header %s: byte %#x at %d is a control character", canon, h[name][i], i)
+		}
+		if IsCredential(canon) {
+			return fmt.Errorf("header %s may not be set in the request: it looks like a credential, and the request is stored in Temporal's history; configure it on the worker", canon)
+		}
+		if why, ok := setByClient[canon]; ok {
+			return fmt.Errorf("header %s may not be set in the request: %s", canon, why)
+		}
+	}
+	return nil
+}
+
+// ValidHeaderName reports whether s is a valid header name (an RFC 9110 token).
+func ValidHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// badValueByte returns the index of the first byte net/http refuses in a
+// header value (a control character other than HTAB, or DEL), or -1.
+func badValueByte(v string) int {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+// RedactURL returns raw with its user info removed and every query value
+// replaced by "REDACTED": for URLs a server sends (a redirect's Location, a
+// presigned URL) and for URLs in errors. Text that does not parse as a URL is
+// returned as "[unparsable URL]".
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[unparsable URL]"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			for i := range q[k] {
+				q[k][i] = "REDACTED"
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// RedactErr returns the text of an error from net/url or net/http with the
+// URL it names redacted by RedactURL.
+func RedactErr(err error) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Op + " " + RedactURL(uerr.URL) + ": " + uerr.Err.Error()
+	}
+	return err.Error()
+}

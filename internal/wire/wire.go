@@ -1,0 +1,77 @@
+// Package wire holds how this module's types travel through Temporal's JSON
+// payload converter, which re-encodes a json.RawMessage (it compacts it and
+// escapes <, > and & as \u003c, \u003e and \u0026). A request body must
+// reach the server byte for byte, since signatures (an HMAC over the body, a
+// Digest header) and the server's own body hash depend on it.
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
+
+// Body is a JSON document that survives Temporal's JSON payload converter
+// byte for byte. It encodes as the document itself when re-encoding leaves
+// it unchanged (compact, no <, >, &, U+2028 or U+2029, not a bare JSON
+// string), so the Web UI shows it as JSON; otherwise as a JSON string holding
+// its exact text. It decodes both: a JSON string is the exact text of the
+// document, any other JSON value is the document. (A body that is itself a
+// bare JSON string always travels in the string form.)
+type Body []byte
+
+// MarshalJSON implements json.Marshaler.
+func (b Body) MarshalJSON() ([]byte, error) {
+	if len(b) == 0 {
+		return []byte("null"), nil
+	}
+	if !utf8.Valid(b) {
+		// encoding/json would replace the invalid bytes: refuse instead.
+		return nil, errors.New("the body is not valid UTF-8, which JSON requires: it cannot travel through Temporal unchanged")
+	}
+	if Stable(b) && b[0] != '"' {
+		return b, nil
+	}
+	return json.Marshal(string(b))
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (b *Body) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	switch {
+	case len(data) == 0:
+		return errors.New("wire.Body: empty JSON value")
+	case string(data) == "null":
+		*b = nil
+	case data[0] == '"':
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		*b = Body(s)
+	default:
+		*b = append(Body(nil), data...)
+	}
+	return nil
+}
+
+// Stable reports whether encoding/json leaves the JSON document b unchanged
+// when it re-encodes it as a json.RawMessage.
+func Stable(b []byte) bool {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil || !bytes.Equal(buf.Bytes(), b) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '<', '>', '&':
+			return false
+		case 0xe2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9) {
+				return false
+			}
+		}
+	}
+	return true
+}

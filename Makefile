@@ -33,6 +33,17 @@ cluster-test:
 	bash scripts/install-postgres.sh
 	$(GO) test -race -count=1 -timeout 30m ./internal/cluster/ ./integration/cluster/
 
+## interop: the interop suite: the activity, in Temporal's test environment
+## and on a dev server, against npm idempotency middlewares (installed by
+## scripts/install-interop.sh into interop/node) and the reference server in
+## each dialect; prints the table scenario x server and writes it to
+## interop/RESULTS.md. Under a minute once installed; part of test.
+.PHONY: interop
+interop:
+	bash scripts/install-interop.sh
+	$(GO) test -race -count=1 ./interop/... -args -interop.table=$(CURDIR)/interop/RESULTS.md
+	@cat interop/RESULTS.md
+
 ## demo: Temporal dev server + Web UI, reference API, worker and the seed
 ## scenario; everything stays up until Ctrl-C.
 demo:

@@ -17,7 +17,7 @@ app.post('/payments', idempotency({ idempotencyKeyHeader: cfg.keyHeader }), asyn
     return;
   }
   try {
-    const record = await harness.createPayment(req.body, req.get(cfg.keyHeader));
+    const record = await harness.createPayment(req.body, req.headers, cfg.keyHeader);
     res.status(201).json(record);
   } catch (err) {
     // "the middleware must be aware of the error": reportError removes the key.

@@ -13,7 +13,7 @@ const cfg = harness.config();
 
 class PaymentsController {
   async create(body, headers) {
-    return harness.createPayment(body, headers[cfg.keyHeader.toLowerCase()]);
+    return harness.createPayment(body, headers, cfg.keyHeader);
   }
 }
 const proto = PaymentsController.prototype;

@@ -47,7 +47,7 @@ type result struct {
 // execution with the same ID (and key).
 type testEnv struct{}
 
-func (testEnv) name() string { return "testenv" }
+func (testEnv) name() string { return "Temporal test environment" }
 
 func (testEnv) prepare(t *testing.T, cfg activities.Config) execFunc {
 	return func(t *testing.T, workflowID string, req workflows.Request) result {
@@ -82,7 +82,7 @@ func (testEnv) prepare(t *testing.T, cfg activities.Config) execFunc {
 // of the test's own (its own task queue).
 type devServer struct{}
 
-func (devServer) name() string { return "dev server" }
+func (devServer) name() string { return "Temporal dev server" }
 
 func (devServer) prepare(t *testing.T, cfg activities.Config) execFunc {
 	t.Helper()

@@ -74,6 +74,9 @@ func (tb *table) markdown() string {
 		return ""
 	}
 	var b strings.Builder
+	b.WriteString("# Interop results\n\nWritten by `make interop` (interop/, SERVERS.md says what each server answers). " +
+		"A cell: ✓ or ✗ (the suite's expectations met or not), the outcome of each run of the workflow ID " +
+		"(→ between runs), the requests the server received and the records it created.\n")
 	for _, env := range envs {
 		fmt.Fprintf(&b, "\n### %s\n\n| scenario | %s |\n|---|%s\n", env, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
 		for i, sc := range scens {

@@ -16,10 +16,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
-var (
-	tableOut = flag.String("interop.table", "", "also write the results table (Markdown) to this file")
-	devOnly  = flag.Bool("interop.devonly", false, "run only the dev-server half (debugging)")
-)
+var tableOut = flag.String("interop.table", "", "also write the results table (Markdown) to this file")
 
 // Shared by every test; set by TestMain.
 var (
@@ -35,8 +32,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	// The scenarios mostly wait (on timers, on slow servers, on Retry-After),
-	// each against servers of its own: run them all at once rather than
-	// GOMAXPROCS at a time, unless -parallel was given.
+	// each with knobs of its own: run 12 at a time rather than GOMAXPROCS,
+	// unless -parallel was given. More starve the attempts that must end
+	// before their deadline on two cores under the race detector.
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit {

@@ -275,9 +275,6 @@ func runSuite(t *testing.T, r runner) {
 
 // TestTestEnv runs the suite in Temporal's test environment.
 func TestTestEnv(t *testing.T) {
-	if *devOnly {
-		t.Skip("-interop.devonly")
-	}
 	t.Parallel()
 	runSuite(t, testEnv{})
 }

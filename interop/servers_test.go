@@ -45,8 +45,6 @@ type target interface {
 // the worker's convention for it, and what it does without a key.
 type server struct {
 	name string
-	// thirdParty: the idempotency logic is an npm middleware's.
-	thirdParty bool
 	// conv is the worker's convention for this server's origin.
 	conv activities.Convention
 	// marksReplay: the server marks a stored response (Idempotent-Replayed).
@@ -63,8 +61,8 @@ type server struct {
 // servers are the table's columns: the npm middlewares first, then the
 // reference server in each dialect.
 var servers = []server{
-	{name: interop.ExpressIdempotency, thirdParty: true, conv: activities.IETF(), keyOptional: true, boot: bootNode(interop.ExpressIdempotency)},
-	{name: interop.NodeIdempotency, thirdParty: true, conv: activities.IETF(), marksReplay: true, boot: bootNode(interop.NodeIdempotency)},
+	{name: interop.ExpressIdempotency, conv: activities.IETF(), keyOptional: true, boot: bootNode(interop.ExpressIdempotency)},
+	{name: interop.NodeIdempotency, conv: activities.IETF(), marksReplay: true, boot: bootNode(interop.NodeIdempotency)},
 	{name: "reference/ietf", conv: activities.IETF(), marksReplay: true, boot: bootReference(testsuite.IETF())},
 	{name: "reference/stripe", conv: activities.Stripe(), marksReplay: true, keyOptional: true, boot: bootReference(testsuite.Stripe())},
 	{name: "reference/express", conv: activities.IETF(), keyOptional: true, boot: bootReference(testsuite.Express())},

@@ -108,7 +108,7 @@ func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 	}
 	prev := loadProgress(ctx, info.Attempt)
 	start := time.Now()
-	ans := a.send(ctx, p)
+	ans := a.send(withMargin(ctx), p)
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"operation": req.Operation}).
 		Timer("idempotent_http_attempt_latency").Record(time.Since(start))
 	v := decide(&ans, &p.o.conv, prev.hint())
@@ -144,6 +144,22 @@ func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 		return nil, a.fail(msg, v.errType, d)
 	}
 	return nil, a.retry(ctx, info, p, prev, v, d, msg, ans.header)
+}
+
+// withMargin returns ctx with its deadline brought forward by a fifth of
+// the time left (at least 100 ms or half the time left, at most 1 s), so that a request without an answer ends the
+// attempt with a retryable error the activity chose (its delay, its details,
+// its progress for the next attempt) instead of a timeout imposed by Temporal.
+func withMargin(ctx context.Context) context.Context {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx
+	}
+	left := time.Until(dl)
+	margin := min(time.Second, max(left/5, min(100*time.Millisecond, left/2)))
+	c, cancel := context.WithDeadline(ctx, dl.Add(-margin))
+	context.AfterFunc(ctx, cancel)
+	return c
 }
 
 // prepare validates req with the rules of package request and the origin's

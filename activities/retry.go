@@ -9,6 +9,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // progress is what one attempt leaves for the next, as the activity's
@@ -91,8 +93,11 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	case fromRetryAfter:
 		d.RetryAfter = ra
 		delay, source = max(min(ra, a.cfg.MaxRetryAfter), MinRetryDelay), fmt.Sprintf("Retry-After %q", raValue)
+		if v.inFlight {
+			delay = max(delay, request.MinInFlightWait)
+		}
 	case v.inFlight:
-		delay, source = b.Delay(next.InFlightCount, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime)), "in-flight backoff ("+string(b.Jitter)+" jitter)"
+		delay, source = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))), "in-flight backoff ("+string(b.Jitter)+" jitter)"
 	default:
 		delay = b.Delay(next.Counted, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
 	}

@@ -60,8 +60,8 @@ var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-h
 // BackoffCoefficient 2, MaximumInterval 10 s, MaximumAttempts 5, full jitter.
 // MaximumAttempts counts the attempts that fail; waiting for a request that
 // the server is still processing does not count (the activity keeps the
-// count, and Temporal's own MaximumAttempts is left unlimited, bounded by
-// the schedule-to-close deadline).
+// count; Temporal's own MaximumAttempts is set to a ceiling that every wait
+// before the schedule-to-close deadline fits under).
 type RetryOptions struct {
 	InitialInterval    time.Duration     `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64           `json:"backoff_coefficient,omitempty"`
@@ -234,8 +234,8 @@ func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.Ac
 		MaximumInterval:    r.MaximumInterval,
 		// The activity counts the attempts itself (Request.MaximumAttempts),
 		// so that waiting for a request still in flight at the server does
-		// not use up the budget; the schedule-to-close deadline bounds it.
-		MaximumAttempts:        0,
+		// not use up the budget; Temporal's count is only a ceiling.
+		MaximumAttempts:        request.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
 		NonRetryableErrorTypes: activities.NonRetryableErrorTypes(),
 	}
 	ao.Summary = Summary(method, req.URL, req.Operation)

@@ -12,11 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -291,4 +293,19 @@ func RedactErr(err error) string {
 		return uerr.Op + " " + RedactURL(uerr.URL) + ": " + uerr.Err.Error()
 	}
 	return err.Error()
+}
+
+// MinInFlightWait is the shortest wait before asking again about a key the
+// server is still processing.
+const MinInFlightWait = 100 * time.Millisecond
+
+// AttemptCeiling is the MaximumAttempts handed to Temporal when the activity
+// counts the attempt budget itself: the budget plus every wait for a key in
+// flight that fits before the schedule-to-close deadline (at least
+// MinInFlightWait each). The activity ends the operation before Temporal's
+// own count could; the ceiling is a guard (and Temporal's test environment
+// would stop an unlimited MaximumAttempts at 10).
+func AttemptCeiling(budget int32, scheduleToClose time.Duration) int32 {
+	n := int64(budget) + int64(scheduleToClose/MinInFlightWait) + 1
+	return int32(min(n, math.MaxInt32))
 }

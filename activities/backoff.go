@@ -1,10 +1,13 @@
 package activities
 
 import (
+	"encoding/json"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
 // Jitter selects how the activity spreads retries of a retryable failure
@@ -44,6 +47,31 @@ type Backoff struct {
 	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
 	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
 	Jitter             Jitter        `json:"jitter,omitempty"`
+}
+
+// MarshalJSON encodes b with its durations as strings such as "10s".
+func (b Backoff) MarshalJSON() ([]byte, error) {
+	type plain Backoff
+	return json.Marshal(struct {
+		plain
+		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
+		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
+	}{plain(b), wire.Duration(b.InitialInterval), wire.Duration(b.MaximumInterval)})
+}
+
+// UnmarshalJSON decodes durations written as strings or as nanoseconds.
+func (b *Backoff) UnmarshalJSON(data []byte) error {
+	type plain Backoff
+	w := struct {
+		*plain
+		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
+		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
+	}{plain: (*plain)(b)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	b.InitialInterval, b.MaximumInterval = time.Duration(w.InitialInterval), time.Duration(w.MaximumInterval)
+	return nil
 }
 
 func (b Backoff) withDefaults() Backoff {

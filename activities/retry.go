@@ -103,7 +103,11 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	}
 	if info.ScheduleToCloseTimeout > 0 {
 		deadline := info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
-		if left := deadline.Sub(now); delay >= left {
+		// The server decides at completion, a moment later: keep a margin
+		// (a tenth of the timeout, at most 1 s) so that the activity, not a
+		// timeout, ends the operation.
+		margin := min(time.Second, info.ScheduleToCloseTimeout/10)
+		if left := deadline.Sub(now); delay+margin >= left {
 			d.NextRetryDelay = delay
 			left = max(left, 0).Round(time.Millisecond)
 			if v.inFlight {

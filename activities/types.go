@@ -3,6 +3,7 @@ package activities
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -136,6 +137,22 @@ func (r *Response) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// Decode decodes the JSON body into v, as json.Unmarshal does. It fails,
+// saying why, when there is no JSON body to decode: the body was omitted
+// (OmittedReason, with its size and SHA-256), is not JSON (see RawBody) or
+// is empty.
+func (r *Response) Decode(v any) error {
+	switch {
+	case r.BodyOmitted:
+		return fmt.Errorf("the %d response's body was omitted (%s; %d bytes, sha256 %s): the operation succeeded, but its body is not in the result", r.Status, r.OmittedReason, r.BodyBytes, r.BodySHA256)
+	case len(r.Body) == 0 && len(r.RawBody) > 0:
+		return fmt.Errorf("the %d response's body is not JSON (%d bytes in RawBody)", r.Status, len(r.RawBody))
+	case len(r.Body) == 0:
+		return fmt.Errorf("the %d response has no body", r.Status)
+	}
+	return json.Unmarshal(r.Body, v)
+}
+
 // FailureDetails is attached to every ApplicationError the activity returns
 // (its first detail), so a workflow, a log line or an operator can see what
 // happened without the logs of the worker. Get it with [Details].
@@ -166,6 +183,64 @@ type FailureDetails struct {
 	// Body is the start of the response body (at most 1 KiB), credentials
 	// redacted before it was cut.
 	Body string `json:"body,omitempty"`
+}
+
+// MarshalJSON encodes d with its durations as strings such as "10s".
+func (d FailureDetails) MarshalJSON() ([]byte, error) {
+	type plain FailureDetails
+	return json.Marshal(struct {
+		plain
+		RetryAfter     wire.Duration `json:"retry_after,omitempty"`
+		NextRetryDelay wire.Duration `json:"next_retry_delay,omitempty"`
+	}{plain(d), wire.Duration(d.RetryAfter), wire.Duration(d.NextRetryDelay)})
+}
+
+// UnmarshalJSON decodes durations written as strings or as nanoseconds.
+func (d *FailureDetails) UnmarshalJSON(data []byte) error {
+	type plain FailureDetails
+	w := struct {
+		*plain
+		RetryAfter     wire.Duration `json:"retry_after,omitempty"`
+		NextRetryDelay wire.Duration `json:"next_retry_delay,omitempty"`
+	}{plain: (*plain)(d)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	d.RetryAfter, d.NextRetryDelay = time.Duration(w.RetryAfter), time.Duration(w.NextRetryDelay)
+	return nil
+}
+
+// Failure is what a workflow needs to know about an error from the activity
+// (as returned by workflows.Call and workflows.Post), in one value:
+//
+//	if f, ok := activities.AsFailure(err); ok && f.Status == http.StatusPaymentRequired {
+//		// the card was declined
+//	}
+type Failure struct {
+	// Type is the error type, one of the ErrType constants.
+	Type string
+	// Retryable is false when the activity marked the error final
+	// (non-retryable, or the last attempt of the budget).
+	Retryable bool
+	// Message is the error's message.
+	Message string
+	// FailureDetails holds the status, attempt, key, reason and body snippet.
+	FailureDetails
+}
+
+// AsFailure returns the Failure in err, which may be wrapped (for example in
+// a *temporal.ActivityError). ok is false when err holds no ApplicationError
+// of this package: a timeout, a cancellation, or another activity's error.
+func AsFailure(err error) (f Failure, ok bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return Failure{}, false
+	}
+	d, ok := Details(err)
+	if !ok {
+		return Failure{}, false
+	}
+	return Failure{Type: appErr.Type(), Retryable: !appErr.NonRetryable(), Message: appErr.Message(), FailureDetails: d}, true
 }
 
 // Details extracts the FailureDetails from an error returned by the activity,

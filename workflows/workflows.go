@@ -70,6 +70,31 @@ type RetryOptions struct {
 	Jitter             activities.Jitter `json:"jitter,omitempty"`
 }
 
+// MarshalJSON encodes r with its durations as strings such as "10s".
+func (r RetryOptions) MarshalJSON() ([]byte, error) {
+	type plain RetryOptions
+	return json.Marshal(struct {
+		plain
+		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
+		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
+	}{plain(r), wire.Duration(r.InitialInterval), wire.Duration(r.MaximumInterval)})
+}
+
+// UnmarshalJSON decodes durations written as strings or as nanoseconds.
+func (r *RetryOptions) UnmarshalJSON(data []byte) error {
+	type plain RetryOptions
+	w := struct {
+		*plain
+		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
+		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	r.InitialInterval, r.MaximumInterval = time.Duration(w.InitialInterval), time.Duration(w.MaximumInterval)
+	return nil
+}
+
 // Request is one idempotent HTTP operation, as a business workflow asks for it
 // and as the ready workflow takes it as input. It is stored in Temporal's
 // history: never put credentials in it (the worker adds them).
@@ -96,33 +121,46 @@ type Request struct {
 	// ScheduleToCloseTimeout bounds the whole operation, all attempts and waits
 	// included (default 2 min). A retry wait that cannot end before it fails at once.
 	ScheduleToCloseTimeout time.Duration `json:"schedule_to_close_timeout,omitempty"`
-	// TaskQueue runs the activity on another task queue (default: the workflow's).
+	// TaskQueue runs the activity on another task queue (default: the
+	// workflow's, or the one already on ctx).
 	TaskQueue string `json:"task_queue,omitempty"`
+	// Repeat says that a second call with the same key in one workflow run
+	// is meant (to read the server's stored answer again). Without it, such
+	// a call fails with InvalidRequest: the server would answer it with the
+	// first call's stored response, and its work would silently not happen.
+	Repeat bool `json:"repeat,omitempty"`
 }
 
-// MarshalJSON encodes r with its body byte for byte: Temporal's JSON
+// MarshalJSON encodes r with its body byte for byte (Temporal's JSON
 // converter would otherwise compact it and escape <, > and &, and the server
-// would receive other bytes than the caller gave.
+// would receive other bytes than the caller gave) and its durations as
+// strings such as "10s".
 func (r Request) MarshalJSON() ([]byte, error) {
 	type plain Request
 	return json.Marshal(struct {
 		plain
-		Body wire.Body `json:"body,omitempty"`
-	}{plain(r), wire.Body(r.Body)})
+		Body                   wire.Body     `json:"body,omitempty"`
+		StartToCloseTimeout    wire.Duration `json:"start_to_close_timeout,omitempty"`
+		ScheduleToCloseTimeout wire.Duration `json:"schedule_to_close_timeout,omitempty"`
+	}{plain(r), wire.Body(r.Body), wire.Duration(r.StartToCloseTimeout), wire.Duration(r.ScheduleToCloseTimeout)})
 }
 
-// UnmarshalJSON decodes what MarshalJSON encodes, and a body given as plain
-// JSON (histories written before, or input typed by hand in the CLI).
+// UnmarshalJSON decodes what MarshalJSON encodes, a body given as plain JSON
+// and durations given as nanoseconds (histories written before, or input
+// typed by hand in the CLI).
 func (r *Request) UnmarshalJSON(data []byte) error {
 	type plain Request
 	w := struct {
 		*plain
-		Body wire.Body `json:"body,omitempty"`
+		Body                   wire.Body     `json:"body,omitempty"`
+		StartToCloseTimeout    wire.Duration `json:"start_to_close_timeout,omitempty"`
+		ScheduleToCloseTimeout wire.Duration `json:"schedule_to_close_timeout,omitempty"`
 	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
 	r.Body = json.RawMessage(w.Body)
+	r.StartToCloseTimeout, r.ScheduleToCloseTimeout = time.Duration(w.StartToCloseTimeout), time.Duration(w.ScheduleToCloseTimeout)
 	return nil
 }
 
@@ -149,14 +187,42 @@ func DeriveKey(namespace, workflowID, operation string) string {
 
 // Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
 // sent as-is) to url with POST, under a key derived from operation. It is
-// Call with defaults.
-func Post(ctx workflow.Context, operation, url string, body any) (*activities.Response, error) {
+// Call with the defaults, changed by opts.
+func Post(ctx workflow.Context, operation, url string, body any, opts ...Option) (*activities.Response, error) {
 	raw, err := EncodeBody(body)
 	if err != nil {
 		return nil, err
 	}
-	return Call(ctx, Request{Operation: operation, URL: url, Body: raw})
+	req := Request{Operation: operation, URL: url, Body: raw}
+	for _, o := range opts {
+		o(&req)
+	}
+	return Call(ctx, req)
 }
+
+// Option changes a Request built by Post.
+type Option func(*Request)
+
+// WithHeaders adds non-secret request headers.
+func WithHeaders(h map[string]string) Option { return func(r *Request) { r.Headers = h } }
+
+// WithKey sets an explicit idempotency key instead of the derived one.
+func WithKey(key string) Option { return func(r *Request) { r.IdempotencyKey = key } }
+
+// WithRetry sets the retry options.
+func WithRetry(o RetryOptions) Option { return func(r *Request) { r.Retry = o } }
+
+// WithTimeouts sets the per-attempt and overall timeouts (0 keeps a value).
+func WithTimeouts(startToClose, scheduleToClose time.Duration) Option {
+	return func(r *Request) {
+		r.StartToCloseTimeout = cmp.Or(startToClose, r.StartToCloseTimeout)
+		r.ScheduleToCloseTimeout = cmp.Or(scheduleToClose, r.ScheduleToCloseTimeout)
+	}
+}
+
+// Repeat sets Request.Repeat: a second call with the same key in this run
+// is meant.
+func Repeat() Option { return func(r *Request) { r.Repeat = true } }
 
 // EncodeBody encodes v as a JSON request body. json.RawMessage and []byte
 // are taken as already encoded and must be valid JSON; nil is no body.
@@ -190,6 +256,10 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 	in, ao, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if prev, again := repeated(ctx, in.IdempotencyKey, req.Operation); again && !req.Repeat {
+		return nil, invalid("operation %q: this workflow run already called with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; give each call its own operation name (e.g. %q), or set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
+			req.Operation, prev, req.Operation+"-2")
 	}
 	var resp activities.Response
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp)

@@ -1,14 +1,16 @@
 // Package wire holds how this module's types travel through Temporal's JSON
-// payload converter, which re-encodes a json.RawMessage (it compacts it and
-// escapes <, > and & as \u003c, \u003e and \u0026). A request body must
-// reach the server byte for byte, since signatures (an HMAC over the body, a
-// Digest header) and the server's own body hash depend on it.
+// payload converter: bodies byte for byte (the converter re-encodes a
+// json.RawMessage: it compacts it and escapes <, > and & as \u003c, \u003e
+// and \u0026, while signatures over a body and the server's own body hash
+// need the caller's bytes), and durations as readable strings.
 package wire
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -74,4 +76,38 @@ func Stable(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// Duration is a time.Duration that encodes as a Go duration string ("10s",
+// "1m30s"), so the Web UI shows it and the Temporal CLI or another SDK can
+// write it; it decodes a string or, as histories written before hold, a
+// number of nanoseconds.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: write it as a Go duration such as \"10s\" or \"1m30s\"", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(data, &n); err != nil {
+		return fmt.Errorf("duration %s: write it as a string such as \"10s\" (or a number of nanoseconds)", data)
+	}
+	*d = Duration(n)
+	return nil
 }

@@ -189,7 +189,7 @@ func DeriveKey(namespace, workflowID, operation string) string {
 // sent as-is) to url with POST, under a key derived from operation. It is
 // Call with the defaults, changed by opts.
 func Post(ctx workflow.Context, operation, url string, body any, opts ...Option) (*activities.Response, error) {
-	raw, err := EncodeBody(body)
+	raw, err := encodeBody(body)
 	if err != nil {
 		return nil, err
 	}
@@ -224,9 +224,9 @@ func WithTimeouts(startToClose, scheduleToClose time.Duration) Option {
 // is meant.
 func Repeat() Option { return func(r *Request) { r.Repeat = true } }
 
-// EncodeBody encodes v as a JSON request body. json.RawMessage and []byte
+// encodeBody encodes v as a JSON request body. json.RawMessage and []byte
 // are taken as already encoded and must be valid JSON; nil is no body.
-func EncodeBody(v any) (json.RawMessage, error) {
+func encodeBody(v any) (json.RawMessage, error) {
 	var raw []byte
 	switch b := v.(type) {
 	case nil:
@@ -398,14 +398,10 @@ func invalid(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidRequest, nil)
 }
 
-// BodyHash is the hex SHA-256 of a request body: the bytes sent, as logged
-// on failure and as the reference server stores it.
-func BodyHash(body []byte) string { return request.BodyHash(body) }
-
 func logFailure(ctx workflow.Context, in activities.Request, err error) {
 	kv := []any{
 		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
-		"url", in.URL, "body_sha256", BodyHash(in.Body), "error", err,
+		"url", in.URL, "body_sha256", request.BodyHash(in.Body), "error", err,
 	}
 	if d, ok := activities.Details(err); ok {
 		kv = append(kv, "attempts", d.Attempt, "last_status", d.Status)

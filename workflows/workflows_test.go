@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -519,7 +520,7 @@ func TestFinalFailureLogsOnce(t *testing.T) {
 	}
 	require.Len(t, lines, 1, "logged once")
 	l := lines[0]
-	assert.Equal(t, workflows.BodyHash(req.Body), l["body_sha256"])
+	assert.Equal(t, request.BodyHash(req.Body), l["body_sha256"])
 	assert.Equal(t, req.URL, l["url"])
 	assert.Equal(t, "POST", l["method"])
 	assert.Equal(t, workflows.DeriveKey(testNamespace, "default-test-workflow-id", "charge"), l["key"])

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -43,6 +44,7 @@ func run() error {
 	maxBody := flag.Int64("max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
 	maxRetryAfter := flag.Duration("max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	logLevel := flag.String("log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	conventions := flag.String("convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe, e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id (env CONVENTIONS)")
 	identity := flag.String("identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.Parse()
 
@@ -57,9 +59,12 @@ func run() error {
 	}
 	cfg := activityConfig(origins, token)
 	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
+	if cfg.Conventions, err = parseConventions(*conventions); err != nil {
+		return fmt.Errorf("--convention: %w", err)
+	}
 	acts, err := activities.New(cfg)
 	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
+		return fmt.Errorf("configuration (--allow-origin, --convention, API_TOKEN): %w", err)
 	}
 
 	opts, err := envconfig.LoadDefaultClientOptions()
@@ -100,6 +105,32 @@ func activityConfig(origins []string, token string) activities.Config {
 		}
 	}
 	return cfg
+}
+
+// parseConventions reads ORIGIN=PRESET[:KEY-HEADER] items.
+func parseConventions(list string) (map[string]activities.Convention, error) {
+	out := map[string]activities.Convention{}
+	for _, item := range cliutil.SplitList(list) {
+		origin, spec, ok := strings.Cut(item, "=")
+		preset, keyHeader, _ := strings.Cut(spec, ":")
+		var c activities.Convention
+		switch strings.ToLower(strings.TrimSpace(preset)) {
+		case "ietf":
+			c = activities.IETF()
+		case "stripe":
+			c = activities.Stripe()
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[:KEY-HEADER] with PRESET ietf or stripe, e.g. https://api.stripe.com=stripe", item)
+		}
+		if keyHeader != "" {
+			c.KeyHeader = strings.TrimSpace(keyHeader)
+		}
+		out[strings.TrimSpace(origin)] = c
+	}
+	return out, nil
 }
 
 // transport is http.DefaultTransport with bounded waits for a connection and

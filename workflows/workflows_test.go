@@ -428,37 +428,55 @@ func (k *keyOutbound) ExecuteActivity(ctx workflow.Context, activityType string,
 	return k.Next.ExecuteActivity(ctx, activityType, args...)
 }
 
-// TestReplayKeepsKey replays a history recorded on a real dev server
-// (testdata/seed_history.json, made by internal/histgen): the current code
-// replays it without non-determinism and derives the same key the recorded
-// run sent.
+// TestReplayKeepsKey replays histories recorded on a real dev server (made
+// by internal/histgen): seed_history.json with the input format before
+// (durations as nanoseconds, the body as JSON) and seed_history_v2.json with
+// today's (durations as strings, the body as its exact text). The current
+// code replays both without non-determinism, derives the key each recorded
+// run sent, and reads the recorded input.
 func TestReplayKeepsKey(t *testing.T) {
-	raw, err := os.ReadFile("testdata/seed_history.json")
-	require.NoError(t, err)
-	var hist historypb.History
-	require.NoError(t, protojson.Unmarshal(raw, &hist))
-
-	var recorded, replayed []string
-	for _, ev := range hist.Events {
-		if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil {
-			var in activities.Request
-			require.NoError(t, json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &in))
-			recorded = append(recorded, in.IdempotencyKey)
-		}
+	tests := []struct {
+		file, wantBody string
+	}{
+		{"testdata/seed_history.json", `{"order":"order-1","amount":4200}`},
+		{"testdata/seed_history_v2.json", `{ "order": "order-1", "amount": 4200, "note": "<b>&</b>" }`},
 	}
-	wfID := "histgen-seed-order-1"
-	require.Equal(t, []string{workflows.DeriveKey("default", wfID, "charge")}, recorded)
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			raw, err := os.ReadFile(tt.file)
+			require.NoError(t, err)
+			var hist historypb.History
+			require.NoError(t, protojson.Unmarshal(raw, &hist))
 
-	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
-		Interceptors: []interceptor.WorkerInterceptor{&keyRecorder{keys: &replayed}},
-	})
-	require.NoError(t, err)
-	workflows.Register(r)
-	// ReplayWorkflowExecution replays in the recorded namespace, as a worker
-	// does; the file replay functions use a placeholder namespace.
-	svc := historyService{history: &hist}
-	require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
-	assert.Equal(t, recorded, replayed, "the replay derives the recorded key")
+			var recorded, replayed []string
+			for _, ev := range hist.Events {
+				if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil {
+					var in activities.Request
+					require.NoError(t, json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &in))
+					recorded = append(recorded, in.IdempotencyKey)
+					assert.Equal(t, tt.wantBody, string(in.Body), "the body as the caller gave it")
+				}
+				if attrs := ev.GetWorkflowExecutionStartedEventAttributes(); attrs != nil {
+					var in workflows.Request
+					require.NoError(t, json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &in))
+					assert.Equal(t, "charge", in.Operation)
+				}
+			}
+			wfID := "histgen-seed-order-1"
+			require.Equal(t, []string{workflows.DeriveKey("default", wfID, "charge")}, recorded)
+
+			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+				Interceptors: []interceptor.WorkerInterceptor{&keyRecorder{keys: &replayed}},
+			})
+			require.NoError(t, err)
+			workflows.Register(r)
+			// ReplayWorkflowExecution replays in the recorded namespace, as a
+			// worker does; the file replay functions use a placeholder namespace.
+			svc := historyService{history: &hist}
+			require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
+			assert.Equal(t, recorded, replayed, "the replay derives the recorded key")
+		})
+	}
 }
 
 // historyService serves one recorded history to the replayer.

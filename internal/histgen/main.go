@@ -1,7 +1,10 @@
-// Command histgen records the workflow histories that the replay tests in
+// Command histgen records the workflow history that the replay tests in
 // package workflows check, by running the ready workflow against a Temporal
-// dev server and the reference API. Run it from the repository root after a
-// change to workflow code that is meant to change histories:
+// dev server and the reference API, with the input format of today
+// (durations as strings, a body that travels as its exact text). Run it from
+// the repository root after a change to workflow code that is meant to
+// change histories; seed_history.json, recorded with the format before,
+// stays as it is:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
 //	go run ./internal/histgen -temporal bin/temporal -out workflows/testdata
@@ -16,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -66,7 +70,9 @@ func run(bin, out string) error {
 
 	const id = "histgen-seed-order-1"
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "histgen"}, workflows.WorkflowName, workflows.Request{
-		Operation: "charge", URL: hs.URL + "/payments", Body: json.RawMessage(`{"order":"order-1","amount":4200}`),
+		Operation: "charge", URL: hs.URL + "/payments", Body: json.RawMessage(`{ "order": "order-1", "amount": 4200, "note": "<b>&</b>" }`),
+		StartToCloseTimeout: 10 * time.Second,
+		Retry:               workflows.RetryOptions{InitialInterval: time.Second},
 	})
 	if err != nil {
 		return err
@@ -88,7 +94,7 @@ func run(bin, out string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(out, "seed_history.json")
+	path := filepath.Join(out, "seed_history_v2.json")
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
@@ -40,8 +41,9 @@ const MinRetryDelay = time.Millisecond
 // Backoff holds the retry-policy fields the delay is computed from. The
 // activity reads them from activity.GetInfo(ctx).RetryPolicy when the server
 // sends it, and from Request.Backoff otherwise (Temporal's test environment
-// sends none). Zero fields take Temporal's own defaults: InitialInterval 1 s,
-// BackoffCoefficient 2.0, MaximumInterval 100 × InitialInterval.
+// sends none). Zero fields take the defaults of workflows.RetryOptions:
+// InitialInterval 200 ms, BackoffCoefficient 2, MaximumInterval 10 s (at
+// least InitialInterval), full jitter.
 type Backoff struct {
 	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
@@ -76,13 +78,13 @@ func (b *Backoff) UnmarshalJSON(data []byte) error {
 
 func (b Backoff) withDefaults() Backoff {
 	if b.InitialInterval <= 0 {
-		b.InitialInterval = time.Second
+		b.InitialInterval = request.DefaultInitialInterval
 	}
 	if b.BackoffCoefficient < 1 {
-		b.BackoffCoefficient = 2
+		b.BackoffCoefficient = request.DefaultBackoffCoefficient
 	}
 	if b.MaximumInterval <= 0 {
-		b.MaximumInterval = 100 * b.InitialInterval
+		b.MaximumInterval = request.DefaultMaximumInterval
 	}
 	if b.MaximumInterval < b.InitialInterval {
 		b.MaximumInterval = b.InitialInterval

@@ -22,8 +22,9 @@ func TestCeiling(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, b.Ceiling(tt.attempt), "attempt %d", tt.attempt)
 	}
-	assert.Equal(t, time.Second, Backoff{}.Ceiling(1), "Temporal's default InitialInterval")
-	assert.Equal(t, 100*time.Second, Backoff{}.Ceiling(100), "Temporal's default MaximumInterval is 100 × InitialInterval")
+	assert.Equal(t, 200*time.Millisecond, Backoff{}.Ceiling(1), "the default InitialInterval, as workflows.DefaultInitialInterval")
+	assert.Equal(t, 10*time.Second, Backoff{}.Ceiling(100), "the default MaximumInterval, as workflows.DefaultMaximumInterval")
+	assert.Equal(t, 5*time.Second, Backoff{InitialInterval: 5 * time.Second, MaximumInterval: time.Second}.Ceiling(3), "MaximumInterval is at least InitialInterval")
 }
 
 // TestFullJitterBounds draws many delays for attempts 1–20: none is above the

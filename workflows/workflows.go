@@ -41,12 +41,12 @@ const WorkflowName = "IdempotentHTTPCall"
 
 // Defaults for the zero values of RetryOptions and Request.
 const (
-	DefaultInitialInterval        = 200 * time.Millisecond
-	DefaultBackoffCoefficient     = 2.0
-	DefaultMaximumInterval        = 10 * time.Second
-	DefaultMaximumAttempts        = 5
-	DefaultStartToCloseTimeout    = 10 * time.Second
-	DefaultScheduleToCloseTimeout = 2 * time.Minute
+	DefaultInitialInterval        = request.DefaultInitialInterval
+	DefaultBackoffCoefficient     = request.DefaultBackoffCoefficient
+	DefaultMaximumInterval        = request.DefaultMaximumInterval
+	DefaultMaximumAttempts        = request.DefaultMaximumAttempts
+	DefaultStartToCloseTimeout    = request.DefaultStartToCloseTimeout
+	DefaultScheduleToCloseTimeout = request.DefaultScheduleToCloseTimeout
 )
 
 // keyNamespace is the UUID namespace of derived keys (a UUIDv5 of the name

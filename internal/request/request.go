@@ -295,6 +295,18 @@ func RedactErr(err error) string {
 	return err.Error()
 }
 
+// The retry and timeout defaults, for workflows.RetryOptions and
+// workflows.Request (which export them) and for an activities.Backoff
+// with zero fields.
+const (
+	DefaultInitialInterval        = 200 * time.Millisecond
+	DefaultBackoffCoefficient     = 2.0
+	DefaultMaximumInterval        = 10 * time.Second
+	DefaultMaximumAttempts        = 5
+	DefaultStartToCloseTimeout    = 10 * time.Second
+	DefaultScheduleToCloseTimeout = 2 * time.Minute
+)
+
 // MinInFlightWait is the shortest wait before asking again about a key the
 // server is still processing.
 const MinInFlightWait = 100 * time.Millisecond

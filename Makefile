@@ -10,7 +10,7 @@ GO    ?= go
 ## Temporal cluster included. Packages run one at a time (-p 1) so the
 ## real-server tests do not compete for this machine's two cores. The first
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
-test: check
+test: check compose-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
 ## check: formatting and vet only.
@@ -45,9 +45,18 @@ interop:
 	@cat interop/RESULTS.md
 
 ## demo: Temporal dev server + Web UI, reference API, worker and the seed
-## scenario; everything stays up until Ctrl-C.
+## scenario; everything stays up until Ctrl-C. The first build shows its
+## progress; Ctrl-C stops everything the demo started and exits 0.
 demo:
 	scripts/demo.sh
+
+## compose-test: docker-compose.yml loaded by compose-go, the loader of
+## Docker Compose v2 (schema, interpolation, depends_on), and checked against
+## the tested topology; a module of its own (tools/compose), so the library
+## needs none of its dependencies. Seconds; part of test.
+.PHONY: compose-test
+compose-test:
+	cd tools/compose && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
 
 ## soak: SOAK_N (default 1000) workflows against an API failing 30 % of
 ## requests; prints time, requests per record and workflows/s.

@@ -21,6 +21,19 @@
 #   BIN_DIR       where the binaries are built (default: bin/ of the repository)
 #   DEMO_EXIT=1   run the scenario and shut down instead of waiting for
 #                 Ctrl-C (same as the --no-wait flag)
+#   DEMO_PROGRESS_EVERY (15)
+#                 seconds between the progress lines of a build that compiles
+#                 (the first build of the CLI compiles the Temporal server);
+#                 a build that finds everything cached prints nothing
+#   DEMO_FAKE_BUILD=N
+#                 for the tests: each build step is a stand-in that "compiles"
+#                 ten packages a second for N seconds (the binaries in BIN_DIR
+#                 must exist already)
+#
+# Ctrl-C, at any point, stops everything the demo started and exits 0 with
+# one line saying so; so does `make demo` in a terminal (the demo then runs
+# in a process group of its own in the terminal's foreground, so that the
+# Ctrl-C reaches the demo and not make).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,6 +56,27 @@ for arg in "$@"; do
 	esac
 done
 
+# Under make in a terminal, make shares the demo's process group, the one in
+# the terminal's foreground: a Ctrl-C would reach make too, and make, however
+# the demo exits, then reports an error or dies of the signal. So the demo
+# runs itself again as a job of its own (job control, set -m): in a process
+# group of its own that the terminal's Ctrl-C reaches alone; this shell only
+# passes its exit status on. Bash's job control uses the terminal on fd 2 as
+# set -m finds it, so fd 2 is the terminal then, even when the output goes to
+# a pipe (make demo 2>&1 | tee demo.log); the demo itself gets the original.
+if [[ -z ${DEMO_OWN_GROUP:-} && -r /proc/$$/stat ]] && { : </dev/tty; } 2>/dev/null; then
+	read -r stat </proc/$$/stat
+	# After the command name: state ppid pgrp session tty_nr tpgid ...
+	read -r -a f <<<"${stat##*) }"
+	if [[ ${f[2]} != "$$" && ${f[5]} == "${f[2]}" ]]; then
+		exec {stderr}>&2 2>/dev/tty
+		set -m
+		status=0
+		DEMO_OWN_GROUP=1 "$BASH" "${BASH_SOURCE[0]}" "$@" 2>&"$stderr" {stderr}>&- || status=$?
+		exit "$status"
+	fi
+fi
+
 TASK_QUEUE=idempotent-http
 ADDRESS=127.0.0.1:$TEMPORAL_PORT
 UI=http://127.0.0.1:$TEMPORAL_UI_PORT
@@ -64,40 +98,80 @@ fail() {
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemhttp-demo.XXXXXX")
 PIDS=()
 NAMES=()
+INTERRUPTED=0
 
 # cleanup stops what was started, newest first, each with SIGINT (as Ctrl-C
 # would), then SIGKILL after 10 s; the logs are kept only after a failure.
+# After a Ctrl-C it says so in one line, and the demo exits 0.
 cleanup() {
 	local status=$?
-	trap - EXIT INT TERM
-	if ((${#PIDS[@]} > 0)); then
-		step "Shutting down"
-		local i pid n
-		for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-			pid=${PIDS[i]}
-			kill -INT "$pid" 2>/dev/null || true
-			for ((n = 0; n < 100; n++)); do
-				kill -0 "$pid" 2>/dev/null || break
-				sleep 0.1
-			done
-			if kill -0 "$pid" 2>/dev/null; then
-				say "${NAMES[i]} (pid $pid) did not stop in 10 s: killing it"
-				kill -KILL "$pid" 2>/dev/null || true
-			fi
-			wait "$pid" 2>/dev/null || true
-			say "stopped ${NAMES[i]}"
-		done
+	trap - EXIT INT TERM HUP
+	# Nothing may cut the shutdown short: not a failing command, nor a
+	# reader of the output that is gone (| tee, stopped by the Ctrl-C too).
+	set +e
+	trap '' PIPE
+	local i pid n names=()
+	if [[ -n ${LIST_PID:-} ]]; then
+		kill "$LIST_PID" 2>/dev/null || true
+		wait "$LIST_PID" 2>/dev/null || true
 	fi
-	if ((status != 0 && status != 130 && status != 143)); then
+	if ((INTERRUPTED)); then
+		status=0
+	elif ((${#PIDS[@]} > 0)); then
+		step "Shutting down"
+	fi
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		pid=${PIDS[i]}
+		kill -INT "$pid" 2>/dev/null || true
+		for ((n = 0; n < 100; n++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			say "${NAMES[i]} (pid $pid) did not stop in 10 s: killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		wait "$pid" 2>/dev/null || true
+		((INTERRUPTED)) || say "stopped ${NAMES[i]}"
+		names+=("${NAMES[i]}")
+	done
+	if ((INTERRUPTED)); then
+		# The terminal echoed ^C without a newline.
+		if [[ -t 1 ]]; then
+			printf '\n'
+		else
+			{ printf '\n' >/dev/tty; } 2>/dev/null
+		fi
+		if ((${#names[@]} == 0)); then
+			echo "demo: stopped (Ctrl-C); nothing was running yet"
+		else
+			echo "demo: stopped (Ctrl-C); everything it started is down: $(join_names "${names[@]}")"
+		fi
+	fi
+	if ((status != 0 && status != 129 && status != 143)); then
 		echo "demo: logs kept in $WORK" >&2
 	else
 		rm -rf "$WORK"
 	fi
 	exit "$status"
 }
+# join_names A B C prints "A, B and C".
+join_names() {
+	local out=$1
+	shift
+	while (($# > 1)); do
+		out+=", $1"
+		shift
+	done
+	if (($# == 1)); then
+		out+=" and $1"
+	fi
+	printf '%s' "$out"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
+trap 'INTERRUPTED=1; exit 0' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # launch NAME LOG CMD...: starts CMD in the background, its output in LOG.
 launch() {
@@ -136,18 +210,116 @@ api_summary() {
 	say "API (GET $API/stats): $(api_stat requests) requests, $(api_stat distinct_keys) distinct idempotency key(s), $(api_stat records) record(s), $(api_stat replays) replay(s)"
 }
 
+# elapsed SECONDS prints a duration such as 45s or 2m05s.
+elapsed() {
+	if (($1 < 60)); then
+		printf '%ds' "$1"
+	else
+		printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
+	fi
+}
+
+# fake_build N: the stand-in for go build -v that DEMO_FAKE_BUILD asks for:
+# ten package paths a second for N seconds.
+fake_build() {
+	trap 'exit 130' INT
+	local i
+	for ((i = 1; i <= $1 * 10; i++)); do
+		echo "example.com/fake/pkg$i"
+		sleep 0.1
+	done
+}
+
+# build_count sets compiled and downloads from go build -v's output in LOG:
+# the packages compiled so far (one import path a line) and the modules
+# downloaded.
+build_count() {
+	compiled=$(grep -cv -e '^go: ' -e '[[:space:]#]' -e '^$' "$1" || true)
+	downloads=$(grep -c '^go: downloading ' "$1" || true)
+}
+
+# go_build WHAT HINT DIR OUT PKGS...: go build -o OUT PKGS in DIR. A build
+# that compiles nothing (everything in Go's build cache) stays quiet unless
+# it takes DEMO_PROGRESS_EVERY seconds. One that compiles or downloads
+# modules (go build -v names each package it compiles) says so at once, with
+# HINT; every build prints a progress line every DEMO_PROGRESS_EVERY seconds,
+# so that a slow first build looks slow, not hung. On failure it shows the
+# end of go's output.
+PROGRESS_EVERY=${DEMO_PROGRESS_EVERY:-15}
+LIST_PID=
+go_build() {
+	local what=$1 hint=$2 dir=$3 out=$4
+	shift 4
+	local log="$WORK/build.log" total="$WORK/build.total"
+	rm -f "$total"
+	if [[ -n ${DEMO_FAKE_BUILD:-} ]]; then
+		fake_build "$DEMO_FAKE_BUILD" >"$log" 2>&1 &
+	else
+		(cd "$dir" && GOWORK=off exec go build -v -o "$out" "$@") >"$log" 2>&1 &
+	fi
+	local pid=$!
+	PIDS+=("$pid")
+	NAMES+=("the build of $what")
+	local start=$SECONDS next=$((SECONDS + PROGRESS_EVERY)) loud=0 ticked=0 status=0 of compiled downloads
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 0.5
+		build_count "$log"
+		if ((!loud && (compiled > 0 || downloads > 0))); then
+			loud=1
+			say "compiling $what: not in Go's build cache yet${hint:+ ($hint)}; a progress line every ${PROGRESS_EVERY}s"
+			# How many packages there are at most, for the progress lines.
+			if [[ -n ${DEMO_FAKE_BUILD:-} ]]; then
+				echo $((DEMO_FAKE_BUILD * 10)) >"$total"
+			else
+				(cd "$dir" && GOWORK=off go list -deps "$@" 2>/dev/null | wc -l >"$total.tmp" && mv "$total.tmp" "$total") &
+				LIST_PID=$!
+			fi
+		fi
+		if ((SECONDS >= next)); then
+			of=
+			[[ -s $total ]] && of=" (of at most $(tr -d ' ' <"$total"))"
+			if ((compiled == 0 && downloads > 0)); then
+				say "building $what: $(elapsed $((SECONDS - start))), $downloads modules downloaded so far"
+			elif ((compiled == 0)); then
+				say "building $what: $(elapsed $((SECONDS - start))), no package compiled yet (go is loading, checking or linking)"
+			else
+				say "building $what: $(elapsed $((SECONDS - start))), $compiled packages compiled so far$of"
+			fi
+			next=$((next + PROGRESS_EVERY))
+			ticked=1
+		fi
+	done
+	wait "$pid" || status=$?
+	unset 'PIDS[-1]' 'NAMES[-1]'
+	if [[ -n $LIST_PID ]]; then
+		wait "$LIST_PID" 2>/dev/null || true
+		LIST_PID=
+	fi
+	build_count "$log"
+	if ((status != 0)); then
+		tail -n 30 "$log" >&2 || true
+		fail "building $what failed (go build exited with status $status)"
+	fi
+	if ((loud || ticked)); then
+		say "built $what in $(elapsed $((SECONDS - start))): $compiled packages compiled"
+	fi
+}
+
 command -v go >/dev/null || fail "the go command is needed (Go 1.26, see go.mod)"
 command -v curl >/dev/null || fail "curl is needed"
 for p in TEMPORAL_PORT TEMPORAL_UI_PORT API_PORT; do
 	port_free "${!p}" || fail "port ${!p} on 127.0.0.1 is in use: stop what listens there or set $p to another port"
 done
 
-step "Building the Temporal CLI (pinned by tools/go.mod), the worker, the starter and the reference API into $BIN_DIR"
-say "(the first build of the CLI compiles the Temporal server: a few minutes; later ones take seconds)"
+CLI_VERSION=$(sed -n 's/^[[:space:]]*github.com\/temporalio\/cli \(v[^ ]*\).*/\1/p' "$ROOT/tools/go.mod")
+SERVER_VERSION=$(sed -n 's/^[[:space:]]*go.temporal.io\/server \(v[^ ]*\).*/\1/p' "$ROOT/tools/go.mod")
+step "Building the Temporal CLI ${CLI_VERSION:-} (with Temporal server ${SERVER_VERSION:-}, pinned by tools/go.mod), the worker, the starter and the reference API into $BIN_DIR"
 mkdir -p "$BIN_DIR"
 BIN_DIR=$(cd "$BIN_DIR" && pwd)
-(cd "$ROOT/tools" && GOWORK=off go build -o "$BIN_DIR/temporal" github.com/temporalio/cli/cmd/temporal)
-(cd "$ROOT" && go build -o "$BIN_DIR/" ./worker ./cmd/starter ./cmd/demoapi)
+go_build "the Temporal CLI" "it embeds the Temporal server: minutes, 15 or more on a busy 2-core machine" \
+	"$ROOT/tools" "$BIN_DIR/temporal" github.com/temporalio/cli/cmd/temporal
+go_build "the worker, the starter and the reference API" "" \
+	"$ROOT" "$BIN_DIR/" ./worker ./cmd/starter ./cmd/demoapi
 
 step "Starting the Temporal dev server on $ADDRESS, Web UI on $UI"
 launch "Temporal dev server" "$WORK/temporal.log" "$BIN_DIR/temporal" server start-dev \

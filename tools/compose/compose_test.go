@@ -1,0 +1,666 @@
+package compose_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/distribution/reference"
+)
+
+// rootModule is the module path of the repository's root go.mod.
+const rootModule = "github.com/idemhttp/temporal-idempotent-http"
+
+// testEnv is the whole environment the file is loaded with: a value for each
+// variable it reads, none of them its default, so that every value that
+// comes from the environment is recognisable in the loaded project.
+var testEnv = map[string]string{
+	"POSTGRES_PASSWORD": "postgres-password-from-env",
+	"API_TOKEN":         "api-token-from-env",
+}
+
+// repoRoot returns the directory of the root module, above this one.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		raw, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && regexp.MustCompile(`(?m)^module\s+`+regexp.QuoteMeta(rootModule)+`\s*$`).Match(raw) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no go.mod of module %s above the test's directory", rootModule)
+		}
+		dir = parent
+	}
+}
+
+// load loads the compose file at path as `docker compose` does: with
+// compose-go's loader (schema validation, interpolation, normalization and
+// the consistency checks), the repository root as the project directory, so
+// that a copy elsewhere resolves its relative paths as the original does,
+// and env as the only environment (nothing of the test process's own).
+func load(t *testing.T, path string, env map[string]string) (*types.Project, error) {
+	t.Helper()
+	var list []string
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	opts, err := cli.NewProjectOptions([]string{path},
+		cli.WithWorkingDirectory(repoRoot(t)),
+		cli.WithEnv(list),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// deployment is docker-compose.yml loaded twice: with testEnv, and with an
+// empty environment (the defaults of the interpolations).
+type deployment struct {
+	root     string
+	raw      string
+	fromEnv  *types.Project
+	defaults *types.Project
+}
+
+func loadDeployment(t *testing.T, path string) (*deployment, error) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deployment{root: repoRoot(t), raw: string(raw)}
+	if d.fromEnv, err = load(t, path, testEnv); err != nil {
+		return nil, err
+	}
+	if d.defaults, err = load(t, path, nil); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// service returns the named service of the project loaded with testEnv, or
+// an empty one.
+func (d *deployment) service(name string) types.ServiceConfig {
+	return d.fromEnv.Services[name]
+}
+
+// env returns the value of an environment variable of a service ("" when
+// unset or without value).
+func env(s types.ServiceConfig, key string) string {
+	if v := s.Environment[key]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// check is one property of the tested topology; it returns what is wrong.
+type check struct {
+	name string
+	fn   func(d *deployment) []string
+}
+
+var checks = []check{
+	{"services", checkServices},
+	{"images pinned", checkImagesPinned},
+	{"versions match tools/go.mod", checkVersions},
+	{"published ports", checkPorts},
+	{"worker", checkWorker},
+	{"depends_on", checkDependsOn},
+	{"no inline secrets", checkSecrets},
+	{"mounted scripts", checkMounts},
+}
+
+// TestCompose loads docker-compose.yml with compose-go and checks the loaded
+// project against the topology the cluster tests run without Docker.
+func TestCompose(t *testing.T) {
+	d, err := loadDeployment(t, filepath.Join(repoRoot(t), "docker-compose.yml"))
+	if err != nil {
+		t.Fatalf("compose-go rejects docker-compose.yml: %v", err)
+	}
+	if d.fromEnv.Name != "idempotent-http" {
+		t.Errorf("project name %q, want idempotent-http", d.fromEnv.Name)
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			for _, p := range c.fn(d) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+// mutate writes a copy of docker-compose.yml to a temporary directory with
+// the one occurrence of old replaced by new, and returns its path.
+func mutate(t *testing.T, old, new string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), old); n != 1 {
+		t.Fatalf("docker-compose.yml contains %q %d times, want once: update the test", old, n)
+	}
+	path := filepath.Join(t.TempDir(), "docker-compose.yml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(raw), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestComposeLoaderRejectsBrokenCopies proves that the loader does check
+// the file: each deliberately broken copy fails to load, for its reason.
+func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
+	tests := []struct {
+		name, old, new string
+		env            map[string]string
+		wantErr        string
+	}{
+		{
+			name:    "unknown service key",
+			old:     "    image: temporalio/ui:2.42.1\n",
+			new:     "    image: temporalio/ui:2.42.1\n    port: 8080\n",
+			wantErr: "services.temporal-ui.port",
+		},
+		{
+			name:    "depends_on a missing service",
+			old:     "      demoapi:\n        condition: service_healthy\n",
+			new:     "      demo-api:\n        condition: service_healthy\n",
+			wantErr: `depends on undefined service "demo-api"`,
+		},
+		{
+			name:    "unknown depends_on condition",
+			old:     "      temporal-create-namespace:\n        condition: service_completed_successfully\n",
+			new:     "      temporal-create-namespace:\n        condition: service_done\n",
+			wantErr: "depends_on.temporal-create-namespace.condition value must be one of",
+		},
+		{
+			name:    "port that is not a number",
+			old:     `"127.0.0.1:8080:8080"`,
+			new:     `"127.0.0.1:eighty:8080"`,
+			wantErr: "Invalid hostPort: eighty",
+		},
+		{
+			name:    "unterminated interpolation",
+			old:     "      POSTGRES_PWD: ${POSTGRES_PASSWORD:-temporal}\n",
+			new:     "      POSTGRES_PWD: ${POSTGRES_PASSWORD:-temporal\n",
+			wantErr: "invalid interpolation format for services.temporal.environment.POSTGRES_PWD",
+		},
+		{
+			name:    "required variable unset",
+			old:     "      ALLOW_ORIGINS: http://demoapi:8081\n      API_TOKEN: ${API_TOKEN:-}\n",
+			new:     "      ALLOW_ORIGINS: http://demoapi:8081\n      API_TOKEN: ${API_TOKEN:?API_TOKEN is required}\n",
+			env:     map[string]string{"POSTGRES_PASSWORD": "x"},
+			wantErr: "required variable API_TOKEN is missing a value",
+		},
+		{
+			name:    "undefined named volume",
+			old:     "      - postgresql-data:/var/lib/postgresql/data\n",
+			new:     "      - pgdata:/var/lib/postgresql/data\n",
+			wantErr: "undefined volume pgdata",
+		},
+		{
+			name:    "healthcheck retries not a number",
+			old:     "      retries: 20\n",
+			new:     "      retries: twenty\n",
+			wantErr: "services.demoapi.healthcheck.retries",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := mutate(t, tt.old, tt.new)
+			env := tt.env
+			if env == nil {
+				env = testEnv
+			}
+			_, err := load(t, path, env)
+			if err == nil {
+				t.Fatalf("compose-go loaded the broken copy (%q -> %q) without error", tt.old, tt.new)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %q, want it to mention %q", err, tt.wantErr)
+			}
+			t.Logf("rejected: %v", err)
+		})
+	}
+}
+
+// TestComposeChecksCatchBrokenCopies proves that the checks of TestCompose
+// can fail: each copy is valid for compose-go but breaks the topology, and
+// the check named reports it.
+func TestComposeChecksCatchBrokenCopies(t *testing.T) {
+	tests := []struct {
+		name, old, new string
+		check          string
+		wantProblem    string
+	}{
+		{
+			name: "worker dials localhost", old: "    environment:\n      TEMPORAL_ADDRESS: temporal:7233\n      TEMPORAL_NAMESPACE: default\n",
+			new:   "    environment:\n      TEMPORAL_ADDRESS: localhost:7233\n      TEMPORAL_NAMESPACE: default\n",
+			check: "worker", wantProblem: "TEMPORAL_ADDRESS",
+		},
+		{
+			name: "worker allowed another origin", old: "ALLOW_ORIGINS: http://demoapi:8081",
+			new: "ALLOW_ORIGINS: http://demoapi:9090", check: "worker", wantProblem: "ALLOW_ORIGINS",
+		},
+		{
+			name: "moving image tag", old: "image: temporalio/ui:2.42.1",
+			new: "image: temporalio/ui:latest", check: "images pinned", wantProblem: "moving tag",
+		},
+		{
+			name: "untagged image", old: "image: postgres:16.9",
+			new: "image: postgres", check: "images pinned", wantProblem: "no explicit tag",
+		},
+		{
+			name: "server image off the pinned version", old: "image: temporalio/server:1.29.1",
+			new: "image: temporalio/server:1.29.0", check: "versions match tools/go.mod", wantProblem: `"1.29.0"`,
+		},
+		{
+			name: "port published on every interface", old: `"127.0.0.1:7233:7233"`,
+			new: `"7233:7233"`, check: "published ports", wantProblem: "not bound to 127.0.0.1",
+		},
+		{
+			name: "worker no longer waits for the namespace", old: "      temporal-create-namespace:\n        condition: service_completed_successfully\n",
+			new:   "      temporal-create-namespace:\n        condition: service_started\n",
+			check: "depends_on", wantProblem: "service_started",
+		},
+		{
+			name: "inline token", old: "      ALLOW_ORIGINS: http://demoapi:8081\n      API_TOKEN: ${API_TOKEN:-}\n",
+			new:   "      ALLOW_ORIGINS: http://demoapi:8081\n      API_TOKEN: hunter2\n",
+			check: "no inline secrets", wantProblem: "inline value",
+		},
+		{
+			name: "secret default other than the development password", old: "      POSTGRES_PWD: ${POSTGRES_PASSWORD:-temporal}\n",
+			new:   "      POSTGRES_PWD: ${POSTGRES_PASSWORD:-s3cr3t}\n",
+			check: "no inline secrets", wantProblem: "defaults to",
+		},
+		{
+			name: "missing setup script", old: `entrypoint: ["/bin/sh", "/scripts/setup-postgres.sh"]`,
+			new: `entrypoint: ["/bin/sh", "/scripts/setup-postgresql.sh"]`, check: "mounted scripts", wantProblem: "setup-postgresql.sh",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := slices.IndexFunc(checks, func(c check) bool { return c.name == tt.check })
+			if i < 0 {
+				t.Fatalf("no check %q", tt.check)
+			}
+			d, err := loadDeployment(t, mutate(t, tt.old, tt.new))
+			if err != nil {
+				t.Fatalf("compose-go rejects the copy, want it valid: %v", err)
+			}
+			problems := checks[i].fn(d)
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.wantProblem) }) {
+				t.Errorf("check %q reported %q, want a problem mentioning %q", tt.check, problems, tt.wantProblem)
+			}
+			t.Logf("caught: %q", problems)
+		})
+	}
+}
+
+func checkServices(d *deployment) (problems []string) {
+	want := []string{
+		"demoapi", "postgresql", "temporal", "temporal-admin-tools",
+		"temporal-create-namespace", "temporal-ui", "worker",
+	}
+	if got := d.fromEnv.ServiceNames(); !slices.Equal(got, want) {
+		problems = append(problems, fmt.Sprintf("services = %v, want %v", got, want))
+	}
+	for _, name := range []string{"worker", "demoapi"} {
+		b := d.service(name).Build
+		if b == nil || b.Target != name || b.Context != d.root {
+			problems = append(problems, fmt.Sprintf("service %s: want a build of target %q with the repository root as context, got %+v", name, name, b))
+		}
+	}
+	return problems
+}
+
+// pinnedTag returns image's tag, or a problem: no explicit tag, or a moving
+// one (latest).
+func pinnedTag(image string) (string, error) {
+	ref, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return "", fmt.Errorf("image %q: %v", image, err)
+	}
+	tagged, ok := ref.(reference.Tagged)
+	if !ok {
+		return "", fmt.Errorf("image %q has no explicit tag", image)
+	}
+	if tag := tagged.Tag(); tag == "latest" || strings.HasPrefix(tag, "latest-") {
+		return "", fmt.Errorf("image %q uses a moving tag", image)
+	}
+	return tagged.Tag(), nil
+}
+
+func checkImagesPinned(d *deployment) (problems []string) {
+	for _, name := range d.fromEnv.ServiceNames() {
+		s := d.service(name)
+		if s.Image == "" || s.Build != nil {
+			continue // built from the Dockerfile: see TestDockerfile
+		}
+		if _, err := pinnedTag(s.Image); err != nil {
+			problems = append(problems, fmt.Sprintf("service %s: %v", name, err))
+		}
+	}
+	return problems
+}
+
+// toolsVersions returns the module versions that tools/go.mod requires.
+func toolsVersions(root string) (map[string]string, error) {
+	f, err := os.Open(filepath.Join(root, "tools", "go.mod"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	v := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
+		if len(fields) >= 2 && strings.HasPrefix(fields[1], "v") {
+			v[fields[0]] = strings.TrimPrefix(fields[1], "v")
+		}
+	}
+	return v, sc.Err()
+}
+
+// checkVersions keeps the images on the versions that tools/go.mod pins and
+// the cluster tests run.
+func checkVersions(d *deployment) (problems []string) {
+	versions, err := toolsVersions(d.root)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	server, ui := versions["go.temporal.io/server"], versions["github.com/temporalio/ui-server/v2"]
+	if server == "" || ui == "" {
+		return []string{fmt.Sprintf("tools/go.mod pins no Temporal server (%q) or UI (%q)", server, ui)}
+	}
+	tests := []struct {
+		service, want string
+		prefix        bool
+	}{
+		{"temporal", server, false},
+		{"temporal-admin-tools", server + "-", true},
+		{"temporal-create-namespace", server + "-", true},
+		{"temporal-ui", ui, false},
+	}
+	for _, tt := range tests {
+		tag, err := pinnedTag(d.service(tt.service).Image)
+		ok := err == nil && (tag == tt.want || tt.prefix && strings.HasPrefix(tag, tt.want))
+		if !ok {
+			problems = append(problems, fmt.Sprintf("service %s: image tag %q, want %q (from tools/go.mod)%s",
+				tt.service, tag, tt.want, map[bool]string{true: " as prefix"}[tt.prefix]))
+		}
+	}
+	return problems
+}
+
+func checkPorts(d *deployment) (problems []string) {
+	tests := []struct {
+		service   string
+		port      uint32
+		published string
+	}{
+		{"temporal", 7233, "7233"},
+		{"temporal-ui", 8080, "8080"},
+		{"demoapi", 8081, "8081"},
+	}
+	for _, tt := range tests {
+		if !slices.ContainsFunc(d.service(tt.service).Ports, func(p types.ServicePortConfig) bool {
+			return p.Target == tt.port && p.Published == tt.published
+		}) {
+			problems = append(problems, fmt.Sprintf("service %s publishes %+v, want container port %d on host port %s",
+				tt.service, d.service(tt.service).Ports, tt.port, tt.published))
+		}
+	}
+	// The server runs without an authorizer: nothing on other networks.
+	for _, name := range d.fromEnv.ServiceNames() {
+		for _, p := range d.service(name).Ports {
+			if p.HostIP != "127.0.0.1" {
+				problems = append(problems, fmt.Sprintf("service %s: port %d is not bound to 127.0.0.1 (host IP %q)", name, p.Target, p.HostIP))
+			}
+		}
+	}
+	return problems
+}
+
+// flagValue returns the value of --name value or --name=value in args.
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func checkWorker(d *deployment) (problems []string) {
+	w, api := d.service("worker"), d.service("demoapi")
+	addr := env(w, "TEMPORAL_ADDRESS")
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != "temporal" || port != "7233" {
+		problems = append(problems, fmt.Sprintf("worker TEMPORAL_ADDRESS = %q, want the temporal service's frontend temporal:7233", addr))
+	}
+	if _, ok := d.fromEnv.Services[host]; !ok {
+		problems = append(problems, fmt.Sprintf("worker TEMPORAL_ADDRESS host %q is not a service", host))
+	}
+	ns := env(w, "TEMPORAL_NAMESPACE")
+	if ns != "default" || env(d.service("temporal-create-namespace"), "NAMESPACE") != ns {
+		problems = append(problems, fmt.Sprintf("worker TEMPORAL_NAMESPACE = %q, want default, the namespace temporal-create-namespace registers", ns))
+	}
+	// ALLOW_ORIGINS names the demoapi service on the port it listens on.
+	origins := env(w, "ALLOW_ORIGINS")
+	u, err := url.Parse(origins)
+	listen := flagValue(api.Command, "--addr")
+	_, apiPort, _ := net.SplitHostPort(listen)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "demoapi" || apiPort == "" || u.Port() != apiPort {
+		problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS = %q, want http://demoapi:PORT with the port demoapi listens on (%q)", origins, listen))
+	}
+	if got := flagValue(w.Command, "--task-queue"); got != "idempotent-http" {
+		problems = append(problems, fmt.Sprintf("worker --task-queue = %q, want idempotent-http (command %v)", got, w.Command))
+	}
+	if len(w.Command) == 0 || w.Command[0] != "worker" || len(api.Command) == 0 || api.Command[0] != "demoapi" {
+		problems = append(problems, fmt.Sprintf("commands: worker %v, demoapi %v; want the binaries worker and demoapi", w.Command, api.Command))
+	}
+	return problems
+}
+
+func checkDependsOn(d *deployment) (problems []string) {
+	tests := []struct{ service, dep, condition string }{
+		{"temporal-admin-tools", "postgresql", types.ServiceConditionHealthy},
+		{"temporal", "temporal-admin-tools", types.ServiceConditionCompletedSuccessfully},
+		{"temporal-create-namespace", "temporal", types.ServiceConditionHealthy},
+		{"temporal-ui", "temporal", types.ServiceConditionHealthy},
+		{"worker", "temporal", types.ServiceConditionHealthy},
+		{"worker", "temporal-create-namespace", types.ServiceConditionCompletedSuccessfully},
+		{"worker", "demoapi", types.ServiceConditionHealthy},
+	}
+	for _, tt := range tests {
+		dep, ok := d.service(tt.service).DependsOn[tt.dep]
+		if !ok || dep.Condition != tt.condition {
+			problems = append(problems, fmt.Sprintf("%s depends_on %s: condition %q, want %q", tt.service, tt.dep, dep.Condition, tt.condition))
+		}
+	}
+	// Whatever the list above says, every condition must be satisfiable.
+	for _, name := range d.fromEnv.ServiceNames() {
+		for dep, cfg := range d.service(name).DependsOn {
+			target := d.service(dep)
+			switch {
+			case cfg.Condition == types.ServiceConditionHealthy &&
+				(target.HealthCheck == nil || target.HealthCheck.Disable || len(target.HealthCheck.Test) == 0):
+				problems = append(problems, fmt.Sprintf("%s waits for %s to be healthy, but %s has no healthcheck", name, dep, dep))
+			case cfg.Condition == types.ServiceConditionCompletedSuccessfully && target.Restart != "" && target.Restart != types.RestartPolicyNo:
+				problems = append(problems, fmt.Sprintf("%s waits for %s to complete, but %s has restart: %s", name, dep, dep, target.Restart))
+			}
+		}
+	}
+	return problems
+}
+
+// secretName matches environment variable names that carry secrets.
+var secretName = regexp.MustCompile(`(?i)(pass|pwd|token|secret|api_?key|credential|auth)`)
+
+// checkSecrets proves that every secret comes from the environment: loaded
+// with testEnv, each secret-named variable has one of testEnv's values; with
+// an empty environment it is empty, or for the database password the
+// development default "temporal" that the README names.
+func checkSecrets(d *deployment) (problems []string) {
+	from := map[string]string{} // testEnv value -> its variable
+	for k, v := range testEnv {
+		from[v] = k
+	}
+	for _, name := range d.fromEnv.ServiceNames() {
+		for key := range d.service(name).Environment {
+			if !secretName.MatchString(key) {
+				continue
+			}
+			src, ok := from[env(d.service(name), key)]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("service %s: %s has an inline value; use ${VAR} interpolation", name, key))
+				continue
+			}
+			def := env(d.defaults.Services[name], key)
+			if def != "" && (src != "POSTGRES_PASSWORD" || def != "temporal") {
+				problems = append(problems, fmt.Sprintf("service %s: %s defaults to %q, an inline secret, when %s is unset", name, key, def, src))
+			}
+		}
+	}
+	// The secrets are wired: one database password for the database, the
+	// schema set-up and the server; the worker sends the API's token.
+	tests := []struct{ service, key, variable string }{
+		{"postgresql", "POSTGRES_PASSWORD", "POSTGRES_PASSWORD"},
+		{"temporal-admin-tools", "SQL_PASSWORD", "POSTGRES_PASSWORD"},
+		{"temporal", "POSTGRES_PWD", "POSTGRES_PASSWORD"},
+		{"demoapi", "API_TOKEN", "API_TOKEN"},
+		{"worker", "API_TOKEN", "API_TOKEN"},
+	}
+	for _, tt := range tests {
+		if got := env(d.service(tt.service), tt.key); got != testEnv[tt.variable] {
+			problems = append(problems, fmt.Sprintf("service %s: %s = %q with %s=%q set, want that value", tt.service, tt.key, got, tt.variable, testEnv[tt.variable]))
+		}
+	}
+	for _, bad := range []string{"Bearer ", "BEGIN PRIVATE KEY", "api_key="} {
+		if strings.Contains(d.raw, bad) {
+			problems = append(problems, fmt.Sprintf("docker-compose.yml contains %q", bad))
+		}
+	}
+	return problems
+}
+
+// checkMounts checks that the host directories mounted into services exist
+// and hold the scripts their entrypoints run.
+func checkMounts(d *deployment) (problems []string) {
+	for _, name := range d.fromEnv.ServiceNames() {
+		s := d.service(name)
+		mounts := map[string]string{} // container dir -> host dir
+		for _, v := range s.Volumes {
+			if v.Type != types.VolumeTypeBind {
+				continue
+			}
+			if _, err := os.Stat(v.Source); err != nil {
+				problems = append(problems, fmt.Sprintf("service %s mounts %s: %v", name, v.Source, err))
+			}
+			mounts[v.Target] = v.Source
+		}
+		for _, arg := range s.Entrypoint {
+			for dir, host := range mounts {
+				if rest, ok := strings.CutPrefix(arg, dir+"/"); ok {
+					if _, err := os.Stat(filepath.Join(host, rest)); err != nil {
+						problems = append(problems, fmt.Sprintf("service %s runs %s: %v", name, arg, err))
+					}
+				}
+			}
+		}
+	}
+	return problems
+}
+
+// dockerStage is one FROM line of the Dockerfile.
+type dockerStage struct{ image, name string }
+
+func parseDockerfile(t *testing.T, path string) (stages []dockerStage, text string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("Dockerfile: %v", err)
+	}
+	args := map[string]string{}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		switch strings.ToUpper(fields[0]) {
+		case "ARG":
+			if k, v, ok := strings.Cut(fields[1], "="); ok {
+				args[k] = v
+			}
+		case "FROM":
+			img := os.Expand(fields[1], func(k string) string { return args[k] })
+			st := dockerStage{image: img}
+			if len(fields) >= 4 && strings.EqualFold(fields[2], "AS") {
+				st.name = fields[3]
+			}
+			stages = append(stages, st)
+		}
+	}
+	return stages, string(raw)
+}
+
+// TestDockerfile checks the Dockerfile that the compose file's builds use:
+// pinned base images and the stages they build as targets.
+func TestDockerfile(t *testing.T) {
+	d, err := loadDeployment(t, filepath.Join(repoRoot(t), "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.service("worker").Build
+	if b == nil {
+		t.Fatal("the worker service has no build")
+	}
+	path := b.Dockerfile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(b.Context, path)
+	}
+	stages, text := parseDockerfile(t, path)
+	names := map[string]bool{}
+	for _, st := range stages {
+		if !names[st.image] { // an earlier stage is not an image to pin
+			if _, err := pinnedTag(st.image); err != nil {
+				t.Errorf("FROM %s: %v", st.image, err)
+			}
+		}
+		names[st.name] = true
+	}
+	for _, name := range d.fromEnv.ServicesWithBuild() {
+		if target := d.service(name).Build.Target; !names[target] {
+			t.Errorf("Dockerfile has no stage %q (service %s builds it as its target)", target, name)
+		}
+	}
+	for _, want := range []string{"go build", "./worker", "./cmd/demoapi", "CGO_ENABLED=0", "USER "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Dockerfile does not contain %q", want)
+		}
+	}
+	if !slices.ContainsFunc(stages, func(s dockerStage) bool { return strings.HasPrefix(s.image, "golang:1.26") }) {
+		t.Errorf("Dockerfile stages %v: want a golang:1.26.x build stage", stages)
+	}
+}

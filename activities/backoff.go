@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"encoding/json"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -51,29 +50,20 @@ type Backoff struct {
 	Jitter             Jitter        `json:"jitter,omitempty"`
 }
 
-// MarshalJSON encodes b with its durations as strings such as "10s".
+// MarshalJSON encodes b as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
 func (b Backoff) MarshalJSON() ([]byte, error) {
 	type plain Backoff
-	return json.Marshal(struct {
-		plain
-		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
-		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
-	}{plain(b), wire.Duration(b.InitialInterval), wire.Duration(b.MaximumInterval)})
+	return wire.Marshal(plain(b))
 }
 
-// UnmarshalJSON decodes durations written as strings or as nanoseconds.
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
 func (b *Backoff) UnmarshalJSON(data []byte) error {
 	type plain Backoff
-	w := struct {
-		*plain
-		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
-		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
-	}{plain: (*plain)(b)}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	b.InitialInterval, b.MaximumInterval = time.Duration(w.InitialInterval), time.Duration(w.MaximumInterval)
-	return nil
+	return wire.Unmarshal(data, (*plain)(b))
 }
 
 func (b Backoff) withDefaults() Backoff {

@@ -47,29 +47,20 @@ type Request struct {
 	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
 }
 
-// MarshalJSON encodes r with its body byte for byte (see package wire):
-// Temporal's JSON converter would otherwise compact it and escape <, > and &.
+// MarshalJSON encodes r as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
 func (r Request) MarshalJSON() ([]byte, error) {
 	type plain Request
-	return json.Marshal(struct {
-		plain
-		Body wire.Body `json:"body,omitempty"`
-	}{plain(r), wire.Body(r.Body)})
+	return wire.Marshal(plain(r))
 }
 
-// UnmarshalJSON decodes what MarshalJSON encodes, and a body given as plain
-// JSON (histories written before, or input typed by hand).
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
 func (r *Request) UnmarshalJSON(data []byte) error {
 	type plain Request
-	w := struct {
-		*plain
-		Body wire.Body `json:"body,omitempty"`
-	}{plain: (*plain)(r)}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	r.Body = json.RawMessage(w.Body)
-	return nil
+	return wire.Unmarshal(data, (*plain)(r))
 }
 
 // Response is the activity result for a 2xx answer.
@@ -114,27 +105,20 @@ type Response struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// MarshalJSON encodes r with its body byte for byte (see Request.MarshalJSON).
+// MarshalJSON encodes r as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
 func (r Response) MarshalJSON() ([]byte, error) {
 	type plain Response
-	return json.Marshal(struct {
-		plain
-		Body wire.Body `json:"body,omitempty"`
-	}{plain(r), wire.Body(r.Body)})
+	return wire.Marshal(plain(r))
 }
 
-// UnmarshalJSON decodes what MarshalJSON encodes.
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
 func (r *Response) UnmarshalJSON(data []byte) error {
 	type plain Response
-	w := struct {
-		*plain
-		Body wire.Body `json:"body,omitempty"`
-	}{plain: (*plain)(r)}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	r.Body = json.RawMessage(w.Body)
-	return nil
+	return wire.Unmarshal(data, (*plain)(r))
 }
 
 // Decode decodes the JSON body into v, as json.Unmarshal does. It fails,
@@ -185,29 +169,20 @@ type FailureDetails struct {
 	Body string `json:"body,omitempty"`
 }
 
-// MarshalJSON encodes d with its durations as strings such as "10s".
+// MarshalJSON encodes d as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
 func (d FailureDetails) MarshalJSON() ([]byte, error) {
 	type plain FailureDetails
-	return json.Marshal(struct {
-		plain
-		RetryAfter     wire.Duration `json:"retry_after,omitempty"`
-		NextRetryDelay wire.Duration `json:"next_retry_delay,omitempty"`
-	}{plain(d), wire.Duration(d.RetryAfter), wire.Duration(d.NextRetryDelay)})
+	return wire.Marshal(plain(d))
 }
 
-// UnmarshalJSON decodes durations written as strings or as nanoseconds.
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
 func (d *FailureDetails) UnmarshalJSON(data []byte) error {
 	type plain FailureDetails
-	w := struct {
-		*plain
-		RetryAfter     wire.Duration `json:"retry_after,omitempty"`
-		NextRetryDelay wire.Duration `json:"next_retry_delay,omitempty"`
-	}{plain: (*plain)(d)}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	d.RetryAfter, d.NextRetryDelay = time.Duration(w.RetryAfter), time.Duration(w.NextRetryDelay)
-	return nil
+	return wire.Unmarshal(data, (*plain)(d))
 }
 
 // Failure is what a workflow needs to know about an error from the activity

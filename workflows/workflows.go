@@ -70,29 +70,20 @@ type RetryOptions struct {
 	Jitter             activities.Jitter `json:"jitter,omitempty"`
 }
 
-// MarshalJSON encodes r with its durations as strings such as "10s".
+// MarshalJSON encodes r as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
 func (r RetryOptions) MarshalJSON() ([]byte, error) {
 	type plain RetryOptions
-	return json.Marshal(struct {
-		plain
-		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
-		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
-	}{plain(r), wire.Duration(r.InitialInterval), wire.Duration(r.MaximumInterval)})
+	return wire.Marshal(plain(r))
 }
 
-// UnmarshalJSON decodes durations written as strings or as nanoseconds.
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
 func (r *RetryOptions) UnmarshalJSON(data []byte) error {
 	type plain RetryOptions
-	w := struct {
-		*plain
-		InitialInterval wire.Duration `json:"initial_interval,omitempty"`
-		MaximumInterval wire.Duration `json:"maximum_interval,omitempty"`
-	}{plain: (*plain)(r)}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	r.InitialInterval, r.MaximumInterval = time.Duration(w.InitialInterval), time.Duration(w.MaximumInterval)
-	return nil
+	return wire.Unmarshal(data, (*plain)(r))
 }
 
 // Request is one idempotent HTTP operation, as a business workflow asks for it
@@ -131,37 +122,20 @@ type Request struct {
 	Repeat bool `json:"repeat,omitempty"`
 }
 
-// MarshalJSON encodes r with its body byte for byte (Temporal's JSON
-// converter would otherwise compact it and escape <, > and &, and the server
-// would receive other bytes than the caller gave) and its durations as
-// strings such as "10s".
+// MarshalJSON encodes r as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
 func (r Request) MarshalJSON() ([]byte, error) {
 	type plain Request
-	return json.Marshal(struct {
-		plain
-		Body                   wire.Body     `json:"body,omitempty"`
-		StartToCloseTimeout    wire.Duration `json:"start_to_close_timeout,omitempty"`
-		ScheduleToCloseTimeout wire.Duration `json:"schedule_to_close_timeout,omitempty"`
-	}{plain(r), wire.Body(r.Body), wire.Duration(r.StartToCloseTimeout), wire.Duration(r.ScheduleToCloseTimeout)})
+	return wire.Marshal(plain(r))
 }
 
-// UnmarshalJSON decodes what MarshalJSON encodes, a body given as plain JSON
-// and durations given as nanoseconds (histories written before, or input
-// typed by hand in the CLI).
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
 func (r *Request) UnmarshalJSON(data []byte) error {
 	type plain Request
-	w := struct {
-		*plain
-		Body                   wire.Body     `json:"body,omitempty"`
-		StartToCloseTimeout    wire.Duration `json:"start_to_close_timeout,omitempty"`
-		ScheduleToCloseTimeout wire.Duration `json:"schedule_to_close_timeout,omitempty"`
-	}{plain: (*plain)(r)}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	r.Body = json.RawMessage(w.Body)
-	r.StartToCloseTimeout, r.ScheduleToCloseTimeout = time.Duration(w.StartToCloseTimeout), time.Duration(w.ScheduleToCloseTimeout)
-	return nil
+	return wire.Unmarshal(data, (*plain)(r))
 }
 
 // Key returns the idempotency key of operation in the current workflow: a

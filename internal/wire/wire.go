@@ -10,6 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -20,7 +23,8 @@ import (
 // string), so the Web UI shows it as JSON; otherwise as a JSON string holding
 // its exact text. It decodes both: a JSON string is the exact text of the
 // document, any other JSON value is the document. (A body that is itself a
-// bare JSON string always travels in the string form.)
+// bare JSON string, or null, always travels in the string form: a null
+// field decodes as no body.)
 type Body []byte
 
 // MarshalJSON implements json.Marshaler.
@@ -32,7 +36,7 @@ func (b Body) MarshalJSON() ([]byte, error) {
 		// encoding/json would replace the invalid bytes: refuse instead.
 		return nil, errors.New("the body is not valid UTF-8, which JSON requires: it cannot travel through Temporal unchanged")
 	}
-	if Stable(b) && b[0] != '"' {
+	if Stable(b) && b[0] != '"' && string(b) != "null" {
 		return b, nil
 	}
 	return json.Marshal(string(b))
@@ -110,4 +114,73 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 	}
 	*d = Duration(n)
 	return nil
+}
+
+// Marshal encodes the struct v as encoding/json does, except that its
+// time.Duration fields encode as Duration and its json.RawMessage fields as
+// Body. A type's MarshalJSON calls it on a method-less copy of itself:
+//
+//	func (r Request) MarshalJSON() ([]byte, error) { type plain Request; return wire.Marshal(plain(r)) }
+func Marshal(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	w := reflect.New(shadow(rv.Type())).Elem()
+	for i := range rv.NumField() {
+		if rv.Type().Field(i).IsExported() {
+			w.Field(i).Set(rv.Field(i).Convert(w.Field(i).Type()))
+		}
+	}
+	return json.Marshal(w.Interface())
+}
+
+// Unmarshal decodes data into the struct *v as encoding/json does, reading
+// its time.Duration fields as Duration and its json.RawMessage fields as Body.
+func Unmarshal(data []byte, v any) error {
+	rv := reflect.ValueOf(v).Elem()
+	w := reflect.New(shadow(rv.Type())).Elem()
+	for i := range rv.NumField() {
+		if rv.Type().Field(i).IsExported() {
+			w.Field(i).Set(rv.Field(i).Convert(w.Field(i).Type()))
+		}
+	}
+	if err := json.Unmarshal(data, w.Addr().Interface()); err != nil {
+		return err
+	}
+	for i := range rv.NumField() {
+		if rv.Type().Field(i).IsExported() {
+			rv.Field(i).Set(w.Field(i).Convert(rv.Field(i).Type()))
+		}
+	}
+	return nil
+}
+
+var (
+	shadows      sync.Map // reflect.Type → reflect.Type
+	durationType = reflect.TypeFor[time.Duration]()
+	rawType      = reflect.TypeFor[json.RawMessage]()
+)
+
+// shadow returns t with Duration for time.Duration and Body for
+// json.RawMessage fields, and a blank for each unexported field.
+func shadow(t reflect.Type) reflect.Type {
+	if s, ok := shadows.Load(t); ok {
+		return s.(reflect.Type)
+	}
+	fields := make([]reflect.StructField, t.NumField())
+	for i := range fields {
+		f := t.Field(i)
+		switch f.Type {
+		case durationType:
+			f.Type = reflect.TypeFor[Duration]()
+		case rawType:
+			f.Type = reflect.TypeFor[Body]()
+		}
+		if !f.IsExported() {
+			// reflect.StructOf takes no unexported field: a blank stands in.
+			f = reflect.StructField{Name: "Unexported" + strconv.Itoa(i), Type: reflect.TypeFor[struct{}](), Tag: `json:"-"`}
+		}
+		fields[i] = f
+	}
+	s := reflect.StructOf(fields)
+	shadows.Store(t, s)
+	return s
 }

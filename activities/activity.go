@@ -89,7 +89,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 //
 // Every failure is a *temporal.ApplicationError carrying FailureDetails:
 // retryable ones with a NextRetryDelay (Retry-After, else jittered backoff),
-// final ones with NonRetryable set. Called outside an activity, Do returns
+// final ones with outcomeFinal set. Called outside an activity, Do returns
 // an error.
 func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 	if !activity.IsActivity(ctx) {
@@ -117,7 +117,7 @@ func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 		IdempotencyKey: req.IdempotencyKey, Attempt: info.Attempt, Status: ans.status, Reason: v.reason,
 	}
 	logger := activity.GetLogger(ctx)
-	if v.outcome == Success {
+	if v.outcome == outcomeSuccess {
 		r := a.result(&ans, p, info.Attempt)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
 			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
@@ -134,12 +134,12 @@ func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 				p.method, ans.from.Redacted(), ans.status, d.Location, v.reason)
 		} else {
 			msg = fmt.Sprintf("%s %s answered %d %s: %s", p.method, ans.from.Redacted(), ans.status, http.StatusText(ans.status), v.reason)
-			if v.outcome == NonRetryable && d.Body != "" {
+			if v.outcome == outcomeFinal && d.Body != "" {
 				msg += " (response: " + d.Body + ")"
 			}
 		}
 	}
-	if v.outcome == NonRetryable {
+	if v.outcome == outcomeFinal {
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, a.fail(msg, v.errType, d)
 	}
@@ -210,15 +210,15 @@ func (a *Activities) prepare(req Request) (*prepared, error) {
 // count adds one to the attempts counter, tagged with the operation, the
 // outcome and the error type of the attempt's result.
 func (a *Activities) count(ctx context.Context, operation string, err error) {
-	outcome, errType := Success, "none"
+	outcome, errType := outcomeSuccess, "none"
 	var appErr *temporal.ApplicationError
 	switch {
 	case errors.As(err, &appErr) && appErr.NonRetryable():
-		outcome, errType = NonRetryable, appErr.Type()
+		outcome, errType = outcomeFinal, appErr.Type()
 	case errors.As(err, &appErr):
-		outcome, errType = Retryable, appErr.Type()
+		outcome, errType = outcomeRetry, appErr.Type()
 	case err != nil:
-		outcome, errType = Retryable, "unknown"
+		outcome, errType = outcomeRetry, "unknown"
 	}
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"operation": operation, "outcome": outcome.String(), "error_type": errType,

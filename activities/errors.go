@@ -1,26 +1,26 @@
 package activities
 
-// Outcome is how one attempt ends.
-type Outcome int
+// outcome is how one attempt ends.
+type outcome int
 
 // The outcomes of one attempt.
 const (
-	// Success: the operation is done; the response is the activity result.
-	Success Outcome = iota + 1
-	// Retryable: the request may be sent again with the same idempotency key.
-	Retryable
-	// NonRetryable: sending the same request again cannot succeed.
-	NonRetryable
+	// outcomeSuccess: the operation is done; the response is the result.
+	outcomeSuccess outcome = iota + 1
+	// outcomeRetry: the request may be sent again with the same key.
+	outcomeRetry
+	// outcomeFinal: sending the same request again cannot succeed.
+	outcomeFinal
 )
 
 // String names the outcome, as used in metrics tags and logs.
-func (o Outcome) String() string {
+func (o outcome) String() string {
 	switch o {
-	case Success:
+	case outcomeSuccess:
 		return "success"
-	case Retryable:
+	case outcomeRetry:
 		return "retryable"
-	case NonRetryable:
+	case outcomeFinal:
 		return "non_retryable"
 	default:
 		return "unknown"
@@ -39,7 +39,7 @@ func (o Outcome) String() string {
 //
 // Every type except ErrTypeRetryableStatus, ErrTypeNetwork and
 // ErrTypeKeyInFlight is non-retryable. A retryable type becomes final, with
-// NonRetryable set and the same type, on the last attempt of the budget.
+// outcomeFinal set and the same type, on the last attempt of the budget.
 const (
 	// ErrTypeInvalidRequest: the request itself is malformed (URL, scheme, method,
 	// header, body, missing or malformed idempotency key). Nothing was sent.
@@ -89,7 +89,7 @@ const (
 
 // NonRetryableErrorTypes returns every error type that is never retried. The
 // workflows package puts them in RetryPolicy.NonRetryableErrorTypes as a
-// second guard beside the NonRetryable flag.
+// second guard beside the outcomeFinal flag.
 func NonRetryableErrorTypes() []string {
 	return []string{
 		ErrTypeInvalidRequest, ErrTypeOriginNotAllowed, ErrTypeClientError,

@@ -13,7 +13,7 @@ import (
 
 // verdict is the outcome of one attempt and why.
 type verdict struct {
-	outcome Outcome
+	outcome outcome
 	errType string
 	// reason says which rule applied, for messages and FailureDetails.
 	reason string
@@ -65,9 +65,9 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	status := ans.status
 	switch {
 	case status >= 200 && status <= 299:
-		return verdict{outcome: Success}
+		return verdict{outcome: outcomeSuccess}
 	case status >= 300 && status <= 399 && ans.header.Get("Location") != "":
-		return verdict{outcome: NonRetryable, errType: ErrTypeRedirect,
+		return verdict{outcome: outcomeFinal, errType: ErrTypeRedirect,
 			reason: "a redirect the activity does not follow: only 307 and 308 to the same origin are followed, so a request is never turned into a GET or sent with its key or credentials elsewhere"}
 	}
 	advice, adviceName, adviceSet := serverAdvice(ans.header)
@@ -88,28 +88,28 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 			why = "an earlier attempt with this key ended without an answer, so the server is most likely still processing it"
 		}
 		if why != "" {
-			return verdict{outcome: Retryable, errType: ErrTypeKeyInFlight, inFlight: true,
+			return verdict{outcome: outcomeRetry, errType: ErrTypeKeyInFlight, inFlight: true,
 				reason: fmt.Sprintf("%d: a request with this key is still being processed (%s); waiting for it with the same key", status, why)}
 		}
 	}
 	if sig, ok := match(conv.KeyReused, status, body); ok {
-		return verdict{outcome: NonRetryable, errType: ErrTypeKeyReused,
+		return verdict{outcome: outcomeFinal, errType: ErrTypeKeyReused,
 			reason: fmt.Sprintf("%d matches the key-reused signal %d %q: the server saw this key with a different request (body, method or path); two operations share a key, or the request changed between runs of the same workflow ID", status, sig.Status, sig.Body)}
 	}
 	if adviceSet {
 		if advice {
-			return verdict{outcome: Retryable, errType: ErrTypeRetryableStatus, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
+			return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
 		}
-		return verdict{outcome: NonRetryable, errType: statusType(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
+		return verdict{outcome: outcomeFinal, errType: statusType(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
 	}
 	if retryableStatus[status] {
-		return verdict{outcome: Retryable, errType: ErrTypeRetryableStatus, reason: fmt.Sprintf("%d is retryable", status)}
+		return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, reason: fmt.Sprintf("%d is retryable", status)}
 	}
 	reason := fmt.Sprintf("%d is not retryable: the same request cannot succeed; fix the request", status)
 	if inFlightStatus {
 		reason = "409 with no sign that a request with this key is in flight (no Retry-After, no in-flight body, no earlier attempt without an answer): a conflict with the state of the server"
 	}
-	return verdict{outcome: NonRetryable, errType: statusType(status), reason: reason}
+	return verdict{outcome: outcomeFinal, errType: statusType(status), reason: reason}
 }
 
 func statusType(status int) string {
@@ -146,14 +146,14 @@ func decideError(err error) verdict {
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uaerr), errors.As(err, &herr), errors.As(err, &cerr):
-		return verdict{outcome: NonRetryable, errType: ErrTypeTLS, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
+		return verdict{outcome: outcomeFinal, errType: ErrTypeTLS, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
 	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return verdict{outcome: NonRetryable, errType: ErrTypeTLS, reason: "the server does not speak TLS: fix the URL's scheme"}
+		return verdict{outcome: outcomeFinal, errType: ErrTypeTLS, reason: "the server does not speak TLS: fix the URL's scheme"}
 	case errors.As(err, &dns), errors.As(err, &op) && op.Op == "dial":
-		return verdict{outcome: Retryable, errType: ErrTypeNetwork, reason: "the connection could not be made; nothing was sent"}
+		return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, reason: "the connection could not be made; nothing was sent"}
 	case errors.Is(err, context.DeadlineExceeded):
-		return verdict{outcome: Retryable, errType: ErrTypeNetwork, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
+		return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
 	default:
-		return verdict{outcome: Retryable, errType: ErrTypeNetwork, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
+		return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
 	}
 }

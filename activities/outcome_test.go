@@ -34,19 +34,19 @@ func TestDecideEveryStatus(t *testing.T) {
 			v := decideStatus(status, nil, "", false)
 			switch {
 			case status >= 200 && status <= 299:
-				assert.Equal(t, Success, v.outcome)
+				assert.Equal(t, outcomeSuccess, v.outcome)
 				assert.Empty(t, v.errType)
 			case retryable[status]:
-				assert.Equal(t, Retryable, v.outcome)
+				assert.Equal(t, outcomeRetry, v.outcome)
 				assert.Equal(t, ErrTypeRetryableStatus, v.errType)
 			case status == 417:
-				assert.Equal(t, NonRetryable, v.outcome)
+				assert.Equal(t, outcomeFinal, v.outcome)
 				assert.Equal(t, ErrTypeKeyReused, v.errType)
 			case status >= 400 && status <= 499:
-				assert.Equal(t, NonRetryable, v.outcome)
+				assert.Equal(t, outcomeFinal, v.outcome)
 				assert.Equal(t, ErrTypeClientError, v.errType)
 			default: // 1xx, 3xx, 501, 505-599
-				assert.Equal(t, NonRetryable, v.outcome)
+				assert.Equal(t, outcomeFinal, v.outcome)
 				assert.Equal(t, ErrTypeServerError, v.errType)
 			}
 			assert.False(t, v.inFlight)
@@ -74,34 +74,34 @@ func TestDecideRules(t *testing.T) {
 		header   http.Header
 		body     string
 		hint     bool
-		want     Outcome
+		want     outcome
 		wantType string
 		inFlight bool
 	}{
-		{"409 alone on a first attempt is a business conflict", 409, nil, `{"error":"order exists"}`, false, NonRetryable, ErrTypeClientError, false},
-		{"409 with Retry-After is in flight", 409, h("Retry-After", "1"), "", false, Retryable, ErrTypeKeyInFlight, true},
-		{"409 IETF problem body is in flight", 409, h("Content-Type", "application/problem+json"), ietfInFlight, false, Retryable, ErrTypeKeyInFlight, true},
-		{"409 Stripe idempotency_key_in_use is in flight", 409, nil, stripeInUse, false, Retryable, ErrTypeKeyInFlight, true},
-		{"409 after an attempt without an answer is in flight", 409, nil, `conflict`, true, Retryable, ErrTypeKeyInFlight, true},
-		{"409 with Stripe-Should-Retry true is in flight", 409, h("Stripe-Should-Retry", "true"), "", false, Retryable, ErrTypeKeyInFlight, true},
-		{"409 in flight but the server says do not retry", 409, h("Stripe-Should-Retry", "false"), stripeInUse, true, NonRetryable, ErrTypeClientError, false},
-		{"422 IETF key reused", 422, nil, ietfReused, false, NonRetryable, ErrTypeKeyReused, false},
-		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, NonRetryable, ErrTypeClientError, false},
-		{"417 express-style key reused", 417, nil, "", false, NonRetryable, ErrTypeKeyReused, false},
-		{"400 Stripe idempotency_error", 400, nil, stripeReused, false, NonRetryable, ErrTypeKeyReused, false},
-		{"400 plain", 400, nil, `{"error":"bad"}`, false, NonRetryable, ErrTypeClientError, false},
-		{"key reused wins over advice", 400, h("Stripe-Should-Retry", "true"), stripeReused, false, NonRetryable, ErrTypeKeyReused, false},
-		{"Stripe-Should-Retry true on 400", 400, h("Stripe-Should-Retry", "true"), "", false, Retryable, ErrTypeRetryableStatus, false},
-		{"X-Should-Retry false on 503", 503, h("X-Should-Retry", "false"), "", false, NonRetryable, ErrTypeServerError, false},
-		{"X-Should-Retry false on 429", 429, h("X-Should-Retry", " FALSE "), "", false, NonRetryable, ErrTypeClientError, false},
-		{"X-Should-Retry true on 501", 501, h("X-Should-Retry", "true"), "", false, Retryable, ErrTypeRetryableStatus, false},
-		{"advice of another value is ignored", 503, h("X-Should-Retry", "maybe"), "", false, Retryable, ErrTypeRetryableStatus, false},
-		{"425 Too Early is retried (RFC 8470)", 425, nil, "", false, Retryable, ErrTypeRetryableStatus, false},
-		{"3xx with Location", 302, h("Location", "/x"), "", false, NonRetryable, ErrTypeRedirect, false},
-		{"3xx without Location", 304, nil, "", false, NonRetryable, ErrTypeServerError, false},
-		{"2xx ignores advice", 201, h("X-Should-Retry", "true"), "", false, Success, "", false},
-		{"status 0", 0, nil, "", false, NonRetryable, ErrTypeServerError, false},
-		{"status 600", 600, nil, "", false, NonRetryable, ErrTypeServerError, false},
+		{"409 alone on a first attempt is a business conflict", 409, nil, `{"error":"order exists"}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"409 with Retry-After is in flight", 409, h("Retry-After", "1"), "", false, outcomeRetry, ErrTypeKeyInFlight, true},
+		{"409 IETF problem body is in flight", 409, h("Content-Type", "application/problem+json"), ietfInFlight, false, outcomeRetry, ErrTypeKeyInFlight, true},
+		{"409 Stripe idempotency_key_in_use is in flight", 409, nil, stripeInUse, false, outcomeRetry, ErrTypeKeyInFlight, true},
+		{"409 after an attempt without an answer is in flight", 409, nil, `conflict`, true, outcomeRetry, ErrTypeKeyInFlight, true},
+		{"409 with Stripe-Should-Retry true is in flight", 409, h("Stripe-Should-Retry", "true"), "", false, outcomeRetry, ErrTypeKeyInFlight, true},
+		{"409 in flight but the server says do not retry", 409, h("Stripe-Should-Retry", "false"), stripeInUse, true, outcomeFinal, ErrTypeClientError, false},
+		{"422 IETF key reused", 422, nil, ietfReused, false, outcomeFinal, ErrTypeKeyReused, false},
+		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"417 express-style key reused", 417, nil, "", false, outcomeFinal, ErrTypeKeyReused, false},
+		{"400 Stripe idempotency_error", 400, nil, stripeReused, false, outcomeFinal, ErrTypeKeyReused, false},
+		{"400 plain", 400, nil, `{"error":"bad"}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"key reused wins over advice", 400, h("Stripe-Should-Retry", "true"), stripeReused, false, outcomeFinal, ErrTypeKeyReused, false},
+		{"Stripe-Should-Retry true on 400", 400, h("Stripe-Should-Retry", "true"), "", false, outcomeRetry, ErrTypeRetryableStatus, false},
+		{"X-Should-Retry false on 503", 503, h("X-Should-Retry", "false"), "", false, outcomeFinal, ErrTypeServerError, false},
+		{"X-Should-Retry false on 429", 429, h("X-Should-Retry", " FALSE "), "", false, outcomeFinal, ErrTypeClientError, false},
+		{"X-Should-Retry true on 501", 501, h("X-Should-Retry", "true"), "", false, outcomeRetry, ErrTypeRetryableStatus, false},
+		{"advice of another value is ignored", 503, h("X-Should-Retry", "maybe"), "", false, outcomeRetry, ErrTypeRetryableStatus, false},
+		{"425 Too Early is retried (RFC 8470)", 425, nil, "", false, outcomeRetry, ErrTypeRetryableStatus, false},
+		{"3xx with Location", 302, h("Location", "/x"), "", false, outcomeFinal, ErrTypeRedirect, false},
+		{"3xx without Location", 304, nil, "", false, outcomeFinal, ErrTypeServerError, false},
+		{"2xx ignores advice", 201, h("X-Should-Retry", "true"), "", false, outcomeSuccess, "", false},
+		{"status 0", 0, nil, "", false, outcomeFinal, ErrTypeServerError, false},
+		{"status 600", 600, nil, "", false, outcomeFinal, ErrTypeServerError, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestDecideRules(t *testing.T) {
 			assert.Equal(t, tt.want, v.outcome, v.reason)
 			assert.Equal(t, tt.wantType, v.errType, v.reason)
 			assert.Equal(t, tt.inFlight, v.inFlight, v.reason)
-			if tt.want != Success {
+			if tt.want != outcomeSuccess {
 				assert.NotEmpty(t, v.reason)
 			}
 		})
@@ -137,24 +137,24 @@ func TestDecideError(t *testing.T) {
 	tests := []struct {
 		name     string
 		err      error
-		want     Outcome
+		want     outcome
 		wantType string
 		unknown  bool
 	}{
-		{"connection refused", urlErr(opErr("dial", os.NewSyscallError("connect", syscall.ECONNREFUSED))), Retryable, ErrTypeNetwork, false},
-		{"connection reset", urlErr(opErr("read", os.NewSyscallError("read", syscall.ECONNRESET))), Retryable, ErrTypeNetwork, true},
-		{"broken pipe", urlErr(opErr("write", syscall.EPIPE)), Retryable, ErrTypeNetwork, true},
-		{"dns not found", urlErr(opErr("dial", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true})), Retryable, ErrTypeNetwork, false},
-		{"dns temporary", urlErr(&net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}), Retryable, ErrTypeNetwork, false},
-		{"timeout", urlErr(context.DeadlineExceeded), Retryable, ErrTypeNetwork, true},
-		{"canceled", urlErr(context.Canceled), Retryable, ErrTypeNetwork, true},
-		{"eof", urlErr(io.EOF), Retryable, ErrTypeNetwork, true},
-		{"body cut short", fmt.Errorf("reading the 500 response body: %w", io.ErrUnexpectedEOF), Retryable, ErrTypeNetwork, true},
-		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), NonRetryable, ErrTypeTLS, false},
-		{"bare unknown authority", urlErr(x509.UnknownAuthorityError{}), NonRetryable, ErrTypeTLS, false},
-		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), NonRetryable, ErrTypeTLS, false},
-		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), NonRetryable, ErrTypeTLS, false},
-		{"tls to plain http", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), NonRetryable, ErrTypeTLS, false},
+		{"connection refused", urlErr(opErr("dial", os.NewSyscallError("connect", syscall.ECONNREFUSED))), outcomeRetry, ErrTypeNetwork, false},
+		{"connection reset", urlErr(opErr("read", os.NewSyscallError("read", syscall.ECONNRESET))), outcomeRetry, ErrTypeNetwork, true},
+		{"broken pipe", urlErr(opErr("write", syscall.EPIPE)), outcomeRetry, ErrTypeNetwork, true},
+		{"dns not found", urlErr(opErr("dial", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true})), outcomeRetry, ErrTypeNetwork, false},
+		{"dns temporary", urlErr(&net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}), outcomeRetry, ErrTypeNetwork, false},
+		{"timeout", urlErr(context.DeadlineExceeded), outcomeRetry, ErrTypeNetwork, true},
+		{"canceled", urlErr(context.Canceled), outcomeRetry, ErrTypeNetwork, true},
+		{"eof", urlErr(io.EOF), outcomeRetry, ErrTypeNetwork, true},
+		{"body cut short", fmt.Errorf("reading the 500 response body: %w", io.ErrUnexpectedEOF), outcomeRetry, ErrTypeNetwork, true},
+		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), outcomeFinal, ErrTypeTLS, false},
+		{"bare unknown authority", urlErr(x509.UnknownAuthorityError{}), outcomeFinal, ErrTypeTLS, false},
+		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), outcomeFinal, ErrTypeTLS, false},
+		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), outcomeFinal, ErrTypeTLS, false},
+		{"tls to plain http", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), outcomeFinal, ErrTypeTLS, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,7 +182,7 @@ func TestRetryAfterOfSeveralValues(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[Outcome]string{Success: "success", Retryable: "retryable", NonRetryable: "non_retryable", 0: "unknown"} {
+	for o, want := range map[outcome]string{outcomeSuccess: "success", outcomeRetry: "retryable", outcomeFinal: "non_retryable", 0: "unknown"} {
 		assert.Equal(t, want, o.String())
 	}
 }

@@ -6,17 +6,26 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
@@ -217,4 +226,159 @@ func checkStats(t testing.TB, got testsuite.Stats, want testsuite.Stats) {
 // anyStats is a Stats that checks nothing; set the fields to check.
 func anyStats() testsuite.Stats {
 	return testsuite.Stats{Requests: -1, DistinctKeys: -1, Records: -1, Replays: -1, InFlight: -1, Failures: -1}
+}
+
+// starterRun is how one run of the starter binary ended.
+type starterRun struct {
+	Stdout, Stderr string
+	// Code is the exit status.
+	Code int
+	Took time.Duration
+}
+
+// runStarter runs the starter binary against the dev server with
+// --task-queue taskQueue and args, and waits for it to exit.
+func runStarter(t testing.TB, ctx context.Context, taskQueue string, args ...string) starterRun {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bins.Starter, append([]string{"--task-queue", taskQueue}, args...)...)
+	cmd.Env = append(append(os.Environ(), dev.Env()...), "TASK_QUEUE=", "TEMPORAL_UI_URL=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	began := time.Now()
+	err := cmd.Run()
+	r := starterRun{Stdout: stdout.String(), Stderr: stderr.String(), Took: time.Since(began)}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("running the starter: %v\nstdout:\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the starter did not exit in time: %v\nstdout:\n%s\nstderr:\n%s", ctx.Err(), r.Stdout, r.Stderr)
+	}
+	r.Code = cmd.ProcessState.ExitCode()
+	t.Logf("starter exited with status %d after %s\nstdout: %s\nstderr: %s", r.Code, r.Took.Round(time.Millisecond),
+		strings.TrimSpace(r.Stdout), strings.TrimSpace(r.Stderr))
+	return r
+}
+
+// history returns every event of a workflow run.
+func history(t testing.TB, ctx context.Context, workflowID, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	it := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", workflowID, err)
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// dump returns everything msgs say, for a search for secrets: each message
+// in protojson (failure messages, metadata; payloads base64-encoded there),
+// then the data of every payload in it decoded, as stored and, for a JSON
+// payload, every string it holds unescaped.
+func dump(t testing.TB, msgs ...proto.Message) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, m := range msgs {
+		j, err := protojson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(j)
+		b.WriteByte('\n')
+		eachPayload(m.ProtoReflect(), func(p *commonpb.Payload) {
+			b.Write(p.GetData())
+			b.WriteByte('\n')
+			var v any
+			if json.Unmarshal(p.GetData(), &v) == nil {
+				eachString(v, func(s string) {
+					b.WriteString(s)
+					b.WriteByte('\n')
+				})
+			}
+		})
+	}
+	return b.Bytes()
+}
+
+// eachPayload calls f with every Payload in m, at any depth.
+func eachPayload(m protoreflect.Message, f func(*commonpb.Payload)) {
+	if p, ok := m.Interface().(*commonpb.Payload); ok {
+		f(p)
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					eachPayload(mv.Message(), f)
+					return true
+				})
+			}
+		case fd.IsList():
+			if fd.Message() != nil {
+				for i := range v.List().Len() {
+					eachPayload(v.List().Get(i).Message(), f)
+				}
+			}
+		case fd.Message() != nil:
+			eachPayload(v.Message(), f)
+		}
+		return true
+	})
+}
+
+// eachString calls f with every string (keys included) in a decoded JSON value.
+func eachString(v any, f func(string)) {
+	switch v := v.(type) {
+	case string:
+		f(v)
+	case []any:
+		for _, e := range v {
+			eachString(e, f)
+		}
+	case map[string]any:
+		for k, e := range v {
+			f(k)
+			eachString(e, f)
+		}
+	}
+}
+
+// secretPiece returns the first 8-byte piece of secret found in text and
+// where, or "" and -1.
+func secretPiece(text []byte, secret string) (string, int) {
+	for i := 0; i+8 <= len(secret); i++ {
+		if j := bytes.Index(text, []byte(secret[i:i+8])); j >= 0 {
+			return secret[i : i+8], j
+		}
+	}
+	return "", -1
+}
+
+// checkNoSecret fails t if text (what is named by where) holds an 8-byte
+// piece of secret.
+func checkNoSecret(t testing.TB, where string, text []byte, secret string) {
+	t.Helper()
+	if piece, i := secretPiece(text, secret); i >= 0 {
+		t.Errorf("%s holds %q, a piece of the secret: ...%q...", where, piece, text[max(0, i-120):min(len(text), i+60)])
+	}
+}
+
+// logRecords returns the JSON log records (one a line, as the worker and
+// the starter write them) in out whose message is msg.
+func logRecords(out, msg string) []map[string]any {
+	var recs []map[string]any
+	for line := range strings.SplitSeq(out, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
 }

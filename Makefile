@@ -12,6 +12,7 @@ GO    ?= go
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
 test: check compose-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime 5s -fuzzminimizetime 10x
 
 ## check: formatting and vet only.
 check:
@@ -71,13 +72,20 @@ soak:
 bench:
 	$(GO) run ./cmd/bench -out bench/results
 
-## fuzz: fuzz each parser for FUZZTIME (default 30s): Retry-After, URL
-## origins (the allow-list key) and the reference server's failure scripts.
+## fuzz: fuzz each target for FUZZTIME (default 30s): the Retry-After, URL
+## origin (the allow-list key) and failure-script parsers; the activity end
+## to end against a generated server echoing its credentials (FuzzDo: no
+## credential piece anywhere, success only on a 2xx, results within
+## MaxResultBytes, nothing sent for an invalid request); the redactor; and
+## bodies byte for byte through Temporal's converter.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./activities -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzWireBody$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

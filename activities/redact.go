@@ -120,10 +120,17 @@ func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
 	if r.next(b[seg:], 0) >= 0 {
 		return b, false, false
 	}
-	if !changed {
-		return b, false, true
+	if changed {
+		out = append(out, b[last:]...)
+	} else {
+		out = b
 	}
-	return append(out, b[last:]...), true, true
+	if r.next(out, 0) >= 0 {
+		// A secret spans a string's quotes, or an escape as written (a
+		// secret holding '"' or '\'): no safe redaction either.
+		return b, false, false
+	}
+	return out, changed, true
 }
 
 // stringEnd returns the index of the quote that closes the JSON string
@@ -153,17 +160,20 @@ func encodeString(s string) []byte {
 // errorBodyBytes at a character boundary, as valid UTF-8.
 func (r *redactor) snippet(body []byte) string {
 	red, _ := r.bytes(body)
-	if json.Valid(body) {
-		if j, _, ok := r.json(body); ok {
+	if json.Valid(red) {
+		if j, _, ok := r.json(red); ok {
 			red = j
 		}
 	}
-	if len(red) > errorBodyBytes {
+	// Invalid bytes become U+FFFD (3 bytes each) before the cut, so that
+	// the snippet stays within errorBodyBytes.
+	s := strings.ToValidUTF8(string(red), "\uFFFD")
+	if len(s) > errorBodyBytes {
 		cut := errorBodyBytes
-		for cut > 0 && !utf8.RuneStart(red[cut]) {
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
-		red = red[:cut]
+		s = s[:cut]
 	}
-	return strings.TrimSpace(strings.ToValidUTF8(string(red), "\uFFFD"))
+	return strings.TrimSpace(s)
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"encoding/json"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
@@ -64,7 +65,9 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
 	case ans.size > a.cfg.MaxResponseBytes || ans.truncated:
 		omit(omittedTooLarge)
 	case len(body) == 0:
-	case json.Valid(body):
+	case utf8.Valid(body) && json.Valid(body):
+		// JSON with invalid UTF-8 in a string (a Latin-1 server) cannot
+		// travel as JSON byte for byte: it is kept as RawBody (default).
 		red, changed, ok := a.redact.json(body)
 		switch {
 		case !ok:
@@ -82,11 +85,25 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
 		}
 	}
 	// JSON escaping can make a string 6 times longer, base64 4/3: measure
-	// the encoding only when the body could pass the bound.
-	if n := len(r.Body) + len(r.RawBody); n > 0 && 6*n+64<<10 > a.cfg.MaxResultBytes {
-		if enc, err := json.Marshal(r); err != nil || len(enc) > a.cfg.MaxResultBytes {
+	// the encoding only when the body and the headers could pass the bound;
+	// omit the body, then the headers, until it fits.
+	n := len(r.Body) + len(r.RawBody)
+	for k, v := range r.Headers {
+		n += len(k) + len(v)
+	}
+	if n > 0 && 6*n+2<<10 > a.cfg.MaxResultBytes && !a.fits(r) {
+		if len(r.Body)+len(r.RawBody) > 0 {
 			omit(omittedTooLarge)
+		}
+		if !a.fits(r) {
+			r.Headers = nil
 		}
 	}
 	return r
+}
+
+// fits reports whether r encodes within MaxResultBytes.
+func (a *Activities) fits(r *Response) bool {
+	enc, err := json.Marshal(r)
+	return err == nil && len(enc) <= a.cfg.MaxResultBytes
 }

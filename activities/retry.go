@@ -29,6 +29,9 @@ type progress struct {
 	// in flight, and how many times it has said so.
 	InFlightSince time.Time `json:"in_flight_since,omitzero"`
 	InFlightCount int32     `json:"in_flight_count,omitempty"`
+	// Deadline is the schedule-to-close deadline on Config.Now's clock,
+	// fixed by the first attempt that needed it.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // loadProgress returns the progress of the attempts before this one, with
@@ -102,7 +105,16 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		delay = b.Delay(next.Counted, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
 	}
 	if info.ScheduleToCloseTimeout > 0 {
-		deadline := info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+		// ScheduledTime is on Temporal's clock (the wall clock in its test
+		// environment), now on Config.Now's (the environment's skipped clock
+		// under testsuite.Register): carry the deadline over to Now's clock
+		// once, and keep it for the attempts after (their Now includes the
+		// skipped waits).
+		deadline := prev.Deadline
+		if deadline.IsZero() {
+			deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout).Add(now.Sub(time.Now()))
+		}
+		next.Deadline = deadline
 		// The server decides at completion, a moment later: keep a margin
 		// (a tenth of the timeout, at most 1 s) so that the activity, not a
 		// timeout, ends the operation.

@@ -1,0 +1,282 @@
+package activities_test
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b.Reset()
+	return out
+}
+
+// fuzzAnswer is what the fuzz server answers to the current input.
+type fuzzAnswer struct {
+	status   int
+	headers  string // "Name: value" lines
+	body     []byte
+	echoAt   int
+	echoMode byte
+}
+
+// echo returns what the server echoes of the credentials it received:
+// mode selects which credential and how it is written.
+func echo(r *http.Request, mode byte, n int) string {
+	auth := r.Header.Get("Authorization")
+	tok := strings.TrimPrefix(auth, "Bearer ")
+	key := r.Header.Get("X-Api-Key")
+	switch mode % 8 {
+	case 1:
+		return auth
+	case 2:
+		return tok
+	case 3: // a prefix of at least 8 bytes
+		if tok == "" {
+			return ""
+		}
+		return tok[:min(len(tok), 8+n%len(tok))]
+	case 4: // every character escaped, as a JSON encoder may write it
+		var b strings.Builder
+		for _, c := range tok {
+			fmt.Fprintf(&b, `\u%04x`, c)
+		}
+		return b.String()
+	case 5: // the digits credential, raw (a JSON number where the body is JSON)
+		return key
+	case 6:
+		enc, _ := json.Marshal(auth + " " + key)
+		return string(enc)
+	case 7:
+		return "https://user:" + tok + "@files.example.net/x?sig=" + key
+	}
+	return ""
+}
+
+func (a fuzzAnswer) write(w http.ResponseWriter, r *http.Request) {
+	e := echo(r, a.echoMode, a.echoAt)
+	for line := range strings.SplitSeq(a.headers, "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name == "" {
+			continue
+		}
+		value = strings.TrimSpace(strings.ReplaceAll(value, "$ECHO", e))
+		w.Header().Add(strings.TrimSpace(name), value)
+	}
+	if a.echoMode&0x08 != 0 {
+		w.Header().Set("X-Request-Id", e)
+	}
+	if a.echoMode&0x10 != 0 {
+		w.Header().Set("Location", "/next?token="+e)
+	}
+	at := a.echoAt % (len(a.body) + 1)
+	body := make([]byte, 0, len(a.body)+len(e))
+	body = append(append(append(body, a.body[:at]...), e...), a.body[at:]...)
+	w.WriteHeader(a.status)
+	_, _ = w.Write(body)
+}
+
+// FuzzDo drives the activity with generated requests against a server
+// answering with generated statuses, headers (Location, Retry-After,
+// Stripe-Should-Retry …) and bodies that echo the worker's credentials at
+// generated offsets and in generated forms. Invariants: no panic; no 8-byte
+// piece of a credential in an error message, FailureDetails, result or log
+// line; success only on a 2xx; every result encodes within MaxResultBytes;
+// an invalid request (or one to an origin not allowed) sends nothing.
+func FuzzDo(f *testing.F) {
+	const (
+		tok    = "tok_fuzz_4e5d6c7b8a9f"
+		digits = "5551234567890123"
+		bound  = 4 << 10
+	)
+	var (
+		mu      sync.Mutex
+		cur     fuzzAnswer
+		sent    int
+		answers []int
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		a := cur
+		sent++
+		answers = append(answers, a.status)
+		mu.Unlock()
+		a.write(w, r)
+	}))
+	f.Cleanup(srv.Close)
+	a, err := activities.New(activities.Config{
+		AllowedOrigins:   []string{srv.URL},
+		Credentials:      map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + tok}, "X-Api-Key": {digits}}},
+		MaxResponseBytes: 2 << 10,
+		MaxResultBytes:   bound,
+		MaxRetryAfter:    time.Minute,
+		ResultHeaders:    []string{"Content-Type", "Location", "Content-Location", "X-Request-Id", "Idempotent-Replayed"},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var logs syncBuffer
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	env := suite.NewTestActivityEnvironment()
+	a.Register(env)
+
+	type seed struct {
+		method                   byte
+		path, query, hName, hVal string
+		key                      string
+		body                     string
+		status                   uint16
+		headers                  string
+		respBody                 string
+		echoAt                   uint16
+		echoMode                 byte
+	}
+	pad := strings.Repeat("x", 1020)
+	for _, s := range []seed{
+		{0, "payments", "", "", "", "", `{"amount":42}`, 201, "Content-Type: application/json", `{"id":"rec_1"}`, 0, 0},
+		{1, "payments", "a=1", "X-Note", "n", "k-1", `{"a":"<&>"}`, 201, "Content-Type: application/json", `{"echo":""}`, 9, 2},
+		{1, "p", "", "", "", "", `{}`, 201, "", `{"n":,"ok":true}`, 5, 5},
+		{1, "p", "", "", "", "", `{}`, 201, "", `{"e":"","ok":true}`, 6, 4},
+		{1, "p", "", "", "", "", `{}`, 400, "", pad, 1015, 2},
+		{1, "p", "", "", "", "", `{}`, 500, "Retry-After: 1", pad, 1018, 3},
+		{1, "p", "", "", "", "", `{}`, 503, "Retry-After: 2\nRetry-After: Wed, 02 Dec 2026 00:00:09 GMT", `{"error":"busy"}`, 0, 1 | 0x08},
+		{1, "p", "", "", "", "", `{}`, 409, "Stripe-Should-Retry: true", `{"error":{"code":"idempotency_key_in_use"}}`, 0, 0},
+		{1, "p", "", "", "", "", `{}`, 302, "Location: https://u:p@evil.example/x?X-Amz-Signature=abcdef0123456789", "", 0, 7},
+		{1, "p", "", "", "", "", `{}`, 307, "Location: /p2", "", 0, 0x10 | 2},
+		{1, "p", "", "", "", "", `{}`, 201, "Location: $ECHO", "", 0, 7},
+		{1, "p", "", "", "", "", `{}`, 201, "Content-Type: application/octet-stream", strings.Repeat("\xfe", 3000), 0, 0},
+		{1, "p", "", "", "", "", `{}`, 200, "", `"` + strings.Repeat("<", 1900) + `"`, 0, 0},
+		{1, "p", "", "X-Api-Key", "x", "", `{}`, 201, "", "", 0, 0},
+		{1, "p", "", "x-api-key", "x", "", `{}`, 201, "", "", 0, 0},
+		{1, "p", "", "Authorization", "Bearer x", "", `{}`, 201, "", "", 0, 0},
+		{1, "p", "", "X-Note", "a\x01b", "", `{}`, 201, "", "", 0, 0},
+		{1, "!http://user:pw@127.0.0.1:1/x", "", "", "", "", `{}`, 201, "", "", 0, 0},
+		{1, "!https://bücher.example/x", "", "", "", "", `{}`, 201, "", "", 0, 0},
+		{5, "p", "", "", "", "", `{}`, 201, "", "", 0, 0},
+		{1, "p", "", "", "", "bad key", `{"a":`, 201, "", "", 0, 0},
+		{1, "p", "", "", "", "", "{\n \"a\" : 1 }\n", 425, "X-Should-Retry: false", "too early", 0, 0},
+		// Found by fuzzing: JSON with invalid UTF-8 in a string made the
+		// result impossible to encode (a success turned into an error).
+		{0, "0", "", "", "0", "", "", 201, "0", "{\"\":\"\xa8\"}", 0, 0},
+		// Headers alone over the bound.
+		{1, "p", "", "", "", "", `{}`, 201, "Location: /" + strings.Repeat("l", 3000) + "\nX-Request-Id: " + strings.Repeat("<", 3000), "", 0, 0},
+		{1, "p", "", "", "", "", `{}`, 201, "Content-Type: " + strings.Repeat("<", 3000), `{"a":1}`, 0, 0},
+		// An escaped echo in a body that is not one JSON document stays as
+		// written: escapes mean nothing outside JSON (no 8-byte piece).
+		{1, "p", "", "", "", "", `{}`, 201, "", `""0`, 1, 4},
+	} {
+		f.Add(s.method, s.path, s.query, s.hName, s.hVal, s.key, []byte(s.body), s.status, s.headers, []byte(s.respBody), s.echoAt, s.echoMode)
+	}
+
+	methods := []string{"", "POST", "PUT", "PATCH", "DELETE", "GET", "post"}
+	f.Fuzz(func(t *testing.T, method byte, path, query, hName, hVal, key string, body []byte, status uint16, headers string, respBody []byte, echoAt uint16, echoMode byte) {
+		if !utf8.Valid(body) {
+			// It cannot be encoded as activity input: a workflow refuses it
+			// before scheduling (workflows.Call), and Temporal could not
+			// store it.
+			return
+		}
+		r := activities.Request{
+			Operation: "fuzz", Method: methods[int(method)%len(methods)],
+			URL: srv.URL + "/" + path, Body: json.RawMessage(body), IdempotencyKey: cmp.Or(key, "fuzz-key"),
+		}
+		if strings.HasPrefix(path, "!") {
+			r.URL = path[1:]
+		}
+		if query != "" {
+			r.URL += "?" + query
+		}
+		if hName != "" {
+			r.Headers = map[string]string{hName: hVal}
+		}
+		mu.Lock()
+		st := int(status) // a status outside 200–599 is folded into it
+		if st < 200 || st > 599 {
+			st = 200 + st%400
+		}
+		cur = fuzzAnswer{status: st, headers: headers, body: respBody, echoAt: int(echoAt), echoMode: echoMode}
+		before := sent
+		answers = answers[:0]
+		mu.Unlock()
+		logs.take()
+
+		var resp *activities.Response
+		dog := time.AfterFunc(20*time.Second, func() {
+			panic(fmt.Sprintf("the attempt did not end in 20 s: %#v, answer headers %q, body %q", r, headers, respBody))
+		})
+		val, err := env.ExecuteActivity(activities.ActivityName, r)
+		dog.Stop()
+		if err == nil {
+			resp = new(activities.Response)
+			if derr := val.Get(resp); derr != nil {
+				t.Fatalf("result does not decode: %v", derr)
+			}
+		}
+		mu.Lock()
+		n, got := sent-before, append([]int(nil), answers...)
+		mu.Unlock()
+		text := logs.take()
+
+		assertNoPiece(t, err, resp, text, tok, digits)
+		if err == nil {
+			if n == 0 || got[len(got)-1] < 200 || got[len(got)-1] > 299 {
+				t.Fatalf("success after answers %v", got)
+			}
+			if resp.Status != got[len(got)-1] {
+				t.Fatalf("result status %d, server answered %v", resp.Status, got)
+			}
+			enc, merr := json.Marshal(resp)
+			if merr != nil || len(enc) > bound {
+				t.Fatalf("encoded result is %d bytes (bound %d), %v", len(enc), bound, merr)
+			}
+			return
+		}
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) {
+			t.Fatalf("not an ApplicationError: %T %v", err, err)
+		}
+		if _, ok := activities.Details(err); !ok {
+			t.Fatalf("no FailureDetails, not the activity's own error: %v", err)
+		}
+		switch appErr.Type() {
+		case activities.ErrTypeInvalidRequest, activities.ErrTypeOriginNotAllowed:
+			if n != 0 {
+				t.Fatalf("%s, but %d requests were sent: %v", appErr.Type(), n, err)
+			}
+		}
+	})
+}

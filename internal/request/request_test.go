@@ -1,0 +1,223 @@
+package request
+
+import (
+	"errors"
+	"math"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errContains reports whether err matches want: nil for "", else an error
+// whose text contains want.
+func errContains(err error, want string) bool {
+	if want == "" {
+		return err == nil
+	}
+	return err != nil && strings.Contains(err.Error(), want)
+}
+
+func TestIsCredential(t *testing.T) {
+	credential := []string{
+		"Authorization", "authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
+		"X-Api-Key", "x-api-key", "X-API-KEY", "Api-Key", "Apikey", "X_Api_Key", "X-Auth-Token",
+		"X-Access-Token", "X-Amz-Security-Token", "Ocp-Apim-Subscription-Key", "X-Client-Secret",
+		"X-Session-Id", "Private-Token", "X-Password", "X-Credential", "X-Access-Key", "X-Private-Key",
+		"X-Client-Key", "X-Csrf-Token", "Www-Authenticate",
+	}
+	plain := []string{
+		"X-Correlation-Id", "X-Request-Id", "Accept-Language", "Content-Language", "X-Note",
+		"Prefer", "If-Match", "Traceparent", "X-Tenant", "Keyboard",
+	}
+	for _, name := range credential {
+		if !IsCredential(name) {
+			t.Errorf("IsCredential(%q) = false, want true", name)
+		}
+	}
+	for _, name := range plain {
+		if IsCredential(name) {
+			t.Errorf("IsCredential(%q) = true, want false", name)
+		}
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	tests := []struct {
+		name string
+		h    map[string]string
+		want string
+	}{
+		{"none", nil, ""},
+		{"plain", map[string]string{"X-Note": "a b\tc", "Prefer": "return=minimal"}, ""},
+		{"obs-text is allowed", map[string]string{"X-Note": "caf\xc3\xa9"}, ""},
+		{"credential", map[string]string{"X-Api-Key": "k"}, "looks like a credential"},
+		{"credential in lower case", map[string]string{"proxy-authorization": "Basic x"}, "looks like a credential"},
+		{"set by the client", map[string]string{"Content-Length": "3"}, "computed from the body"},
+		{"key header", map[string]string{"idempotency-key": "k"}, "IdempotencyKey"},
+		{"Expect", map[string]string{"Expect": "100-continue"}, "managed by the HTTP client"},
+		{"invalid name", map[string]string{"X Note": "a"}, "invalid header name"},
+		{"empty name", map[string]string{"": "a"}, "invalid header name"},
+		{"name with colon", map[string]string{"X-Note:": "a"}, "invalid header name"},
+		{"CR LF", map[string]string{"X-Note": "a\r\nX-Evil: 1"}, "control character"},
+		{"NUL", map[string]string{"X-Note": "a\x00"}, "control character"},
+		{"ESC", map[string]string{"X-Note": "\x1b[0m"}, "control character"},
+		{"DEL", map[string]string{"X-Note": "\x7f"}, "control character"},
+		{"two spellings", map[string]string{"X-Note": "a", "x-note": "b"}, "differ only in case"},
+	}
+	for _, tt := range tests {
+		if err := Headers(tt.h); !errContains(err, tt.want) {
+			t.Errorf("%s: Headers(%q) = %v, want %q", tt.name, tt.h, err, tt.want)
+		}
+	}
+}
+
+func TestBody(t *testing.T) {
+	tests := []struct {
+		name string
+		b    string
+		want string
+	}{
+		{"none", "", ""},
+		{"object", `{"a":1}`, ""},
+		{"pretty", "{\n  \"a\": 1\n}\n", ""},
+		{"exactly the bound", `"` + strings.Repeat("a", MaxBodyBytes-2) + `"`, ""},
+		{"one byte over", `"` + strings.Repeat("a", MaxBodyBytes-1) + `"`, "at most 262144"},
+		{"not JSON", `{"a":`, "not valid JSON"},
+		{"not UTF-8", "\"\xff\"", "UTF-8"},
+		{"two documents", `{} {}`, "not valid JSON"},
+	}
+	for _, tt := range tests {
+		if err := Body([]byte(tt.b)); !errContains(err, tt.want) {
+			t.Errorf("%s: Body = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestKeyOperationMethod(t *testing.T) {
+	for key, want := range map[string]string{
+		"order-1":                          "",
+		strings.Repeat("k", MaxKeyBytes):   "",
+		strings.Repeat("k", MaxKeyBytes+1): "at most 255",
+		"":                                 "missing idempotency key",
+		"a b":                              "printable ASCII",
+		"ключ":                             "printable ASCII",
+		"k\x7f":                            "printable ASCII",
+	} {
+		if err := Key(key); !errContains(err, want) {
+			t.Errorf("Key(%q) = %v, want %q", key, err, want)
+		}
+	}
+	for op, want := range map[string]string{
+		"charge":         "",
+		"charge-2026-12": "",
+		"":               "",
+		"a\x00b":         "NUL",
+		"charge\xff":     "UTF-8",
+	} {
+		if err := Operation(op); !errContains(err, want) {
+			t.Errorf("Operation(%q) = %v, want %q", op, err, want)
+		}
+	}
+	for m, want := range map[string]string{"": "POST", "post": "POST", " Put ": "PUT", "PATCH": "PATCH", "delete": "DELETE", "GET": "", "HEAD": "", "CONNECT": ""} {
+		got, err := Method(m)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("Method(%q) = %q, %v; want %q", m, got, err, want)
+		}
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	tests := []struct {
+		in, wantURL, wantOrigin, err string
+	}{
+		{"https://api.example.com/pay?x=1#frag", "https://api.example.com/pay?x=1", "https://api.example.com", ""},
+		{"  http://127.0.0.1:8081/p  ", "http://127.0.0.1:8081/p", "http://127.0.0.1:8081", ""},
+		{"https://u:hunter2hunter2@api.example.com/", "", "", "user info"},
+		{"https://bücher.example/", "", "", "punycode"},
+		{"https://b%C3%BCcher.example/", "", "", "punycode"},
+		{"https://xn--bcher-kva.example/", "https://xn--bcher-kva.example/", "https://xn--bcher-kva.example", ""},
+		{"mailto:a@example.com", "", "", "unsupported scheme"},
+		{"http://[::1", "", "", "invalid URL"},
+	}
+	for _, tt := range tests {
+		u, o, err := ParseURL(tt.in)
+		if !errContains(err, tt.err) {
+			t.Errorf("ParseURL(%q) error = %v, want %q", tt.in, err, tt.err)
+			continue
+		}
+		if tt.err != "" {
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("ParseURL(%q) error repeats the password: %v", tt.in, err)
+			}
+			continue
+		}
+		if u.String() != tt.wantURL || o != tt.wantOrigin {
+			t.Errorf("ParseURL(%q) = %q, %q; want %q, %q", tt.in, u, o, tt.wantURL, tt.wantOrigin)
+		}
+	}
+}
+
+// TestRedactURL (hardening issue, class 3): user info, query values and
+// fragments of a URL a server sends are never kept.
+func TestRedactURL(t *testing.T) {
+	tests := []struct {
+		in, want string
+		secrets  []string
+	}{
+		{"https://deploy:hunter2hunter2@files.example.net/obj?X-Amz-Signature=fe5f80f77d5fa3be&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE",
+			"https://files.example.net/obj?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED", []string{"hunter2", "deploy", "fe5f80f77d5fa3be", "AKIAIOSFODNN7EXAMPLE"}},
+		{"/receipts/9?access_token=ya29.a0AfH6&access_token=second", "/receipts/9?access_token=REDACTED&access_token=REDACTED", []string{"ya29", "second"}},
+		{"https://user@h.example/p", "https://h.example/p", []string{"user@"}},
+		{"https://h.example/p#token=abc123abc", "https://h.example/p", []string{"abc123abc"}},
+		{"https://h.example/p?sig=a%2Fb%3Dc", "https://h.example/p?sig=REDACTED", []string{"a%2Fb", "a/b"}},
+		{"https://h.example/plain/path", "https://h.example/plain/path", nil},
+		{"http://[::1", "[unparsable URL]", nil},
+		{"https://u:p%zz@h/", "[unparsable URL]", []string{"p%zz"}},
+	}
+	for _, tt := range tests {
+		got := RedactURL(tt.in)
+		if got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		for _, s := range tt.secrets {
+			if strings.Contains(got, s) {
+				t.Errorf("RedactURL(%q) = %q keeps %q", tt.in, got, s)
+			}
+		}
+	}
+}
+
+func TestRedactErr(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "https://u:hunter2hunter2@h.example/p?token=s3cr3t-s3cr3t", Err: errors.New("connection refused")}
+	got := RedactErr(err)
+	if strings.Contains(got, "hunter2") || strings.Contains(got, "s3cr3t") {
+		t.Errorf("RedactErr = %q keeps a secret", got)
+	}
+	if !strings.Contains(got, "h.example/p?token=REDACTED") || !strings.Contains(got, "connection refused") {
+		t.Errorf("RedactErr = %q: want the redacted URL and the cause", got)
+	}
+	if got := RedactErr(errors.New("plain")); got != "plain" {
+		t.Errorf("RedactErr(plain) = %q", got)
+	}
+}
+
+func TestAttemptCeiling(t *testing.T) {
+	tests := []struct {
+		budget int32
+		s2c    time.Duration
+		want   int32
+	}{
+		{5, 2 * time.Minute, 5 + 1200 + 1},
+		{1, 0, 2},
+		{0, time.Second, 11},
+		{5, 50 * time.Millisecond, 6},
+		{math.MaxInt32, time.Hour, math.MaxInt32},
+		{5, time.Duration(math.MaxInt64), math.MaxInt32},
+	}
+	for _, tt := range tests {
+		if got := AttemptCeiling(tt.budget, tt.s2c); got != tt.want {
+			t.Errorf("AttemptCeiling(%d, %s) = %d, want %d", tt.budget, tt.s2c, got, tt.want)
+		}
+	}
+}

@@ -263,7 +263,7 @@ func badValueByte(v string) int {
 }
 
 // RedactURL returns raw with its user info removed and every query value
-// replaced by "REDACTED": for URLs a server sends (a redirect's Location, a
+// (and every parameter without a value) replaced by "REDACTED": for URLs a server sends (a redirect's Location, a
 // presigned URL) and for URLs in errors. Text that does not parse as a URL is
 // returned as "[unparsable URL]".
 func RedactURL(raw string) string {
@@ -273,13 +273,17 @@ func RedactURL(raw string) string {
 	}
 	u.User = nil
 	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			for i := range q[k] {
-				q[k][i] = "REDACTED"
+		// Keep the names of the parameters, not their values; a parameter
+		// without "=" (a bare token, "?abc123") is all value.
+		var parts []string
+		for item := range strings.SplitSeq(u.RawQuery, "&") {
+			name, _, hasValue := strings.Cut(item, "=")
+			if !hasValue || !ValidHeaderName(name) {
+				name = "REDACTED"
 			}
+			parts = append(parts, name+"=REDACTED")
 		}
-		u.RawQuery = q.Encode()
+		u.RawQuery = strings.Join(parts, "&")
 	}
 	u.Fragment, u.RawFragment = "", ""
 	return u.String()

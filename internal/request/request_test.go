@@ -166,7 +166,7 @@ func TestRedactURL(t *testing.T) {
 		secrets  []string
 	}{
 		{"https://deploy:hunter2hunter2@files.example.net/obj?X-Amz-Signature=fe5f80f77d5fa3be&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE",
-			"https://files.example.net/obj?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED", []string{"hunter2", "deploy", "fe5f80f77d5fa3be", "AKIAIOSFODNN7EXAMPLE"}},
+			"https://files.example.net/obj?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED", []string{"hunter2", "deploy", "fe5f80f77d5fa3be", "AKIAIOSFODNN7EXAMPLE"}},
 		{"/receipts/9?access_token=ya29.a0AfH6&access_token=second", "/receipts/9?access_token=REDACTED&access_token=REDACTED", []string{"ya29", "second"}},
 		{"https://user@h.example/p", "https://h.example/p", []string{"user@"}},
 		{"https://h.example/p#token=abc123abc", "https://h.example/p", []string{"abc123abc"}},
@@ -218,6 +218,19 @@ func TestAttemptCeiling(t *testing.T) {
 	for _, tt := range tests {
 		if got := AttemptCeiling(tt.budget, tt.s2c); got != tt.want {
 			t.Errorf("AttemptCeiling(%d, %s) = %d, want %d", tt.budget, tt.s2c, got, tt.want)
+		}
+	}
+}
+
+func TestRedactURLQueryWithoutValues(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://h/p?tok_live_abcdef123456", "https://h/p?REDACTED=REDACTED"},
+		{"https://h/p?a=1&tok_live_abcdef123456&X-Amz-Signature=abc", "https://h/p?a=REDACTED&REDACTED=REDACTED&X-Amz-Signature=REDACTED"},
+		{"https://u:p@h/p#frag", "https://h/p"},
+	}
+	for _, tt := range tests {
+		if got := RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -28,6 +30,8 @@ type Activities struct {
 	client  *http.Client
 	origins map[string]*origin
 	redact  *redactor
+	tracer  trace.Tracer
+	labels  labels
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -64,6 +68,11 @@ func New(cfg Config) (*Activities, error) {
 	// turn a POST into a GET on 301–303 and carry headers across origins.
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	a.client = &c
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	a.tracer = tp.Tracer(tracerName)
 	return a, nil
 }
 
@@ -91,26 +100,43 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 // retryable ones with a NextRetryDelay (Retry-After, else jittered backoff),
 // final ones with outcomeFinal set. Called outside an activity, Do returns
 // an error.
+//
+// Each attempt that sends a request is an HTTP client span (a child of the
+// span in ctx: the activity's, with the SDK's tracing interceptor) named in
+// the W3C traceparent the request carries; the activity logs with that
+// span's context, so the interceptor's logger adds its TraceID and SpanID.
+// Each attempt is counted in the worker's metrics handler (see the
+// README's Observability section).
 func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
 	}
-	resp, err := a.do(ctx, req)
-	a.count(ctx, req.Operation, err)
-	return resp, err
-}
-
-func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 	info := activity.GetInfo(ctx)
 	p, err := a.prepare(req)
 	if err != nil {
+		origin := ""
+		if _, o, perr := request.ParseURL(req.URL); perr == nil && a.origins[o] != nil {
+			origin = o
+		}
+		count(a.metrics(ctx, origin, req.Operation), err)
 		return nil, err
 	}
+	m := a.metrics(ctx, p.origin, req.Operation)
+	ctx, span := a.startSpan(ctx, p, info.Attempt)
+	resp, status, err := a.do(ctx, info, p, m)
+	endSpan(span, status, resp, err)
+	count(m, err)
+	return resp, err
+}
+
+// do sends p once, classifies the answer and returns the Response or the
+// error for Temporal, with the status the server answered (0 for none).
+func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler) (*Response, int, error) {
+	req := p.req
 	prev := loadProgress(ctx, info.Attempt)
 	start := time.Now()
 	ans := a.send(withMargin(ctx), p)
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"operation": req.Operation}).
-		Timer("idempotent_http_attempt_latency").Record(time.Since(start))
+	m.Timer(metricAttemptDuration).Record(time.Since(start))
 	v := decide(&ans, &p.o.conv, prev.hint())
 	d := FailureDetails{
 		Operation: req.Operation, Method: p.method, URL: p.url.String(),
@@ -121,7 +147,7 @@ func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 		r := a.result(&ans, p, info.Attempt)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
 			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
-		return r, nil
+		return r, ans.status, nil
 	}
 	var msg string
 	if ans.err != nil {
@@ -141,9 +167,9 @@ func (a *Activities) do(ctx context.Context, req Request) (*Response, error) {
 	}
 	if v.outcome == outcomeFinal {
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
-		return nil, a.fail(msg, v.errType, d)
+		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
-	return nil, a.retry(ctx, info, p, prev, v, d, msg, ans.header)
+	return nil, ans.status, a.retry(ctx, info, p, m, prev, v, d, msg, ans.header)
 }
 
 // withMargin returns ctx with its deadline brought forward by a fifth of
@@ -205,22 +231,4 @@ func (a *Activities) prepare(req Request) (*prepared, error) {
 		}
 	}
 	return p, nil
-}
-
-// count adds one to the attempts counter, tagged with the operation, the
-// outcome and the error type of the attempt's result.
-func (a *Activities) count(ctx context.Context, operation string, err error) {
-	outcome, errType := outcomeSuccess, "none"
-	var appErr *temporal.ApplicationError
-	switch {
-	case errors.As(err, &appErr) && appErr.NonRetryable():
-		outcome, errType = outcomeFinal, appErr.Type()
-	case errors.As(err, &appErr):
-		outcome, errType = outcomeRetry, appErr.Type()
-	case err != nil:
-		outcome, errType = outcomeRetry, "unknown"
-	}
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{
-		"operation": operation, "outcome": outcome.String(), "error_type": errType,
-	}).Counter("idempotent_http_attempts").Inc(1)
 }

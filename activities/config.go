@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -79,6 +82,14 @@ type Config struct {
 	// Uniform returns a uniform random number in [0, 1) for jitter
 	// (default math/rand/v2's Float64).
 	Uniform func() float64
+	// TracerProvider makes each attempt's HTTP client span (default
+	// OpenTelemetry's global provider, otel.GetTracerProvider: no spans are
+	// recorded until the worker sets one).
+	TracerProvider trace.TracerProvider
+	// Propagator writes the attempt's trace context into the request's
+	// headers (default W3C Trace Context: traceparent and tracestate, and
+	// no baggage, which is for the worker's own services, not every API).
+	Propagator propagation.TextMapPropagator
 }
 
 // origin is what the activity knows about one allowed origin.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -58,8 +59,9 @@ func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
 // error when the attempt budget is spent (ErrType of the verdict, marked
 // non-retryable), or when the delay cannot end before the schedule-to-close
 // deadline (ErrTypeKeyLocked for a key still in flight, else ErrTypeDeadline).
-// It records this attempt's progress for the next.
-func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared, prev progress, v verdict, d FailureDetails, msg string, header http.Header) error {
+// It records this attempt's progress for the next, and in m the retry it
+// hands to Temporal.
+func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress, v verdict, d FailureDetails, msg string, header http.Header) error {
 	now := a.cfg.Now()
 	next := progress{Attempt: info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || v.unknown,
 		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount}
@@ -133,11 +135,13 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		}
 	}
 	opts := temporal.ApplicationErrorOptions{}
-	if fromRetryAfter || v.inFlight || b.Jitter != JitterNone {
+	handed := fromRetryAfter || v.inFlight || b.Jitter != JitterNone
+	if handed {
 		// JitterNone without Retry-After leaves the interval to Temporal.
 		d.NextRetryDelay = delay
 		opts.NextRetryDelay = delay
 	}
+	observeRetry(m, delay, handed, fromRetryAfter, v.inFlight)
 	opts.Details = []any{d}
 	// The next attempt reads this; a failure to record it only makes the
 	// next attempt count this one as lost (a failure of unknown outcome).

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -43,7 +45,7 @@ type answer struct {
 }
 
 // send sends p, following 307/308 redirects to the same origin (without user
-// info) with the same method, body and key.
+// info) with the same method, body and key, and the trace context of ctx.
 func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	target := p.url
 	for hop := 0; ; hop++ {
@@ -67,6 +69,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		hr.Header.Set(p.o.conv.KeyHeader, p.req.IdempotencyKey)
 		hr.Header.Set("User-Agent", a.cfg.UserAgent)
 		hr.Header.Set("Accept", "application/json")
+		a.inject(ctx, propagation.HeaderCarrier(hr.Header))
 		resp, err := a.client.Do(hr)
 		if err != nil {
 			return answer{from: target, err: err}

@@ -9,10 +9,17 @@
 // those origins only; it never enters workflow input, results or history, and
 // is redacted from logs.
 //
+// --metrics-addr (METRICS_ADDR) serves the SDK's worker metrics and the
+// activity's in Prometheus' format on http://ADDR/metrics. The SDK's
+// OpenTelemetry tracing interceptor is always installed; spans are exported
+// with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp)
+// is set, as OpenTelemetry's environment variables configure it.
+//
 //	ALLOW_ORIGINS=http://127.0.0.1:8081 API_TOKEN=… go run ./worker
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -28,6 +35,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -46,6 +54,7 @@ func run() error {
 	logLevel := flag.String("log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	conventions := flag.String("convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe, e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id (env CONVENTIONS)")
 	identity := flag.String("identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	flag.Parse()
 
 	token := os.Getenv("API_TOKEN")
@@ -74,6 +83,24 @@ func run() error {
 	opts.Logger = sdklog.NewStructuredLogger(logger)
 	if *identity != "" {
 		opts.Identity = *identity
+	}
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-worker", MetricsAddr: *metricsAddr, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(ctx); err != nil {
+			logger.Warn("telemetry shutdown", slog.String("error", err.Error()))
+		}
+	}()
+	tel.Apply(&opts)
+	if tel.MetricsURL != "" {
+		logger.Info("serving metrics", slog.String("url", tel.MetricsURL))
+	}
+	if tel.TracesExporter != "" {
+		logger.Info("exporting traces with OTLP", slog.String("protocol", tel.TracesExporter))
 	}
 	c, err := client.Dial(opts)
 	if err != nil {

@@ -11,6 +11,11 @@
 //
 // Starting again with the same --workflow-id (and --operation) reuses the
 // same idempotency key, so the server returns its stored response.
+//
+// The SDK's OpenTelemetry tracing interceptor starts the workflow's trace;
+// its spans are exported with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_TRACES_EXPORTER=otlp) is set, and then the trace ID is printed on
+// stderr ("Trace: ID").
 package main
 
 import (
@@ -26,6 +31,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -34,6 +41,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -108,6 +116,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger, _ := cliutil.NewLogger("warn")
 	opts.Logger = sdklog.NewStructuredLogger(logger)
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-starter", Logger: logger})
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return 1
+	}
+	defer func() {
+		// Flush the spans before exiting.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(ctx)
+	}()
+	tel.Apply(&opts)
 	c, err := client.Dial(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "starter: connecting to Temporal at %q: %v\n", opts.HostPort, err)
@@ -117,6 +137,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *waitTimeout)
 	defer cancel()
+	// The trace's root: the interceptor's StartWorkflow span, and through
+	// it the workflow, its activity attempts and the API's requests, are
+	// its descendants.
+	ctx, span := otel.Tracer("github.com/idemhttp/temporal-idempotent-http/cmd/starter").Start(ctx, "starter "+*operation)
+	defer span.End()
+	if sc := span.SpanContext(); sc.IsSampled() && tel.TracesExporter != "" {
+		fmt.Fprintf(stderr, "Trace: %s\n", sc.TraceID())
+	}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       *workflowID,
 		TaskQueue:                *taskQueue,
@@ -140,6 +168,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var resp activities.Response
 	if err := run.Get(ctx, &resp); err != nil {
+		span.SetStatus(codes.Error, "the workflow failed")
 		printFailure(stderr, err, expectedKey)
 		return 1
 	}

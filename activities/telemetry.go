@@ -1,0 +1,227 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// The activity's metrics, recorded through the worker's metrics handler
+// (activity.GetMetricsHandler: the SDK adds its namespace, task_queue,
+// activity_type and workflow_type tags). Every one is labelled origin (an
+// allowed origin, "other" for any other) and operation (bounded, see
+// operationLabel); the attempts counter also outcome (success, retryable,
+// non_retryable) and error_type (an ErrType constant, "none" on success).
+// The names are Prometheus names: a handler that appends units and _total
+// (OpenTelemetry's Prometheus exporter) finds them there already.
+const (
+	// metricAttempts counts attempts, each once, by how it ended.
+	metricAttempts = "idempotent_http_attempts_total"
+	// metricAttemptDuration is the time from sending the request to reading
+	// the answer (redirects included), for every attempt that sent one.
+	metricAttemptDuration = "idempotent_http_attempt_duration_seconds"
+	// metricRetryAfter is each wait that a server's Retry-After chose and
+	// that was handed to Temporal (after the MaxRetryAfter cap).
+	metricRetryAfter = "idempotent_http_retry_after_seconds"
+	// metricRetryDelay is each NextRetryDelay handed to Temporal, whatever
+	// chose it (Retry-After, backoff, the wait for a key in flight).
+	metricRetryDelay = "idempotent_http_retry_delay_seconds"
+	// metricInFlightWaits counts answers that a request with the key is
+	// still being processed, waited out with the same key.
+	metricInFlightWaits = "idempotent_http_in_flight_waits_total"
+)
+
+// Bounds of the operation label: caller-chosen names keep their own value
+// up to maxOperationLabels distinct ones per Activities (a worker), each at
+// most maxOperationLabelBytes of UTF-8; any other is "other".
+const (
+	maxOperationLabels     = 100
+	maxOperationLabelBytes = 64
+	otherLabel             = "other"
+)
+
+// labels holds the operation label values seen so far.
+type labels struct {
+	mu  sync.Mutex
+	ops map[string]struct{}
+}
+
+// operationLabel returns the metrics label for an operation name: the name
+// itself while it is short and one of the first maxOperationLabels names
+// seen, "other" otherwise. Operation names are chosen by workflows (a
+// period, an order ID could be in them): this keeps a worker's series
+// bounded whatever they do.
+func (l *labels) operationLabel(op string) string {
+	if op == "" || len(op) > maxOperationLabelBytes || !utf8.ValidString(op) {
+		return otherLabel
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.ops[op]; ok {
+		return op
+	}
+	if len(l.ops) >= maxOperationLabels {
+		return otherLabel
+	}
+	if l.ops == nil {
+		l.ops = map[string]struct{}{}
+	}
+	l.ops[op] = struct{}{}
+	return op
+}
+
+// metrics returns the worker's metrics handler tagged with the attempt's
+// origin and operation labels. origin is "" when the request was refused
+// before its origin was known to be allowed.
+func (a *Activities) metrics(ctx context.Context, origin, operation string) client.MetricsHandler {
+	if origin == "" {
+		origin = otherLabel
+	}
+	return activity.GetMetricsHandler(ctx).WithTags(map[string]string{
+		"origin": origin, "operation": a.labels.operationLabel(operation),
+	})
+}
+
+// resultOf returns an attempt's outcome and error type as metrics, spans and
+// logs name them: Do's error decides, so that a retryable type made final
+// on the last attempt counts as non_retryable.
+func resultOf(err error) (outcome, string) {
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return outcomeSuccess, "none"
+	case errors.As(err, &appErr) && appErr.NonRetryable():
+		return outcomeFinal, appErr.Type()
+	case errors.As(err, &appErr):
+		return outcomeRetry, appErr.Type()
+	default:
+		return outcomeRetry, "unknown"
+	}
+}
+
+// count adds one to the attempts counter.
+func count(m client.MetricsHandler, err error) {
+	outcome, errType := resultOf(err)
+	m.WithTags(map[string]string{"outcome": outcome.String(), "error_type": errType}).Counter(metricAttempts).Inc(1)
+}
+
+// tracerName is the instrumentation scope of the attempts' spans.
+const tracerName = "github.com/idemhttp/temporal-idempotent-http/activities"
+
+// Span attributes of this package, beside OpenTelemetry's HTTP ones.
+const (
+	attrOperation  = attribute.Key("idempotent_http.operation")
+	attrKey        = attribute.Key("idempotent_http.idempotency_key")
+	attrAttempt    = attribute.Key("idempotent_http.attempt")
+	attrOutcome    = attribute.Key("idempotent_http.outcome")
+	attrErrorType  = attribute.Key("idempotent_http.error_type")
+	attrRetryDelay = attribute.Key("idempotent_http.retry_delay_seconds")
+	attrReplayed   = attribute.Key("idempotent_http.replayed")
+)
+
+// startSpan starts the attempt's HTTP client span, a child of the span in
+// ctx (the activity's, with the SDK's tracing interceptor), after
+// OpenTelemetry's HTTP client conventions: named by the method, with the
+// URL's user info dropped and its query values redacted. The key is an
+// attribute; it is no secret, and it is what joins the trace to the API's
+// own records. A span that records nothing (no tracer provider set) gets
+// no attributes: they cost a URL parse per attempt.
+func (a *Activities) startSpan(ctx context.Context, p *prepared, attempt int32) (context.Context, trace.Span) {
+	ctx, span := a.tracer.Start(ctx, p.method, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(p.method),
+		semconv.URLFull(request.RedactURL(p.url.String())),
+		semconv.ServerAddress(p.url.Hostname()),
+		attrOperation.String(p.req.Operation),
+		attrKey.String(p.req.IdempotencyKey),
+		attrAttempt.Int(int(attempt)),
+	}
+	port := p.url.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[p.url.Scheme]
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, semconv.ServerPort(n))
+	}
+	if attempt > 1 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(int(attempt-1)))
+	}
+	span.SetAttributes(attrs...)
+	return ctx, span
+}
+
+// endSpan sets what the attempt got and ends the span: the status code,
+// the outcome, and for a failure error.type (the status code from 400 up,
+// the error type otherwise) with the span's status set to Error.
+func endSpan(span trace.Span, status int, resp *Response, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	if status > 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	outcome, errType := resultOf(err)
+	span.SetAttributes(attrOutcome.String(outcome.String()))
+	switch {
+	case err == nil:
+		span.SetAttributes(attrReplayed.Bool(resp.Replayed))
+	default:
+		span.SetAttributes(attrErrorType.String(errType))
+		if status >= 400 {
+			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		} else {
+			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+		}
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			if d := appErr.NextRetryDelay(); d > 0 {
+				span.SetAttributes(attrRetryDelay.Float64(d.Seconds()))
+			}
+		}
+		span.SetStatus(codes.Error, errType)
+	}
+}
+
+// inject writes the trace context of ctx (the attempt's span) into h, so
+// that the API's own trace continues the workflow's: W3C Trace Context
+// unless Config.Propagator says otherwise. Not the global propagator: its
+// baggage, meant for the worker's own services, would go to every API.
+func (a *Activities) inject(ctx context.Context, h propagation.HeaderCarrier) {
+	if a.cfg.Propagator != nil {
+		a.cfg.Propagator.Inject(ctx, h)
+		return
+	}
+	propagation.TraceContext{}.Inject(ctx, h)
+}
+
+// observeRetry records a retry handed to Temporal: its delay (when the
+// activity chose one), the Retry-After wait, the wait for a key in flight.
+func observeRetry(m client.MetricsHandler, delay time.Duration, handed, fromRetryAfter, inFlight bool) {
+	if handed {
+		m.Timer(metricRetryDelay).Record(delay)
+	}
+	if fromRetryAfter {
+		m.Timer(metricRetryAfter).Record(delay)
+	}
+	if inFlight {
+		m.Counter(metricInFlightWaits).Inc(1)
+	}
+}

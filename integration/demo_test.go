@@ -80,11 +80,11 @@ func TestDemoScript(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ports, err := itest.FreePorts(3)
+			ports, err := itest.FreePorts(4)
 			if err != nil {
 				t.Fatal(err)
 			}
-			temporalPort, uiPort, apiPort := ports[0], ports[1], ports[2]
+			temporalPort, uiPort, apiPort, metricsPort := ports[0], ports[1], ports[2], ports[3]
 			// Every process the demo starts inherits this variable.
 			marker := fmt.Sprintf("IDEMHTTP_DEMO_TEST=%s-%d-%d", tt.name, os.Getpid(), time.Now().UnixNano())
 			env := append([]string{
@@ -92,6 +92,7 @@ func TestDemoScript(t *testing.T) {
 				"TEMPORAL_PORT=" + strconv.Itoa(temporalPort),
 				"TEMPORAL_UI_PORT=" + strconv.Itoa(uiPort),
 				"API_PORT=" + strconv.Itoa(apiPort),
+				"METRICS_PORT=" + strconv.Itoa(metricsPort),
 			}, tt.env...)
 			spec := itest.Spec{
 				Name: "demo.sh " + tt.name, Path: "bash", Args: append([]string{script}, tt.args...), Dir: root, Env: env,
@@ -172,7 +173,7 @@ func TestDemoScript(t *testing.T) {
 				t.Errorf("make reported an error")
 			}
 			if tt.scenario {
-				checkDemoOutput(t, out, uiPort)
+				checkDemoOutput(t, out, uiPort, metricsPort)
 			} else if strings.Contains(out, "Starting the Temporal dev server") {
 				t.Errorf("the demo went on after Ctrl-C during the build")
 			}
@@ -272,8 +273,10 @@ func processesWith(kv string) []string {
 	return found
 }
 
-// checkDemoOutput checks the three steps of the demo's scenario.
-func checkDemoOutput(t *testing.T, out string, uiPort int) {
+// checkDemoOutput checks the three steps of the demo's scenario, and the
+// worker's metrics it prints: 2 successes, the 503 and the 429 retried, the
+// 400 final.
+func checkDemoOutput(t *testing.T, out string, uiPort, metricsPort int) {
 	t.Helper()
 	type result struct {
 		WorkflowID     string `json:"workflow_id"`
@@ -312,6 +315,10 @@ func checkDemoOutput(t *testing.T, out string, uiPort int) {
 		"5 requests, 1 distinct idempotency key(s), 1 record(s), 1 replay(s)",
 		fmt.Sprintf("Web UI: http://127.0.0.1:%d/namespaces/default/workflows/demo-payment/", uiPort),
 		fmt.Sprintf("Web UI: http://127.0.0.1:%d/namespaces/default/workflows\n", uiPort),
+		fmt.Sprintf("Metrics (Prometheus text, the SDK's and the activity's): http://127.0.0.1:%d/metrics\n", metricsPort),
+		`idempotent_http_attempts_total{outcome="retryable",error_type="HTTPRetryableStatus"} 2` + "\n",
+		`idempotent_http_attempts_total{outcome="non_retryable",error_type="HTTPClientError"} 1` + "\n",
+		`idempotent_http_attempts_total{outcome="success",error_type="none"} 2` + "\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the demo's output lacks %q", s)

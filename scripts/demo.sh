@@ -11,13 +11,16 @@
 #   3. The first workflow ID run again: same key, so the API answers with its
 #      stored response (replayed) and still holds one record.
 #
-# Then everything stays up (Web UI on http://127.0.0.1:8233) until Ctrl-C,
-# which stops it all. Everything listens on 127.0.0.1 only; the server keeps
+# Then everything stays up (Web UI on http://127.0.0.1:8233, the worker's
+# Prometheus metrics on http://127.0.0.1:9464/metrics) until Ctrl-C, which
+# stops it all. Everything listens on 127.0.0.1 only; the server keeps
 # its data in memory.
 #
 # Environment:
-#   TEMPORAL_PORT (7233), TEMPORAL_UI_PORT (8233), API_PORT (8081)
-#                 the ports of the Temporal frontend, its Web UI and the API
+#   TEMPORAL_PORT (7233), TEMPORAL_UI_PORT (8233), API_PORT (8081),
+#   METRICS_PORT (9464)
+#                 the ports of the Temporal frontend, its Web UI, the API and
+#                 the worker's /metrics
 #   BIN_DIR       where the binaries are built (default: bin/ of the repository)
 #   DEMO_EXIT=1   run the scenario and shut down instead of waiting for
 #                 Ctrl-C (same as the --no-wait flag)
@@ -41,6 +44,7 @@ BIN_DIR=${BIN_DIR:-$ROOT/bin}
 TEMPORAL_PORT=${TEMPORAL_PORT:-7233}
 TEMPORAL_UI_PORT=${TEMPORAL_UI_PORT:-8233}
 API_PORT=${API_PORT:-8081}
+METRICS_PORT=${METRICS_PORT:-9464}
 DEMO_EXIT=${DEMO_EXIT:-0}
 for arg in "$@"; do
 	case $arg in
@@ -81,6 +85,7 @@ TASK_QUEUE=idempotent-http
 ADDRESS=127.0.0.1:$TEMPORAL_PORT
 UI=http://127.0.0.1:$TEMPORAL_UI_PORT
 API=http://127.0.0.1:$API_PORT
+METRICS=http://127.0.0.1:$METRICS_PORT/metrics
 # The worker and the starter reach this server whatever Temporal profile or
 # config file the user has.
 TEMPORAL_ENV=(TEMPORAL_ADDRESS="$ADDRESS" TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE=/dev/null TEMPORAL_PROFILE=)
@@ -307,7 +312,7 @@ go_build() {
 
 command -v go >/dev/null || fail "the go command is needed (Go 1.26, see go.mod)"
 command -v curl >/dev/null || fail "curl is needed"
-for p in TEMPORAL_PORT TEMPORAL_UI_PORT API_PORT; do
+for p in TEMPORAL_PORT TEMPORAL_UI_PORT API_PORT METRICS_PORT; do
 	port_free "${!p}" || fail "port ${!p} on 127.0.0.1 is in use: stop what listens there or set $p to another port"
 done
 
@@ -334,9 +339,10 @@ launch "reference API" "$WORK/demoapi.log" "$BIN_DIR/demoapi" --addr "127.0.0.1:
 wait_until "the reference API" "$WORK/demoapi.log" 30 curl -fsS -o /dev/null "$API/healthz"
 
 WORKER_ID=demo-worker-$$
-step "Starting the worker ($WORKER_ID) on task queue $TASK_QUEUE, allowed to call $API"
+step "Starting the worker ($WORKER_ID) on task queue $TASK_QUEUE, allowed to call $API, metrics on $METRICS"
 launch "worker" "$WORK/worker.log" env "${TEMPORAL_ENV[@]}" API_TOKEN= \
-	"$BIN_DIR/worker" --task-queue "$TASK_QUEUE" --allow-origin "$API" --identity "$WORKER_ID"
+	"$BIN_DIR/worker" --task-queue "$TASK_QUEUE" --allow-origin "$API" --identity "$WORKER_ID" \
+	--metrics-addr "127.0.0.1:$METRICS_PORT"
 worker_polls() {
 	temporal task-queue describe --task-queue "$TASK_QUEUE" --address "$ADDRESS" -o json |
 		grep -q "\"identity\": *\"$WORKER_ID\""
@@ -386,6 +392,11 @@ say "=> replayed, still one record: the work ran once"
 
 step "Web UI: $UI/namespaces/default/workflows"
 say "worker, API and server logs: $WORK/{worker,demoapi,temporal}.log"
+
+step "Metrics (Prometheus text, the SDK's and the activity's): $METRICS"
+# One line per outcome and error type of the attempts so far.
+curl -fsS "$METRICS" | sed -n 's/^idempotent_http_attempts_total{.*error_type="\([^"]*\)".*outcome="\([^"]*\)".*} \([0-9]*\)$/\2 \1 \3/p' |
+	while read -r outcome type n; do say "idempotent_http_attempts_total{outcome=\"$outcome\",error_type=\"$type\"} $n"; done
 if [[ $DEMO_EXIT == 1 ]]; then
 	exit 0
 fi

@@ -260,6 +260,14 @@ func TestComposeChecksCatchBrokenCopies(t *testing.T) {
 			new: "ALLOW_ORIGINS: http://demoapi:9090", check: "worker", wantProblem: "ALLOW_ORIGINS",
 		},
 		{
+			name: "worker metrics on loopback only", old: "METRICS_ADDR: 0.0.0.0:9464",
+			new: "METRICS_ADDR: 127.0.0.1:9464", check: "worker", wantProblem: "METRICS_ADDR",
+		},
+		{
+			name: "worker metrics on an unpublished port", old: "METRICS_ADDR: 0.0.0.0:9464",
+			new: "METRICS_ADDR: 0.0.0.0:9465", check: "worker", wantProblem: "METRICS_ADDR",
+		},
+		{
 			name: "moving image tag", old: "image: temporalio/ui:2.42.1",
 			new: "image: temporalio/ui:latest", check: "images pinned", wantProblem: "moving tag",
 		},
@@ -419,6 +427,9 @@ func checkPorts(d *deployment) (problems []string) {
 		{"temporal", 7233, "7233"},
 		{"temporal-ui", 8080, "8080"},
 		{"demoapi", 8081, "8081"},
+		// The worker's /metrics: a range of host ports, one for each of
+		// up to 10 workers (--scale).
+		{"worker", 9464, "9464-9473"},
 	}
 	for _, tt := range tests {
 		if !slices.ContainsFunc(d.service(tt.service).Ports, func(p types.ServicePortConfig) bool {
@@ -473,6 +484,14 @@ func checkWorker(d *deployment) (problems []string) {
 	_, apiPort, _ := net.SplitHostPort(listen)
 	if err != nil || u.Scheme != "http" || u.Hostname() != "demoapi" || apiPort == "" || u.Port() != apiPort {
 		problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS = %q, want http://demoapi:PORT with the port demoapi listens on (%q)", origins, listen))
+	}
+	// METRICS_ADDR listens on every interface of the container (the
+	// published port reaches it from outside) on a published port.
+	maddr := env(w, "METRICS_ADDR")
+	mhost, mport, err := net.SplitHostPort(maddr)
+	published := slices.ContainsFunc(w.Ports, func(p types.ServicePortConfig) bool { return fmt.Sprint(p.Target) == mport })
+	if err != nil || (mhost != "" && mhost != "0.0.0.0") || !published {
+		problems = append(problems, fmt.Sprintf("worker METRICS_ADDR = %q, want :PORT or 0.0.0.0:PORT with PORT a published container port (%+v)", maddr, w.Ports))
 	}
 	if got := flagValue(w.Command, "--task-queue"); got != "idempotent-http" {
 		problems = append(problems, fmt.Sprintf("worker --task-queue = %q, want idempotent-http (command %v)", got, w.Command))

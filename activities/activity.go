@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -156,6 +157,9 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		d.Body = a.redact.snippet(ans.body)
 		if v.errType == ErrTypeRedirect {
 			d.Location = request.RedactURL(ans.header.Get("Location"))
+			if len(d.Location) > errorBodyBytes {
+				d.Location = strings.ToValidUTF8(d.Location[:errorBodyBytes], "") + "…"
+			}
 			msg = fmt.Sprintf("%s %s answered %d with Location %q: not followed (%s); call the final URL directly",
 				p.method, ans.from.Redacted(), ans.status, d.Location, v.reason)
 		} else {

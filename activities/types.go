@@ -162,7 +162,7 @@ type FailureDetails struct {
 	InFlightSince time.Time `json:"in_flight_since,omitzero"`
 	InFlightCount int32     `json:"in_flight_count,omitempty"`
 	// Location is the redirect target, for ErrTypeRedirect, with user info
-	// and query values redacted.
+	// and query values redacted, cut at 1 KiB.
 	Location string `json:"location,omitempty"`
 	// Body is the start of the response body (at most 1 KiB), credentials
 	// redacted before it was cut.

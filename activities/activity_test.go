@@ -540,3 +540,13 @@ func TestConcurrentAttempts(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int32(16), n.Load())
 }
+
+// TestDoOutsideAnActivity: called outside a Temporal activity (there is no
+// retry policy to drive it), Do returns an error instead of panicking.
+func TestDoOutsideAnActivity(t *testing.T) {
+	acts, err := activities.New(activities.Config{AllowedOrigins: []string{"https://pay.example.com"}})
+	require.NoError(t, err)
+	resp, err := acts.Do(t.Context(), req("https://pay.example.com/payments"))
+	assert.Nil(t, resp)
+	assert.ErrorContains(t, err, "runs only as a Temporal activity")
+}

@@ -156,7 +156,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	} else {
 		d.Body = a.redact.snippet(ans.body)
 		if v.errType == ErrTypeRedirect {
-			d.Location = request.RedactURL(ans.header.Get("Location"))
+			d.Location = a.redact.string(request.RedactURL(ans.header.Get("Location")))
 			if len(d.Location) > errorBodyBytes {
 				d.Location = strings.ToValidUTF8(d.Location[:errorBodyBytes], "") + "…"
 			}

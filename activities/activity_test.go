@@ -550,3 +550,40 @@ func TestDoOutsideAnActivity(t *testing.T) {
 	assert.Nil(t, resp)
 	assert.ErrorContains(t, err, "runs only as a Temporal activity")
 }
+
+// TestCredentialsInLocationAndSchemeLikeValues: a token in a redirect's
+// path, and a credential value whose first word merely looks like an auth
+// scheme, never reach the error or its details.
+func TestCredentialsInLocationAndSchemeLikeValues(t *testing.T) {
+	const sig = "0123456789abcdef01234567 1700000000"
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"token in a redirect path", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", "https://elsewhere.example/cb/"+token+"/x")
+			w.WriteHeader(http.StatusFound)
+		}},
+		{"scheme-like credential echoed", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte("bad signature " + r.Header.Get("X-Signature") + " and " + r.Header.Get("Authorization")))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRecorder(t, tt.handler)
+			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]http.Header{srv.URL: {
+				"X-Signature": {sig}, "Authorization": {"Bearer " + token},
+			}}}
+			_, err, _ := run(t, cfg, req(srv.URL+"/payments"))
+			require.Error(t, err)
+			d, _ := activities.Details(err)
+			all := err.Error() + " " + d.Location + " " + d.Body
+			for _, secret := range []string{token, "0123456789abcdef01234567", "1700000000"} {
+				for i := 0; i+8 <= len(secret); i++ {
+					assert.NotContains(t, all, secret[i:i+8])
+				}
+			}
+		})
+	}
+}

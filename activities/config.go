@@ -134,7 +134,7 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 			}
 			for _, v := range vs {
 				v = strings.TrimSpace(v)
-				parts := secretParts(v)
+				parts := secretParts(canon, v)
 				if len(parts) == 0 || len(parts[0]) < MinCredentialBytes {
 					return nil, nil, fmt.Errorf("Config.Credentials for %s: the %s value (its token, after any auth scheme) is shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; is the token missing?", s, canon, MinCredentialBytes)
 				}
@@ -158,12 +158,13 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 // secretParts returns the pieces of a credential value that must never be
 // shown, the first one always, the others when at least MinCredentialBytes
 // long: the value itself, or, when it
-// has an auth scheme ("Bearer tok", "Basic dXNlcjpwYXNz"), the part after the
+// is an Authorization value with a scheme ("Bearer tok", "Basic dXNlcjpwYXNz"), the part after the
 // scheme and, for Basic credentials, the decoded password. The scheme itself
 // is no secret: redacting every "Bearer " would rewrite unrelated text.
-func secretParts(v string) []string {
+func secretParts(name, v string) []string {
 	parts := []string{v}
-	if scheme, tok, ok := strings.Cut(v, " "); ok && isToken(scheme) {
+	isAuth := name == "Authorization" || name == "Proxy-Authorization"
+	if scheme, tok, ok := strings.Cut(v, " "); ok && isAuth && isToken(scheme) {
 		tok = strings.TrimSpace(tok)
 		parts = []string{tok}
 		if strings.EqualFold(scheme, "Basic") {

@@ -51,7 +51,9 @@ var retryableStatus = map[int]bool{
 //  4. in flight: a 409 (or a Convention.InFlight signal) is a request with
 //     this key still being processed when the server says so (a
 //     Convention.InFlight signal, Retry-After, or retry advice "true") or the
-//     activity knows it (hint). It is retried with the same key and not
+//     activity knows it (hint: an earlier attempt got no answer, or a 408
+//     or 5xx that a gateway may have sent while the server went on). It is
+//     retried with the same key and not
 //     counted, unless the server advises against retrying.
 //  5. key reused: a Convention.KeyReused signal: ErrTypeKeyReused.
 //  6. server advice (Stripe-Should-Retry, X-Should-Retry: true or false)
@@ -98,12 +100,16 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	}
 	if adviceSet {
 		if advice {
-			return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
+			return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
 		}
 		return verdict{outcome: outcomeFinal, errType: statusType(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
 	}
 	if retryableStatus[status] {
-		return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, reason: fmt.Sprintf("%d is retryable", status)}
+		// A 408 or a 5xx may come from a gateway while the server behind it
+		// goes on processing: the outcome is unknown. A 425 or 429 comes
+		// before any processing.
+		unknown := status == http.StatusRequestTimeout || status >= 500
+		return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: unknown, reason: fmt.Sprintf("%d is retryable", status)}
 	}
 	reason := fmt.Sprintf("%d is not retryable: the same request cannot succeed; fix the request", status)
 	if inFlightStatus {

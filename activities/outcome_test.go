@@ -186,3 +186,13 @@ func TestOutcomeString(t *testing.T) {
 		assert.Equal(t, want, o.String())
 	}
 }
+
+// TestGatewayAnswersAreUnknownOutcomes: a 408 or 5xx may come from a
+// gateway while the server behind it goes on charging, so a bare 409 after
+// one is waited out; a 429 or 425 comes before any processing.
+func TestGatewayAnswersAreUnknownOutcomes(t *testing.T) {
+	for status, unknown := range map[int]bool{408: true, 500: true, 502: true, 503: true, 504: true, 425: false, 429: false} {
+		v := decideStatus(status, nil, "", false)
+		assert.Equal(t, unknown, v.unknown, "%d", status)
+	}
+}

@@ -74,6 +74,7 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		next.Counted++
 	}
 	d.InFlightSince, d.InFlightCount = next.InFlightSince, next.InFlightCount
+	d.OutcomeUnknown = next.Unknown || next.InFlightCount > 0
 	logger := activity.GetLogger(ctx)
 
 	budget, budgetSource := p.req.MaximumAttempts, "RetryOptions.MaximumAttempts; waits for a key in flight are not counted"

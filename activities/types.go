@@ -152,6 +152,12 @@ type FailureDetails struct {
 	Attempt int32 `json:"attempt"`
 	// Reason says why the answer was classified so (the rule that applied).
 	Reason string `json:"reason,omitempty"`
+	// OutcomeUnknown is true when a request of this activity may have reached
+	// the server without an answer (a timeout, a lost connection, a lost
+	// worker, a gateway's 408 or 5xx): the server may have done the work or
+	// may still do it. Never retry such an operation with a new key; run the
+	// same workflow ID again (same key) to learn the outcome.
+	OutcomeUnknown bool `json:"outcome_unknown,omitempty"`
 	// RetryAfter is the server's Retry-After, when it sent a valid one.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
 	// NextRetryDelay is the delay handed to Temporal, for retryable failures.

@@ -21,10 +21,11 @@ import (
 // byte for byte. It encodes as the document itself when re-encoding leaves
 // it unchanged (compact, no <, >, &, U+2028 or U+2029, not a bare JSON
 // string), so the Web UI shows it as JSON; otherwise as a JSON string holding
-// its exact text. It decodes both: a JSON string is the exact text of the
-// document, any other JSON value is the document. (A body that is itself a
-// bare JSON string, or null, always travels in the string form: a null
-// field decodes as no body.)
+// its exact text. It decodes both: a JSON string whose text is a JSON
+// document is that exact text; any other JSON value is the document (so is
+// a string whose text is not JSON: a bare-string body as histories written
+// before hold it). A body that is itself a bare JSON string, or null,
+// always travels in the string form; a null field decodes as no body.
 type Body []byte
 
 // MarshalJSON implements json.Marshaler.
@@ -55,7 +56,13 @@ func (b *Body) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &s); err != nil {
 			return err
 		}
-		*b = Body(s)
+		if json.Valid([]byte(s)) {
+			*b = Body(s)
+		} else {
+			// Not a document's text: a document that is itself a JSON
+			// string, as histories written before hold it.
+			*b = append(Body(nil), data...)
+		}
 	default:
 		*b = append(Body(nil), data...)
 	}

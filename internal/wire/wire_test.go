@@ -247,3 +247,14 @@ func FuzzWireBody(f *testing.F) {
 		}
 	})
 }
+
+// TestLegacyBareStringBody: a history written before holds a body that is a
+// bare JSON string as "body":"hello"; it still decodes as that document.
+func TestLegacyBareStringBody(t *testing.T) {
+	for in, want := range map[string]string{`"hello"`: `"hello"`, `"{\"a\":1}"`: `{"a":1}`, `"\"hello\""`: `"hello"`} {
+		var b wire.Body
+		if err := b.UnmarshalJSON([]byte(in)); err != nil || string(b) != want {
+			t.Errorf("UnmarshalJSON(%s) = %q, %v; want %q", in, b, err, want)
+		}
+	}
+}

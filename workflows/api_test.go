@@ -28,7 +28,7 @@ func TestSecondCallWithTheSameOperationFails(t *testing.T) {
 		wantErr  string
 		requests int
 	}{
-		{"repeat without saying so", nil, "already called with the same idempotency key", 1},
+		{"repeat without saying so", nil, "already completed a call with the same idempotency key", 1},
 		{"repeat meant", []workflows.Option{workflows.Repeat()}, "", 2},
 	}
 	for _, tt := range tests {
@@ -147,4 +147,31 @@ func TestDecodeAndAsFailure(t *testing.T) {
 	assert.Contains(t, f.Body, "card_declined")
 	_, ok = activities.AsFailure(errors.New("not ours"))
 	assert.False(t, ok)
+}
+
+// TestCallAgainAfterAFailureIsARetry: calling again with the key of a call
+// that failed retries the same operation with the same key, which is the
+// safe thing to do: no Repeat needed, and never a new key.
+func TestCallAgainAfterAFailureIsARetry(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	srv.Script(idemtest.Fail(400))
+	h := newHarness(t, srv, activities.Config{}, "order-again")
+	wf := func(ctx workflow.Context) (string, error) {
+		if _, err := workflows.Post(ctx, "charge", srv.URL+"/payments", map[string]int{"amount": 1}); err == nil {
+			return "", errors.New("the scripted 400 did not fail the first call")
+		}
+		resp, err := workflows.Post(ctx, "charge", srv.URL+"/payments", map[string]int{"amount": 1})
+		if err != nil {
+			return "", err
+		}
+		return resp.IdempotencyKey, nil
+	}
+	h.env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "again"})
+	h.env.ExecuteWorkflow("again")
+	require.NoError(t, h.env.GetWorkflowError())
+	var key string
+	require.NoError(t, h.env.GetWorkflowResult(&key))
+	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-again", "charge"), key, "the same key")
+	assert.Equal(t, 2, srv.Stats().Requests)
+	assert.Equal(t, 1, srv.Stats().Records)
 }

@@ -9,24 +9,37 @@ import (
 )
 
 // calls remembers, for each workflow execution in this worker's memory, the
-// keys its Calls used. A replay runs the workflow code again in a new
-// execution with a new workflow.Info, so it meets the same calls in the same
-// order: the detection is deterministic. An entry goes with its execution.
+// keys its calls used and the history length at which each was first used.
+// It is keyed weakly by the execution's workflow.Info, and an entry goes
+// with its execution.
+//
+// The SDK may run an execution's code again from the start with the same
+// workflow.Info (when it rebuilds a stale cached state): such a replay
+// meets each call at a history length no greater than the one recorded, so
+// a call is a repeat only when it comes later in the history than the first
+// call with its key. The detection is therefore the same on every replay.
 var calls = struct {
 	sync.Mutex
-	keys map[weak.Pointer[workflow.Info]]map[string]string
-}{keys: map[weak.Pointer[workflow.Info]]map[string]string{}}
+	keys map[weak.Pointer[workflow.Info]]map[string]firstUse
+}{keys: map[weak.Pointer[workflow.Info]]map[string]firstUse{}}
+
+type firstUse struct {
+	operation     string
+	historyLength int
+}
 
 // repeated records that this execution calls with key for operation; it
-// reports whether an earlier call used key, and that call's operation.
+// reports whether an earlier call of this run used key, and that call's
+// operation.
 func repeated(ctx workflow.Context, key, operation string) (string, bool) {
 	info := workflow.GetInfo(ctx)
+	length := info.GetCurrentHistoryLength()
 	wp := weak.Make(info)
 	calls.Lock()
 	defer calls.Unlock()
 	seen := calls.keys[wp]
 	if seen == nil {
-		seen = map[string]string{}
+		seen = map[string]firstUse{}
 		calls.keys[wp] = seen
 		runtime.AddCleanup(info, func(wp weak.Pointer[workflow.Info]) {
 			calls.Lock()
@@ -34,9 +47,20 @@ func repeated(ctx workflow.Context, key, operation string) (string, bool) {
 			calls.Unlock()
 		}, wp)
 	}
-	if op, ok := seen[key]; ok {
-		return op, true
+	// Temporal's test environment keeps no history length (0) and never
+	// rebuilds a cached state: there every second call is a repeat.
+	if first, ok := seen[key]; ok && (length == 0 || length > first.historyLength) {
+		return first.operation, true
 	}
-	seen[key] = operation
+	seen[key] = firstUse{operation: operation, historyLength: length}
 	return "", false
+}
+
+// forget drops key after its call failed: calling again with the same key
+// is then a retry of the same operation (the safe thing to do), not a
+// repeat of a completed one.
+func forget(ctx workflow.Context, key string) {
+	calls.Lock()
+	defer calls.Unlock()
+	delete(calls.keys[weak.Make(workflow.GetInfo(ctx))], key)
 }

@@ -115,10 +115,12 @@ type Request struct {
 	// TaskQueue runs the activity on another task queue (default: the
 	// workflow's, or the one already on ctx).
 	TaskQueue string `json:"task_queue,omitempty"`
-	// Repeat says that a second call with the same key in one workflow run
-	// is meant (to read the server's stored answer again). Without it, such
-	// a call fails with InvalidRequest: the server would answer it with the
-	// first call's stored response, and its work would silently not happen.
+	// Repeat says that a second call with the same key in one workflow run,
+	// after the first succeeded, is meant (to read the server's stored
+	// answer again). Without it, such a call fails with InvalidRequest: the
+	// server would answer it with the first call's stored response, and its
+	// work would silently not happen. A call again after a failed one is a
+	// retry of the same operation and needs no Repeat.
 	Repeat bool `json:"repeat,omitempty"`
 }
 
@@ -232,12 +234,14 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 		return nil, err
 	}
 	if prev, again := repeated(ctx, in.IdempotencyKey, req.Operation); again && !req.Repeat {
-		return nil, invalid("operation %q: this workflow run already called with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; give each call its own operation name (e.g. %q), or set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
+		return nil, invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
 			req.Operation, prev, req.Operation+"-2")
 	}
 	var resp activities.Response
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp)
 	if err != nil {
+		// Calling again with this key retries the same operation: allowed.
+		forget(ctx, in.IdempotencyKey)
 		logFailure(ctx, in, err)
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -164,6 +165,10 @@ func (r *redactor) snippet(body []byte) string {
 		if j, _, ok := r.json(red); ok {
 			red = j
 		}
+	} else if bytes.Contains(red, []byte(`\u`)) && r.next(unescapeU(red), 0) >= 0 {
+		// Not a JSON document (cut at MaxResponseBytes, say), yet a
+		// credential hides behind \uXXXX escapes: withhold the whole body.
+		return "[body withheld: it holds an escaped credential]"
 	}
 	// Invalid bytes become U+FFFD (3 bytes each) before the cut, so that
 	// the snippet stays within errorBodyBytes.
@@ -176,4 +181,21 @@ func (r *redactor) snippet(body []byte) string {
 		s = s[:cut]
 	}
 	return strings.TrimSpace(s)
+}
+
+// unescapeU returns b with every \uXXXX escape replaced by its character,
+// so that a credential written with escapes shows as itself.
+func unescapeU(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+5 < len(b) && b[i+1] == 'u' {
+			if n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32); err == nil {
+				out = utf8.AppendRune(out, rune(n))
+				i += 5
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return out
 }

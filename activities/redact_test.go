@@ -267,3 +267,17 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// TestSnippetOfACutBodyWithAnEscapedCredential: an error body that is not a
+// JSON document (cut at MaxResponseBytes) and holds a credential written as
+// \uXXXX escapes is withheld, not shown escaped.
+func TestSnippetOfACutBodyWithAnEscapedCredential(t *testing.T) {
+	r := newRedactor([]string{"tok_live_0123456789"})
+	var esc strings.Builder
+	for _, c := range "tok_live_0123456789" {
+		fmt.Fprintf(&esc, `\u%04x`, c)
+	}
+	body := []byte(`{"error":"` + esc.String() + `", "cut here`)
+	assert.Equal(t, "[body withheld: it holds an escaped credential]", r.snippet(body))
+	assert.Equal(t, `{"error":"x", "cut here`, r.snippet([]byte(`{"error":"x", "cut here`)), "no credential: shown as it is")
+}

@@ -96,6 +96,9 @@ type Config struct {
 type origin struct {
 	creds http.Header
 	conv  Convention
+	// resultHeaders are the canonical names of the response headers copied
+	// into Response.Headers.
+	resultHeaders []string
 }
 
 // newOrigins checks the origin-keyed parts of cfg and returns them by
@@ -150,6 +153,15 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 		}
 		if o.conv, err = c.withDefaults(); err != nil {
 			return nil, nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
+		}
+	}
+	for _, o := range origins {
+		names := cfg.ResultHeaders
+		if names == nil {
+			names = append([]string{"Content-Type", "Location", "Request-Id", "X-Request-Id"}, o.conv.ReplayedHeaders...)
+		}
+		for _, n := range names {
+			o.resultHeaders = append(o.resultHeaders, http.CanonicalHeaderKey(n))
 		}
 	}
 	return origins, secrets, nil

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"encoding/json"
-	"net/http"
 	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -32,17 +31,11 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
 		Replayed:       p.o.conv.replayed(ans.header),
 		BodyTruncated:  ans.truncated,
 	}
-	names := a.cfg.ResultHeaders
-	if names == nil {
-		names = []string{"Content-Type", "Location", "Request-Id", "X-Request-Id"}
-		names = append(names, p.o.conv.ReplayedHeaders...)
-	}
-	for _, name := range names {
-		v := ans.header.Get(name)
+	for _, canon := range p.o.resultHeaders {
+		v := ans.header.Get(canon)
 		if v == "" {
 			continue
 		}
-		canon := http.CanonicalHeaderKey(name)
 		if urlHeaders[canon] {
 			v = request.RedactURL(v)
 		}

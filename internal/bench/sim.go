@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 )
 
 // strategies are the retry strategies compared, in report order: Temporal's
@@ -114,6 +115,23 @@ type simConfig struct {
 	Seed uint64
 	// Trace, if true, records the time of every contended request.
 	Trace bool
+	// Admission, if set, puts every request through the limiter the
+	// activity uses (package admission), one per simulated worker: a
+	// request not admitted waits as the activity does (admission.Config.Hop;
+	// a hop at least MinRetryDelay).
+	Admission *simAdmission
+	// Outage, if positive, makes the model answer every request as a
+	// throttle until then (an API that is down, then recovers).
+	Outage time.Duration
+}
+
+// simAdmission is the activity's admission in a simulation.
+type simAdmission struct {
+	Config admission.Config
+	// Workers is how many workers (each its own limiter) the clients are
+	// spread over; each attempt runs on a worker drawn at random, as
+	// Temporal's matching hands activity tasks to any poller (default 1).
+	Workers int
 }
 
 // simResult is what one simulation measured.
@@ -132,13 +150,17 @@ type simEvent struct {
 	t      time.Duration
 	seq    int
 	client int
-	kind   int // evRead or evWrite: arrival at the server
+	kind   int // evRead or evWrite: arrival at the server; evAdmit
 	ver    int
+	// worker is the limiter that admitted the request (admission only).
+	worker *admission.Limiter
+	sent   time.Duration
 }
 
 const (
 	evRead = iota
 	evWrite
+	evAdmit // the client asks the limiter before sending
 )
 
 type eventQueue []simEvent
@@ -172,6 +194,22 @@ func simulate(cfg simConfig) simResult {
 	if contended.needsRead() {
 		first = evRead
 	}
+	var limiters []*admission.Limiter
+	var tickets []admission.Ticket
+	var sent []bool
+	epoch := time.Unix(1_800_000_000, 0)
+	if a := cfg.Admission; a != nil {
+		for range max(a.Workers, 1) {
+			limiters = append(limiters, admission.New(a.Config))
+		}
+		tickets = make([]admission.Ticket, cfg.Clients)
+		sent = make([]bool, cfg.Clients)
+	}
+	worker := func() *admission.Limiter { return limiters[rng.IntN(len(limiters))] }
+	retryKind := first
+	if limiters != nil {
+		retryKind = evAdmit
+	}
 	attempts := make([]int32, cfg.Clients)
 	seeds := make([]uint64, cfg.Clients)
 	q := make(eventQueue, 0, cfg.Clients)
@@ -187,23 +225,46 @@ func simulate(cfg simConfig) simResult {
 		if cfg.StartSpread > 0 {
 			t0 += time.Duration(uniform() * float64(cfg.StartSpread))
 		}
-		push(simEvent{t: t0, client: c, kind: first})
+		push(simEvent{t: t0, client: c, kind: retryKind})
 	}
 	var res simResult
 	for q.Len() > 0 {
 		e := heap.Pop(&q).(simEvent)
+		if e.kind == evAdmit {
+			a := cfg.Admission
+			l := worker()
+			d := l.Admit("api", epoch.Add(e.t), tickets[e.client], sent[e.client])
+			if d.Admitted {
+				tickets[e.client], sent[e.client] = admission.Ticket{}, true
+				push(simEvent{t: e.t + net(), client: e.client, kind: first, ver: e.ver, worker: l, sent: e.t})
+				continue
+			}
+			tickets[e.client] = d.Ticket
+			wait := d.Wait
+			if hop := a.Config.Hop(wait); hop > 0 {
+				wait = max(hop, cfg.MinRetryDelay)
+			}
+			push(simEvent{t: e.t + wait, client: e.client, kind: evAdmit})
+			continue
+		}
 		if e.kind == evRead {
 			// The version travels back, then the write travels out.
 			push(simEvent{t: e.t + net() + net(), client: e.client, kind: evWrite, ver: contended.read(e.t)})
 			continue
 		}
 		ok := contended.request(e.t, e.ver)
+		if e.t < cfg.Outage {
+			ok = false
+		}
 		res.Requests++
 		if cfg.Trace {
 			res.Times = append(res.Times, e.t)
 			res.OK = append(res.OK, ok)
 		}
 		back := e.t + net() // the answer reaches the client
+		if e.worker != nil {
+			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), !ok)
+		}
 		if ok {
 			res.Duration = max(res.Duration, back)
 			continue
@@ -214,8 +275,13 @@ func simulate(cfg simConfig) simResult {
 		if b.Jitter == activities.JitterNone {
 			delay = b.Ceiling(attempts[e.client])
 		}
+		if limiters != nil {
+			// A throttled request's retry is paced by the limiter, as in
+			// the activity.
+			delay = 0
+		}
 		delay = max(delay, cfg.MinRetryDelay)
-		push(simEvent{t: back + delay + net(), client: e.client, kind: first})
+		push(simEvent{t: back + delay + net(), client: e.client, kind: retryKind})
 	}
 	return res
 }

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -33,6 +34,8 @@ type Activities struct {
 	redact  *redactor
 	tracer  trace.Tracer
 	labels  labels
+	// limiter is nil when Config.Admission.Off.
+	limiter *admission.Limiter
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -74,6 +77,12 @@ func New(cfg Config) (*Activities, error) {
 		tp = otel.GetTracerProvider()
 	}
 	a.tracer = tp.Tracer(tracerName)
+	if !cfg.Admission.Off {
+		if err := cfg.Admission.validate(); err != nil {
+			return nil, err
+		}
+		a.limiter = admission.New(cfg.Admission.limiterConfig())
+	}
 	return a, nil
 }
 
@@ -135,9 +144,17 @@ func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler) (*Response, int, error) {
 	req := p.req
 	prev := loadProgress(ctx, info.Attempt)
+	if err := a.admit(ctx, info, p, m, &prev); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
+	sentAt := a.cfg.Now()
 	ans := a.send(withMargin(ctx), p)
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
+	prev.Sent++
+	if a.limiter != nil && ans.err == nil {
+		a.limiter.Observe(p.origin, sentAt, a.cfg.Now(), throttle(ans.status))
+	}
 	v := decide(&ans, &p.o.conv, prev.hint())
 	d := FailureDetails{
 		Operation: req.Operation, Method: p.method, URL: p.url.String(),

@@ -304,7 +304,9 @@ func TestFailureStatuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
-			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, MaxRetryAfter: time.Minute}
+			// Admission off: with it, a 503 or 429 without Retry-After is
+			// paced by the limiter instead (TestAdmissionPacesThrottles).
+			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, MaxRetryAfter: time.Minute, Admission: activities.Admission{Off: true}}
 			r := req(srv.URL)
 			r.Backoff = activities.Backoff{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second}
 			_, err, _ := run(t, cfg, r)
@@ -337,7 +339,7 @@ func TestJitterNoneLeavesDelayToTemporal(t *testing.T) {
 	srv := newRecorder(t, status(503, ""))
 	r := req(srv.URL)
 	r.Backoff.Jitter = activities.JitterNone
-	_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+	_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
 	appErr := appError(t, err)
 	assert.False(t, appErr.NonRetryable())
 	assert.Zero(t, appErr.NextRetryDelay(), "JitterNone must not set NextRetryDelay")

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -90,6 +91,66 @@ type Config struct {
 	// headers (default W3C Trace Context: traceparent and tracestate, and
 	// no baggage, which is for the worker's own services, not every API).
 	Propagator propagation.TextMapPropagator
+	// Admission paces the requests to each origin by what the origin
+	// answers (default on; see Admission).
+	Admission Admission
+}
+
+// Admission configures adaptive admission: before an attempt sends its
+// request, the worker's limiter for the request's origin admits it or makes
+// it wait. The limiter learns the origin's capacity from its answers, in
+// the spirit of the AWS SDKs' adaptive retry mode: an origin starts at
+// InitialRate requests per second, gaining one per second for each answer
+// that is not a throttle; a throttle (429 or 503) cuts the rate to 0.8 of
+// what was being sent, and it grows back along a cubic curve (CUBIC). Waiting
+// requests are served in the order they asked. A retry budget bounds the
+// retries: within any RetryWindow, retries to one origin may be at most
+// RetryRatio of its requests plus MinRetries, so an API that is down sees a
+// bounded extra load.
+//
+// An attempt that must wait sends nothing: it waits inside the attempt when
+// the wait is at most MaxWait, else it ends with the retryable
+// ErrTypeNotAdmitted and NextRetryDelay set to come back shortly before its
+// turn (at most MaxDelay later, to ask again). Such waits do not use up the
+// attempt budget, and a Retry-After is still honoured first. With
+// admission on, a throttle without Retry-After is retried as soon as the
+// limiter admits it instead of after the backoff: the limiter's cut rate
+// paces it. Each worker learns on its own; several workers calling one
+// origin each adapt to what they see.
+//
+// The zero value turns admission on with the defaults below.
+type Admission struct {
+	// Off turns admission and the retry budget off: every attempt is sent
+	// at once, and throttles are retried after the backoff.
+	Off bool
+	// InitialRate is the rate, in requests per second, of an origin that
+	// has not throttled yet (default 10).
+	InitialRate float64
+	// MinRate is the lowest rate throttles can bring an origin to (default 0.5).
+	MinRate float64
+	// RetryRatio is the share of an origin's requests that retries may be,
+	// beyond MinRetries, within RetryWindow (default 0.2; negative: no
+	// retry budget).
+	RetryRatio float64
+	// MinRetries is how many retries per RetryWindow are always allowed (default 10).
+	MinRetries int
+	// RetryWindow is the retry budget's sliding window (default 10 s).
+	RetryWindow time.Duration
+	// MaxWait is the longest wait for admission spent inside an attempt
+	// (default 1 s, at most a fifth of the attempt's start-to-close timeout).
+	MaxWait time.Duration
+	// MaxDelay is the longest an attempt that ended to wait stays away
+	// before it asks again (default 5 s).
+	MaxDelay time.Duration
+}
+
+// limiterConfig is a's configuration for package admission.
+func (a Admission) limiterConfig() admission.Config {
+	return admission.Config{
+		InitialRate: a.InitialRate, MinRate: a.MinRate,
+		RetryRatio: a.RetryRatio, RetryWindow: a.RetryWindow, MinRetries: a.MinRetries,
+		MaxWait: a.MaxWait, MaxDelay: a.MaxDelay,
+	}
 }
 
 // origin is what the activity knows about one allowed origin.

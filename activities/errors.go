@@ -37,8 +37,8 @@ func (o outcome) String() string {
 //		d, _ := activities.Details(err) // key, status, attempt, reason, body snippet
 //	}
 //
-// Every type except ErrTypeRetryableStatus, ErrTypeNetwork and
-// ErrTypeKeyInFlight is non-retryable. A retryable type becomes final, with
+// Every type except ErrTypeRetryableStatus, ErrTypeNetwork,
+// ErrTypeKeyInFlight and ErrTypeNotAdmitted is non-retryable. A retryable type becomes final, with
 // outcomeFinal set and the same type, on the last attempt of the budget.
 const (
 	// ErrTypeInvalidRequest: the request itself is malformed (URL, scheme, method,
@@ -74,6 +74,11 @@ const (
 	// retries it with the same key, and the wait does not use up the attempt
 	// budget.
 	ErrTypeKeyInFlight = "IdempotencyKeyInFlight"
+	// ErrTypeNotAdmitted: the attempt sent nothing: the worker's adaptive
+	// admission (Config.Admission) holds requests to the origin back, and
+	// the attempt came back to wait for its turn. Temporal retries it; the
+	// wait does not use up the attempt budget.
+	ErrTypeNotAdmitted = "NotAdmitted"
 	// ErrTypeKeyLocked: the server kept answering that a request with this
 	// key is still being processed until the next wait could not end before
 	// the schedule-to-close deadline. The first request may still complete

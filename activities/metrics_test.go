@@ -179,7 +179,8 @@ func TestRetryMetrics(t *testing.T) {
 			if tt.req != nil {
 				r = tt.req(r)
 			}
-			m := runMetrics(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+			// Admission off: the waits recorded here are the backoff's.
+			m := runMetrics(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
 			counts, timers := m.snapshot()
 			labels := "{operation=charge,origin=" + srv.URL + "}"
 			if tt.retryAfter > 0 {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -33,6 +34,13 @@ type progress struct {
 	// Deadline is the schedule-to-close deadline on Config.Now's clock,
 	// fixed by the first attempt that needed it.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Sent is how many requests the attempts up to Attempt sent (an
+	// attempt that waited for admission sent none): a request after one is
+	// a retry for the retry budget.
+	Sent int32 `json:"sent,omitempty"`
+	// Ticket is the place in the origin's admission queue of an attempt
+	// that ended to wait for admission.
+	Ticket admission.Ticket `json:"ticket,omitzero"`
 }
 
 // loadProgress returns the progress of the attempts before this one, with
@@ -44,6 +52,7 @@ func loadProgress(ctx context.Context, attempt int32) progress {
 	}
 	if lost := attempt - 1 - p.Attempt; lost > 0 {
 		p.Counted += lost
+		p.Sent += lost
 		p.Unknown = true
 	}
 	p.Attempt = attempt - 1
@@ -64,7 +73,7 @@ func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
 func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress, v verdict, d FailureDetails, msg string, header http.Header) error {
 	now := a.cfg.Now()
 	next := progress{Attempt: info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || v.unknown,
-		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount}
+		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, Sent: prev.Sent, Deadline: prev.Deadline}
 	if v.inFlight {
 		next.InFlightCount++
 		if next.InFlightSince.IsZero() {
@@ -93,6 +102,7 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	b = b.withDefaults()
 	var delay time.Duration
 	source := "backoff (" + string(b.Jitter) + " jitter)"
+	paced := a.limiter != nil && throttle(d.Status)
 	raValue := strings.Join(header.Values("Retry-After"), ", ")
 	ra, fromRetryAfter := retryAfter(header, now)
 	switch {
@@ -104,24 +114,15 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		}
 	case v.inFlight:
 		delay, source = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))), "in-flight backoff ("+string(b.Jitter)+" jitter)"
+	case paced:
+		// The limiter has cut the origin's rate: it paces the retry.
+		delay, source = MinRetryDelay, "adaptive admission after a throttle"
 	default:
 		delay = b.Delay(next.Counted, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
 	}
 	if info.ScheduleToCloseTimeout > 0 {
-		// ScheduledTime is on Temporal's clock (the wall clock in its test
-		// environment), now on Config.Now's (the environment's skipped clock
-		// under testsuite.Register): carry the deadline over to Now's clock
-		// once, and keep it for the attempts after (their Now includes the
-		// skipped waits).
-		deadline := prev.Deadline
-		if deadline.IsZero() {
-			deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout).Add(now.Sub(time.Now()))
-		}
+		deadline, margin := scheduleDeadline(info, prev, now)
 		next.Deadline = deadline
-		// The server decides at completion, a moment later: keep a margin
-		// (a tenth of the timeout, at most 1 s) so that the activity, not a
-		// timeout, ends the operation.
-		margin := min(time.Second, info.ScheduleToCloseTimeout/10)
 		if left := deadline.Sub(now); delay+margin >= left {
 			d.NextRetryDelay = delay
 			left = max(left, 0).Round(time.Millisecond)
@@ -136,7 +137,7 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		}
 	}
 	opts := temporal.ApplicationErrorOptions{}
-	handed := fromRetryAfter || v.inFlight || b.Jitter != JitterNone
+	handed := fromRetryAfter || v.inFlight || b.Jitter != JitterNone || paced
 	if handed {
 		// JitterNone without Retry-After leaves the interval to Temporal.
 		d.NextRetryDelay = delay
@@ -149,6 +150,25 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	activity.RecordHeartbeat(ctx, next)
 	logger.Warn("HTTP attempt failed, Temporal will retry", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", delay, "source", source, "in_flight", v.inFlight)
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; retrying in %s (%s)", msg, delay, source)), v.errType, opts)
+}
+
+// scheduleDeadline returns the schedule-to-close deadline on Config.Now's
+// clock (whose time is now) and the margin to keep before it. Call it only
+// when info.ScheduleToCloseTimeout is set.
+//
+// ScheduledTime is on Temporal's clock (the wall clock in its test
+// environment), now on Config.Now's (the environment's skipped clock under
+// testsuite.Register): the deadline is carried over to Now's clock once, and
+// kept in the progress for the attempts after (their Now includes the
+// skipped waits). The server decides at completion, a moment later: the
+// margin (a tenth of the timeout, at most 1 s) lets the activity, not a
+// timeout, end the operation.
+func scheduleDeadline(info activity.Info, prev progress, now time.Time) (deadline time.Time, margin time.Duration) {
+	deadline = prev.Deadline
+	if deadline.IsZero() {
+		deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout).Add(now.Sub(time.Now()))
+	}
+	return deadline, min(time.Second, info.ScheduleToCloseTimeout/10)
 }
 
 // retryAfter reads the Retry-After header; of several values, the longest

@@ -43,6 +43,11 @@ const (
 	// metricInFlightWaits counts answers that a request with the key is
 	// still being processed, waited out with the same key.
 	metricInFlightWaits = "idempotent_http_in_flight_waits_total"
+	// metricAdmissionWait is each wait for admission spent inside an attempt.
+	metricAdmissionWait = "idempotent_http_admission_wait_seconds"
+	// metricAdmissionDelays counts attempts that ended to wait for
+	// admission (ErrTypeNotAdmitted): they sent nothing.
+	metricAdmissionDelays = "idempotent_http_admission_delays_total"
 )
 
 // Bounds of the operation label: caller-chosen names keep their own value

@@ -12,8 +12,12 @@ import (
 // Register registers the HTTP activity and the ready workflow on a Temporal
 // test environment, with cfg extended to allow srv's origin and, unless
 // cfg.Now is set, reading the environment's clock (so Retry-After dates and
-// the schedule-to-close deadline follow its skipped time). It fails the test
-// on a bad cfg. A test of a user's workflow then reads:
+// the schedule-to-close deadline follow its skipped time), with admission
+// off (cfg.Admission.Off): the environment's clock stands still while an
+// activity runs, so a wait for admission inside an attempt would never pass
+// on it, and every throttle would add attempts that send nothing; admission
+// is tested on a real Temporal server. It fails the test on a bad cfg. A
+// test of a user's workflow then reads:
 //
 //	srv := testsuite.StartServer(t, testsuite.Options{})
 //	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
@@ -28,6 +32,7 @@ func Register(tb testing.TB, env *sdktestsuite.TestWorkflowEnvironment, srv *Ser
 	if cfg.Now == nil {
 		cfg.Now = env.Now
 	}
+	cfg.Admission.Off = true
 	acts, err := activities.New(cfg)
 	if err != nil {
 		tb.Fatalf("activities.New: %v", err)

@@ -34,6 +34,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -55,6 +56,10 @@ func run() error {
 	conventions := flag.String("convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe, e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id (env CONVENTIONS)")
 	identity := flag.String("identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
+	admissionOn := flag.Bool("admission", cliutil.Env("ADMISSION", "on") != "off", "adaptive admission per origin and the retry budget; --admission=false (or ADMISSION=off) sends every attempt at once")
+	initialRate := flag.Float64("admission-initial-rate", admission.DefaultInitialRate, "requests/s of an origin that has not throttled yet")
+	minRate := flag.Float64("admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
+	retryRatio := flag.Float64("retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 10 per 10 s); negative: no retry budget")
 	flag.Parse()
 
 	token := os.Getenv("API_TOKEN")
@@ -68,12 +73,13 @@ func run() error {
 	}
 	cfg := activityConfig(origins, token)
 	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
+	cfg.Admission = activities.Admission{Off: !*admissionOn, InitialRate: *initialRate, MinRate: *minRate, RetryRatio: *retryRatio}
 	if cfg.Conventions, err = parseConventions(*conventions); err != nil {
 		return fmt.Errorf("--convention: %w", err)
 	}
 	acts, err := activities.New(cfg)
 	if err != nil {
-		return fmt.Errorf("configuration (--allow-origin, --convention, API_TOKEN): %w", err)
+		return fmt.Errorf("configuration (--allow-origin, --convention, --admission-*, --retry-budget-ratio, API_TOKEN): %w", err)
 	}
 
 	opts, err := envconfig.LoadDefaultClientOptions()

@@ -81,6 +81,9 @@ func loggedEnv(t *testing.T, cfg activities.Config) (*testsuite.TestWorkflowEnvi
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := s.NewTestWorkflowEnvironment()
+	// The SDK's 3 s default is close to what a 1 MiB body takes through
+	// the converter with -race on a loaded machine.
+	env.SetTestTimeout(30 * time.Second)
 	idemtest.Register(t, env, nil, cfg)
 	started := new(int)
 	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { *started++ })

@@ -133,7 +133,7 @@ func TestStuckKeyFailsBeforeTheDeadline(t *testing.T) {
 	h := newHarness(t, srv, activities.Config{}, "order-stuck")
 	start := h.env.Now()
 	req := charge(srv)
-	req.StartToCloseTimeout = 500 * time.Millisecond
+	req.StartToCloseTimeout = time.Second // the first request waits 4/5 of it unanswered: room for -race on a loaded machine
 	req.ScheduleToCloseTimeout = 20 * time.Second
 	_, err := h.call(req)
 	var appErr *temporal.ApplicationError

@@ -108,6 +108,9 @@ func (c Config) withDefaults() Config {
 	if c.MinRate <= 0 {
 		c.MinRate = DefaultMinRate
 	}
+	// A throttle must not raise the rate of an origin that starts below
+	// the floor.
+	c.MinRate = min(c.MinRate, c.InitialRate)
 	if c.Burst <= 0 {
 		c.Burst = DefaultBurst
 	}
@@ -218,15 +221,21 @@ type bucket struct {
 
 type slotCount struct{ requests, retries int }
 
-func (l *Limiter) bucket(origin string, now time.Time) *bucket {
+// bucket returns origin's bucket advanced to now, and now, or the bucket's
+// last time if now is before it (a clock stepped back, or a clock that
+// stands still while an attempt waits): an origin's time never runs backwards.
+func (l *Limiter) bucket(origin string, now time.Time) (*bucket, time.Time) {
 	b := l.origins[origin]
 	if b == nil {
 		burst := max(l.cfg.InitialRate*l.cfg.Burst.Seconds(), 1)
-		b = &bucket{rate: l.cfg.InitialRate, at: now, served: burst, tokens: burst, slot: l.cfg.RetryWindow / budgetSlots}
+		b = &bucket{rate: l.cfg.InitialRate, at: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
 		l.origins[origin] = b
 	}
+	if now.Before(b.at) {
+		now = b.at
+	}
 	b.advance(now, l.cfg)
-	return b
+	return b, now
 }
 
 // advance serves the queue at the current rate up to now; an idle origin
@@ -243,9 +252,10 @@ func (b *bucket) advance(now time.Time, cfg Config) {
 }
 
 // take admits one request when a token is there, else returns the wait
-// until one is.
+// until one is. A token short by a rounding error is there: a request that
+// comes back after the wait returned is admitted.
 func (b *bucket) take() (time.Duration, bool) {
-	if b.tokens >= 1 {
+	if b.tokens >= 1-1e-9 {
 		b.tokens--
 		return 0, true
 	}
@@ -259,7 +269,7 @@ func (b *bucket) take() (time.Duration, bool) {
 func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucket(origin, now)
+	b, now := l.bucket(origin, now)
 	d := Decision{Rate: b.rate, Throttled: b.throttled}
 	switch {
 	case t.Seq > 0 && t.Limiter == l.id:
@@ -316,7 +326,7 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 func (l *Limiter) Observe(origin string, sent, now time.Time, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucket(origin, now)
+	b, now := l.bucket(origin, now)
 	b.measure(now)
 	switch {
 	case throttled && b.throttled && sent.Before(b.lastThrottle):
@@ -358,7 +368,7 @@ func (b *bucket) measure(now time.Time) {
 func (l *Limiter) State(origin string, now time.Time) State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucket(origin, now)
+	b, _ := l.bucket(origin, now)
 	return State{Rate: b.rate, Throttled: b.throttled, Waiting: max(0, b.issued-int64(math.Floor(b.served)))}
 }
 

@@ -312,13 +312,13 @@ const (
 )
 
 // MinInFlightWait is the shortest wait before asking again about a key the
-// server is still processing.
+// server is still processing, or for admission.
 const MinInFlightWait = 100 * time.Millisecond
 
 // AttemptCeiling is the MaximumAttempts handed to Temporal when the activity
 // counts the attempt budget itself: the budget plus every wait for a key in
-// flight that fits before the schedule-to-close deadline (at least
-// MinInFlightWait each). The activity ends the operation before Temporal's
+// flight or for admission that fits before the schedule-to-close deadline
+// (at least MinInFlightWait each). The activity ends the operation before Temporal's
 // own count could; the ceiling is a guard (and Temporal's test environment
 // would stop an unlimited MaximumAttempts at 10).
 func AttemptCeiling(budget int32, scheduleToClose time.Duration) int32 {

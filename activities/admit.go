@@ -1,0 +1,123 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// throttle reports whether status says the origin is over its capacity.
+func throttle(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+}
+
+// validate checks the parameters of an Admission that is on.
+func (c Admission) validate() error {
+	switch {
+	case c.InitialRate < 0, c.MinRate < 0, c.MinRetries < 0, c.RetryWindow < 0, c.MaxWait < 0, c.MaxDelay < 0:
+		return fmt.Errorf("Config.Admission: InitialRate, MinRate, MinRetries, RetryWindow, MaxWait and MaxDelay may not be negative (0 takes the default); set Off to turn admission off")
+	case c.MinRate > 0 && c.InitialRate > 0 && c.MinRate > c.InitialRate:
+		return fmt.Errorf("Config.Admission: MinRate %g is above InitialRate %g", c.MinRate, c.InitialRate)
+	}
+	return nil
+}
+
+// admit asks the origin's limiter before the attempt sends its request. It
+// waits inside the attempt for a short wait (at most MaxWait, and a fifth of
+// the attempt's time), once; otherwise it ends the attempt with a retryable
+// ErrTypeNotAdmitted whose NextRetryDelay brings the next attempt back
+// shortly before its turn, recording the progress (ticket included; the
+// attempt is not counted against the budget). A wait that cannot end before
+// the schedule-to-close deadline fails with ErrTypeDeadline: nothing was
+// sent by this attempt.
+func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev *progress) error {
+	if a.limiter == nil {
+		return nil
+	}
+	cfg := a.cfg.Admission.limiterConfig()
+	now := a.cfg.Now()
+	d := a.limiter.Admit(p.origin, now, prev.Ticket, prev.Sent > 0)
+	if !d.Admitted && cfg.Hop(d.Wait) == 0 && fitsAttempt(ctx, d.Wait) {
+		m.Timer(metricAdmissionWait).Record(d.Wait)
+		t := time.NewTimer(d.Wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		// Config.Now may be a clock that does not move while the attempt
+		// runs (Temporal's test environment): the wait has passed on it too.
+		now = later(a.cfg.Now(), now.Add(d.Wait))
+		d = a.limiter.Admit(p.origin, now, d.Ticket, prev.Sent > 0)
+	}
+	if d.Admitted {
+		prev.Ticket = admission.Ticket{}
+		return nil
+	}
+	// A wait too long for this attempt comes back shortly before its turn
+	// (Hop), or at its turn when it was short but did not fit the attempt;
+	// never sooner than the waits workflows.Call counted Temporal's
+	// attempts for (request.AttemptCeiling).
+	delay := cfg.Hop(d.Wait)
+	if delay == 0 {
+		delay = d.Wait
+	}
+	delay = max(delay, request.MinInFlightWait)
+	next := *prev
+	next.Attempt, next.Ticket = info.Attempt, d.Ticket
+	fd := FailureDetails{
+		Operation: p.req.Operation, Method: p.method, URL: p.url.String(), IdempotencyKey: p.req.IdempotencyKey,
+		Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount,
+		OutcomeUnknown: prev.hint(), NextRetryDelay: delay,
+	}
+	why := fmt.Sprintf("its rate is %.2g requests/s", d.Rate)
+	if d.Throttled {
+		why += ", learned from its 429 and 503 answers"
+	}
+	if d.Reason == admission.ReasonRetryBudget {
+		why = "its retries have used up the retry budget (Config.Admission.RetryRatio and MinRetries)"
+	}
+	fd.Reason = "waiting for admission: " + string(d.Reason)
+	msg := fmt.Sprintf("%s %s: not sent yet: adaptive admission holds requests to %s back (%s); its turn is in %s",
+		p.method, p.url.Redacted(), p.origin, why, d.Wait.Round(time.Millisecond))
+	logger := activity.GetLogger(ctx)
+	if info.ScheduleToCloseTimeout > 0 {
+		deadline, margin := scheduleDeadline(info, *prev, now)
+		next.Deadline = deadline
+		if left := deadline.Sub(now); d.Wait+margin >= left {
+			logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left)
+			return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
+				msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), ErrTypeDeadline, fd)
+		}
+	}
+	m.Counter(metricAdmissionDelays).Inc(1)
+	m.Timer(metricRetryDelay).Record(delay)
+	activity.RecordHeartbeat(ctx, next)
+	logger.Info("HTTP request not admitted yet, Temporal will retry", "key", fd.IdempotencyKey, "attempt", info.Attempt, "delay", delay, "wait", d.Wait, "reason", string(d.Reason))
+	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond))), ErrTypeNotAdmitted,
+		temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{fd}})
+}
+
+// fitsAttempt reports whether a wait of d inside the attempt leaves at least
+// four fifths of the attempt's time for the request.
+func fitsAttempt(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || d <= time.Until(dl)/5
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

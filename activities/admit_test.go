@@ -1,0 +1,160 @@
+package activities_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// TestAdmissionPacesThrottles: with admission on (the default), a 429 or 503
+// without Retry-After is retried as soon as the limiter admits it (the
+// NextRetryDelay floor), a Retry-After is still honoured, and other
+// retryable statuses keep the backoff.
+func TestAdmissionPacesThrottles(t *testing.T) {
+	tests := []struct {
+		name      string
+		handler   http.HandlerFunc
+		wantDelay time.Duration // 0: the backoff's, in (0, 200 ms]
+		wantMsg   string
+	}{
+		{"503", status(503, ""), activities.MinRetryDelay, "adaptive admission after a throttle"},
+		{"429", status(429, ""), activities.MinRetryDelay, "adaptive admission after a throttle"},
+		{"429 Retry-After", status(429, "", "Retry-After", "7"), 7 * time.Second, `Retry-After "7"`},
+		{"502 keeps the backoff", status(502, ""), 0, "full jitter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRecorder(t, tt.handler)
+			r := req(srv.URL)
+			r.Backoff = activities.Backoff{InitialInterval: 200 * time.Millisecond}
+			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+			appErr := appError(t, err)
+			assert.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type())
+			assert.False(t, appErr.NonRetryable())
+			assert.Contains(t, appErr.Message(), tt.wantMsg)
+			if tt.wantDelay > 0 {
+				assert.Equal(t, tt.wantDelay, appErr.NextRetryDelay())
+			} else {
+				assert.Greater(t, appErr.NextRetryDelay(), time.Duration(0))
+				assert.LessOrEqual(t, appErr.NextRetryDelay(), 200*time.Millisecond)
+			}
+			assert.Equal(t, 1, srv.count())
+		})
+	}
+}
+
+// TestAdmissionHoldsBack: an attempt that the origin's limiter does not
+// admit sends nothing and ends with the retryable ErrTypeNotAdmitted,
+// coming back shortly before its turn; a retry over the retry budget waits
+// the same way; with admission off, every attempt is sent.
+func TestAdmissionHoldsBack(t *testing.T) {
+	// A first answer 503, then 201s.
+	throttleOnce := func() http.HandlerFunc {
+		n := 0
+		return func(w http.ResponseWriter, r *http.Request) {
+			if n++; n == 1 {
+				w.WriteHeader(503)
+				return
+			}
+			w.WriteHeader(201)
+		}
+	}
+	tests := []struct {
+		name      string
+		handler   http.HandlerFunc
+		admission activities.Admission
+		// sent: the progress of earlier attempts says a request was sent
+		// (each attempt is then a retry).
+		sent      bool
+		wantSent  int    // requests the server got from the two attempts
+		wantInMsg string // in the second attempt's error ("" : no error)
+		wantDelay time.Duration
+	}{
+		// 0.5 requests/s saves up one request; the 503 keeps the rate
+		// there (MinRate) and spends what was saved: the second waits 2 s,
+		// longer than MaxWait (1 s), so it comes back MaxWait/2 before its turn.
+		{"rate", throttleOnce(), activities.Admission{InitialRate: 0.5}, false, 1,
+			"its rate is 0.5 requests/s, learned from its 429 and 503 answers); its turn is in 1.9", 1500 * time.Millisecond},
+		// After a 201 the slow start's rate is 1.5/s: the second waits
+		// 667 ms inside its attempt and is sent.
+		{"short wait inside the attempt", status(201, `{}`), activities.Admission{InitialRate: 0.5}, false, 2, "", 0},
+		{"retry budget", status(201, `{}`), activities.Admission{MinRetries: 1, RetryRatio: 0.01}, true, 1, "retry budget", 0},
+		{"off", throttleOnce(), activities.Admission{Off: true, InitialRate: 0.5}, false, 2, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRecorder(t, tt.handler)
+			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission})
+			require.NoError(t, err)
+			var errs []error
+			for _, key := range []string{"key-1", "key-2"} {
+				var s testsuite.WorkflowTestSuite
+				env := s.NewTestActivityEnvironment()
+				a.Register(env)
+				if tt.sent {
+					env.SetHeartbeatDetails(map[string]any{"attempt": 0, "sent": 1})
+				}
+				r := req(srv.URL)
+				r.IdempotencyKey = key
+				_, err := env.ExecuteActivity(activities.ActivityName, r)
+				errs = append(errs, err)
+			}
+			var appErr *temporal.ApplicationError
+			if errors.As(errs[0], &appErr) {
+				require.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type(), "the first request is admitted")
+			}
+			assert.Equal(t, tt.wantSent, srv.count(), "requests sent")
+			if tt.wantInMsg == "" {
+				assert.NoError(t, errs[1])
+				return
+			}
+			appErr = appError(t, errs[1])
+			assert.Equal(t, activities.ErrTypeNotAdmitted, appErr.Type())
+			assert.False(t, appErr.NonRetryable(), "a wait for admission is retried")
+			assert.Contains(t, appErr.Message(), tt.wantInMsg)
+			assert.Contains(t, appErr.Message(), "not sent yet")
+			if tt.wantDelay > 0 {
+				// Less by the real time the test took since the 503.
+				assert.InDelta(t, tt.wantDelay, appErr.NextRetryDelay(), float64(100*time.Millisecond))
+			} else {
+				assert.Greater(t, appErr.NextRetryDelay(), time.Duration(0))
+				assert.LessOrEqual(t, appErr.NextRetryDelay(), 10*time.Second)
+			}
+			d, ok := activities.Details(errs[1])
+			require.True(t, ok)
+			assert.Equal(t, "key-2", d.IdempotencyKey)
+			assert.Zero(t, d.Status, "nothing was sent")
+			assert.Equal(t, appErr.NextRetryDelay(), d.NextRetryDelay)
+		})
+	}
+}
+
+func TestAdmissionRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		adm  activities.Admission
+		want string
+	}{
+		{"negative rate", activities.Admission{InitialRate: -1}, "may not be negative"},
+		{"negative wait", activities.Admission{MaxWait: -time.Second}, "may not be negative"},
+		{"min above initial", activities.Admission{InitialRate: 1, MinRate: 2}, "MinRate 2 is above InitialRate 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := activities.New(activities.Config{Admission: tt.adm})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "Config.Admission")
+			assert.Contains(t, err.Error(), tt.want)
+			_, err = activities.New(activities.Config{Admission: activities.Admission{Off: true, InitialRate: tt.adm.InitialRate}})
+			assert.NoError(t, err, "parameters of an admission that is off are not checked")
+		})
+	}
+}

@@ -81,9 +81,19 @@ func (p ContentionParams) temporalSimConfig(clients int, j activities.Jitter, se
 	return c
 }
 
+// admissionSimConfig is temporalSimConfig for full jitter with the
+// activity's adaptive admission (its defaults) on workers workers.
+func (p ContentionParams) admissionSimConfig(clients, workers int, seed uint64) simConfig {
+	c := p.temporalSimConfig(clients, activities.JitterFull, seed)
+	c.Admission = &simAdmission{Workers: workers}
+	return c
+}
+
 // ContentionRun is one strategy's run on the dev server.
 type ContentionRun struct {
 	Strategy activities.Jitter `json:"strategy"`
+	// Admission: the worker's adaptive admission was on (a fresh worker).
+	Admission bool `json:"admission,omitempty"`
 	// Requests is every request the server received; Successes the 201s (one per workflow).
 	Requests  int `json:"requests"`
 	Successes int `json:"successes"`
@@ -116,6 +126,34 @@ func runContention(ctx context.Context, h *harness, p ContentionParams, j activi
 	h.Target.Set(srv)
 	defer h.Target.Set(okHandler())
 	run := ContentionRun{Strategy: j}
+	if err := startAndWait(ctx, h, p, j, tag, &run); err != nil {
+		return run, err
+	}
+	st := srv.Stats()
+	run.Requests, run.Successes = st.Requests, st.Records
+	log := srv.Log()
+	if len(log) > 0 {
+		t0 := log[0].Time
+		seen := map[string]bool{}
+		for _, l := range log {
+			if !seen[l.IdempotencyKey] {
+				seen[l.IdempotencyKey] = true
+				run.FirstSpread = l.Time.Sub(t0)
+			}
+			at := l.Time.Sub(t0)
+			run.Log = append(run.Log, LogEntry{At: at, Status: l.Status})
+			if l.Status >= 200 && l.Status <= 299 {
+				run.ToLastSuccess = max(run.ToLastSuccess, at)
+			}
+		}
+	}
+	return run, nil
+}
+
+// startAndWait starts p.Clients ready workflows on h for strategy j at
+// once and waits for them, recording in run the start spread, the wall
+// time, the failures and the largest attempt of a success.
+func startAndWait(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, tag string, run *ContentionRun) error {
 	req := func(i int) workflows.Request {
 		body, _ := json.Marshal(map[string]int{"client": i})
 		return workflows.Request{
@@ -146,7 +184,7 @@ func runContention(ctx context.Context, h *harness, p ContentionParams, j activi
 	run.StartSpread = time.Since(start)
 	for i, err := range errs {
 		if err != nil {
-			return run, fmt.Errorf("starting workflow %d: %w", i, err)
+			return fmt.Errorf("starting workflow %d: %w", i, err)
 		}
 	}
 	var mu sync.Mutex
@@ -165,26 +203,5 @@ func runContention(ctx context.Context, h *harness, p ContentionParams, j activi
 	}
 	wg.Wait()
 	run.Wall = time.Since(start)
-	if err := ctx.Err(); err != nil {
-		return run, err
-	}
-	st := srv.Stats()
-	run.Requests, run.Successes = st.Requests, st.Records
-	log := srv.Log()
-	if len(log) > 0 {
-		t0 := log[0].Time
-		seen := map[string]bool{}
-		for _, l := range log {
-			if !seen[l.IdempotencyKey] {
-				seen[l.IdempotencyKey] = true
-				run.FirstSpread = l.Time.Sub(t0)
-			}
-			at := l.Time.Sub(t0)
-			run.Log = append(run.Log, LogEntry{At: at, Status: l.Status})
-			if l.Status >= 200 && l.Status <= 299 {
-				run.ToLastSuccess = max(run.ToLastSuccess, at)
-			}
-		}
-	}
-	return run, nil
+	return ctx.Err()
 }

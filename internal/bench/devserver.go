@@ -143,9 +143,12 @@ func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
 	if h.Client, err = h.Dev.Dial(client.Options{Logger: logger}); err != nil {
 		return fail(err)
 	}
+	// The main worker's activity runs without adaptive admission: the
+	// strategies it measures are the retry policy's alone.
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{h.Target.URL},
 		HTTPClient:     &http.Client{Transport: newTransport()},
+		Admission:      activities.Admission{Off: true},
 	})
 	if err != nil {
 		return fail(err)
@@ -158,6 +161,28 @@ func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
 		return fail(fmt.Errorf("starting the worker: %w", err))
 	}
 	return h, nil
+}
+
+// admissionWorker starts a second worker on task queue tq, with the HTTP
+// activity's adaptive admission on (its defaults) and a limiter of its own:
+// every run that measures admission gets a worker that has not yet seen
+// the target. It returns a copy of h that starts workflows on tq, and the
+// function that stops the worker.
+func (h *harness) admissionWorker(tq string) (*harness, func(), error) {
+	acts, err := activities.New(activities.Config{
+		AllowedOrigins: []string{h.Target.URL},
+		HTTPClient:     &http.Client{Transport: newTransport()},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	w := worker.New(h.Client, tq, workerOptions)
+	acts.Register(w)
+	workflows.Register(w)
+	if err := w.Start(); err != nil {
+		return nil, nil, fmt.Errorf("starting the admission worker: %w", err)
+	}
+	return &harness{Dev: h.Dev, Client: h.Client, Target: h.Target, TaskQueue: tq}, w.Stop, nil
 }
 
 // Stop stops the worker, the client, the target and the dev server.

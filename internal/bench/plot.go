@@ -17,8 +17,8 @@ type plotSeries struct {
 
 // WriteContentionSVG draws the contention section of r as an SVG: the
 // requests per capacity window of the first two dev-server runs (Temporal's
-// own backoff and full jitter), one panel each. It fails if r has fewer
-// than two contention runs.
+// own backoff and full jitter) and of the adaptive-admission run, one panel
+// each. It fails if r has fewer than two contention runs.
 func WriteContentionSVG(w io.Writer, r *Results) error {
 	c := r.Contention
 	if c == nil || len(c.Runs) < 2 {
@@ -29,6 +29,10 @@ func WriteContentionSVG(w io.Writer, r *Results) error {
 		{Title: strategyName(c.Runs[1].Strategy), Log: c.Runs[1].Log},
 	}
 	title := fmt.Sprintf("%d workflows, %d requests per %s accepted: Temporal's own backoff vs full jitter (dev server)", c.Params.Clients, c.Params.Capacity, c.Params.Window)
+	if a, ok := admissionRun(c); ok {
+		series = append(series, plotSeries{Title: runName(a.Strategy, true), Log: a.Log})
+		title = fmt.Sprintf("%d workflows, %d requests per %s accepted: Temporal's own backoff, full jitter, adaptive admission (dev server)", c.Params.Clients, c.Params.Capacity, c.Params.Window)
+	}
 	return writeContentionSVG(w, title, series, c.Params.Window, c.Params.Capacity)
 }
 

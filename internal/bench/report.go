@@ -15,7 +15,27 @@ const (
 	targetTimeRatio       = 0.20 // full jitter time to last success ÷ Temporal's backoff, at most
 	targetOverheadRatio   = 1.10 // Activities.Do ns/op ÷ raw net/http, at most
 	targetThroughputRatio = 0.90 // our workflows/s ÷ minimal workflows/s, at least
+
+	targetAdmissionRequests   = 1.30 // adaptive admission: requests per success, at most
+	targetAdmissionTime       = 1.15 // adaptive admission: last success ÷ (clients ÷ capacity), at most
+	targetAdmissionThroughput = 0.95 // ready workflow with admission ÷ without, workflows/s, at least
 )
+
+// admissionRun returns the contention run with adaptive admission, if any.
+func admissionRun(c *ContentionResult) (ContentionRun, bool) {
+	for _, r := range c.Runs {
+		if r.Admission {
+			return r, true
+		}
+	}
+	return ContentionRun{}, false
+}
+
+// limitSeconds is the least time the contention experiment can take: one
+// request per workflow at the server's capacity.
+func (p ContentionParams) limitSeconds() float64 {
+	return float64(p.Clients) / float64(p.Capacity) * p.Window.Seconds()
+}
 
 // The bounds of the gap a Retry-After: 1 must leave (claim 3).
 var (
@@ -73,6 +93,19 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("| 1a | Contention: full jitter's requests ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", rq, full.Requests, base.Requests, targetRequestsRatio, met(rq <= targetRequestsRatio))
 		p("| 1b | Contention: full jitter's time to the last success ÷ Temporal's own backoff's | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", rt, full.ToLastSuccess.Seconds(), base.ToLastSuccess.Seconds(), targetTimeRatio, met(rt <= targetTimeRatio))
 	}
+	if c := r.Contention; c != nil {
+		if a, ok := admissionRun(c); ok {
+			perSuccess := float64(a.Requests) / float64(max(a.Successes, 1))
+			lim := c.Params.limitSeconds()
+			tr := a.ToLastSuccess.Seconds() / lim
+			p("| 5a | Contention, adaptive admission (dev server, one worker): requests per success | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", perSuccess, a.Requests, a.Successes, targetAdmissionRequests, met(perSuccess <= targetAdmissionRequests && a.Failed == 0))
+			p("| 5b | Contention, adaptive admission (dev server, one worker): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", c.Params.Clients, c.Params.Capacity, c.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, targetAdmissionTime, met(tr <= targetAdmissionTime && a.Failed == 0))
+		}
+	}
+	if t := r.Throughput; t != nil && t.AdmissionRatio > 0 {
+		p("| 6 | Uncontended throughput: ready workflow with adaptive admission ÷ without, workflows/s (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s) | ≥ %.2f | %s |\n",
+			len(t.AdmissionRatios), t.AdmissionRatio, t.AdmissionPerSecond, t.OursPerSecond, targetAdmissionThroughput, met(t.AdmissionRatio >= targetAdmissionThroughput))
+	}
 	if o := r.Overhead; o != nil {
 		p("| 2 | One attempt: `Activities.Do` ns/op ÷ the same raw `net/http` POST + body read in an activity (median of %d rounds) | %.2f (%.1f µs ÷ %.1f µs); CPU time %.2f | ≤ %.2f | %s |\n",
 			o.Rounds, o.Do.Ratio, o.Do.MedianNs/1e3, o.Baseline.MedianNs/1e3, o.Do.CPURatio, targetOverheadRatio, met(o.Do.Ratio <= targetOverheadRatio))
@@ -110,7 +143,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			if i < len(c.Sim) {
 				sim = c.Sim[i]
 			}
-			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %d | %s | %.0f | %.1f s |\n", strategyName(run.Strategy), run.Requests,
+			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %d | %s | %.0f | %.1f s |\n", runName(run.Strategy, run.Admission), run.Requests,
 				float64(run.Requests)/float64(base.Requests), run.ToLastSuccess.Seconds(), run.ToLastSuccess.Seconds()/base.ToLastSuccess.Seconds(),
 				run.MaxAttempts, run.Failed, secs(run.FirstSpread), sim.Requests, sim.Duration.Seconds())
 		}
@@ -133,6 +166,40 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			p("\n**Capacity model** of section 1 (the reference server's: %d requests per %s window, the rest 503; base %s, coefficient %g, cap %s), Brooker-style: every client starts at the same instant, 1 ms ± 0.5 ms network delay, delays exactly as computed (no Temporal). Mean of 100 runs (20 at 1000 clients). With 10 clients there is hardly any contention (two rounds), so jitter only adds waiting; the more clients, the more it saves.\n\n",
 				sp.Capacity, sp.Window, sp.Base, sp.Coefficient, sp.Cap)
 			writeSimTable(&b, r.SimCapacity, false)
+		}
+		p("\n")
+	}
+
+	if c := r.Contention; c != nil {
+		if _, ok := admissionRun(c); ok {
+			p("**Adaptive admission** (last row): a fresh worker on its own task queue with `activities.Config.Admission` at its defaults (on): every attempt asks the worker's limiter for the origin before it sends; the limiter starts at 10 requests/s, gains one per answer that is not a throttle, cuts to 0.8 of the rate on a 429 or 503 and grows back along CUBIC's curve, serving waiting attempts in order; a throttled attempt is retried as soon as the limiter admits it. Its requests per success and its time to the last success against the limit (%d workflows ÷ %d per %s = %.1f s) are claims 5a and 5b. The other rows run without admission (the retry policy alone).\n\n",
+				c.Params.Clients, c.Params.Capacity, c.Params.Window, c.Params.limitSeconds())
+		}
+	}
+	if len(r.SimAdmission) > 0 {
+		sp := r.SimParams
+		p("## 1c. Adaptive admission in the simulation\n\n")
+		p("The capacity model of section 1 with what the dev server adds (first requests spread over %s, no Temporal wait below %s), the limiter modelled by the same code that runs in the activity (`internal/admission`, one limiter per worker; with two workers each attempt runs on a worker drawn at random, as Temporal's matching hands a retry to any poller). Mean of 100 seeded runs (20 at 1000 clients). The limit is clients ÷ %d per %s.\n\n", temporalHerdSpread, temporalMinDelay, sp.Capacity, sp.Window)
+		p("| Clients | Strategy | Requests per success | Time | ÷ limit |\n|---|---|---|---|---|\n")
+		for _, s := range r.SimAdmission {
+			name := strategyName(s.Strategy)
+			if s.Admission {
+				name = fmt.Sprintf("adaptive admission, %d worker(s)", s.Workers)
+			}
+			lim := float64(s.Clients) / float64(sp.Capacity) * sp.Window.Seconds()
+			p("| %d | %s | %.2f | %s | %.2f |\n", s.Clients, name, s.Requests/float64(s.Clients), fmtDur(s.Duration), s.Duration.Seconds()/lim)
+		}
+		p("\n")
+	}
+	if len(r.Outage) > 0 {
+		cp := r.SimParams
+		p("## 1d. Outage and recovery\n\n")
+		p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %s from its first request, then recovers to %d requests per %s. Requests are counted at the API; the recovery time runs from the recovery to the last success.\n\n", cp.Clients, r.Outage[0].Outage, cp.Capacity, cp.Window)
+		p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed |\n|---|---|---|---|---|---|---|\n")
+		base := r.Outage[0]
+		for _, o := range r.Outage {
+			p("| %s | %d | %.2f | %d | %.1f s | %.2f | %d |\n", runName(o.Strategy, o.Admission), o.DuringOutage, float64(o.DuringOutage)/float64(max(base.DuringOutage, 1)),
+				o.After, o.RecoveryToLast.Seconds(), o.RecoveryToLast.Seconds()/max(base.RecoveryToLast.Seconds(), 1e-9), o.Failed)
 		}
 		p("\n")
 	}
@@ -181,16 +248,26 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("Workflows completed per second with one worker (the SDK's default options but 8 pollers per task type), %d workflows per round, at most %d in flight, after a warm-up; rounds alternate between the two kinds. \"Ready workflow\" is `workflows.HTTPCallWorkflow` (key derivation, validation, the activity's classification and result); \"minimal\" is a workflow whose activity does the same POST with plain net/http (no key, no classification, the same timeouts and attempts). Both call the same server (201 with a small JSON body).\n\n",
 			t.WorkflowsPerRun, t.Concurrency)
 		p("| Round | Kind | Workflows | Elapsed | Workflows/s | CPU ms per workflow (dev server + worker) |\n|---|---|---|---|---|---|\n")
+		kinds := 2
+		if len(t.AdmissionRatios) > 0 {
+			kinds = 3
+		}
 		for i, rd := range t.Rounds {
 			name := "ready workflow"
-			if rd.Kind == "minimal" {
+			switch rd.Kind {
+			case "minimal":
 				name = "minimal"
+			case "admission":
+				name = "ready workflow, adaptive admission on"
 			}
 			cpu := "—"
 			if rd.CPU > 0 {
 				cpu = fmt.Sprintf("%.2f", rd.CPU.Seconds()*1e3/float64(rd.Workflows))
 			}
-			p("| %d | %s | %d | %s | %.1f | %s |\n", i/2+1, name, rd.Workflows, secs(rd.Elapsed), rd.PerSecond, cpu)
+			p("| %d | %s | %d | %s | %.1f | %s |\n", i/kinds+1, name, rd.Workflows, secs(rd.Elapsed), rd.PerSecond, cpu)
+		}
+		if len(t.AdmissionRatios) > 0 {
+			p("\nPer round, with adaptive admission ÷ without (a worker of its own, same options): %s (median %.2f). An origin that has never throttled starts at 10 requests/s and gains one per second per success, so a worker that has just started is held back for its first second or two; the warm-up absorbs that here.\n", fmtRatios(t.AdmissionRatios), t.AdmissionRatio)
 		}
 		p("\nPer round, ready ÷ minimal workflows/s: %s (median %.2f).", fmtRatios(t.Ratios), t.Ratio)
 		if t.CPURatio > 0 {

@@ -13,11 +13,12 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage"}
 
 // Options configures Run.
 type Options struct {
@@ -63,12 +64,18 @@ type Results struct {
 	SimParams   ContentionParams  `json:"sim_params"`
 	SimBrooker  []SimSummary      `json:"sim_brooker,omitempty"`
 	SimCapacity []SimSummary      `json:"sim_capacity,omitempty"`
+	// SimAdmission compares adaptive admission with the retry policy alone
+	// in the capacity model with what the dev server adds.
+	SimAdmission []SimSummary `json:"sim_admission,omitempty"`
 	Overhead    *OverheadResult   `json:"overhead,omitempty"`
 	Gaps        []GapStats        `json:"gaps,omitempty"`
 	GapsShift   []GapStats        `json:"gaps_timer_shift_10ms,omitempty"`
 	Floor       *GapStats         `json:"sleep_floor,omitempty"`
 	Throughput  *ThroughputResult `json:"throughput,omitempty"`
 	Contention  *ContentionResult `json:"contention,omitempty"`
+	// Outage holds the outage runs: Temporal's own backoff, full jitter,
+	// and adaptive admission.
+	Outage []OutageRun `json:"outage,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -115,6 +122,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := section("sim", func() error {
 		r.SimParams = contention
 		r.SimBrooker, r.SimCapacity = runSimulations(contention)
+		r.SimAdmission = runAdmissionSimulations(contention)
 		return nil
 	}); err != nil {
 		return r, err
@@ -127,7 +135,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return r, err
 	}
 	var h *harness
-	needDev := on("retryafter") || on("throughput") || on("contention")
+	needDev := on("retryafter") || on("throughput") || on("contention") || on("outage")
 	if needDev {
 		var err error
 		o.Logf("starting the dev server (%s) and one worker", o.CLI)
@@ -188,8 +196,47 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 				strategyName(j), run.Requests, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
 			cr.Runs = append(cr.Runs, run)
 		}
+		run, err := withAdmission(h, "contention-"+tag, func(ha *harness) (ContentionRun, error) {
+			return runContention(ctx, ha, contention, activities.JitterFull, tag+"-admission")
+		})
+		if err != nil {
+			return fmt.Errorf("contention, adaptive admission: %w", err)
+		}
+		run.Admission = true
+		o.Logf("contention %-28s %4d requests, last success at %6.1f s, %d failed, first attempts spread over %s",
+			runName(run.Strategy, true), run.Requests, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
+		cr.Runs = append(cr.Runs, run)
 		for _, j := range strategies {
 			cr.Sim = append(cr.Sim, simulateMean(contention.temporalSimConfig(contention.Clients, j, 1), 100))
+		}
+		cr.Sim = append(cr.Sim, simulateMean(contention.admissionSimConfig(contention.Clients, 1, 1), 100))
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	if err := section("outage", func() error {
+		tag := fmt.Sprint(time.Now().Unix())
+		for _, c := range []struct {
+			j   activities.Jitter
+			adm bool
+		}{{activities.JitterNone, false}, {activities.JitterFull, false}, {activities.JitterFull, true}} {
+			do := func(hh *harness) (OutageRun, error) {
+				return runOutage(ctx, hh, contention, c.j, defaultOutage, fmt.Sprintf("%s-%s-%v", tag, c.j, c.adm))
+			}
+			var run OutageRun
+			var err error
+			if c.adm {
+				run, err = withAdmission(h, "outage-"+tag, do)
+			} else {
+				run, err = do(h)
+			}
+			if err != nil {
+				return fmt.Errorf("outage, %s: %w", runName(c.j, c.adm), err)
+			}
+			run.Admission = c.adm
+			o.Logf("outage %-28s %4d requests during the %s outage, %4d after, last success %.1f s after the recovery, %d failed",
+				runName(c.j, c.adm), run.DuringOutage, defaultOutage, run.After, run.RecoveryToLast.Seconds(), run.Failed)
+			r.Outage = append(r.Outage, run)
 		}
 		return nil
 	}); err != nil {
@@ -203,6 +250,18 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	r.Total = time.Since(begin)
 	r.Machine.LoadAfter = loadAvg()
 	return r, nil
+}
+
+// withAdmission runs f on a fresh worker with adaptive admission on, on its
+// own task queue named after name, and stops the worker after.
+func withAdmission[T any](h *harness, name string, f func(*harness) (T, error)) (T, error) {
+	ha, stop, err := h.admissionWorker(h.TaskQueue + "-admission-" + name)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer stop()
+	return f(ha)
 }
 
 // simClients are the client counts of the simulation curves.
@@ -223,6 +282,27 @@ func runSimulations(p ContentionParams) (brooker, capacity []SimSummary) {
 		}
 	}
 	return brooker, capacity
+}
+
+// runAdmissionSimulations runs the capacity model of p with what the dev
+// server adds (temporalSimConfig), at each of simClients: Temporal's own
+// backoff, full jitter, and adaptive admission on one and on two workers
+// (each attempt on a worker drawn at random, as matching dispatches). Mean
+// of 100 seeded runs (20 at 1000 clients).
+func runAdmissionSimulations(p ContentionParams) []SimSummary {
+	var out []SimSummary
+	for _, n := range simClients {
+		runs := 100
+		if n >= 1000 {
+			runs = 20
+		}
+		out = append(out,
+			simulateMean(p.temporalSimConfig(n, activities.JitterNone, 1), runs),
+			simulateMean(p.temporalSimConfig(n, activities.JitterFull, 1), runs),
+			simulateMean(p.admissionSimConfig(n, 1, 1), runs),
+			simulateMean(p.admissionSimConfig(n, 2, 1), runs))
+	}
+	return out
 }
 
 func minOf(xs []float64) float64 {

@@ -17,6 +17,15 @@ var strategies = []activities.Jitter{
 	activities.JitterNone, activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated,
 }
 
+// runName is the label of a run in tables and plots: its strategy, or
+// adaptive admission (whose retries are paced by the limiter).
+func runName(j activities.Jitter, admission bool) string {
+	if admission {
+		return "adaptive admission"
+	}
+	return strategyName(j)
+}
+
 // strategyName is the label of a strategy in tables and plots.
 func strategyName(j activities.Jitter) string {
 	switch j {
@@ -290,6 +299,9 @@ func simulate(cfg simConfig) simResult {
 type SimSummary struct {
 	Clients  int
 	Strategy activities.Jitter
+	// Admission: the limiter admitted every request (Workers limiters).
+	Admission bool `json:",omitempty"`
+	Workers   int  `json:",omitempty"`
 	Runs     int
 	Requests float64
 	Duration time.Duration
@@ -299,6 +311,9 @@ type SimSummary struct {
 // returns the mean requests and duration.
 func simulateMean(cfg simConfig, runs int) SimSummary {
 	s := SimSummary{Clients: cfg.Clients, Strategy: cfg.Backoff.Jitter, Runs: runs}
+	if a := cfg.Admission; a != nil {
+		s.Admission, s.Workers = true, max(a.Workers, 1)
+	}
 	var reqs, dur float64
 	for i := range runs {
 		c := cfg

@@ -113,6 +113,12 @@ type ThroughputResult struct {
 	CPURatio        float64   `json:"cpu_ratio,omitempty"`
 	Concurrency     int       `json:"concurrency"`
 	WorkflowsPerRun int       `json:"workflows_per_round"`
+	// AdmissionRatios are, per round, the ready workflow's workflows/s on a
+	// worker with adaptive admission on ÷ on the worker without it;
+	// AdmissionRatio is their median, AdmissionPerSecond the median rate.
+	AdmissionRatios    []float64 `json:"admission_ratios,omitempty"`
+	AdmissionRatio     float64   `json:"admission_ratio,omitempty"`
+	AdmissionPerSecond float64   `json:"admission_per_second,omitempty"`
 }
 
 // throughputOptions configures runThroughput.
@@ -156,13 +162,22 @@ func runThroughput(ctx context.Context, h *harness, o throughputOptions) (Throug
 		}
 		return cpuTime() + processCPU(devPID)
 	}
+	// The ready workflow again on a worker with adaptive admission on.
+	ha, stopAdmission, err := h.admissionWorker(h.TaskQueue + "-admission-throughput")
+	if err != nil {
+		return ThroughputResult{}, err
+	}
+	defer stopAdmission()
 	seq := 0
 	runOne := func(kind string, i int) error {
 		id := fmt.Sprintf("tput-%s-%d-%d", kind, time.Now().UnixNano(), i)
 		opts := client.StartWorkflowOptions{ID: id, TaskQueue: h.TaskQueue}
+		if kind == "admission" {
+			opts.TaskQueue = ha.TaskQueue
+		}
 		var run client.WorkflowRun
 		var err error
-		if kind == "ours" {
+		if kind == "ours" || kind == "admission" {
 			run, err = h.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, workflows.Request{
 				Operation: "charge", URL: url, Body: body,
 			})
@@ -205,16 +220,16 @@ func runThroughput(ctx context.Context, h *harness, o throughputOptions) (Throug
 		return rd, first
 	}
 	res := ThroughputResult{Concurrency: o.Concurrency, WorkflowsPerRun: o.Workflows}
-	for _, kind := range []string{"ours", "minimal"} {
+	for _, kind := range []string{"ours", "minimal", "admission"} {
 		if _, err := batch(kind, o.Warmup); err != nil {
 			return res, err
 		}
 	}
-	var ours, minimal []float64
+	var ours, minimal, adm []float64
 	for r := range o.Rounds {
-		order := []string{"ours", "minimal"}
+		order := []string{"ours", "minimal", "admission"}
 		if r%2 == 1 {
-			order = []string{"minimal", "ours"}
+			order = []string{"admission", "minimal", "ours"}
 		}
 		got := map[string]ThroughputRound{}
 		for _, kind := range order {
@@ -229,6 +244,8 @@ func runThroughput(ctx context.Context, h *harness, o throughputOptions) (Throug
 			}
 		}
 		ours, minimal = append(ours, got["ours"].PerSecond), append(minimal, got["minimal"].PerSecond)
+		adm = append(adm, got["admission"].PerSecond)
+		res.AdmissionRatios = append(res.AdmissionRatios, got["admission"].PerSecond/got["ours"].PerSecond)
 		res.Ratios = append(res.Ratios, got["ours"].PerSecond/got["minimal"].PerSecond)
 		if got["ours"].CPU > 0 {
 			res.CPURatios = append(res.CPURatios, got["minimal"].CPU.Seconds()/got["ours"].CPU.Seconds())
@@ -236,6 +253,7 @@ func runThroughput(ctx context.Context, h *harness, o throughputOptions) (Throug
 	}
 	res.OursPerSecond, res.MinimalPerSec = median(ours), median(minimal)
 	res.Ratio, res.CPURatio = median(res.Ratios), median(res.CPURatios)
+	res.AdmissionPerSecond, res.AdmissionRatio = median(adm), median(res.AdmissionRatios)
 	return res, nil
 }
 

@@ -92,7 +92,10 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 }
 
 // Do performs one attempt of req. It validates req and sends nothing when it
-// is invalid; otherwise it sends the request once with the idempotency key
+// is invalid; it asks the origin's adaptive admission (Config.Admission)
+// and, when the attempt must wait longer than it can inside the attempt,
+// sends nothing and returns the retryable ErrTypeNotAdmitted (not counted
+// against the budget); otherwise it sends the request once with the idempotency key
 // (and the origin's credentials), follows a 307 or 308 to the same origin
 // with the same method, body and key, and classifies the answer:
 //
@@ -107,8 +110,9 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 //     table; 408, 425, 429, 500, 502, 503, 504 and transport errors retried.
 //
 // Every failure is a *temporal.ApplicationError carrying FailureDetails:
-// retryable ones with a NextRetryDelay (Retry-After, else jittered backoff),
-// final ones with outcomeFinal set. Called outside an activity, Do returns
+// retryable ones with a NextRetryDelay (Retry-After, else jittered backoff;
+// with admission on, a 429 or 503 without Retry-After is retried as soon as
+// the limiter admits it), final ones with outcomeFinal set. Called outside an activity, Do returns
 // an error.
 //
 // Each attempt that sends a request is an HTTP client span (a child of the

@@ -76,8 +76,9 @@ bench:
 ## origin (the allow-list key) and failure-script parsers; the activity end
 ## to end against a generated server echoing its credentials (FuzzDo: no
 ## credential piece anywhere, success only on a 2xx, results within
-## MaxResultBytes, nothing sent for an invalid request); the redactor; and
-## bodies byte for byte through Temporal's converter.
+## MaxResultBytes, nothing sent for an invalid request or one not admitted);
+## the redactor; the admission limiter (rates finite and above the floor,
+## waits finite); and bodies byte for byte through Temporal's converter.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
@@ -86,6 +87,7 @@ fuzz:
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzWireBody$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzLimiter$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

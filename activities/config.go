@@ -140,7 +140,7 @@ type Admission struct {
 	// (default 1 s, at most a fifth of the attempt's start-to-close timeout).
 	MaxWait time.Duration
 	// MaxDelay is the longest an attempt that ended to wait stays away
-	// before it asks again (default 5 s).
+	// before it asks again (default 3 s).
 	MaxDelay time.Duration
 }
 

@@ -136,8 +136,14 @@ func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	m := a.metrics(ctx, p.origin, req.Operation)
+	prev := loadProgress(ctx, info.Attempt)
+	if err := a.admit(ctx, info, p, m, &prev); err != nil {
+		// Nothing was sent: no client span.
+		count(m, err)
+		return nil, err
+	}
 	ctx, span := a.startSpan(ctx, p, info.Attempt)
-	resp, status, err := a.do(ctx, info, p, m)
+	resp, status, err := a.do(ctx, info, p, m, prev)
 	endSpan(span, status, resp, err)
 	count(m, err)
 	return resp, err
@@ -145,12 +151,9 @@ func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
 
 // do sends p once, classifies the answer and returns the Response or the
 // error for Temporal, with the status the server answered (0 for none).
-func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler) (*Response, int, error) {
+// prev is the progress of the attempts before this one.
+func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*Response, int, error) {
 	req := p.req
-	prev := loadProgress(ctx, info.Attempt)
-	if err := a.admit(ctx, info, p, m, &prev); err != nil {
-		return nil, 0, err
-	}
 	start := time.Now()
 	sentAt := a.cfg.Now()
 	ans := a.send(withMargin(ctx), p)

@@ -61,18 +61,18 @@ type Results struct {
 	Total    time.Duration      `json:"total_ns"`
 
 	// SimParams is the contention setup the capacity-model simulation used.
-	SimParams   ContentionParams  `json:"sim_params"`
-	SimBrooker  []SimSummary      `json:"sim_brooker,omitempty"`
-	SimCapacity []SimSummary      `json:"sim_capacity,omitempty"`
+	SimParams   ContentionParams `json:"sim_params"`
+	SimBrooker  []SimSummary     `json:"sim_brooker,omitempty"`
+	SimCapacity []SimSummary     `json:"sim_capacity,omitempty"`
 	// SimAdmission compares adaptive admission with the retry policy alone
 	// in the capacity model with what the dev server adds.
-	SimAdmission []SimSummary `json:"sim_admission,omitempty"`
-	Overhead    *OverheadResult   `json:"overhead,omitempty"`
-	Gaps        []GapStats        `json:"gaps,omitempty"`
-	GapsShift   []GapStats        `json:"gaps_timer_shift_10ms,omitempty"`
-	Floor       *GapStats         `json:"sleep_floor,omitempty"`
-	Throughput  *ThroughputResult `json:"throughput,omitempty"`
-	Contention  *ContentionResult `json:"contention,omitempty"`
+	SimAdmission []SimSummary      `json:"sim_admission,omitempty"`
+	Overhead     *OverheadResult   `json:"overhead,omitempty"`
+	Gaps         []GapStats        `json:"gaps,omitempty"`
+	GapsShift    []GapStats        `json:"gaps_timer_shift_10ms,omitempty"`
+	Floor        *GapStats         `json:"sleep_floor,omitempty"`
+	Throughput   *ThroughputResult `json:"throughput,omitempty"`
+	Contention   *ContentionResult `json:"contention,omitempty"`
 	// Outage holds the outage runs: Temporal's own backoff, full jitter,
 	// and adaptive admission.
 	Outage []OutageRun `json:"outage,omitempty"`

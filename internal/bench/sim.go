@@ -302,9 +302,9 @@ type SimSummary struct {
 	// Admission: the limiter admitted every request (Workers limiters).
 	Admission bool `json:",omitempty"`
 	Workers   int  `json:",omitempty"`
-	Runs     int
-	Requests float64
-	Duration time.Duration
+	Runs      int
+	Requests  float64
+	Duration  time.Duration
 }
 
 // simulateMean runs cfg runs times with seeds cfg.Seed, cfg.Seed+1, … and

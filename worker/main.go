@@ -60,8 +60,12 @@ func run() error {
 	initialRate := flag.Float64("admission-initial-rate", admission.DefaultInitialRate, "requests/s of an origin that has not throttled yet")
 	minRate := flag.Float64("admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
 	retryRatio := flag.Float64("retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 10 per 10 s); negative: no retry budget")
+	queueRate := flag.Float64("task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
 
+	if *queueRate < 0 {
+		return fmt.Errorf("--task-queue-activities-per-second %g: use a positive rate, or 0 for no limit", *queueRate)
+	}
 	token := os.Getenv("API_TOKEN")
 	logger, err := cliutil.NewLogger(*logLevel, token, "Bearer "+token)
 	if err != nil {
@@ -114,7 +118,7 @@ func run() error {
 	}
 	defer c.Close()
 
-	w := worker.New(c, *taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second})
+	w := worker.New(c, *taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: *queueRate})
 	acts.Register(w)
 	workflows.Register(w)
 	logger.Info("worker starting", slog.String("task_queue", *taskQueue), slog.Any("allowed_origins", origins), slog.Bool("api_token", token != ""))

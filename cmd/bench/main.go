@@ -89,7 +89,7 @@ func run() error {
 	}
 	needCLI := len(sections) == 0
 	for _, s := range sections {
-		needCLI = needCLI || s == "retryafter" || s == "throughput" || s == "contention"
+		needCLI = needCLI || s == "retryafter" || s == "throughput" || s == "contention" || s == "outage"
 	}
 	var cliPath string
 	if needCLI {

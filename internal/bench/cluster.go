@@ -4,36 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 )
 
 // ClusterContention is the contention experiment on the cluster with two
 // workers (issue 11, "across workers"): temporal-server on PostgreSQL
-// (internal/cluster), one reference server, and two workers polling one
-// task queue, each with its own client connection and its own
-// activities.Activities, hence its own admission limiter. The run is
-// repeated with full jitter, admission off and then on, on a fresh task
-// queue with fresh workers each time.
-//
-// The two workers are two SDK workers in this process, not two worker
-// processes. For admission that is the same thing: the limiter belongs to
-// one Activities instance and the two share no state (each learns the
-// target's capacity from its own answers alone). What they do share is
-// this process: its CPU, its scheduler, and the one HTTP server they call;
-// the workflows are started through the first worker's client, without
+// (internal/cluster), one reference server, and two worker processes (the
+// worker binary, as a user runs it) polling one task queue, each with its
+// own admission limiter. The two share no state: each learns the target's
+// capacity from its own answers alone, as AWS SDK clients do. The run is
+// repeated with full jitter, admission off, admission on, and admission off
+// with TaskQueueActivitiesPerSecond set to the capacity (the alternative:
+// a fixed limit that the server enforces across workers), on a fresh task
+// queue with fresh workers each time. The workflows are started without
 // eager start, so matching hands every task to whichever worker polls.
 type ClusterContention struct {
 	Params ContentionParams `json:"params"`
@@ -44,20 +35,23 @@ type ClusterContention struct {
 type ClusterRun struct {
 	Label string `json:"label"`
 	// Admission: both workers' adaptive admission was on.
-	Admission bool          `json:"admission"`
+	Admission bool `json:"admission"`
+	// QueueRate: the workers set TaskQueueActivitiesPerSecond to the
+	// target's capacity.
+	QueueRate bool          `json:"queue_rate,omitempty"`
 	Run       ContentionRun `json:"run"`
 }
 
 // clusterWorkers is the number of workers of every ClusterContention run.
 const clusterWorkers = 2
 
-// runClusterContention builds the cluster's binaries if needed (into
-// cluster.DefaultBinDir()), starts the cluster and a target, and runs the
-// contention experiment p with full jitter, admission off and then on, on
-// two fresh workers each time. The cluster's work directory (its config
-// and temporal-server.log) and the workers' logs go to logDir when it is
-// set; without one, the work directory is temporary and worker logs are
-// dropped.
+// runClusterContention builds the cluster's binaries and the worker if
+// needed (into cluster.DefaultBinDir()), starts the cluster and a target,
+// and runs the contention experiment p in the three ways ClusterContention
+// lists, on two fresh worker processes each time. The cluster's work
+// directory (its config and temporal-server.log) and the workers' logs go
+// to logDir when it is set; without one, the work directory is temporary
+// and worker logs are dropped.
 func runClusterContention(ctx context.Context, p ContentionParams, logDir string, logf func(string, ...any)) (_ *ClusterContention, err error) {
 	// Eager start hands a workflow's first task to a worker in the starting
 	// client's process, so with it every first attempt would run on the
@@ -79,6 +73,13 @@ func runClusterContention(ctx context.Context, p ContentionParams, logDir string
 	if err != nil {
 		return nil, fmt.Errorf("building the cluster's tools: %w", err)
 	}
+	bctx, cancel = context.WithTimeout(ctx, cluster.BuildTimeout)
+	err = itest.BuildCommands(bctx, binDir, "./worker")
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("building the worker: %w", err)
+	}
+	workerBin := filepath.Join(binDir, "worker")
 	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn"}
 	if logDir != "" {
 		opts.WorkDir = filepath.Join(logDir, "cluster")
@@ -106,89 +107,72 @@ func runClusterContention(ctx context.Context, p ContentionParams, logDir string
 	defer target.Close()
 
 	res := &ClusterContention{Params: p}
+	rate := fmt.Sprint(float64(p.Capacity) / p.Window.Seconds())
 	for _, rc := range []struct {
-		label     string
-		admission bool
+		label, tag string
+		admission  bool
+		args       []string
 	}{
-		{"full jitter, admission off", false},
-		{"full jitter, admission on", true},
+		{"full jitter, admission off", "off", false, []string{"--admission=false"}},
+		{"full jitter, admission on", "on", true, nil},
+		// The alternative: a fixed limit that the server enforces across
+		// all workers of the task queue, set to the capacity (known here).
+		{"full jitter, admission off, TaskQueueActivitiesPerSecond " + rate, "queue-rate", false, []string{"--admission=false", "--task-queue-activities-per-second", rate}},
 	} {
-		tag := "cluster-" + map[bool]string{false: "off", true: "on"}[rc.admission]
-		run, err := runClusterOnce(ctx, c, target, p, rc.admission, tag, logDir, logf)
+		run, err := runClusterOnce(ctx, c, workerBin, target, p, rc.args, "cluster-"+rc.tag, logDir, logf)
 		if err != nil {
 			return res, fmt.Errorf("cluster contention, %s: %w", rc.label, err)
 		}
+		run.Admission = rc.admission
 		logf("cluster contention %-28s %4d requests, %d successes, last success at %6.1f s, %d failed, first attempts spread over %s",
 			rc.label, run.Requests, run.Successes, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
-		res.Runs = append(res.Runs, ClusterRun{Label: rc.label, Admission: rc.admission, Run: run})
+		res.Runs = append(res.Runs, ClusterRun{Label: rc.label, Admission: rc.admission, QueueRate: len(rc.args) > 1, Run: run})
 	}
 	logf("cluster contention done in %s", time.Since(begin).Round(time.Second))
 	return res, nil
 }
 
-// runClusterOnce starts clusterWorkers fresh workers on the task queue
-// "bench-"+tag, each with its own client and its own Activities (admission
-// on or off), runs the contention experiment with full jitter through the
-// first worker's client, and stops the workers and closes the clients.
-func runClusterOnce(ctx context.Context, c *cluster.Cluster, target *targetServer, p ContentionParams, admission bool, tag, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
+// runClusterOnce starts clusterWorkers fresh worker processes on the task
+// queue "bench-"+tag (admission on or off), runs the contention experiment
+// with full jitter through a client of its own, and stops the workers.
+func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, target *targetServer, p ContentionParams, args []string, tag, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
 	tq := "bench-" + tag
-	var clients []client.Client
-	var workers []worker.Worker
-	var files []*os.File
+	cl, err := client.Dial(client.Options{HostPort: c.FrontendHostPort(), Namespace: c.Namespace(), Logger: itest.QuietLogger()})
+	if err != nil {
+		return ContentionRun{}, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	defer cl.Close()
+	var procs []*itest.Process
 	defer func() {
-		for _, w := range workers {
-			w.Stop()
-		}
-		for _, cl := range clients {
-			cl.Close()
-		}
-		for _, f := range files {
-			err = errors.Join(err, f.Close())
+		for _, pr := range procs {
+			if serr := pr.Stop(20 * time.Second); serr != nil {
+				err = errors.Join(err, serr)
+			}
 		}
 	}()
 	for i := range clusterWorkers {
 		name := fmt.Sprintf("%s-worker-%c", tag, 'a'+i)
-		var out io.Writer = io.Discard
+		spec := itest.Spec{
+			Name: name, Path: workerBin, Dir: c.WorkDir(),
+			Args: append([]string{"--task-queue", tq, "--allow-origin", target.URL, "--identity", name, "--log-level", "warn"}, args...),
+			Env:  append(c.ClientEnv(), "API_TOKEN=", "METRICS_ADDR=", "CONVENTIONS=", "ADMISSION="),
+		}
 		if logDir != "" {
-			f, err := os.Create(filepath.Join(logDir, name+".log"))
-			if err != nil {
-				return ContentionRun{}, err
-			}
-			files = append(files, f)
-			out = f
+			spec.LogPath = filepath.Join(logDir, name+".log")
 		}
-		logger := sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo})))
-		cl, err := client.Dial(client.Options{
-			HostPort: c.FrontendHostPort(), Namespace: c.Namespace(), Logger: logger,
-			// Distinct identities: the default (pid@host) is the same for both.
-			Identity: fmt.Sprintf("%d@%s", os.Getpid(), name),
-		})
-		if err != nil {
-			return ContentionRun{}, fmt.Errorf("connecting %s: %w", name, err)
-		}
-		clients = append(clients, cl)
-		cfg := activities.Config{
-			AllowedOrigins: []string{target.URL},
-			HTTPClient:     &http.Client{Transport: newTransport()},
-		}
-		if !admission {
-			cfg.Admission = activities.Admission{Off: true}
-		}
-		acts, err := activities.New(cfg)
+		pr, err := itest.Start(spec)
 		if err != nil {
 			return ContentionRun{}, err
 		}
-		w := worker.New(cl, tq, workerOptions)
-		acts.Register(w)
-		workflows.Register(w)
-		if err := w.Start(); err != nil {
-			return ContentionRun{}, fmt.Errorf("starting %s: %w", name, err)
+		procs = append(procs, pr)
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err = itest.WaitForPollers(wctx, cl, tq, name)
+		cancel()
+		if err != nil {
+			return ContentionRun{}, fmt.Errorf("%s: %w; its output:\n%s", name, err, pr.Tail(4<<10))
 		}
-		workers = append(workers, w)
 	}
-	logf("cluster contention: %d workers on %s (admission %v), %d workflows", clusterWorkers, tq, admission, p.Clients)
-	h := &harness{Client: clients[0], TaskQueue: tq, Target: target}
-	run, err := runContention(ctx, h, p, activities.JitterFull, tag)
-	run.Admission = admission
-	return run, err
+	logf("cluster contention: %d worker processes on %s (%q), %d workflows", clusterWorkers, tq, args, p.Clients)
+	h := &harness{Client: cl, TaskQueue: tq, Target: target}
+	return runContention(ctx, h, p, activities.JitterFull, tag)
 }

@@ -102,6 +102,19 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			p("| 5b | Contention, adaptive admission (dev server, one worker): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", c.Params.Clients, c.Params.Capacity, c.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, targetAdmissionTime, met(tr <= targetAdmissionTime && a.Failed == 0))
 		}
 	}
+	if cl := r.Cluster; cl != nil {
+		for _, run := range cl.Runs {
+			if !run.Admission {
+				continue
+			}
+			a := run.Run
+			perSuccess := float64(a.Requests) / float64(max(a.Successes, 1))
+			lim := cl.Params.limitSeconds()
+			tr := a.ToLastSuccess.Seconds() / lim
+			p("| 5c | Contention, adaptive admission (PostgreSQL cluster, two worker processes): requests per success | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", perSuccess, a.Requests, a.Successes, targetAdmissionRequests, met(perSuccess <= targetAdmissionRequests && a.Failed == 0))
+			p("| 5d | Contention, adaptive admission (PostgreSQL cluster, two worker processes): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", cl.Params.Clients, cl.Params.Capacity, cl.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, targetAdmissionTime, met(tr <= targetAdmissionTime && a.Failed == 0))
+		}
+	}
 	if t := r.Throughput; t != nil && t.AdmissionRatio > 0 {
 		p("| 6 | Uncontended throughput: ready workflow with adaptive admission ÷ without, workflows/s (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s) | ≥ %.2f | %s |\n",
 			len(t.AdmissionRatios), t.AdmissionRatio, t.AdmissionPerSecond, t.OursPerSecond, targetAdmissionThroughput, met(t.AdmissionRatio >= targetAdmissionThroughput))
@@ -202,6 +215,19 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 				o.After, o.RecoveryToLast.Seconds(), o.RecoveryToLast.Seconds()/max(base.RecoveryToLast.Seconds(), 1e-9), o.Failed)
 		}
 		p("\n")
+	}
+	if cl := r.Cluster; cl != nil && len(cl.Runs) > 0 {
+		cp := cl.Params
+		p("## 1e. Across workers: the PostgreSQL-backed cluster\n\n")
+		p("The contention setup (%d workflows, %d requests per %s) on temporal-server with PostgreSQL (`internal/cluster`) and two worker processes (the `worker` binary) polling one task queue, started without eager start so matching hands every task to either worker. Each worker has its own limiter and shares nothing with the other: each learns the API's capacity from its own answers (as the AWS SDKs' adaptive mode does), and the sum must stay near the capacity. Fresh workers and task queue per run; full jitter. The limit is %.1f s.\n\n",
+			cp.Clients, cp.Capacity, cp.Window, cp.limitSeconds())
+		p("| Run | Requests | Requests per success | Last success | ÷ limit | Failed | First attempts spread over |\n|---|---|---|---|---|---|---|\n")
+		for _, run := range cl.Runs {
+			a := run.Run
+			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %s |\n", run.Label, a.Requests, float64(a.Requests)/float64(max(a.Successes, 1)),
+				a.ToLastSuccess.Seconds(), a.ToLastSuccess.Seconds()/cp.limitSeconds(), a.Failed, secs(a.FirstSpread))
+		}
+		p("\nThe last row is the alternative: no admission, but a fixed limit that Temporal itself enforces across all workers of the task queue (`worker.Options.TaskQueueActivitiesPerSecond`, the worker's `--task-queue-activities-per-second`), set to the API's capacity, which this experiment knows. It needs that capacity known in advance and fixed (a per-origin task queue for each API, and a new setting whenever the provider changes its limit); the limiter learns the capacity from the answers and follows it when it changes, at the price of the two workers each probing it. The library chooses the limiter, and the worker offers the fixed limit beside it for APIs with a published, fixed rate.\n\n")
 	}
 
 	if o := r.Overhead; o != nil {

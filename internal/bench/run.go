@@ -18,7 +18,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "cluster"}
 
 // Options configures Run.
 type Options struct {
@@ -76,6 +76,9 @@ type Results struct {
 	// Outage holds the outage runs: Temporal's own backoff, full jitter,
 	// and adaptive admission.
 	Outage []OutageRun `json:"outage,omitempty"`
+	// Cluster is the contention experiment on the PostgreSQL-backed
+	// cluster with two worker processes, admission off and on.
+	Cluster *ClusterContention `json:"cluster,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -246,6 +249,15 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err := h.Stop(); err != nil {
 			o.Logf("stopping the harness: %v", err)
 		}
+	}
+	// The cluster runs after the dev server has stopped, so the two do not
+	// share the CPUs.
+	if err := section("cluster", func() error {
+		res, err := runClusterContention(ctx, contention, o.LogDir, o.Logf)
+		r.Cluster = res
+		return err
+	}); err != nil {
+		return r, err
 	}
 	r.Total = time.Since(begin)
 	r.Machine.LoadAfter = loadAvg()

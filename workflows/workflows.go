@@ -356,24 +356,26 @@ func Summary(method, rawURL, operation string) string {
 }
 
 // retryOptions fills the zero fields of r from the retry policy already on
-// the workflow context (workflow.WithActivityOptions), then from the defaults.
+// the workflow context (workflow.WithActivityOptions), then from the
+// defaults (those of the backoff from request.Backoff.WithDefaults, which
+// the activity applies too).
 func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions {
 	var p temporal.RetryPolicy
 	if ctxPolicy != nil {
 		p = *ctxPolicy
 	}
-	r.InitialInterval = cmp.Or(r.InitialInterval, p.InitialInterval, DefaultInitialInterval)
-	r.MaximumInterval = cmp.Or(r.MaximumInterval, p.MaximumInterval, DefaultMaximumInterval)
-	if r.BackoffCoefficient < 1 {
-		r.BackoffCoefficient = p.BackoffCoefficient
+	b := request.Backoff{
+		InitialInterval:    cmp.Or(r.InitialInterval, p.InitialInterval),
+		BackoffCoefficient: r.BackoffCoefficient,
+		MaximumInterval:    cmp.Or(r.MaximumInterval, p.MaximumInterval),
+		Jitter:             string(r.Jitter),
 	}
-	if r.BackoffCoefficient < 1 {
-		r.BackoffCoefficient = DefaultBackoffCoefficient
+	if b.BackoffCoefficient < 1 {
+		b.BackoffCoefficient = p.BackoffCoefficient
 	}
+	b = b.WithDefaults()
+	r.InitialInterval, r.BackoffCoefficient, r.MaximumInterval, r.Jitter = b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval, activities.Jitter(b.Jitter)
 	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
-	if r.Jitter == "" {
-		r.Jitter = activities.JitterFull
-	}
 	return r
 }
 

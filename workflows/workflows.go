@@ -404,13 +404,13 @@ func logFailure(ctx workflow.Context, in request.Input, err error) {
 // returns the response. Start it with the starter CLI or as a child workflow
 // (see [ExecuteChild]).
 func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, error) {
-	key := requestKey(ctx, req)
-	method, err := validate(req, key)
+	// As Call, validating req once: prepare's activity options carry the summary.
+	in, ao, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with idempotency key %s", Summary(method, req.URL, req.Operation), key))
-	return Call(ctx, req)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with idempotency key %s", ao.Summary, in.IdempotencyKey))
+	return execute(ctx, req, in, ao)
 }
 
 // ExecuteChild runs HTTPCallWorkflow as a child workflow. The child's

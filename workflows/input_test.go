@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
@@ -51,4 +53,24 @@ func TestRetryDefaultsAreTheActivitys(t *testing.T) {
 			assert.Equal(t, tt.attempts, in.MaximumAttempts)
 		})
 	}
+}
+
+// TestReadyWorkflowDetails: the ready workflow, which validates its input
+// once (in prepare, as Call does), shows the call and its key as its current
+// details.
+func TestReadyWorkflowDetails(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	idemtest.Register(t, env, srv, activities.Config{})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "order-1"})
+	env.ExecuteWorkflow(workflows.WorkflowName, charge(srv))
+	require.NoError(t, env.GetWorkflowError())
+	v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var meta sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&meta))
+	key := workflows.DeriveKey(testNamespace, "order-1", "charge")
+	want := workflows.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
+	assert.Equal(t, want, meta.GetCurrentDetails())
 }

@@ -91,20 +91,26 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: ActivityName})
 }
 
-// Do performs one attempt of req. It validates req and sends nothing when it
-// is invalid; it asks the origin's adaptive admission (Config.Admission)
-// and, when the attempt must wait longer than it can inside the attempt,
-// sends nothing and returns the retryable ErrTypeNotAdmitted (not counted
-// against the budget); otherwise it sends the request once with the idempotency key
-// (and the origin's credentials), follows a 307 or 308 to the same origin
-// with the same method, body and key, and classifies the answer:
+// Do performs one attempt of req, the input that workflows.Call (and the
+// ready workflow, workflows.HTTPCallWorkflow) schedules the activity with.
+// Its type is internal: a workflow does not call Do or build its input, it
+// calls workflows.Call or workflows.Post (or starts the ready workflow),
+// which validate the request, derive the key and fill the retry options
+// first. Do validates req again and sends nothing when it is invalid; it
+// asks the origin's adaptive admission (Config.Admission) and, when the
+// attempt must wait longer than it can inside the attempt, sends nothing and
+// returns the retryable ErrTypeNotAdmitted (not counted against the budget);
+// otherwise it sends the request once with the idempotency key (and the
+// origin's credentials), follows a 307 or 308 to the same origin with the
+// same method, body and key, and classifies the answer:
 //
 //   - 2xx: the Response.
 //   - a request with this key still in flight at the server (a 409 the
 //     server marks so, or any 409 after an attempt of this activity that
 //     ended without an answer): retried as ErrTypeKeyInFlight, not counted
-//     against Request.MaximumAttempts, until the server answers or the
-//     schedule-to-close deadline; then ErrTypeKeyLocked.
+//     against the attempt budget (workflows.RetryOptions.MaximumAttempts),
+//     until the server answers or the schedule-to-close deadline; then
+//     ErrTypeKeyLocked.
 //   - the key reused with another request: ErrTypeKeyReused.
 //   - server advice (Stripe-Should-Retry, X-Should-Retry) over the status
 //     table; 408, 425, 429, 500, 502, 503, 504 and transport errors retried.
@@ -121,7 +127,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 // span's context, so the interceptor's logger adds its TraceID and SpanID.
 // Each attempt is counted in the worker's metrics handler (see the
 // README's Observability section).
-func (a *Activities) Do(ctx context.Context, req Request) (*Response, error) {
+func (a *Activities) Do(ctx context.Context, req request.Input) (*Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
 	}
@@ -218,7 +224,7 @@ func withMargin(ctx context.Context) context.Context {
 
 // prepare validates req with the rules of package request and the origin's
 // convention; its errors are non-retryable ApplicationErrors.
-func (a *Activities) prepare(req Request) (*prepared, error) {
+func (a *Activities) prepare(req request.Input) (*prepared, error) {
 	invalid := func(err error) error {
 		return a.fail(err.Error(), ErrTypeInvalidRequest, FailureDetails{
 			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey,

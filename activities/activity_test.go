@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 const token = "tok_live_9f8e7d6c5b4a"
@@ -74,7 +75,7 @@ func status(code int, body string, headers ...string) http.HandlerFunc {
 
 // run executes one attempt of the activity in Temporal's activity test
 // environment and returns the result, the error and the captured logs.
-func run(t *testing.T, cfg activities.Config, req activities.Request) (*activities.Response, error, string) {
+func run(t *testing.T, cfg activities.Config, req request.Input) (*activities.Response, error, string) {
 	t.Helper()
 	var logs bytes.Buffer
 	var s testsuite.WorkflowTestSuite
@@ -99,8 +100,8 @@ func appError(t *testing.T, err error) *temporal.ApplicationError {
 	return appErr
 }
 
-func req(url string) activities.Request {
-	return activities.Request{Operation: "charge", URL: url, Body: json.RawMessage(`{"amount":42}`), IdempotencyKey: "key-1"}
+func req(url string) request.Input {
+	return request.Input{Operation: "charge", URL: url, Body: json.RawMessage(`{"amount":42}`), IdempotencyKey: "key-1"}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -150,43 +151,43 @@ func TestBadInputSendsNothing(t *testing.T) {
 		AllowedOrigins: []string{srv.URL},
 		Credentials:    map[string]http.Header{srv.URL: {"x-api-key": {token}, "x-partner-ID": {"partner-0042"}}},
 	}
-	with := func(f func(*activities.Request)) activities.Request {
+	with := func(f func(*request.Input)) request.Input {
 		r := req(srv.URL + "/payments")
 		f(&r)
 		return r
 	}
 	tests := []struct {
 		name     string
-		req      activities.Request
+		req      request.Input
 		wantType string
 		want     string
 	}{
-		{"unparsable URL", with(func(r *activities.Request) { r.URL = "http://[::1" }), activities.ErrTypeInvalidRequest, "invalid URL"},
-		{"relative URL", with(func(r *activities.Request) { r.URL = "/payments" }), activities.ErrTypeInvalidRequest, "not an absolute URL"},
-		{"ftp scheme", with(func(r *activities.Request) { r.URL = "ftp://example.com/x" }), activities.ErrTypeInvalidRequest, "unsupported scheme"},
-		{"file scheme", with(func(r *activities.Request) { r.URL = "file:///etc/passwd" }), activities.ErrTypeInvalidRequest, "unsupported scheme"},
-		{"no host", with(func(r *activities.Request) { r.URL = "http:///x" }), activities.ErrTypeInvalidRequest, "no host"},
-		{"user info", with(func(r *activities.Request) { r.URL = strings.Replace(srv.URL, "://", "://u:pw@", 1) }), activities.ErrTypeInvalidRequest, "user info"},
-		{"origin not allowed", with(func(r *activities.Request) { r.URL = "http://127.0.0.2:9/x" }), activities.ErrTypeOriginNotAllowed, "not allowed by this worker"},
-		{"same host other port", with(func(r *activities.Request) { r.URL = "http://127.0.0.1:1/x" }), activities.ErrTypeOriginNotAllowed, "not allowed"},
-		{"missing key", with(func(r *activities.Request) { r.IdempotencyKey = "" }), activities.ErrTypeInvalidRequest, "missing idempotency key"},
-		{"key too long", with(func(r *activities.Request) { r.IdempotencyKey = strings.Repeat("k", 256) }), activities.ErrTypeInvalidRequest, "at most 255"},
-		{"key with space", with(func(r *activities.Request) { r.IdempotencyKey = "a b" }), activities.ErrTypeInvalidRequest, "printable ASCII"},
-		{"GET", with(func(r *activities.Request) { r.Method = "GET" }), activities.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
-		{"Authorization in input", with(func(r *activities.Request) { r.Headers = map[string]string{"authorization": "Bearer x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
-		{"Cookie in input", with(func(r *activities.Request) { r.Headers = map[string]string{"Cookie": "s=1"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
-		{"credential header in input", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Api-Key": "x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
-		{"configured credential header in any case", with(func(r *activities.Request) { r.Headers = map[string]string{"x-partner-id": "x"} }), activities.ErrTypeInvalidRequest, "the worker sets it"},
-		{"header names differing only in case", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), activities.ErrTypeInvalidRequest, "differ only in case"},
-		{"header value with a control character", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), activities.ErrTypeInvalidRequest, "control character"},
-		{"body over the bound", with(func(r *activities.Request) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), activities.ErrTypeInvalidRequest, "at most 262144"},
-		{"operation with NUL", with(func(r *activities.Request) { r.Operation = "charge\x00x" }), activities.ErrTypeInvalidRequest, "NUL"},
-		{"user info in URL", with(func(r *activities.Request) {
+		{"unparsable URL", with(func(r *request.Input) { r.URL = "http://[::1" }), activities.ErrTypeInvalidRequest, "invalid URL"},
+		{"relative URL", with(func(r *request.Input) { r.URL = "/payments" }), activities.ErrTypeInvalidRequest, "not an absolute URL"},
+		{"ftp scheme", with(func(r *request.Input) { r.URL = "ftp://example.com/x" }), activities.ErrTypeInvalidRequest, "unsupported scheme"},
+		{"file scheme", with(func(r *request.Input) { r.URL = "file:///etc/passwd" }), activities.ErrTypeInvalidRequest, "unsupported scheme"},
+		{"no host", with(func(r *request.Input) { r.URL = "http:///x" }), activities.ErrTypeInvalidRequest, "no host"},
+		{"user info", with(func(r *request.Input) { r.URL = strings.Replace(srv.URL, "://", "://u:pw@", 1) }), activities.ErrTypeInvalidRequest, "user info"},
+		{"origin not allowed", with(func(r *request.Input) { r.URL = "http://127.0.0.2:9/x" }), activities.ErrTypeOriginNotAllowed, "not allowed by this worker"},
+		{"same host other port", with(func(r *request.Input) { r.URL = "http://127.0.0.1:1/x" }), activities.ErrTypeOriginNotAllowed, "not allowed"},
+		{"missing key", with(func(r *request.Input) { r.IdempotencyKey = "" }), activities.ErrTypeInvalidRequest, "missing idempotency key"},
+		{"key too long", with(func(r *request.Input) { r.IdempotencyKey = strings.Repeat("k", 256) }), activities.ErrTypeInvalidRequest, "at most 255"},
+		{"key with space", with(func(r *request.Input) { r.IdempotencyKey = "a b" }), activities.ErrTypeInvalidRequest, "printable ASCII"},
+		{"GET", with(func(r *request.Input) { r.Method = "GET" }), activities.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
+		{"Authorization in input", with(func(r *request.Input) { r.Headers = map[string]string{"authorization": "Bearer x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
+		{"Cookie in input", with(func(r *request.Input) { r.Headers = map[string]string{"Cookie": "s=1"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
+		{"credential header in input", with(func(r *request.Input) { r.Headers = map[string]string{"X-Api-Key": "x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
+		{"configured credential header in any case", with(func(r *request.Input) { r.Headers = map[string]string{"x-partner-id": "x"} }), activities.ErrTypeInvalidRequest, "the worker sets it"},
+		{"header names differing only in case", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), activities.ErrTypeInvalidRequest, "differ only in case"},
+		{"header value with a control character", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), activities.ErrTypeInvalidRequest, "control character"},
+		{"body over the bound", with(func(r *request.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), activities.ErrTypeInvalidRequest, "at most 262144"},
+		{"operation with NUL", with(func(r *request.Input) { r.Operation = "charge\x00x" }), activities.ErrTypeInvalidRequest, "NUL"},
+		{"user info in URL", with(func(r *request.Input) {
 			r.URL = strings.Replace(r.URL, "http://", "http://user:hunter2hunter2@", 1)
 		}), activities.ErrTypeInvalidRequest, "user info"},
-		{"key header in input", with(func(r *activities.Request) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), activities.ErrTypeInvalidRequest, "IdempotencyKey"},
-		{"invalid header name", with(func(r *activities.Request) { r.Headers = map[string]string{"Bad Header": "x"} }), activities.ErrTypeInvalidRequest, "invalid header name"},
-		{"header injection", with(func(r *activities.Request) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), activities.ErrTypeInvalidRequest, "control character"},
+		{"key header in input", with(func(r *request.Input) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), activities.ErrTypeInvalidRequest, "IdempotencyKey"},
+		{"invalid header name", with(func(r *request.Input) { r.Headers = map[string]string{"Bad Header": "x"} }), activities.ErrTypeInvalidRequest, "invalid header name"},
+		{"header injection", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), activities.ErrTypeInvalidRequest, "control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,7 +309,7 @@ func TestFailureStatuses(t *testing.T) {
 			// paced by the limiter instead (TestAdmissionPacesThrottles).
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, MaxRetryAfter: time.Minute, Admission: activities.Admission{Off: true}}
 			r := req(srv.URL)
-			r.Backoff = activities.Backoff{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second}
+			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second}
 			_, err, _ := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
@@ -338,7 +339,7 @@ func TestFailureStatuses(t *testing.T) {
 func TestJitterNoneLeavesDelayToTemporal(t *testing.T) {
 	srv := newRecorder(t, status(503, ""))
 	r := req(srv.URL)
-	r.Backoff.Jitter = activities.JitterNone
+	r.Backoff.Jitter = string(activities.JitterNone)
 	_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
 	appErr := appError(t, err)
 	assert.False(t, appErr.NonRetryable())

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // TestAdmissionPacesThrottles: with admission on (the default), a 429 or 503
@@ -34,7 +35,7 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
 			r := req(srv.URL)
-			r.Backoff = activities.Backoff{InitialInterval: 200 * time.Millisecond}
+			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
 			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			appErr := appError(t, err)
 			assert.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type())

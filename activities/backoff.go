@@ -19,7 +19,7 @@ type Jitter string
 // MaximumInterval and ceiling(n) = min(cap, base × BackoffCoefficient^(n−1)):
 const (
 	// JitterFull (the default, also for ""): uniform in [0, ceiling(attempt)].
-	JitterFull Jitter = "full"
+	JitterFull Jitter = request.JitterFull
 	// JitterEqual: ceiling/2 + uniform in [0, ceiling/2].
 	JitterEqual Jitter = "equal"
 	// JitterDecorrelated: d(n) = min(cap, uniform in [base, 3 × d(n−1)]), d(0) = base.
@@ -39,8 +39,9 @@ const MinRetryDelay = time.Millisecond
 
 // Backoff holds the retry-policy fields the delay is computed from. The
 // activity reads them from activity.GetInfo(ctx).RetryPolicy when the server
-// sends it, and from Request.Backoff otherwise (Temporal's test environment
-// sends none). Zero fields take the defaults of workflows.RetryOptions:
+// sends it, and from the activity input's backoff otherwise (Temporal's test
+// environment sends none; workflows.Call fills it from RetryOptions). Zero
+// fields take the defaults of workflows.RetryOptions:
 // InitialInterval 200 ms, BackoffCoefficient 2, MaximumInterval 10 s (at
 // least InitialInterval), full jitter.
 type Backoff struct {
@@ -66,23 +67,31 @@ func (b *Backoff) UnmarshalJSON(data []byte) error {
 	return wire.Unmarshal(data, (*plain)(b))
 }
 
+// withDefaults returns b with the defaults of package request (those of
+// workflows.RetryOptions) for its unset fields, and a MaximumInterval of at
+// least InitialInterval.
 func (b Backoff) withDefaults() Backoff {
-	if b.InitialInterval <= 0 {
-		b.InitialInterval = request.DefaultInitialInterval
-	}
-	if b.BackoffCoefficient < 1 {
-		b.BackoffCoefficient = request.DefaultBackoffCoefficient
-	}
-	if b.MaximumInterval <= 0 {
-		b.MaximumInterval = request.DefaultMaximumInterval
-	}
+	b = backoffOf(b.inputForm().WithDefaults())
 	if b.MaximumInterval < b.InitialInterval {
 		b.MaximumInterval = b.InitialInterval
 	}
-	if b.Jitter == "" {
-		b.Jitter = JitterFull
-	}
 	return b
+}
+
+// backoffOf is the Backoff of the activity input's wire form.
+func backoffOf(w request.Backoff) Backoff {
+	return Backoff{
+		InitialInterval: w.InitialInterval, BackoffCoefficient: w.BackoffCoefficient,
+		MaximumInterval: w.MaximumInterval, Jitter: Jitter(w.Jitter),
+	}
+}
+
+// inputForm is b as the activity input holds it.
+func (b Backoff) inputForm() request.Backoff {
+	return request.Backoff{
+		InitialInterval: b.InitialInterval, BackoffCoefficient: b.BackoffCoefficient,
+		MaximumInterval: b.MaximumInterval, Jitter: string(b.Jitter),
+	}
 }
 
 // Ceiling is min(MaximumInterval, InitialInterval × BackoffCoefficient^(attempt−1)):

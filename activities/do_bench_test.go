@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // cannedRT answers every request with a 201 JSON body without a network, so
@@ -46,7 +47,7 @@ func BenchmarkDoNoNetwork(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := activities.Request{
+	r := request.Input{
 		Operation: "charge", Method: http.MethodPost, URL: "http://127.0.0.1:8081/charges",
 		Body: []byte(`{"amount":42,"currency":"EUR"}`), IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
 	}

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.
@@ -214,7 +215,7 @@ func FuzzDo(f *testing.F) {
 			// store it.
 			return
 		}
-		r := activities.Request{
+		r := request.Input{
 			Operation: "fuzz", Method: methods[int(method)%len(methods)],
 			URL: srv.URL + "/" + path, Body: json.RawMessage(body), IdempotencyKey: cmp.Or(key, "fuzz-key"),
 		}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // counting is a client.MetricsHandler that sums counters and collects
@@ -99,7 +100,7 @@ func (nop) Update(float64) {}
 
 // runMetrics runs one attempt of r against cfg in Temporal's activity test
 // environment with a counting metrics handler.
-func runMetrics(t *testing.T, cfg activities.Config, r activities.Request) *counting {
+func runMetrics(t *testing.T, cfg activities.Config, r request.Input) *counting {
 	t.Helper()
 	m := newCounting()
 	var s testsuite.WorkflowTestSuite
@@ -155,7 +156,7 @@ func TestRetryMetrics(t *testing.T) {
 	tests := []struct {
 		name    string
 		handler http.HandlerFunc
-		req     func(activities.Request) activities.Request
+		req     func(request.Input) request.Input
 		// retryAfter: the Retry-After wait recorded (0: none); delay: a
 		// NextRetryDelay recorded; inFlight: an in-flight wait counted.
 		retryAfter time.Duration
@@ -164,8 +165,8 @@ func TestRetryMetrics(t *testing.T) {
 	}{
 		{name: "429 Retry-After 2", handler: status(429, "", "Retry-After", "2"), retryAfter: 2 * time.Second, delay: true},
 		{name: "503 backoff", handler: status(503, ""), delay: true},
-		{name: "503 without jitter leaves the delay to Temporal", handler: status(503, ""), req: func(r activities.Request) activities.Request {
-			r.Backoff.Jitter = activities.JitterNone
+		{name: "503 without jitter leaves the delay to Temporal", handler: status(503, ""), req: func(r request.Input) request.Input {
+			r.Backoff.Jitter = string(activities.JitterNone)
 			return r
 		}},
 		{name: "409 in flight", handler: status(409, "", "Retry-After", "1"), retryAfter: time.Second, delay: true, inFlight: true},

@@ -95,7 +95,7 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		return a.fail(fmt.Sprintf("%s; that was the last of %d attempts (%s)", msg, budget, budgetSource), v.errType, d)
 	}
 
-	b := p.req.Backoff
+	b := backoffOf(p.req.Backoff)
 	if rp := info.RetryPolicy; rp != nil && rp.InitialInterval > 0 {
 		b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval = rp.InitialInterval, rp.BackoffCoefficient, rp.MaximumInterval
 	}

@@ -18,7 +18,7 @@ import (
 
 // prepared is a validated request, ready to send.
 type prepared struct {
-	req    Request
+	req    request.Input
 	method string
 	url    *url.URL
 	origin string

@@ -14,55 +14,6 @@ import (
 // ActivityName is the name the HTTP activity is registered under.
 const ActivityName = "IdempotentHTTPRequest"
 
-// Request is the activity input: one HTTP operation. It is stored in Temporal's
-// history, so it must never hold credentials: the activity refuses
-// Authorization, Cookie, X-Api-Key and every other header that looks like a
-// credential (configure those on the worker, in Config.Credentials).
-type Request struct {
-	// Operation names the operation for logs and metrics (e.g. "charge").
-	Operation string `json:"operation,omitempty"`
-	// Method is POST (the default), PUT, PATCH or DELETE.
-	Method string `json:"method,omitempty"`
-	// URL is the absolute http or https URL. Its origin must be allowed by the worker.
-	URL string `json:"url"`
-	// Body is the JSON request body (at most 256 KiB), sent byte for byte
-	// with Content-Type: application/json.
-	Body json.RawMessage `json:"body,omitempty"`
-	// Headers are extra, non-secret request headers.
-	Headers map[string]string `json:"headers,omitempty"`
-	// IdempotencyKey is sent in the origin's key header (Idempotency-Key
-	// unless its Convention says otherwise). Required.
-	IdempotencyKey string `json:"idempotency_key"`
-	// Backoff holds the retry policy's intervals and the jitter strategy. The
-	// activity reads the intervals from the activity's RetryPolicy when the
-	// server sends one and from here otherwise (Temporal's test environment).
-	Backoff Backoff `json:"backoff,omitzero"`
-	// MaximumAttempts is the attempt budget for failures: attempts that end
-	// in a retryable failure count, waits for a request with this key that
-	// the server is still processing do not (see Activities.Do). 0 falls back
-	// to the activity's RetryPolicy.MaximumAttempts, where every attempt
-	// counts; if that is 0 too, only the schedule-to-close deadline bounds
-	// the attempts. The workflows package sets it and leaves Temporal's own
-	// MaximumAttempts unlimited.
-	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
-}
-
-// MarshalJSON encodes r as package wire does: bodies byte for byte
-// (Temporal's JSON converter would compact them and escape <, > and &),
-// durations as strings such as "10s".
-func (r Request) MarshalJSON() ([]byte, error) {
-	type plain Request
-	return wire.Marshal(plain(r))
-}
-
-// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
-// and durations as nanoseconds (histories written before, or input typed
-// by hand).
-func (r *Request) UnmarshalJSON(data []byte) error {
-	type plain Request
-	return wire.Unmarshal(data, (*plain)(r))
-}
-
 // Response is the activity result for a 2xx answer.
 type Response struct {
 	// Status is the HTTP status code.

@@ -233,13 +233,18 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	return execute(ctx, req, in, ao)
+}
+
+// execute runs the activity with in, the input prepare made of req, under
+// ao, and logs a final failure.
+func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.ActivityOptions) (*activities.Response, error) {
 	if prev, again := repeated(ctx, in.IdempotencyKey, req.Operation); again && !req.Repeat {
 		return nil, invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
 			req.Operation, prev, req.Operation+"-2")
 	}
 	var resp activities.Response
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp)
-	if err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
 		forget(ctx, in.IdempotencyKey)
 		logFailure(ctx, in, err)
@@ -257,20 +262,22 @@ func requestKey(ctx workflow.Context, req Request) string {
 	return req.IdempotencyKey
 }
 
-func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.ActivityOptions, error) {
+// prepare validates req (the only place the workflow side does, see
+// validate) and returns the activity input and options for it.
+func prepare(ctx workflow.Context, req Request) (request.Input, workflow.ActivityOptions, error) {
 	key := requestKey(ctx, req)
 	method, err := validate(req, key)
 	if err != nil {
-		return activities.Request{}, workflow.ActivityOptions{}, err
+		return request.Input{}, workflow.ActivityOptions{}, err
 	}
 	ao := workflow.GetActivityOptions(ctx)
 	r := retryOptions(req.Retry, ao.RetryPolicy)
-	in := activities.Request{
+	in := request.Input{
 		Operation: req.Operation, Method: method, URL: req.URL, Body: req.Body,
 		Headers: req.Headers, IdempotencyKey: key, MaximumAttempts: r.MaximumAttempts,
-		Backoff: activities.Backoff{
+		Backoff: request.Backoff{
 			InitialInterval: r.InitialInterval, BackoffCoefficient: r.BackoffCoefficient,
-			MaximumInterval: r.MaximumInterval, Jitter: r.Jitter,
+			MaximumInterval: r.MaximumInterval, Jitter: string(r.Jitter),
 		},
 	}
 	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
@@ -280,7 +287,7 @@ func prepare(ctx workflow.Context, req Request) (activities.Request, workflow.Ac
 		InitialInterval:    r.InitialInterval,
 		BackoffCoefficient: r.BackoffCoefficient,
 		MaximumInterval:    r.MaximumInterval,
-		// The activity counts the attempts itself (Request.MaximumAttempts),
+		// The activity counts the attempts itself (in.MaximumAttempts),
 		// so that waiting for a request still in flight at the server does
 		// not use up the budget; Temporal's count is only a ceiling.
 		MaximumAttempts:        request.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
@@ -349,24 +356,26 @@ func Summary(method, rawURL, operation string) string {
 }
 
 // retryOptions fills the zero fields of r from the retry policy already on
-// the workflow context (workflow.WithActivityOptions), then from the defaults.
+// the workflow context (workflow.WithActivityOptions), then from the
+// defaults (those of the backoff from request.Backoff.WithDefaults, which
+// the activity applies too).
 func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions {
 	var p temporal.RetryPolicy
 	if ctxPolicy != nil {
 		p = *ctxPolicy
 	}
-	r.InitialInterval = cmp.Or(r.InitialInterval, p.InitialInterval, DefaultInitialInterval)
-	r.MaximumInterval = cmp.Or(r.MaximumInterval, p.MaximumInterval, DefaultMaximumInterval)
-	if r.BackoffCoefficient < 1 {
-		r.BackoffCoefficient = p.BackoffCoefficient
+	b := request.Backoff{
+		InitialInterval:    cmp.Or(r.InitialInterval, p.InitialInterval),
+		BackoffCoefficient: r.BackoffCoefficient,
+		MaximumInterval:    cmp.Or(r.MaximumInterval, p.MaximumInterval),
+		Jitter:             string(r.Jitter),
 	}
-	if r.BackoffCoefficient < 1 {
-		r.BackoffCoefficient = DefaultBackoffCoefficient
+	if b.BackoffCoefficient < 1 {
+		b.BackoffCoefficient = p.BackoffCoefficient
 	}
+	b = b.WithDefaults()
+	r.InitialInterval, r.BackoffCoefficient, r.MaximumInterval, r.Jitter = b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval, activities.Jitter(b.Jitter)
 	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
-	if r.Jitter == "" {
-		r.Jitter = activities.JitterFull
-	}
 	return r
 }
 
@@ -376,7 +385,7 @@ func invalid(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidRequest, nil)
 }
 
-func logFailure(ctx workflow.Context, in activities.Request, err error) {
+func logFailure(ctx workflow.Context, in request.Input, err error) {
 	kv := []any{
 		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
 		"url", in.URL, "body_sha256", request.BodyHash(in.Body), "error", err,
@@ -395,13 +404,13 @@ func logFailure(ctx workflow.Context, in activities.Request, err error) {
 // returns the response. Start it with the starter CLI or as a child workflow
 // (see [ExecuteChild]).
 func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, error) {
-	key := requestKey(ctx, req)
-	method, err := validate(req, key)
+	// As Call, validating req once: prepare's activity options carry the summary.
+	in, ao, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with idempotency key %s", Summary(method, req.URL, req.Operation), key))
-	return Call(ctx, req)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s with idempotency key %s", ao.Summary, in.IdempotencyKey))
+	return execute(ctx, req, in, ao)
 }
 
 // ExecuteChild runs HTTPCallWorkflow as a child workflow. The child's

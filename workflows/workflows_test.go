@@ -70,7 +70,7 @@ func newHarness(t *testing.T, srv *idemtest.Server, cfg activities.Config, workf
 		h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})
 	}
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		var in activities.Request
+		var in request.Input
 		if args.Get(&in) == nil {
 			h.keys = append(h.keys, in.IdempotencyKey)
 		}
@@ -368,7 +368,7 @@ func TestTokenNeverInInputResultOrError(t *testing.T) {
 			h := newHarness(t, srv, cfg, "")
 			var inputs []string
 			h.env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
-				var in activities.Request
+				var in request.Input
 				_ = args.Get(&in)
 				b, _ := json.Marshal(in)
 				inputs = append(inputs, string(b))
@@ -422,7 +422,7 @@ type keyOutbound struct {
 }
 
 func (k *keyOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if in, ok := args[0].(activities.Request); ok {
+	if in, ok := args[0].(request.Input); ok {
 		*k.keys = append(*k.keys, in.IdempotencyKey)
 	}
 	return k.Next.ExecuteActivity(ctx, activityType, args...)
@@ -451,7 +451,7 @@ func TestReplayKeepsKey(t *testing.T) {
 			var recorded, replayed []string
 			for _, ev := range hist.Events {
 				if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil {
-					var in activities.Request
+					var in request.Input
 					require.NoError(t, json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &in))
 					recorded = append(recorded, in.IdempotencyKey)
 					assert.Equal(t, tt.wantBody, string(in.Body), "the body as the caller gave it")

@@ -14,6 +14,7 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // stopwatch is the part of a benchmark timer the overhead loops use:
@@ -33,7 +34,7 @@ type overhead struct {
 	srv       *httptest.Server
 	acts      *activities.Activities
 	rawClient *http.Client
-	req       activities.Request
+	req       request.Input
 	url       string
 	body      []byte
 }
@@ -53,7 +54,7 @@ func newOverhead() (*overhead, error) {
 		return nil, err
 	}
 	o.rawClient = &http.Client{Transport: newTransport()}
-	o.req = activities.Request{
+	o.req = request.Input{
 		Operation: "charge", Method: http.MethodPost, URL: o.url, Body: o.body,
 		IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
 	}

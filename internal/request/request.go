@@ -301,7 +301,7 @@ func RedactErr(err error) string {
 
 // The retry and timeout defaults, for workflows.RetryOptions and
 // workflows.Request (which export them) and for an activities.Backoff
-// with zero fields.
+// with zero fields. Backoff.WithDefaults applies the backoff ones for both.
 const (
 	DefaultInitialInterval        = 200 * time.Millisecond
 	DefaultBackoffCoefficient     = 2.0

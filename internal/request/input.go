@@ -1,0 +1,114 @@
+package request
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+)
+
+// Input is the activity's input: one HTTP operation as the workflow side
+// (workflows.Call) writes it to Temporal's history and the activity
+// (activities.Activities.Do) reads it back. It is the wire type between the
+// two, not public API: users describe an operation with workflows.Request.
+// Its JSON is what histories hold (field names, bodies byte for byte,
+// durations as strings such as "10s"): never rename a field.
+//
+// It is stored in Temporal's history, so it must never hold credentials: the
+// activity refuses Authorization, Cookie, X-Api-Key and every other header
+// that looks like a credential (the worker adds those, from
+// Config.Credentials).
+type Input struct {
+	// Operation names the operation for logs and metrics (e.g. "charge").
+	Operation string `json:"operation,omitempty"`
+	// Method is POST (the default), PUT, PATCH or DELETE.
+	Method string `json:"method,omitempty"`
+	// URL is the absolute http or https URL. Its origin must be allowed by the worker.
+	URL string `json:"url"`
+	// Body is the JSON request body (at most MaxBodyBytes), sent byte for
+	// byte with Content-Type: application/json.
+	Body json.RawMessage `json:"body,omitempty"`
+	// Headers are extra, non-secret request headers.
+	Headers map[string]string `json:"headers,omitempty"`
+	// IdempotencyKey is sent in the origin's key header (Idempotency-Key
+	// unless its Convention says otherwise). Required.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Backoff holds the retry policy's intervals and the jitter strategy. The
+	// activity reads the intervals from the activity's RetryPolicy when the
+	// server sends one and from here otherwise (Temporal's test environment).
+	Backoff Backoff `json:"backoff,omitzero"`
+	// MaximumAttempts is the attempt budget for failures: attempts that end
+	// in a retryable failure count, waits for a request with this key that
+	// the server is still processing do not. 0 falls back to the activity's
+	// RetryPolicy.MaximumAttempts, where every attempt counts; if that is 0
+	// too, only the schedule-to-close deadline bounds the attempts. The
+	// workflow side sets it and leaves Temporal's own MaximumAttempts at
+	// AttemptCeiling.
+	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+}
+
+// MarshalJSON encodes in as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
+func (in Input) MarshalJSON() ([]byte, error) {
+	type plain Input
+	return wire.Marshal(plain(in))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
+func (in *Input) UnmarshalJSON(data []byte) error {
+	type plain Input
+	return wire.Unmarshal(data, (*plain)(in))
+}
+
+// JitterFull is the jitter strategy of a Backoff that names none. The
+// strategies themselves are activities.Jitter's constants.
+const JitterFull = "full"
+
+// Backoff is the wire form of activities.Backoff: the retry-policy fields a
+// retry delay is computed from, and the jitter strategy (an
+// activities.Jitter, as a plain string here so that this package does not
+// import activities).
+type Backoff struct {
+	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
+	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
+	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
+	Jitter             string        `json:"jitter,omitempty"`
+}
+
+// MarshalJSON encodes b as package wire does: durations as strings such as
+// "10s".
+func (b Backoff) MarshalJSON() ([]byte, error) {
+	type plain Backoff
+	return wire.Marshal(plain(b))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds (histories written before, or input typed by hand).
+func (b *Backoff) UnmarshalJSON(data []byte) error {
+	type plain Backoff
+	return wire.Unmarshal(data, (*plain)(b))
+}
+
+// WithDefaults returns b with its unset fields at the defaults, the one
+// place both sides take them from: an InitialInterval or MaximumInterval
+// of 0 or less becomes DefaultInitialInterval or DefaultMaximumInterval, a
+// BackoffCoefficient below 1 becomes DefaultBackoffCoefficient, and an empty
+// Jitter becomes JitterFull.
+func (b Backoff) WithDefaults() Backoff {
+	if b.InitialInterval <= 0 {
+		b.InitialInterval = DefaultInitialInterval
+	}
+	if b.BackoffCoefficient < 1 {
+		b.BackoffCoefficient = DefaultBackoffCoefficient
+	}
+	if b.MaximumInterval <= 0 {
+		b.MaximumInterval = DefaultMaximumInterval
+	}
+	if b.Jitter == "" {
+		b.Jitter = JitterFull
+	}
+	return b
+}

@@ -1,0 +1,76 @@
+package workflows_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// TestRetryDefaultsAreTheActivitys: a request without retry options
+// schedules the activity with the backoff defaults the activity itself
+// applies (request.Backoff.WithDefaults) in its input (prepare builds
+// Temporal's retry policy from the same values; the test environment does
+// not hand it to the activity), and set fields pass through.
+func TestRetryDefaultsAreTheActivitys(t *testing.T) {
+	set := workflows.RetryOptions{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, MaximumAttempts: 3, Jitter: activities.JitterEqual}
+	for _, tt := range []struct {
+		name     string
+		retry    workflows.RetryOptions
+		want     request.Backoff
+		attempts int32
+	}{
+		{"zero", workflows.RetryOptions{}, request.Backoff{}.WithDefaults(), workflows.DefaultMaximumAttempts},
+		{"set", set, request.Backoff{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, Jitter: "equal"}, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := idemtest.StartServer(t, idemtest.Options{})
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			idemtest.Register(t, env, srv, activities.Config{})
+			var in request.Input
+			env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
+				require.NoError(t, args.Get(&in))
+			})
+			req := charge(srv)
+			req.Retry = tt.retry
+			env.ExecuteWorkflow(workflows.WorkflowName, req)
+			require.NoError(t, env.GetWorkflowError())
+
+			assert.Equal(t, tt.want, in.Backoff, "the activity input's backoff")
+			assert.Equal(t, tt.attempts, in.MaximumAttempts)
+		})
+	}
+}
+
+// TestReadyWorkflowDetails: the ready workflow, which validates its input
+// once (in prepare, as Call does), shows the call and its key as its current
+// details.
+func TestReadyWorkflowDetails(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	idemtest.Register(t, env, srv, activities.Config{})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "order-1"})
+	env.ExecuteWorkflow(workflows.WorkflowName, charge(srv))
+	require.NoError(t, env.GetWorkflowError())
+	v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var meta sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&meta))
+	key := workflows.DeriveKey(testNamespace, "order-1", "charge")
+	want := workflows.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
+	assert.Equal(t, want, meta.GetCurrentDetails())
+}

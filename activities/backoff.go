@@ -69,13 +69,9 @@ func (b *Backoff) UnmarshalJSON(data []byte) error {
 
 // withDefaults returns b with the defaults of package request (those of
 // workflows.RetryOptions) for its unset fields, and a MaximumInterval of at
-// least InitialInterval.
+// least InitialInterval (request.Backoff.WithDefaults).
 func (b Backoff) withDefaults() Backoff {
-	b = backoffOf(b.inputForm().WithDefaults())
-	if b.MaximumInterval < b.InitialInterval {
-		b.MaximumInterval = b.InitialInterval
-	}
-	return b
+	return backoffOf(b.inputForm().WithDefaults())
 }
 
 // backoffOf is the Backoff of the activity input's wire form.

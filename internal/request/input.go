@@ -96,7 +96,9 @@ func (b *Backoff) UnmarshalJSON(data []byte) error {
 // place both sides take them from: an InitialInterval or MaximumInterval
 // of 0 or less becomes DefaultInitialInterval or DefaultMaximumInterval, a
 // BackoffCoefficient below 1 becomes DefaultBackoffCoefficient, and an empty
-// Jitter becomes JitterFull.
+// Jitter becomes JitterFull. A MaximumInterval below InitialInterval is
+// raised to it: Temporal refuses such a retry policy (the workflow task
+// that schedules the activity would fail, and the workflow would not move).
 func (b Backoff) WithDefaults() Backoff {
 	if b.InitialInterval <= 0 {
 		b.InitialInterval = DefaultInitialInterval
@@ -110,5 +112,6 @@ func (b Backoff) WithDefaults() Backoff {
 	if b.Jitter == "" {
 		b.Jitter = JitterFull
 	}
+	b.MaximumInterval = max(b.MaximumInterval, b.InitialInterval)
 	return b
 }

@@ -112,6 +112,10 @@ func TestBackoffWithDefaults(t *testing.T) {
 	if got != want {
 		t.Fatalf("out-of-range Backoff: got %+v, want %+v", got, want)
 	}
+	got = Backoff{InitialInterval: 30 * time.Second}.WithDefaults()
+	if got.MaximumInterval != 30*time.Second {
+		t.Fatalf("InitialInterval 30s above the default maximum: MaximumInterval %s, want 30s (Temporal refuses a maximum below the initial interval)", got.MaximumInterval)
+	}
 	set := Backoff{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumInterval: time.Minute, Jitter: "equal"}
 	if got := set.WithDefaults(); got != set {
 		t.Fatalf("set fields changed: got %+v, want %+v", got, set)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,8 @@ type Activities struct {
 	labels  labels
 	// limiter is nil when Config.Admission.Off.
 	limiter *admission.Limiter
+	// throttles are Config.Admission.Throttles or their default.
+	throttles []int
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -82,6 +85,10 @@ func New(cfg Config) (*Activities, error) {
 			return nil, err
 		}
 		a.limiter = admission.New(cfg.Admission.limiterConfig())
+		a.throttles = slices.Clone(cfg.Admission.Throttles)
+		if len(a.throttles) == 0 {
+			a.throttles = defaultThrottles
+		}
 	}
 	return a, nil
 }
@@ -117,7 +124,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 //
 // Every failure is a *temporal.ApplicationError carrying FailureDetails:
 // retryable ones with a NextRetryDelay (Retry-After, else jittered backoff;
-// with admission on, a 429 or 503 without Retry-After is retried as soon as
+// with admission on, a throttle (Admission.Throttles: 429 by default) without Retry-After is retried as soon as
 // the limiter admits it), final ones with outcomeFinal set. Called outside an activity, Do returns
 // an error.
 //
@@ -166,7 +173,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
 	prev.Sent++
 	if a.limiter != nil && ans.err == nil {
-		a.limiter.Observe(p.origin, sentAt, a.cfg.Now(), throttle(ans.status))
+		a.limiter.Observe(p.origin, sentAt, a.cfg.Now(), a.throttle(ans.status))
 	}
 	v := decide(&ans, &p.o.conv, prev.hint())
 	d := FailureDetails{

@@ -14,9 +14,19 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
-// throttle reports whether status says the origin is over its capacity.
-func throttle(status int) bool {
-	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+// defaultThrottles are the statuses that Admission treats as throttles by
+// default: 429 Too Many Requests only.
+var defaultThrottles = []int{http.StatusTooManyRequests}
+
+// throttle reports whether status is one of the statuses the limiter
+// learns the origin's capacity from (Admission.Throttles).
+func (a *Activities) throttle(status int) bool {
+	for _, s := range a.throttles {
+		if s == status {
+			return true
+		}
+	}
+	return false
 }
 
 // validate checks the parameters of an Admission that is on.
@@ -26,6 +36,11 @@ func (c Admission) validate() error {
 		return fmt.Errorf("Config.Admission: InitialRate, MinRate, MinRetries, RetryWindow, MaxWait and MaxDelay may not be negative (0 takes the default); set Off to turn admission off")
 	case c.MinRate > 0 && c.InitialRate > 0 && c.MinRate > c.InitialRate:
 		return fmt.Errorf("Config.Admission: MinRate %g is above InitialRate %g", c.MinRate, c.InitialRate)
+	}
+	for _, s := range c.Throttles {
+		if s < 400 || s > 599 {
+			return fmt.Errorf("Config.Admission.Throttles: %d is not an HTTP error status: list statuses from 400 to 599, such as 429 or 503", s)
+		}
 	}
 	return nil
 }
@@ -81,7 +96,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	}
 	why := fmt.Sprintf("its rate is %.2g requests/s", d.Rate)
 	if d.Throttled {
-		why += ", learned from its 429 and 503 answers"
+		why += fmt.Sprintf(", learned from its throttles (Config.Admission.Throttles: %v)", a.throttles)
 	}
 	if d.Reason == admission.ReasonRetryBudget {
 		why = "its retries have used up the retry budget (Config.Admission.RetryRatio and MinRetries)"

@@ -15,28 +15,32 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
-// TestAdmissionPacesThrottles: with admission on (the default), a 429 or 503
-// without Retry-After is retried as soon as the limiter admits it (the
-// NextRetryDelay floor), a Retry-After is still honoured, and other
-// retryable statuses keep the backoff.
+// TestAdmissionPacesThrottles: with admission on (the default), a throttle
+// (429, or a status listed in Admission.Throttles) without Retry-After is
+// retried as soon as the limiter admits it (the NextRetryDelay floor), a
+// Retry-After is still honoured, and other retryable statuses, 503 included
+// unless listed, keep the backoff.
 func TestAdmissionPacesThrottles(t *testing.T) {
+	with503 := activities.Admission{Throttles: []int{429, 503}}
 	tests := []struct {
 		name      string
 		handler   http.HandlerFunc
+		admission activities.Admission
 		wantDelay time.Duration // 0: the backoff's, in (0, 200 ms]
 		wantMsg   string
 	}{
-		{"503", status(503, ""), activities.MinRetryDelay, "adaptive admission after a throttle"},
-		{"429", status(429, ""), activities.MinRetryDelay, "adaptive admission after a throttle"},
-		{"429 Retry-After", status(429, "", "Retry-After", "7"), 7 * time.Second, `Retry-After "7"`},
-		{"502 keeps the backoff", status(502, ""), 0, "full jitter"},
+		{"429", status(429, ""), activities.Admission{}, activities.MinRetryDelay, "adaptive admission after a throttle"},
+		{"429 Retry-After", status(429, "", "Retry-After", "7"), activities.Admission{}, 7 * time.Second, `Retry-After "7"`},
+		{"503 keeps the backoff by default", status(503, ""), activities.Admission{}, 0, "full jitter"},
+		{"503 listed in Throttles", status(503, ""), with503, activities.MinRetryDelay, "adaptive admission after a throttle"},
+		{"502 keeps the backoff", status(502, ""), with503, 0, "full jitter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
 			r := req(srv.URL)
 			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
-			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission}, r)
 			appErr := appError(t, err)
 			assert.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type())
 			assert.False(t, appErr.NonRetryable())
@@ -57,12 +61,12 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 // coming back shortly before its turn; a retry over the retry budget waits
 // the same way; with admission off, every attempt is sent.
 func TestAdmissionHoldsBack(t *testing.T) {
-	// A first answer 503, then 201s.
-	throttleOnce := func() http.HandlerFunc {
+	// A first answer st, then 201s.
+	failOnce := func(st int) http.HandlerFunc {
 		n := 0
 		return func(w http.ResponseWriter, r *http.Request) {
 			if n++; n == 1 {
-				w.WriteHeader(503)
+				w.WriteHeader(st)
 				return
 			}
 			w.WriteHeader(201)
@@ -79,16 +83,20 @@ func TestAdmissionHoldsBack(t *testing.T) {
 		wantInMsg string // in the second attempt's error ("" : no error)
 		wantDelay time.Duration
 	}{
-		// 0.5 requests/s saves up one request; the 503 keeps the rate
+		// 0.5 requests/s saves up one request; the 429 keeps the rate
 		// there (MinRate) and spends what was saved: the second waits 2 s,
 		// longer than MaxWait (1 s), so it comes back MaxWait/2 before its turn.
-		{"rate", throttleOnce(), activities.Admission{InitialRate: 0.5}, false, 1,
-			"its rate is 0.5 requests/s, learned from its 429 and 503 answers); its turn is in ", 1500 * time.Millisecond},
+		{"rate", failOnce(429), activities.Admission{InitialRate: 0.5}, false, 1,
+			"its rate is 0.5 requests/s, learned from its throttles (Config.Admission.Throttles: [429])); its turn is in ", 1500 * time.Millisecond},
 		// After a 201 the slow start's rate is 1.5/s: the second waits
 		// 667 ms inside its attempt and is sent.
 		{"short wait inside the attempt", status(201, `{}`), activities.Admission{InitialRate: 0.5}, false, 2, "", 0},
 		{"retry budget", status(201, `{}`), activities.Admission{MinRetries: 1, RetryRatio: 0.01}, true, 1, "retry budget", 0},
-		{"off", throttleOnce(), activities.Admission{Off: true, InitialRate: 0.5}, false, 2, "", 0},
+		// A 503 is not a throttle by default: it does not cut the rate,
+		// and the second waits 667 ms inside its attempt as after a 201.
+		{"503 is not a throttle", failOnce(503), activities.Admission{InitialRate: 0.5}, false, 2, "", 0},
+		{"503 listed in Throttles", failOnce(503), activities.Admission{InitialRate: 0.5, Throttles: []int{503}}, false, 1, "its turn is in ", 1500 * time.Millisecond},
+		{"off", failOnce(429), activities.Admission{Off: true, InitialRate: 0.5}, false, 2, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,7 +131,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 			assert.Contains(t, appErr.Message(), tt.wantInMsg)
 			assert.Contains(t, appErr.Message(), "not sent yet")
 			if tt.wantDelay > 0 {
-				// Less by the real time the test took since the 503 (a loaded machine).
+				// Less by the real time the test took since the 429 (a loaded machine).
 				assert.InDelta(t, tt.wantDelay, appErr.NextRetryDelay(), float64(500*time.Millisecond))
 			} else {
 				assert.Greater(t, appErr.NextRetryDelay(), time.Duration(0))
@@ -147,6 +155,7 @@ func TestAdmissionRejectsBadConfig(t *testing.T) {
 		{"negative rate", activities.Admission{InitialRate: -1}, "may not be negative"},
 		{"negative wait", activities.Admission{MaxWait: -time.Second}, "may not be negative"},
 		{"min above initial", activities.Admission{InitialRate: 1, MinRate: 2}, "MinRate 2 is above InitialRate 1"},
+		{"throttle not an error status", activities.Admission{Throttles: []int{429, 200}}, "200 is not an HTTP error status"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

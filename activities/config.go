@@ -101,7 +101,7 @@ type Config struct {
 // it wait. The limiter learns the origin's capacity from its answers, in
 // the spirit of the AWS SDKs' adaptive retry mode: an origin starts at
 // InitialRate requests per second, gaining one per second for each answer
-// that is not a throttle; a throttle (429 or 503) cuts the rate to 0.8 of
+// that is not a throttle; a throttle (Admission.Throttles, 429 by default) cuts the rate to 0.8 of
 // what was being sent, and it grows back along a cubic curve (CUBIC). Waiting
 // requests are served in the order they asked. A retry budget bounds the
 // retries: within any RetryWindow, retries to one origin may be at most
@@ -132,7 +132,7 @@ type Admission struct {
 	// beyond MinRetries, within RetryWindow (default 0.2; negative: no
 	// retry budget).
 	RetryRatio float64
-	// MinRetries is how many retries per RetryWindow are always allowed (default 10).
+	// MinRetries is how many retries per RetryWindow are always allowed (default 100: 10 a second, as Finagle's RetryBudget).
 	MinRetries int
 	// RetryWindow is the retry budget's sliding window (default 10 s).
 	RetryWindow time.Duration
@@ -142,6 +142,15 @@ type Admission struct {
 	// MaxDelay is the longest an attempt that ended to wait stays away
 	// before it asks again (default 3 s).
 	MaxDelay time.Duration
+	// Throttles are the statuses that say "too fast": each cuts the
+	// origin's rate, and a throttle without Retry-After is retried as soon
+	// as the limiter admits it (default: 429 only). Other retryable
+	// failures, 503 included, are failures, not a rate: the retry budget
+	// bounds them and the backoff spaces them (as the AWS SDKs' adaptive
+	// mode treats 5xx as transient, not as throttles), so an API that
+	// fails some requests at random is not slowed to MinRate. Add 503 for
+	// an API that sheds load with it.
+	Throttles []int
 }
 
 // limiterConfig is a's configuration for package admission.

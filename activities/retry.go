@@ -102,7 +102,7 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	b = b.withDefaults()
 	var delay time.Duration
 	source := "backoff (" + string(b.Jitter) + " jitter)"
-	paced := a.limiter != nil && throttle(d.Status)
+	paced := a.limiter != nil && a.throttle(d.Status)
 	raValue := strings.Join(header.Values("Retry-After"), ", ")
 	ra, fromRetryAfter := retryAfter(header, now)
 	switch {

@@ -15,7 +15,7 @@ import (
 // TestAdmissionUnderOverload: the worker binary, on a real dev server, with
 // adaptive admission on (its default) and off (--admission=false). Each
 // run starts 40 workflows at once against an API that accepts 5 requests
-// per second and answers the rest 503 without Retry-After. With admission
+// per second and answers the rest 429 without Retry-After. With admission
 // the worker learns the API's rate and holds the attempts back (attempts
 // that send nothing), so it sends far fewer requests per success; every
 // workflow succeeds either way, each with its own one key.

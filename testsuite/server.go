@@ -93,10 +93,13 @@ type Options struct {
 	// FailureRetryAfter, if set, is sent as Retry-After with random failures.
 	FailureRetryAfter string
 	// Capacity, if positive, is how many requests the server accepts per
-	// CapacityWindow (default 1 s); the rest are answered 503 without
-	// Retry-After. It models a struggling API for contention benchmarks.
+	// CapacityWindow (default 1 s); the rest are answered CapacityStatus
+	// (default 429 Too Many Requests, as a rate-limited API answers)
+	// without Retry-After. It models a rate-limited API for contention
+	// benchmarks.
 	Capacity       int
 	CapacityWindow time.Duration
+	CapacityStatus int
 	// Rand returns a uniform number in [0, 1) for FailureRate (default math/rand/v2).
 	Rand func() float64
 	// Work, if set, is the work for a new key instead of the default (which
@@ -240,6 +243,9 @@ func NewServer(opts Options) *Server {
 	}
 	if opts.FailureStatus == 0 {
 		opts.FailureStatus = http.StatusServiceUnavailable
+	}
+	if opts.CapacityStatus == 0 {
+		opts.CapacityStatus = http.StatusTooManyRequests
 	}
 	if opts.CapacityWindow <= 0 {
 		opts.CapacityWindow = time.Second
@@ -481,7 +487,7 @@ func (s *Server) nextFailure(now time.Time) (Step, bool) {
 		}
 		s.winN++
 		if s.winN > s.opts.Capacity {
-			return Step{Status: http.StatusServiceUnavailable}, true
+			return Step{Status: s.opts.CapacityStatus}, true
 		}
 	}
 	if s.opts.FailureRate > 0 && s.opts.Rand() < s.opts.FailureRate {

@@ -147,9 +147,13 @@ func TestServerFailureRateAndCapacity(t *testing.T) {
 	now := time.Unix(0, 0)
 	limited := testsuite.StartServer(t, testsuite.Options{Capacity: 2, CapacityWindow: time.Second, Now: func() time.Time { return now }})
 	codes := []int{post(t, limited.URL, "a", `{}`).status, post(t, limited.URL, "b", `{}`).status, post(t, limited.URL, "c", `{}`).status}
-	assert.Equal(t, []int{201, 201, 503}, codes)
+	assert.Equal(t, []int{201, 201, 429}, codes, "beyond Capacity: 429 by default")
 	now = now.Add(time.Second)
 	assert.Equal(t, 201, post(t, limited.URL, "c", `{}`).status, "a new window admits again")
+
+	shedding := testsuite.StartServer(t, testsuite.Options{Capacity: 1, CapacityStatus: 503, Now: func() time.Time { return now }})
+	codes = []int{post(t, shedding.URL, "a", `{}`).status, post(t, shedding.URL, "b", `{}`).status}
+	assert.Equal(t, []int{201, 503}, codes, "beyond Capacity: CapacityStatus")
 }
 
 func TestServerConcurrentDuplicates(t *testing.T) {

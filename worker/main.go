@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,7 +60,8 @@ func run() error {
 	admissionOn := flag.Bool("admission", cliutil.Env("ADMISSION", "on") != "off", "adaptive admission per origin and the retry budget; --admission=false (or ADMISSION=off) sends every attempt at once")
 	initialRate := flag.Float64("admission-initial-rate", admission.DefaultInitialRate, "requests/s of an origin that has not throttled yet")
 	minRate := flag.Float64("admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
-	retryRatio := flag.Float64("retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 10 per 10 s); negative: no retry budget")
+	retryRatio := flag.Float64("retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 100 per 10 s); negative: no retry budget")
+	throttles := flag.String("admission-throttles", "429", "comma-separated statuses that mean \"too fast\" and cut an origin's rate; add 503 for an API that sheds load with it")
 	queueRate := flag.Float64("task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
 
@@ -78,6 +80,13 @@ func run() error {
 	cfg := activityConfig(origins, token)
 	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
 	cfg.Admission = activities.Admission{Off: !*admissionOn, InitialRate: *initialRate, MinRate: *minRate, RetryRatio: *retryRatio}
+	for _, st := range cliutil.SplitList(*throttles) {
+		n, err := strconv.Atoi(st)
+		if err != nil {
+			return fmt.Errorf("--admission-throttles: %q is not a status code: list statuses such as 429,503", st)
+		}
+		cfg.Admission.Throttles = append(cfg.Admission.Throttles, n)
+	}
 	if cfg.Conventions, err = parseConventions(*conventions); err != nil {
 		return fmt.Errorf("--convention: %w", err)
 	}

@@ -58,7 +58,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	failureRetryAfter := fs.String("failure-retry-after", "", "Retry-After sent with random failures")
 	processing := fs.Duration("processing-time", 0, "how long the work of a new key takes")
 	window := fs.Duration("window", testsuite.DefaultWindow, "how long keys are remembered")
-	capacity := fs.Int("capacity", 0, "requests accepted per --capacity-window, 503 beyond (0: unlimited)")
+	capacity := fs.Int("capacity", 0, "requests accepted per --capacity-window, 429 beyond (0: unlimited)")
 	capacityWindow := fs.Duration("capacity-window", time.Second, "window of --capacity")
 	dialectName := fs.String("dialect", "ietf", "convention played: ietf, stripe or express")
 	keyHeader := fs.String("key-header", "", "request header carrying the key instead of the dialect's Idempotency-Key, e.g. PayPal-Request-Id")

@@ -9,7 +9,7 @@
 // starts at Config.InitialRate and gains one request per second for every
 // answer that is not a throttle, so a herd of first requests reaches an
 // unknown API at a bounded rate and an API that keeps up is soon not held
-// back at all. Throttles are 429 and 503 answers (Observe).
+// back at all. Throttles are the answers the caller says mean "too fast" (Observe; the activity: 429 unless configured).
 //
 // Requests are served in the order they asked (tickets): a request that
 // must wait holds a ticket whose turn comes at the current rate, so a
@@ -40,7 +40,7 @@ const (
 	DefaultBurst       = time.Second
 	DefaultRetryRatio  = 0.2
 	DefaultRetryWindow = 10 * time.Second
-	DefaultMinRetries  = 10
+	DefaultMinRetries  = 100
 	DefaultMaxWait     = time.Second
 	DefaultMaxDelay    = 3 * time.Second
 )
@@ -74,7 +74,7 @@ type Config struct {
 	Burst time.Duration
 	// RetryRatio, RetryWindow and MinRetries make the retry budget: within
 	// any RetryWindow (default 10 s), retries to one origin may be at most
-	// RetryRatio (default 0.2) of its requests plus MinRetries (default 10).
+	// RetryRatio (default 0.2) of its requests plus MinRetries (default 100: 10 a second, as Finagle's RetryBudget).
 	// A negative RetryRatio turns the budget off.
 	RetryRatio  float64
 	RetryWindow time.Duration
@@ -319,7 +319,7 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 }
 
 // Observe records an answer from origin at now to a request sent at sent:
-// throttled for a 429 or 503, else any other answer. Transport errors are
+// throttled for an answer that means "too fast" (a 429), else any other answer. Transport errors are
 // not answers. A throttle of a request sent before the last cut does not
 // cut again: it belongs to the same overload, which the cut already
 // answered (as TCP cuts once per round trip).

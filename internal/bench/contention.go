@@ -16,7 +16,7 @@ import (
 
 // ContentionParams is the contention experiment: Clients workflows started
 // at once against a reference server that accepts Capacity requests per
-// Window and answers the rest 503 without Retry-After; each workflow needs
+// Window and answers the rest 429 without Retry-After; each workflow needs
 // one success and retries with the given policy.
 type ContentionParams struct {
 	Clients         int           `json:"clients"`

@@ -76,7 +76,7 @@ func (m *occModel) needsRead() bool { return true }
 // capacityModel is the reference server's contention model
 // (testsuite.Options Capacity and CapacityWindow): at most k requests
 // succeed per window; the window starts at the first request after the
-// previous one ended; every other request is answered 503 without
+// previous one ended; every other request is answered 429 without
 // Retry-After.
 type capacityModel struct {
 	k      int

@@ -12,7 +12,11 @@
 //  3. the spacing of retries after Retry-After: 1 (and shorter delays)
 //     against a time.Sleep loop;
 //
-//  4. workflows per second of the ready workflow against a minimal one.
+//  4. workflows per second of the ready workflow against a minimal one;
+//
+//  5. what a user would write instead ("peers"): plain activities retrying
+//     with go-retryablehttp and with failsafe-go, their per-attempt overhead
+//     beside Activities.Do's and their run of the contention experiment.
 //
 //     go run ./cmd/bench -out bench/results
 //
@@ -89,7 +93,7 @@ func run() error {
 	}
 	needCLI := len(sections) == 0
 	for _, s := range sections {
-		needCLI = needCLI || s == "retryafter" || s == "throughput" || s == "contention"
+		needCLI = needCLI || bench.NeedsDevServer(s)
 	}
 	var cliPath string
 	if needCLI {

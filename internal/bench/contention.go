@@ -94,6 +94,9 @@ type ContentionRun struct {
 	Strategy activities.Jitter `json:"strategy"`
 	// Admission: the worker's adaptive admission was on (a fresh worker).
 	Admission bool `json:"admission,omitempty"`
+	// Peer is the peer activity of a peers-section run (see peers.go),
+	// empty for this library's workflow.
+	Peer string `json:"peer,omitempty"`
 	// Requests is every request the server received; Successes the 201s (one per workflow).
 	Requests  int `json:"requests"`
 	Successes int `json:"successes"`
@@ -108,7 +111,9 @@ type ContentionRun struct {
 	// FirstSpread is from the first to the last workflow's first request:
 	// the width of the herd that Temporal's start and dispatch leave.
 	FirstSpread time.Duration `json:"first_spread_ns"`
-	// MaxAttempts is the largest attempt number of a success.
+	// MaxAttempts is the largest attempt number of a success; for a load
+	// whose results do not say (a peer's), the most requests the server
+	// received with one key.
 	MaxAttempts int32 `json:"max_attempts"`
 	// Log is the server's request log (time offsets from the first request, status).
 	Log []LogEntry `json:"log"`
@@ -183,16 +188,21 @@ func runContentionLoad(ctx context.Context, h *harness, p ContentionParams, load
 	log := srv.Log()
 	if len(log) > 0 {
 		t0 := log[0].Time
-		seen := map[string]bool{}
+		perKey := map[string]int32{}
 		for _, l := range log {
-			if !seen[l.IdempotencyKey] {
-				seen[l.IdempotencyKey] = true
+			if perKey[l.IdempotencyKey] == 0 {
 				run.FirstSpread = l.Time.Sub(t0)
 			}
+			perKey[l.IdempotencyKey]++
 			at := l.Time.Sub(t0)
 			run.Log = append(run.Log, LogEntry{At: at, Status: l.Status})
 			if l.Status >= 200 && l.Status <= 299 {
 				run.ToLastSuccess = max(run.ToLastSuccess, at)
+			}
+		}
+		if run.MaxAttempts == 0 {
+			for _, n := range perKey {
+				run.MaxAttempts = max(run.MaxAttempts, n)
 			}
 		}
 	}

@@ -21,7 +21,8 @@
 //     go run ./cmd/bench -out bench/results
 //
 // It uses bin/temporal (building it from tools/go.mod when missing) or -cli.
-// The whole run takes about 6–8 minutes on 2 CPUs.
+// The whole run takes about 6–8 minutes on 2 CPUs, plus about 13 for the
+// peers section (its two contention runs wait up to 30 s between retries).
 package main
 
 import (

@@ -262,10 +262,11 @@ func runPeerOverhead(rounds, iters int, logf func(string, ...any)) (*PeerOverhea
 	return res, nil
 }
 
-// BestPeer returns the peer with the lowest ratio to the baseline.
-func (p *PeerOverhead) BestPeer() BenchStat {
+// BestPeer returns the short name and the ratio of the peer with the
+// lowest ratio to the baseline.
+func (p *PeerOverhead) BestPeer() (string, float64) {
 	if p.Failsafe.Ratio < p.RetryableHTTP.Ratio {
-		return p.Failsafe
+		return "failsafe-go", p.Failsafe.Ratio
 	}
-	return p.RetryableHTTP
+	return "go-retryablehttp", p.RetryableHTTP.Ratio
 }

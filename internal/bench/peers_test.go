@@ -104,7 +104,7 @@ func TestWriteMarkdownPeers(t *testing.T) {
 				claim = line
 			}
 		}
-		if !strings.HasSuffix(claim, c.want) || !strings.Contains(claim, "failsafe-go HTTP client in an activity 1.200") {
+		if !strings.HasSuffix(claim, c.want) || !strings.Contains(claim, "best peer failsafe-go 1.200") {
 			t.Errorf("Do ratio %.2f: claim 2b is %q, want it to end %q and name failsafe-go as the best peer", c.do, claim, c.want)
 		}
 		for _, want := range []string{"## 5. Peers", "| hashicorp/go-retryablehttp v0.7.8 | 900 | 9.00 | 350.0 s | 21.00 | 17 | 0 |", "| failsafe-go v0.9.8 (failsafehttp) | 910 | 9.10 |"} {

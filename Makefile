@@ -66,9 +66,11 @@ soak:
 	SOAK_N=$(SOAK_N) $(GO) test -count=1 -timeout 30m -run '^TestLoad$$' -v ./integration
 
 ## bench: the performance measurements on a real dev server (contention
-## after Brooker, per-attempt overhead, Retry-After precision, throughput);
-## writes bench/results/RESULTS.md, results.json and contention.svg. About 7
-## minutes on 2 CPUs; builds bin/temporal first if it is missing.
+## after Brooker, per-attempt overhead, Retry-After precision, throughput,
+## outage, and the peers go-retryablehttp and failsafe-go); writes
+## bench/results/RESULTS.md, results.json and contention.svg. About 7 minutes
+## on 2 CPUs plus about 13 for the peers section; builds bin/temporal first if
+## it is missing.
 bench:
 	$(GO) run ./cmd/bench -out bench/results
 

@@ -12,12 +12,17 @@
 //  3. the spacing of retries after Retry-After: 1 (and shorter delays)
 //     against a time.Sleep loop;
 //
-//  4. workflows per second of the ready workflow against a minimal one.
+//  4. workflows per second of the ready workflow against a minimal one;
+//
+//  5. what a user would write instead ("peers"): plain activities retrying
+//     with go-retryablehttp and with failsafe-go, their per-attempt overhead
+//     beside Activities.Do's and their run of the contention experiment.
 //
 //     go run ./cmd/bench -out bench/results
 //
 // It uses bin/temporal (building it from tools/go.mod when missing) or -cli.
-// The whole run takes about 6–8 minutes on 2 CPUs.
+// The whole run takes about 6–8 minutes on 2 CPUs, plus about 13 for the
+// peers section (its two contention runs wait up to 30 s between retries).
 package main
 
 import (
@@ -89,7 +94,7 @@ func run() error {
 	}
 	needCLI := len(sections) == 0
 	for _, s := range sections {
-		needCLI = needCLI || s == "retryafter" || s == "throughput" || s == "contention" || s == "outage"
+		needCLI = needCLI || bench.NeedsDevServer(s)
 	}
 	var cliPath string
 	if needCLI {

@@ -94,6 +94,9 @@ type ContentionRun struct {
 	Strategy activities.Jitter `json:"strategy"`
 	// Admission: the worker's adaptive admission was on (a fresh worker).
 	Admission bool `json:"admission,omitempty"`
+	// Peer is the peer activity of a peers-section run (see peers.go),
+	// empty for this library's workflow.
+	Peer string `json:"peer,omitempty"`
 	// Requests is every request the server received; Successes the 201s (one per workflow).
 	Requests  int `json:"requests"`
 	Successes int `json:"successes"`
@@ -108,7 +111,9 @@ type ContentionRun struct {
 	// FirstSpread is from the first to the last workflow's first request:
 	// the width of the herd that Temporal's start and dispatch leave.
 	FirstSpread time.Duration `json:"first_spread_ns"`
-	// MaxAttempts is the largest attempt number of a success.
+	// MaxAttempts is the largest attempt number of a success; for a load
+	// whose results do not say (a peer's), the most requests the server
+	// received with one key.
 	MaxAttempts int32 `json:"max_attempts"`
 	// Log is the server's request log (time offsets from the first request, status).
 	Log []LogEntry `json:"log"`
@@ -122,11 +127,60 @@ type LogEntry struct {
 
 // runContention runs the experiment on h for strategy j.
 func runContention(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, tag string) (ContentionRun, error) {
+	run, err := runContentionLoad(ctx, h, p, readyLoad(h, p, j), tag)
+	run.Strategy = j
+	return run, err
+}
+
+// contentionLoad is what each workflow of the contention experiment runs.
+type contentionLoad struct {
+	// Name labels the workflow IDs (with the run's tag and the workflow's number).
+	Name string
+	// Workflow is the workflow type; Args returns the arguments of workflow i.
+	Workflow string
+	Args     func(i int) []any
+	// Wait waits for a workflow's result and returns the attempt number of
+	// its success when the result says (0 when it does not).
+	Wait func(ctx context.Context, run client.WorkflowRun) (attempt int32, err error)
+}
+
+// readyLoad is the ready workflow (workflows.HTTPCallWorkflow) with p's
+// retry policy and strategy j, calling h's target.
+func readyLoad(h *harness, p ContentionParams, j activities.Jitter) contentionLoad {
+	return contentionLoad{
+		Name:     string(j),
+		Workflow: workflows.WorkflowName,
+		Args: func(i int) []any {
+			body, _ := json.Marshal(map[string]int{"client": i})
+			return []any{workflows.Request{
+				Operation: "charge",
+				URL:       h.Target.URL + "/charges",
+				Body:      body,
+				Retry: workflows.RetryOptions{
+					InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap,
+					MaximumAttempts: p.MaximumAttempts, Jitter: j,
+				},
+				StartToCloseTimeout:    10 * time.Second,
+				ScheduleToCloseTimeout: 30 * time.Minute,
+			}}
+		},
+		Wait: func(ctx context.Context, run client.WorkflowRun) (int32, error) {
+			var resp activities.Response
+			err := run.Get(ctx, &resp)
+			return resp.Attempt, err
+		},
+	}
+}
+
+// runContentionLoad runs the experiment on h with load: it puts a
+// capacity-limited reference server behind h's target, starts and waits for
+// the workflows, and reads the server's counts and log.
+func runContentionLoad(ctx context.Context, h *harness, p ContentionParams, load contentionLoad, tag string) (ContentionRun, error) {
 	srv := testsuite.NewServer(testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window})
 	h.Target.Set(srv)
 	defer h.Target.Set(okHandler())
-	run := ContentionRun{Strategy: j}
-	if err := startAndWait(ctx, h, p, j, tag, &run); err != nil {
+	var run ContentionRun
+	if err := startAndWait(ctx, h, p, load, tag, &run); err != nil {
 		return run, err
 	}
 	st := srv.Stats()
@@ -134,40 +188,31 @@ func runContention(ctx context.Context, h *harness, p ContentionParams, j activi
 	log := srv.Log()
 	if len(log) > 0 {
 		t0 := log[0].Time
-		seen := map[string]bool{}
+		perKey := map[string]int32{}
 		for _, l := range log {
-			if !seen[l.IdempotencyKey] {
-				seen[l.IdempotencyKey] = true
+			if perKey[l.IdempotencyKey] == 0 {
 				run.FirstSpread = l.Time.Sub(t0)
 			}
+			perKey[l.IdempotencyKey]++
 			at := l.Time.Sub(t0)
 			run.Log = append(run.Log, LogEntry{At: at, Status: l.Status})
 			if l.Status >= 200 && l.Status <= 299 {
 				run.ToLastSuccess = max(run.ToLastSuccess, at)
 			}
 		}
+		if run.MaxAttempts == 0 {
+			for _, n := range perKey {
+				run.MaxAttempts = max(run.MaxAttempts, n)
+			}
+		}
 	}
 	return run, nil
 }
 
-// startAndWait starts p.Clients ready workflows on h for strategy j at
-// once and waits for them, recording in run the start spread, the wall
-// time, the failures and the largest attempt of a success.
-func startAndWait(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, tag string, run *ContentionRun) error {
-	req := func(i int) workflows.Request {
-		body, _ := json.Marshal(map[string]int{"client": i})
-		return workflows.Request{
-			Operation: "charge",
-			URL:       h.Target.URL + "/charges",
-			Body:      body,
-			Retry: workflows.RetryOptions{
-				InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap,
-				MaximumAttempts: p.MaximumAttempts, Jitter: j,
-			},
-			StartToCloseTimeout:    10 * time.Second,
-			ScheduleToCloseTimeout: 30 * time.Minute,
-		}
-	}
+// startAndWait starts p.Clients workflows of load on h at once and waits
+// for them, recording in run the start spread, the wall time, the failures
+// and the largest attempt of a success.
+func startAndWait(ctx context.Context, h *harness, p ContentionParams, load contentionLoad, tag string, run *ContentionRun) error {
 	runs := make([]client.WorkflowRun, p.Clients)
 	errs := make([]error, p.Clients)
 	start := time.Now()
@@ -175,9 +220,9 @@ func startAndWait(ctx context.Context, h *harness, p ContentionParams, j activit
 	for i := range p.Clients {
 		wg.Go(func() {
 			runs[i], errs[i] = h.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: fmt.Sprintf("contention-%s-%s-%d", tag, j, i), TaskQueue: h.TaskQueue,
+				ID: fmt.Sprintf("contention-%s-%s-%d", tag, load.Name, i), TaskQueue: h.TaskQueue,
 				EnableEagerStart: p.EagerStart,
-			}, workflows.WorkflowName, req(i))
+			}, load.Workflow, load.Args(i)...)
 		})
 	}
 	wg.Wait()
@@ -190,15 +235,14 @@ func startAndWait(ctx context.Context, h *harness, p ContentionParams, j activit
 	var mu sync.Mutex
 	for i := range p.Clients {
 		wg.Go(func() {
-			var resp activities.Response
-			err := runs[i].Get(ctx, &resp)
+			attempt, err := load.Wait(ctx, runs[i])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				run.Failed++
 				return
 			}
-			run.MaxAttempts = max(run.MaxAttempts, resp.Attempt)
+			run.MaxAttempts = max(run.MaxAttempts, attempt)
 		})
 	}
 	wg.Wait()

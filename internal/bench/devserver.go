@@ -157,6 +157,7 @@ func startHarness(ctx context.Context, o harnessOptions) (*harness, error) {
 	acts.Register(h.Worker)
 	workflows.Register(h.Worker)
 	registerMinimal(h.Worker, &http.Client{Transport: newTransport()})
+	registerPeers(h.Worker, newPeerActivities())
 	if err := h.Worker.Start(); err != nil {
 		return fail(fmt.Errorf("starting the worker: %w", err))
 	}

@@ -83,7 +83,7 @@ func runOutage(ctx context.Context, h *harness, p ContentionParams, j activities
 	defer h.Target.Set(okHandler())
 	run := OutageRun{Strategy: j, Outage: outage}
 	var cr ContentionRun
-	if err := startAndWait(ctx, h, p, j, "outage-"+tag, &cr); err != nil {
+	if err := startAndWait(ctx, h, p, readyLoad(h, p, j), "outage-"+tag, &cr); err != nil {
 		return run, err
 	}
 	run.Failed = cr.Failed

@@ -56,29 +56,53 @@ func runOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult,
 		DoPerExecution: BenchStat{Name: "Activities.Do via one ExecuteActivity each"},
 		Rounds:         rounds, Iterations: iters,
 	}
-	type loop = func(stopwatch, int) error
-	run := func(s *BenchStat, f loop) (ns, cpu float64, err error) {
-		m, cpuTotal, err := measure(f, iters)
-		if err != nil {
-			return 0, 0, fmt.Errorf("benchmark %q: %w", s.Name, err)
+	benches := []benchLoop{{&res.Baseline, o.rawInActivity}, {&res.Raw, o.raw}, {&res.Do, o.doInActivity}, {&res.DoWarn, o.doInActivityWarn}}
+	if err := runRounds(benches, rounds, iters, logf); err != nil {
+		return res, err
+	}
+	for range 3 {
+		if _, _, err := runLoop(&res.DoPerExecution, o.doPerExecution, iters, logf); err != nil {
+			return res, err
 		}
-		cpu = float64(cpuTotal) / float64(iters)
-		ns = float64(m.elapsed.Nanoseconds()) / float64(iters)
-		s.NsPerOp = append(s.NsPerOp, ns)
-		s.CPUNsPerOp = append(s.CPUNsPerOp, cpu)
-		s.AllocsPerOp, s.BytesPerOp = int64(m.allocs)/int64(iters), int64(m.allocBytes)/int64(iters)
-		logf("overhead %-42s %7.0f ns/op %7.0f CPU ns/op %6d B/op %4d allocs/op", s.Name, ns, cpu, s.BytesPerOp, s.AllocsPerOp)
-		return ns, cpu, nil
 	}
-	type bench struct {
-		s *BenchStat
-		f loop
+	for _, s := range []*BenchStat{&res.Baseline, &res.Raw, &res.Do, &res.DoWarn, &res.DoPerExecution} {
+		s.summarize()
 	}
-	benches := []bench{{&res.Baseline, o.rawInActivity}, {&res.Raw, o.raw}, {&res.Do, o.doInActivity}, {&res.DoWarn, o.doInActivityWarn}}
+	return res, nil
+}
+
+// benchLoop is one benchmark of a set: the loop and where its numbers go.
+type benchLoop struct {
+	s *BenchStat
+	f func(stopwatch, int) error
+}
+
+// runLoop measures f once, iters iterations, and appends its ns/op and CPU
+// ns/op to s.
+func runLoop(s *BenchStat, f func(stopwatch, int) error, iters int, logf func(string, ...any)) (ns, cpu float64, err error) {
+	m, cpuTotal, err := measure(f, iters)
+	if err != nil {
+		return 0, 0, fmt.Errorf("benchmark %q: %w", s.Name, err)
+	}
+	cpu = float64(cpuTotal) / float64(iters)
+	ns = float64(m.elapsed.Nanoseconds()) / float64(iters)
+	s.NsPerOp = append(s.NsPerOp, ns)
+	s.CPUNsPerOp = append(s.CPUNsPerOp, cpu)
+	s.AllocsPerOp, s.BytesPerOp = int64(m.allocs)/int64(iters), int64(m.allocBytes)/int64(iters)
+	logf("overhead %-42s %7.0f ns/op %7.0f CPU ns/op %6d B/op %4d allocs/op", s.Name, ns, cpu, s.BytesPerOp, s.AllocsPerOp)
+	return ns, cpu, nil
+}
+
+// runRounds warms every loop of benches up once (and forgets that run),
+// then runs them rounds times, iters iterations each, back to back in a
+// rotating order (so drifting machine load hits all of them). benches[0] is
+// the baseline: every other loop gets, per round, its ns/op and CPU ns/op ÷
+// the baseline's in the same round.
+func runRounds(benches []benchLoop, rounds, iters int, logf func(string, ...any)) error {
 	// Warm the connection pools and caches, then forget the warm-up.
 	for _, b := range benches {
-		if _, _, err := run(b.s, b.f); err != nil {
-			return nil, err
+		if _, _, err := runLoop(b.s, b.f, iters, logf); err != nil {
+			return err
 		}
 		b.s.NsPerOp, b.s.CPUNsPerOp = nil, nil
 	}
@@ -87,8 +111,9 @@ func runOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult,
 		cpu := make([]float64, len(benches))
 		for k := range benches {
 			i := (k + r) % len(benches)
-			if ns[i], cpu[i], err = run(benches[i].s, benches[i].f); err != nil {
-				return res, err
+			var err error
+			if ns[i], cpu[i], err = runLoop(benches[i].s, benches[i].f, iters, logf); err != nil {
+				return err
 			}
 		}
 		for i, b := range benches[1:] {
@@ -96,16 +121,13 @@ func runOverhead(rounds, iters int, logf func(string, ...any)) (*OverheadResult,
 			b.s.CPURatios = append(b.s.CPURatios, cpu[i+1]/cpu[0])
 		}
 	}
-	for range 3 {
-		if _, _, err := run(&res.DoPerExecution, o.doPerExecution); err != nil {
-			return res, err
-		}
-	}
-	for _, s := range []*BenchStat{&res.Baseline, &res.Raw, &res.Do, &res.DoWarn, &res.DoPerExecution} {
-		s.MedianNs, s.MinNs, s.MedianCPUNs = median(s.NsPerOp), minOf(s.NsPerOp), median(s.CPUNsPerOp)
-		s.Ratio, s.CPURatio = median(s.Ratios), median(s.CPURatios)
-	}
-	return res, nil
+	return nil
+}
+
+// summarize sets the medians and the minimum from the per-run numbers.
+func (s *BenchStat) summarize() {
+	s.MedianNs, s.MinNs, s.MedianCPUNs = median(s.NsPerOp), minOf(s.NsPerOp), median(s.CPUNsPerOp)
+	s.Ratio, s.CPURatio = median(s.Ratios), median(s.CPURatios)
 }
 
 // meter is the bench command's stopwatch. Like testing.B it times the wall

@@ -123,6 +123,12 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("| 2 | One attempt: `Activities.Do` ns/op ÷ the same raw `net/http` POST + body read in an activity (median of %d rounds) | %.2f (%.1f µs ÷ %.1f µs); CPU time %.2f | ≤ %.2f | %s |\n",
 			o.Rounds, o.Do.Ratio, o.Do.MedianNs/1e3, o.Baseline.MedianNs/1e3, o.Do.CPURatio, targetOverheadRatio, met(o.Do.Ratio <= targetOverheadRatio))
 	}
+	if pr := r.Peers; pr != nil && pr.Overhead != nil {
+		po := pr.Overhead
+		best, bestRatio := po.BestPeer()
+		p("| 2b | One attempt: `Activities.Do` ns/op ÷ raw `net/http` in an activity, against the best peer's (go-retryablehttp, failsafe-go) in the same rounds (median of %d rounds) | Do %.3f; best peer %s %.3f (go-retryablehttp %.3f, failsafe-go %.3f); CPU time: Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f | ≤ the best peer's | %s |\n",
+			po.Rounds, po.Do.Ratio, best, bestRatio, po.RetryableHTTP.Ratio, po.Failsafe.Ratio, po.Do.CPURatio, po.RetryableHTTP.CPURatio, po.Failsafe.CPURatio, met(po.Do.Ratio <= bestRatio))
+	}
 	if len(r.Gaps) > 0 {
 		g := r.Gaps[0]
 		ok := g.Min >= targetGapMin && g.Max <= targetGapMax
@@ -235,15 +241,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("`go test -run '^$' -bench . -benchmem ./internal/bench` runs the same loops. Both sides POST the same 30-byte JSON body to the same in-process `httptest` server (201 with a 60-byte JSON body), each with its own client on an identical Transport (keep-alive). `Activities.Do` needs an activity context, so the benchmark runs its attempts inside one activity execution of the SDK's `TestActivityEnvironment` (real `activity.GetInfo`, logger and metrics handler; the logger formats JSON into io.Discard, as a production JSON logger would): that is Do's whole per-attempt work — validate, build the request, send, read and cap the body, classify, build the result, log, count. The baseline is the raw POST run the same way, with the same activity context, as a hand-written activity would send it; the raw POST with `context.Background()` shows the context costs nothing. The last row runs one `ExecuteActivity` per attempt: the test environment's own cost dominates it, which is why it is not the measurement (a worker's per-task cost is in the throughput section).\n\n")
 		p("| Benchmark | median ns/op | min ns/op | ÷ baseline | median CPU ns/op | CPU ÷ baseline | B/op | allocs/op |\n|---|---|---|---|---|---|---|---|\n")
 		for _, s := range []BenchStat{o.Baseline, o.Raw, o.Do, o.DoWarn, o.DoPerExecution} {
-			ratio, cpuRatio := "1", "1"
-			switch {
-			case len(s.Ratios) > 0:
-				ratio, cpuRatio = fmt.Sprintf("%.3f", s.Ratio), fmt.Sprintf("%.3f", s.CPURatio)
-			case s.Name != o.Baseline.Name:
-				ratio = fmt.Sprintf("%.3f", s.MedianNs/o.Baseline.MedianNs)
-				cpuRatio = fmt.Sprintf("%.3f", s.MedianCPUNs/o.Baseline.MedianCPUNs)
-			}
-			p("| %s | %.0f | %.0f | %s | %.0f | %s | %d | %d |\n", s.Name, s.MedianNs, s.MinNs, ratio, s.MedianCPUNs, cpuRatio, s.BytesPerOp, s.AllocsPerOp)
+			b.WriteString(benchRow(s, o.Baseline))
 		}
 		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, Do ÷ baseline: %s; CPU time: %s. CPU time is the process's user + system time (the in-process server's share included), which other load on the machine barely moves. Do costs %.1f µs more than the raw POST per attempt (%.1f µs of CPU), with %d more allocations (%d bytes); with Info logs off, %.1f µs more.\n\n",
 			o.Rounds, o.Iterations, fmtRatios(o.Do.Ratios), fmtRatios(o.Do.CPURatios),
@@ -302,6 +300,10 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("\n\n")
 	}
 
+	if pr := r.Peers; pr != nil {
+		writePeers(&b, r, pr)
+	}
+
 	p("## Run\n\nSection wall times:")
 	for _, s := range Sections {
 		if v, ok := r.Sections[s]; ok {
@@ -350,4 +352,59 @@ func fmtRatios(xs []float64) string {
 		rs = append(rs, fmt.Sprintf("%.3f", x))
 	}
 	return strings.Join(rs, ", ")
+}
+
+// benchRow is one row of an overhead table: s against baseline.
+func benchRow(s, baseline BenchStat) string {
+	ratio, cpuRatio := "1", "1"
+	switch {
+	case len(s.Ratios) > 0:
+		ratio, cpuRatio = fmt.Sprintf("%.3f", s.Ratio), fmt.Sprintf("%.3f", s.CPURatio)
+	case s.Name != baseline.Name:
+		ratio = fmt.Sprintf("%.3f", s.MedianNs/baseline.MedianNs)
+		cpuRatio = fmt.Sprintf("%.3f", s.MedianCPUNs/baseline.MedianCPUNs)
+	}
+	return fmt.Sprintf("| %s | %.0f | %.0f | %s | %.0f | %s | %d | %d |\n", s.Name, s.MedianNs, s.MinNs, ratio, s.MedianCPUNs, cpuRatio, s.BytesPerOp, s.AllocsPerOp)
+}
+
+// writePeers writes the peers section: what a user would write instead.
+func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## 5. Peers: what users would pick instead\n\n")
+	p("A plain Temporal activity that POSTs through an HTTP retry library, which retries in a loop inside the one activity attempt; the workflow calls it once with MaximumAttempts 1 (the library retries, not Temporal) and start-to-close = schedule-to-close %s, and the activity sends the workflow's Idempotency-Key on every retry. "+
+		"**go-retryablehttp** v0.7.8: `retryablehttp.NewClient()` with its default policy (`DefaultRetryPolicy`, `DefaultBackoff`: 1 s doubling to 30 s, no jitter, Retry-After honoured on 429 and 503), `RetryMax` %d, its logger formatting into io.Discard. "+
+		"**failsafe-go** v0.9.8: `failsafehttp.NewRetryPolicyBuilder()` (errors, 429 and 5xx but 501; Retry-After honoured on 429 and 503) `.WithBackoff(1s, 30s).WithMaxAttempts(%d)` in `failsafehttp.NewRoundTripper`. Each has its own client on the same Transport as the library's (see section 2).\n\n",
+		peerTimeout, peerMaxRetries, peerMaxRetries+1)
+	if po := pr.Overhead; po != nil {
+		p("**One successful attempt.** The loops of section 2, measured in their own rounds: the same server and body, each loop inside one activity execution of the test environment; the peers run the peer activity's code (build the request, set the headers, send through the library's client, read and close the body, check the status).\n\n")
+		p("| Benchmark | median ns/op | min ns/op | ÷ baseline | median CPU ns/op | CPU ÷ baseline | B/op | allocs/op |\n|---|---|---|---|---|---|---|---|\n")
+		for _, s := range []BenchStat{po.Baseline, po.Do, po.RetryableHTTP, po.Failsafe} {
+			b.WriteString(benchRow(s, po.Baseline))
+		}
+		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's.\n\n",
+			po.Rounds, po.Iterations, fmtRatios(po.Do.Ratios), fmtRatios(po.RetryableHTTP.Ratios), fmtRatios(po.Failsafe.Ratios))
+	}
+	if len(pr.Contention) > 0 {
+		cp := pr.Params
+		lim := cp.limitSeconds()
+		p("**Contention.** The experiment of section 1 (%d workflows started at once, a server that accepts %d requests per %s and answers the rest 503 without Retry-After), each workflow running the peer activity once. The limit is %d workflows ÷ %d per %s = %.1f s. \"Max requests per key\" is the most requests the server got with one key (one activity's attempts).",
+			cp.Clients, cp.Capacity, cp.Window, cp.Clients, cp.Capacity, cp.Window, lim)
+		if r.Contention != nil && len(r.Contention.Runs) > 0 {
+			p(" The last rows are this library's runs of section 1 in the same bench run, for comparison (its max is the attempt number of a success).")
+		}
+		p("\n\n| Client | Requests | Requests per success | Last success | ÷ limit | Max requests per key | Failed | First attempts spread over |\n|---|---|---|---|---|---|---|---|\n")
+		row := func(name string, run ContentionRun) {
+			p("| %s | %d | %.2f | %.1f s | %.2f | %d | %d | %s |\n", name, run.Requests, float64(run.Requests)/float64(max(run.Successes, 1)),
+				run.ToLastSuccess.Seconds(), run.ToLastSuccess.Seconds()/lim, run.MaxAttempts, run.Failed, secs(run.FirstSpread))
+		}
+		for _, run := range pr.Contention {
+			row(peerName(run.Peer), run)
+		}
+		if r.Contention != nil {
+			for _, run := range r.Contention.Runs {
+				row("idemhttp, "+runName(run.Strategy, run.Admission), run)
+			}
+		}
+		p("\nBoth peers back off exponentially without jitter (1 s, 2 s, 4 s, … up to 30 s), so, as with Temporal's own backoff in section 1, every retry round is a herd of the workflows still waiting, and from the sixth retry on the rounds are the cap (30 s) apart.\n\n")
+	}
 }

@@ -18,7 +18,17 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "cluster"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "cluster"}
+
+// NeedsDevServer reports whether section runs on the Temporal dev server
+// (and so needs the Temporal CLI).
+func NeedsDevServer(section string) bool {
+	switch section {
+	case "retryafter", "throughput", "contention", "outage", "peers":
+		return true
+	}
+	return false
+}
 
 // Options configures Run.
 type Options struct {
@@ -76,6 +86,9 @@ type Results struct {
 	// Outage holds the outage runs: Temporal's own backoff, full jitter,
 	// and adaptive admission.
 	Outage []OutageRun `json:"outage,omitempty"`
+	// Peers is what a user would write instead: plain activities with
+	// go-retryablehttp and failsafe-go (peers.go).
+	Peers *PeersResult `json:"peers,omitempty"`
 	// Cluster is the contention experiment on the PostgreSQL-backed
 	// cluster with two worker processes, admission off and on.
 	Cluster *ClusterContention `json:"cluster,omitempty"`
@@ -138,7 +151,10 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return r, err
 	}
 	var h *harness
-	needDev := on("retryafter") || on("throughput") || on("contention") || on("outage")
+	needDev := false
+	for _, s := range Sections {
+		needDev = needDev || (on(s) && NeedsDevServer(s))
+	}
 	if needDev {
 		var err error
 		o.Logf("starting the dev server (%s) and one worker", o.CLI)
@@ -240,6 +256,31 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			o.Logf("outage %-28s %4d requests during the %s outage, %4d after, last success %.1f s after the recovery, %d failed",
 				runName(c.j, c.adm), run.DuringOutage, defaultOutage, run.After, run.RecoveryToLast.Seconds(), run.Failed)
 			r.Outage = append(r.Outage, run)
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	if err := section("peers", func() error {
+		pr := &PeersResult{Params: contention}
+		r.Peers = pr
+		res, err := runPeerOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
+		pr.Overhead = res
+		if err != nil {
+			return fmt.Errorf("peers, overhead: %w", err)
+		}
+		o.Logf("peers overhead ÷ raw net/http in an activity: Activities.Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f",
+			res.Do.Ratio, res.RetryableHTTP.Ratio, res.Failsafe.Ratio)
+		tag := fmt.Sprint(time.Now().Unix())
+		for _, p := range peers {
+			run, err := runContentionLoad(ctx, h, contention, peerLoad(h, p.Activity), tag)
+			run.Peer = p.Activity
+			if err != nil {
+				return fmt.Errorf("peers, contention, %s: %w", p.Name, err)
+			}
+			o.Logf("contention %-28s %4d requests, last success at %6.1f s, %d failed, first attempts spread over %s",
+				p.Name, run.Requests, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
+			pr.Contention = append(pr.Contention, run)
 		}
 		return nil
 	}); err != nil {

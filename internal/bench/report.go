@@ -291,7 +291,11 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			p("| %d | %s | %d | %s | %.1f | %s |\n", i/kinds+1, name, rd.Workflows, secs(rd.Elapsed), rd.PerSecond, cpu)
 		}
 		if len(t.AdmissionRatios) > 0 {
-			p("\nPer round, with adaptive admission ÷ without (a worker of its own, same options): %s (median %.2f). An origin that has never throttled starts at 10 requests/s and gains one per second per success, so a worker that has just started is held back for its first second or two; the warm-up absorbs that here.\n", fmtRatios(t.AdmissionRatios), t.AdmissionRatio)
+			p("\nPer round, with adaptive admission ÷ without (a worker of its own, same options): %s (median %.2f). An origin that has never throttled starts at 10 requests/s and gains one per second per success, so a worker that has just started is held back for its first second or two, once per origin: the warm-up batches, on workers that had just started, show that cost", fmtRatios(t.AdmissionRatios), t.AdmissionRatio)
+			for _, w := range t.Warmups {
+				p("; %s %d workflows in %s (%.1f/s)", w.Kind, w.Workflows, secs(w.Elapsed), w.PerSecond)
+			}
+			p(".\n")
 		}
 		p("\nPer round, ready ÷ minimal workflows/s: %s (median %.2f).", fmtRatios(t.Ratios), t.Ratio)
 		if t.CPURatio > 0 {

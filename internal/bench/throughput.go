@@ -119,11 +119,14 @@ type ThroughputResult struct {
 	AdmissionRatios    []float64 `json:"admission_ratios,omitempty"`
 	AdmissionRatio     float64   `json:"admission_ratio,omitempty"`
 	AdmissionPerSecond float64   `json:"admission_per_second,omitempty"`
+	// Warmups are the uncounted first batches, one per kind, on workers
+	// that have just started: with admission on, the slow start's cost.
+	Warmups []ThroughputRound `json:"warmups,omitempty"`
 }
 
 // throughputOptions configures runThroughput.
 type throughputOptions struct {
-	// Workflows per batch (default 300) and Rounds (default 5). A round is
+	// Workflows per batch (default 300) and Rounds (default 9). A round is
 	// one batch of each kind back to back, the order alternating between
 	// rounds, so machine noise hits both.
 	Workflows, Rounds int
@@ -131,7 +134,9 @@ type throughputOptions struct {
 	// (default 50): enough to keep the worker busy without measuring how
 	// fast the dev server accepts a burst of starts.
 	Concurrency int
-	// Warmup workflows of each kind run first and are not counted (default 50).
+	// Warmup workflows of each kind run first and are not counted (default
+	// Workflows): a worker that has just started is held back by the slow
+	// start of admission for its first second or two, once per origin.
 	Warmup int
 	Logf   func(string, ...any)
 }
@@ -144,13 +149,13 @@ func runThroughput(ctx context.Context, h *harness, o throughputOptions) (Throug
 		o.Workflows = 300
 	}
 	if o.Rounds <= 0 {
-		o.Rounds = 5
+		o.Rounds = 9
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 50
 	}
 	if o.Warmup <= 0 {
-		o.Warmup = 50
+		o.Warmup = o.Workflows
 	}
 	h.Target.Set(okHandler())
 	url := h.Target.URL + "/charges"
@@ -221,8 +226,13 @@ func runThroughput(ctx context.Context, h *harness, o throughputOptions) (Throug
 	}
 	res := ThroughputResult{Concurrency: o.Concurrency, WorkflowsPerRun: o.Workflows}
 	for _, kind := range []string{"ours", "minimal", "admission"} {
-		if _, err := batch(kind, o.Warmup); err != nil {
+		rd, err := batch(kind, o.Warmup)
+		if err != nil {
 			return res, err
+		}
+		res.Warmups = append(res.Warmups, rd)
+		if o.Logf != nil {
+			o.Logf("throughput: %-7s warm-up: %d workflows in %s = %.1f/s", kind, o.Warmup, rd.Elapsed.Round(time.Millisecond), rd.PerSecond)
 		}
 	}
 	var ours, minimal, adm []float64

@@ -124,9 +124,9 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 //
 // Every failure is a *temporal.ApplicationError carrying FailureDetails:
 // retryable ones with a NextRetryDelay (Retry-After, else jittered backoff;
-// with admission on, a throttle (Admission.Throttles: 429 by default) without Retry-After is retried as soon as
-// the limiter admits it), final ones with outcomeFinal set. Called outside an activity, Do returns
-// an error.
+// with admission on, a throttle (Admission.Throttles: 429 by default) without
+// Retry-After is retried as soon as the limiter admits it), final ones with
+// outcomeFinal set. Called outside an activity, Do returns an error.
 //
 // Each attempt that sends a request is an HTTP client span (a child of the
 // span in ctx: the activity's, with the SDK's tracing interceptor) named in

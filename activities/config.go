@@ -97,14 +97,14 @@ type Config struct {
 }
 
 // Admission configures adaptive admission: before an attempt sends its
-// request, the worker's limiter for the request's origin admits it or makes
-// it wait. The limiter learns the origin's capacity from its answers, in
-// the spirit of the AWS SDKs' adaptive retry mode: an origin starts at
-// InitialRate requests per second, gaining one per second for each answer
-// that is not a throttle; a throttle (Admission.Throttles, 429 by default) cuts the rate to 0.8 of
-// what was being sent, and it grows back along a cubic curve (CUBIC). Waiting
-// requests are served in the order they asked. A retry budget bounds the
-// retries: within any RetryWindow, retries to one origin may be at most
+// request, the worker's limiter for the request's origin admits it or makes it
+// wait. The limiter learns the origin's capacity from its answers, in the
+// spirit of the AWS SDKs' adaptive retry mode: an origin starts at InitialRate
+// requests per second, gaining one per second for each answer that is not a
+// throttle; a throttle (Admission.Throttles, 429 by default) cuts the rate to
+// 0.8 of what was being sent, and it grows back along a cubic curve (CUBIC).
+// Waiting requests are served in the order they asked. A retry budget bounds
+// the retries: within any RetryWindow, retries to one origin may be at most
 // RetryRatio of its requests plus MinRetries, so an API that is down sees a
 // bounded extra load.
 //
@@ -132,7 +132,8 @@ type Admission struct {
 	// beyond MinRetries, within RetryWindow (default 0.2; negative: no
 	// retry budget).
 	RetryRatio float64
-	// MinRetries is how many retries per RetryWindow are always allowed (default 100: 10 a second, as Finagle's RetryBudget).
+	// MinRetries is how many retries per RetryWindow are always allowed
+	// (default 100: 10 a second, as Finagle's RetryBudget).
 	MinRetries int
 	// RetryWindow is the retry budget's sliding window (default 10 s).
 	RetryWindow time.Duration

@@ -3,13 +3,14 @@
 // ticket order, and a retry budget.
 //
 // The rate follows the AWS SDKs' adaptive retry mode (a token bucket whose
-// fill rate follows CUBIC: cut by Beta on a throttle, grown back along a
-// cubic curve through the rate of the last throttle, never above twice the
-// rate measured), with a slow start before the first throttle: an origin
-// starts at Config.InitialRate and gains one request per second for every
-// answer that is not a throttle, so a herd of first requests reaches an
-// unknown API at a bounded rate and an API that keeps up is soon not held
-// back at all. Throttles are the answers the caller says mean "too fast" (Observe; the activity: 429 unless configured).
+// fill rate follows CUBIC: cut by Beta on a throttle, grown back along a cubic
+// curve through the rate of the last throttle, never above twice the rate
+// measured), with a slow start before the first throttle: an origin starts at
+// Config.InitialRate and gains one request per second for every answer that is
+// not a throttle, so a herd of first requests reaches an unknown API at a
+// bounded rate and an API that keeps up is soon not held back at all.
+// Throttles are the answers the caller says mean "too fast" (Observe; the
+// activity: 429 unless configured).
 //
 // Requests are served in the order they asked (tickets): a request that
 // must wait holds a ticket whose turn comes at the current rate, so a
@@ -72,10 +73,11 @@ type Config struct {
 	// Burst is how much unused rate an idle origin saves up, as a duration
 	// at the current rate (default 1 s, at least one request).
 	Burst time.Duration
-	// RetryRatio, RetryWindow and MinRetries make the retry budget: within
-	// any RetryWindow (default 10 s), retries to one origin may be at most
-	// RetryRatio (default 0.2) of its requests plus MinRetries (default 100: 10 a second, as Finagle's RetryBudget).
-	// A negative RetryRatio turns the budget off.
+	// RetryRatio, RetryWindow and MinRetries make the retry budget: within any
+	// RetryWindow (default 10 s), retries to one origin may be at most
+	// RetryRatio (default 0.2) of its requests plus MinRetries (default 100:
+	// 10 a second, as Finagle's RetryBudget). A negative RetryRatio turns the
+	// budget off.
 	RetryRatio  float64
 	RetryWindow time.Duration
 	MinRetries  int
@@ -319,10 +321,10 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 }
 
 // Observe records an answer from origin at now to a request sent at sent:
-// throttled for an answer that means "too fast" (a 429), else any other answer. Transport errors are
-// not answers. A throttle of a request sent before the last cut does not
-// cut again: it belongs to the same overload, which the cut already
-// answered (as TCP cuts once per round trip).
+// throttled for an answer that means "too fast" (a 429), else any other
+// answer. Transport errors are not answers. A throttle of a request sent
+// before the last cut does not cut again: it belongs to the same overload,
+// which the cut already answered (as TCP cuts once per round trip).
 func (l *Limiter) Observe(origin string, sent, now time.Time, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -38,7 +38,7 @@ func WriteContentionSVG(w io.Writer, r *Results) error {
 
 // writeContentionSVG draws one panel per series, stacked, with the same
 // axes: requests per bucket since the server's first request, successes and
-// 503s stacked, and a dashed line at capacity (requests accepted per
+// 429s stacked, and a dashed line at capacity (requests accepted per
 // bucket when bucket equals the capacity window). It uses no dependency.
 func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket time.Duration, capacity int) error {
 	const (
@@ -84,7 +84,7 @@ func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket t
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#2e7d32"/><text x="%d" y="39">success (201)</text>`, left, left+14)
-	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">503 (over capacity)</text>`, left+120, left+134)
+	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">429 (over capacity)</text>`, left+120, left+134)
 	fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", left+290, left+315, left+320, capacity, bucket)
 	barW := plotW / float64(nb)
 	for i, s := range series {

@@ -213,7 +213,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if len(r.Outage) > 0 {
 		cp := r.SimParams
 		p("## 1d. Outage and recovery\n\n")
-		p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %s from its first request, then recovers to %d requests per %s. Requests are counted at the API; the recovery time runs from the recovery to the last success.\n\n", cp.Clients, r.Outage[0].Outage, cp.Capacity, cp.Window)
+		p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %s from its first request, then recovers to %d requests per %s (429 beyond). Requests are counted at the API; the recovery time runs from the recovery to the last success. With adaptive admission the outage's 503s are failures, not throttles (`Admission.Throttles` holds 429 only): the retry budget (20 %% of the requests plus 100 per 10 s) bounds the retries while the API is down, and the limiter learns the rate from the 429s after the recovery.\n\n", cp.Clients, r.Outage[0].Outage, cp.Capacity, cp.Window)
 		p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed |\n|---|---|---|---|---|---|---|\n")
 		base := r.Outage[0]
 		for _, o := range r.Outage {
@@ -391,7 +391,7 @@ func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
 	if len(pr.Contention) > 0 {
 		cp := pr.Params
 		lim := cp.limitSeconds()
-		p("**Contention.** The experiment of section 1 (%d workflows started at once, a server that accepts %d requests per %s and answers the rest 503 without Retry-After), each workflow running the peer activity once. The limit is %d workflows ÷ %d per %s = %.1f s. \"Max requests per key\" is the most requests the server got with one key (one activity's attempts).",
+		p("**Contention.** The experiment of section 1 (%d workflows started at once, a server that accepts %d requests per %s and answers the rest 429 without Retry-After), each workflow running the peer activity once. The limit is %d workflows ÷ %d per %s = %.1f s. \"Max requests per key\" is the most requests the server got with one key (one activity's attempts).",
 			cp.Clients, cp.Capacity, cp.Window, cp.Clients, cp.Capacity, cp.Window, lim)
 		if r.Contention != nil && len(r.Contention.Runs) > 0 {
 			p(" The last rows are this library's runs of section 1 in the same bench run, for comparison (its max is the attempt number of a success).")

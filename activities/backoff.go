@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
 // Jitter selects how the activity spreads retries of a retryable failure
@@ -45,26 +44,10 @@ const MinRetryDelay = time.Millisecond
 // InitialInterval 200 ms, BackoffCoefficient 2, MaximumInterval 10 s (at
 // least InitialInterval), full jitter.
 type Backoff struct {
-	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
-	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
-	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
-	Jitter             Jitter        `json:"jitter,omitempty"`
-}
-
-// MarshalJSON encodes b as package wire does: bodies byte for byte
-// (Temporal's JSON converter would compact them and escape <, > and &),
-// durations as strings such as "10s".
-func (b Backoff) MarshalJSON() ([]byte, error) {
-	type plain Backoff
-	return wire.Marshal(plain(b))
-}
-
-// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
-// and durations as nanoseconds (histories written before, or input typed
-// by hand).
-func (b *Backoff) UnmarshalJSON(data []byte) error {
-	type plain Backoff
-	return wire.Unmarshal(data, (*plain)(b))
+	InitialInterval    time.Duration
+	BackoffCoefficient float64
+	MaximumInterval    time.Duration
+	Jitter             Jitter
 }
 
 // withDefaults returns b with the defaults of package request (those of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -21,12 +22,7 @@ var defaultThrottles = []int{http.StatusTooManyRequests}
 // throttle reports whether status is one of the statuses the limiter
 // learns the origin's capacity from (Admission.Throttles).
 func (a *Activities) throttle(status int) bool {
-	for _, s := range a.throttles {
-		if s == status {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(a.throttles, status)
 }
 
 // validate checks the parameters of an Admission that is on.

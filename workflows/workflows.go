@@ -59,10 +59,10 @@ var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-h
 // workflow.WithActivityOptions), else the default: InitialInterval 200 ms,
 // BackoffCoefficient 2, MaximumInterval 10 s, MaximumAttempts 5, full jitter.
 // A MaximumInterval below InitialInterval is raised to it (Temporal refuses
-// such a policy). MaximumAttempts counts the attempts that fail; waiting for a request that
-// the server is still processing does not count (the activity keeps the
-// count; Temporal's own MaximumAttempts is set to a ceiling that every wait
-// before the schedule-to-close deadline fits under).
+// such a policy). MaximumAttempts counts the attempts that fail; waiting for
+// a request that the server is still processing does not count (the
+// activity keeps the count; Temporal's own MaximumAttempts is set to a
+// ceiling that every wait before the schedule-to-close deadline fits under).
 type RetryOptions struct {
 	InitialInterval    time.Duration     `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64           `json:"backoff_coefficient,omitempty"`

@@ -39,6 +39,9 @@ type Activities struct {
 	limiter *admission.Limiter
 	// throttles are Config.Admission.Throttles or their default.
 	throttles []int
+	// traceHeaders are the canonical names of the headers the propagator
+	// writes: a request may not set them.
+	traceHeaders map[string]bool
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -80,6 +83,10 @@ func New(cfg Config) (*Activities, error) {
 		tp = otel.GetTracerProvider()
 	}
 	a.tracer = tp.Tracer(tracerName)
+	a.traceHeaders = map[string]bool{}
+	for _, f := range a.propagator().Fields() {
+		a.traceHeaders[http.CanonicalHeaderKey(f)] = true
+	}
 	if !cfg.Admission.Off {
 		if err := cfg.Admission.validate(); err != nil {
 			return nil, err
@@ -120,13 +127,16 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 //     ErrTypeKeyLocked.
 //   - the key reused with another request: ErrTypeKeyReused.
 //   - server advice (Stripe-Should-Retry, X-Should-Retry) over the status
-//     table; 408, 425, 429, 500, 502, 503, 504 and transport errors retried.
+//     table (retryableStatus) and transport errors retried; a 2xx whose
+//     body broke off is a transport error, retried for its whole answer.
 //
 // Every failure is a *temporal.ApplicationError carrying FailureDetails:
 // retryable ones with a NextRetryDelay (Retry-After, else jittered backoff;
 // with admission on, a throttle (Admission.Throttles: 429 by default) without
 // Retry-After is retried as soon as the limiter admits it), final ones with
-// outcomeFinal set. Called outside an activity, Do returns an error.
+// NonRetryable set and FailureDetails.OutcomeUnknown saying whether the
+// server may have done the work. Called outside an activity, Do returns an
+// error.
 //
 // Each attempt that sends a request is an HTTP client span (a child of the
 // span in ctx: the activity's, with the SDK's tracing interceptor) named in
@@ -139,7 +149,8 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*Response, erro
 		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
 	}
 	info := activity.GetInfo(ctx)
-	p, err := a.prepare(req)
+	prev := loadProgress(ctx, info.Attempt)
+	p, err := a.prepare(req, prev.hint())
 	if err != nil {
 		origin := ""
 		if _, o, perr := request.ParseURL(req.URL); perr == nil && a.origins[o] != nil {
@@ -149,7 +160,6 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*Response, erro
 		return nil, err
 	}
 	m := a.metrics(ctx, p.origin, req.Operation)
-	prev := loadProgress(ctx, info.Attempt)
 	if err := a.admit(ctx, info, p, m, &prev); err != nil {
 		// Nothing was sent: no client span.
 		count(m, err)
@@ -177,7 +187,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	}
 	v := decide(&ans, &p.o.conv, prev.hint())
 	d := FailureDetails{
-		Operation: req.Operation, Method: p.method, URL: p.url.String(),
+		Operation: req.Operation, Method: p.method, URL: p.shown,
 		IdempotencyKey: req.IdempotencyKey, Attempt: info.Attempt, Status: ans.status, Reason: v.reason,
 	}
 	logger := activity.GetLogger(ctx)
@@ -188,25 +198,30 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		return r, ans.status, nil
 	}
 	var msg string
+	from := request.RedactURL(ans.from.String())
 	if ans.err != nil {
-		msg = fmt.Sprintf("%s %s: %s (%s)", p.method, p.url.Redacted(), request.RedactErr(ans.err), v.reason)
+		msg = fmt.Sprintf("%s %s: %s (%s)", p.method, from, request.RedactErr(ans.err), v.reason)
 	} else {
 		d.Body = a.redact.snippet(ans.body)
+		if ans.encoded != "" {
+			d.Body = "[body withheld: Content-Encoding " + ans.encoded + ", which the worker cannot decode to redact it]"
+		}
 		if v.errType == ErrTypeRedirect {
 			d.Location = a.redact.string(request.RedactURL(ans.header.Get("Location")))
 			if len(d.Location) > errorBodyBytes {
 				d.Location = strings.ToValidUTF8(d.Location[:errorBodyBytes], "") + "…"
 			}
 			msg = fmt.Sprintf("%s %s answered %d with Location %q: not followed (%s); call the final URL directly",
-				p.method, ans.from.Redacted(), ans.status, d.Location, v.reason)
+				p.method, from, ans.status, d.Location, v.reason)
 		} else {
-			msg = fmt.Sprintf("%s %s answered %d %s: %s", p.method, ans.from.Redacted(), ans.status, http.StatusText(ans.status), v.reason)
+			msg = fmt.Sprintf("%s %s answered %s: %s", p.method, from, strings.TrimSpace(fmt.Sprint(ans.status, " ", http.StatusText(ans.status))), v.reason)
 			if v.outcome == outcomeFinal && d.Body != "" {
 				msg += " (response: " + d.Body + ")"
 			}
 		}
 	}
 	if v.outcome == outcomeFinal {
+		d.OutcomeUnknown = prev.hint() || v.unknown
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
@@ -230,11 +245,12 @@ func withMargin(ctx context.Context) context.Context {
 }
 
 // prepare validates req with the rules of package request and the origin's
-// convention; its errors are non-retryable ApplicationErrors.
-func (a *Activities) prepare(req request.Input) (*prepared, error) {
+// convention; its errors are non-retryable ApplicationErrors, of unknown
+// outcome when an earlier attempt may have reached the server (unknown).
+func (a *Activities) prepare(req request.Input, unknown bool) (*prepared, error) {
 	invalid := func(err error) error {
 		return a.fail(err.Error(), ErrTypeInvalidRequest, FailureDetails{
-			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey,
+			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown,
 		})
 	}
 	method, err := request.Method(req.Method)
@@ -245,10 +261,10 @@ func (a *Activities) prepare(req request.Input) (*prepared, error) {
 	if err != nil {
 		return nil, invalid(err)
 	}
-	p := &prepared{req: req, method: method, url: u, origin: o, o: a.origins[o]}
+	p := &prepared{req: req, method: method, url: u, shown: request.RedactURL(u.String()), origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
-			ErrTypeOriginNotAllowed, FailureDetails{Operation: req.Operation, Method: method, URL: u.String(), IdempotencyKey: req.IdempotencyKey})
+			ErrTypeOriginNotAllowed, FailureDetails{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown})
 	}
 	if err := request.Operation(req.Operation); err != nil {
 		return nil, invalid(err)
@@ -269,6 +285,9 @@ func (a *Activities) prepare(req request.Input) (*prepared, error) {
 		canon := http.CanonicalHeaderKey(name)
 		if _, ok := p.o.creds[canon]; ok || canon == p.o.conv.KeyHeader {
 			return nil, invalid(fmt.Errorf("header %s may not be set in the request: the worker sets it (from its credentials or as this origin's key header)", canon))
+		}
+		if a.traceHeaders[canon] {
+			return nil, invalid(fmt.Errorf("header %s may not be set in the request: the worker writes it with each attempt's trace context (Config.Propagator)", canon))
 		}
 	}
 	return p, nil

@@ -396,25 +396,6 @@ func TestNetworkErrors(t *testing.T) {
 	}
 }
 
-// TestSuccessWithBodyCutShort: a 2xx is a success even when its body breaks
-// off: the server did the work. The body is omitted and flagged.
-func TestSuccessWithBodyCutShort(t *testing.T) {
-	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		conn, buf, _ := w.(http.Hijacker).Hijack()
-		_, _ = buf.WriteString("HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{\"partial\":")
-		_ = buf.Flush()
-		_ = conn.Close()
-	}))
-	t.Cleanup(cut.Close)
-	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{cut.URL}}, req(cut.URL))
-	require.NoError(t, err)
-	assert.Equal(t, 201, resp.Status)
-	assert.True(t, resp.BodyOmitted)
-	assert.Equal(t, "incomplete", resp.OmittedReason)
-	assert.Equal(t, int64(11), resp.BodyBytes)
-	assert.Len(t, resp.BodySHA256, 64)
-}
-
 func TestRedirects(t *testing.T) {
 	other := newRecorder(t, status(201, `{"other":true}`))
 	var srv *recorder

@@ -86,7 +86,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	next := *prev
 	next.Attempt, next.Ticket = info.Attempt, d.Ticket
 	fd := FailureDetails{
-		Operation: p.req.Operation, Method: p.method, URL: p.url.String(), IdempotencyKey: p.req.IdempotencyKey,
+		Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
 		Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount,
 		OutcomeUnknown: prev.hint(), NextRetryDelay: delay,
 	}
@@ -99,7 +99,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	}
 	fd.Reason = "waiting for admission: " + string(d.Reason)
 	msg := fmt.Sprintf("%s %s: not sent yet: adaptive admission holds requests to %s back (%s); its turn is in %s",
-		p.method, p.url.Redacted(), p.origin, why, d.Wait.Round(time.Millisecond))
+		p.method, p.shown, p.origin, why, d.Wait.Round(time.Millisecond))
 	logger := activity.GetLogger(ctx)
 	if info.ScheduleToCloseTimeout > 0 {
 		deadline, margin := scheduleDeadline(info, *prev, now)

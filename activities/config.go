@@ -208,9 +208,9 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 			}
 			for _, v := range vs {
 				v = strings.TrimSpace(v)
-				parts := secretParts(canon, v)
-				if len(parts) == 0 || len(parts[0]) < MinCredentialBytes {
-					return nil, nil, fmt.Errorf("Config.Credentials for %s: the %s value (its token, after any auth scheme) is shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; is the token missing?", s, canon, MinCredentialBytes)
+				parts, err := secretParts(canon, v)
+				if err != nil {
+					return nil, nil, fmt.Errorf("Config.Credentials for %s: %w", s, err)
 				}
 				o.creds[canon] = append(o.creds[canon], v)
 				secrets = append(secrets, parts...)
@@ -239,32 +239,46 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 }
 
 // secretParts returns the pieces of a credential value that must never be
-// shown, the first one always, the others when at least MinCredentialBytes
-// long: the value itself, or, when it
-// is an Authorization value with a scheme ("Bearer tok", "Basic dXNlcjpwYXNz"), the part after the
-// scheme and, for Basic credentials, the decoded password. The scheme itself
-// is no secret: redacting every "Bearer " would rewrite unrelated text.
-func secretParts(name, v string) []string {
-	parts := []string{v}
+// shown: the value itself or, for an Authorization value with a scheme
+// ("Bearer tok", "Basic dXNlcjpwYXNz"), the part after the scheme and, for
+// Basic credentials, the decoded password (or, when the password is empty,
+// as in Stripe's form, the user name, which then is the secret). The scheme
+// is no secret: redacting every "Bearer " would rewrite unrelated text, and
+// a user name beside a password is an account name. Each piece must be at
+// least MinCredentialBytes long: a shorter one could not be redacted
+// without rewriting unrelated text, so the error names it.
+func secretParts(name, v string) ([]string, error) {
+	short := func(what string, n int) error {
+		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret (is it missing?)", what, n, MinCredentialBytes)
+	}
 	isAuth := name == "Authorization" || name == "Proxy-Authorization"
-	if scheme, tok, ok := strings.Cut(v, " "); ok && isAuth && isToken(scheme) {
-		tok = strings.TrimSpace(tok)
-		parts = []string{tok}
-		if strings.EqualFold(scheme, "Basic") {
-			if dec, err := base64.StdEncoding.DecodeString(tok); err == nil {
-				if _, pass, ok := strings.Cut(string(dec), ":"); ok {
-					parts = append(parts, pass)
+	scheme, tok, ok := strings.Cut(v, " ")
+	if !ok || !isAuth || !isToken(scheme) {
+		if len(v) < MinCredentialBytes {
+			return nil, short("the "+name+" value", len(v))
+		}
+		return []string{v}, nil
+	}
+	tok = strings.TrimSpace(tok)
+	if len(tok) < MinCredentialBytes {
+		return nil, short("the "+name+" value's token, after the scheme "+scheme+",", len(tok))
+	}
+	parts := []string{tok}
+	if strings.EqualFold(scheme, "Basic") {
+		if dec, err := base64.StdEncoding.DecodeString(tok); err == nil {
+			if user, pass, ok := strings.Cut(string(dec), ":"); ok {
+				secret, what := pass, "the password of its Basic credentials"
+				if pass == "" {
+					secret, what = user, "the user name of its Basic credentials (the secret, since the password is empty)"
 				}
+				if len(secret) < MinCredentialBytes {
+					return nil, short(what, len(secret))
+				}
+				parts = append(parts, secret)
 			}
 		}
 	}
-	out := parts[:1]
-	for _, p := range parts[1:] {
-		if len(p) >= MinCredentialBytes {
-			out = append(out, p)
-		}
-	}
-	return out
+	return parts, nil
 }
 
 // isToken reports whether s looks like an auth scheme name.

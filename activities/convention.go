@@ -52,21 +52,51 @@ type Convention struct {
 }
 
 // Signal matches an answer: its status and, when Body is set, a
-// case-insensitive substring of its body (the first 64 KiB).
+// case-insensitive substring of its body (the first 64 KiB); when AnyOf is
+// set, the body must hold one of its substrings too.
 type Signal struct {
 	Status int
 	Body   string
+	// AnyOf narrows Body: {422, "idempoten", {"already used", …}} matches
+	// a 422 about the key being reused, not a validation error that
+	// merely names an idempotency_key field.
+	AnyOf []string
 }
 
 func (s Signal) matches(status int, lowerBody string) bool {
-	return s.Status == status && strings.Contains(lowerBody, strings.ToLower(s.Body))
+	if s.Status != status || !strings.Contains(lowerBody, strings.ToLower(s.Body)) {
+		return false
+	}
+	if len(s.AnyOf) == 0 {
+		return true
+	}
+	for _, w := range s.AnyOf {
+		if strings.Contains(lowerBody, strings.ToLower(w)) {
+			return true
+		}
+	}
+	return false
+}
+
+// keyReusedWords are what a 422 about idempotency says when the key was
+// reused with another request: the IETF draft's example ("Idempotency-Key
+// is already used", "MUST not be reused across different payloads"),
+// @node-idempotency's "is already used", and common phrasings of a
+// mismatch. A 422 that only names the key (a validation error about its
+// format, or an echoed idempotency_key field) is a plain client error.
+var keyReusedWords = []string{
+	"already used", "already been used", "reused", "re-used", "reuse",
+	"does not match", "doesn't match", "did not match", "mismatch",
+	"different payload", "different request", "different parameters", "different body",
+	"other payload", "another request", "same parameters",
 }
 
 // IETF returns the convention of the IETF draft "The Idempotency-Key HTTP
 // Header Field", the default: the key in Idempotency-Key; a 409 for a
 // request whose key is still being processed, recognised by the draft's
 // wording ("outstanding", "being processed", "in progress") or by Stripe's
-// code idempotency_key_in_use; a 422 whose body speaks of idempotency for a
+// code idempotency_key_in_use; a 422 whose body speaks of an idempotency
+// key already used or reused with another payload (keyReusedWords) for a
 // key reused with another request, and the answers of common server
 // libraries for the same (a 417, which a client that sends no Expect header
 // gets only from such a library, and Stripe's 400 idempotency_error);
@@ -77,10 +107,10 @@ func IETF() Convention {
 		ReplayedHeaders: []string{ReplayedHeader},
 		KeyMaxBytes:     request.MaxKeyBytes,
 		InFlight: []Signal{
-			{409, "outstanding"}, {409, "being processed"}, {409, "in progress"},
-			{409, "in-progress"}, {409, "still processing"}, {409, "idempotency_key_in_use"},
+			{Status: 409, Body: "outstanding"}, {Status: 409, Body: "being processed"}, {Status: 409, Body: "in progress"},
+			{Status: 409, Body: "in-progress"}, {Status: 409, Body: "still processing"}, {Status: 409, Body: "idempotency_key_in_use"},
 		},
-		KeyReused: []Signal{{422, "idempoten"}, {417, ""}, {400, "idempotency_error"}},
+		KeyReused: []Signal{{Status: 422, Body: "idempoten", AnyOf: keyReusedWords}, {Status: 417}, {Status: 400, Body: "idempotency_error"}},
 	}
 }
 
@@ -95,8 +125,8 @@ func Stripe() Convention {
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
 		KeyMaxBytes:     request.MaxKeyBytes,
-		InFlight:        []Signal{{409, "idempotency_key_in_use"}},
-		KeyReused:       []Signal{{400, "idempotency_error"}},
+		InFlight:        []Signal{{Status: 409, Body: "idempotency_key_in_use"}},
+		KeyReused:       []Signal{{Status: 400, Body: "idempotency_error"}},
 	}
 }
 

@@ -3,6 +3,8 @@ package activities_test
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,15 +88,74 @@ func echo(r *http.Request, mode byte, n int) string {
 	return ""
 }
 
+// qsecret stands in a query value of the URLs the fuzz server sends
+// ("$QV" in a Location or Content-Location header, and the 307 of a path
+// under /hop/): none of its pieces may reach any output.
+const qsecret = "qsv_3c4d5e6f7a8b9c0d"
+
+// cut reports whether the answer breaks off its body: it announces more
+// bytes than it sends, then closes the connection (statuses that carry no
+// body cannot be cut).
+func (a fuzzAnswer) cut() bool {
+	return a.echoMode&0x20 != 0 && a.status != http.StatusNoContent && a.status != http.StatusNotModified
+}
+
+// coding is the content coding the answer's body is sent in, asked for or
+// not: none, gzip when the request accepts it, deflate, or br (bytes that
+// are not decodable here).
+func (a fuzzAnswer) coding(r *http.Request) string {
+	switch a.echoMode >> 6 {
+	case 1:
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			return "gzip"
+		}
+	case 2:
+		return "deflate"
+	case 3:
+		return "br"
+	}
+	return ""
+}
+
+func encodeAs(coding string, b []byte) []byte {
+	var buf bytes.Buffer
+	switch coding {
+	case "gzip":
+		w := gzip.NewWriter(&buf)
+		_, _ = w.Write(b)
+		_ = w.Close()
+	case "deflate":
+		w := zlib.NewWriter(&buf)
+		_, _ = w.Write(b)
+		_ = w.Close()
+	case "br":
+		buf.WriteByte(0x1b)
+		buf.Write(b)
+	default:
+		return b
+	}
+	return buf.Bytes()
+}
+
 func (a fuzzAnswer) write(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/hop/") {
+		w.Header().Set("Location", "/hopped?X-Amz-Signature="+qsecret)
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		return
+	}
 	e := echo(r, a.echoMode, a.echoAt)
 	for line := range strings.SplitSeq(a.headers, "\n") {
 		name, value, ok := strings.Cut(line, ":")
 		if !ok || name == "" {
 			continue
 		}
-		value = strings.TrimSpace(strings.ReplaceAll(value, "$ECHO", e))
-		w.Header().Add(strings.TrimSpace(name), value)
+		name = strings.TrimSpace(name)
+		qv := ""
+		if c := http.CanonicalHeaderKey(name); c == "Location" || c == "Content-Location" {
+			qv = qsecret
+		}
+		value = strings.TrimSpace(strings.NewReplacer("$ECHO", e, "$QV", qv).Replace(value))
+		w.Header().Add(name, value)
 	}
 	if a.echoMode&0x08 != 0 {
 		w.Header().Set("X-Request-Id", e)
@@ -105,17 +166,40 @@ func (a fuzzAnswer) write(w http.ResponseWriter, r *http.Request) {
 	at := a.echoAt % (len(a.body) + 1)
 	body := make([]byte, 0, len(a.body)+len(e))
 	body = append(append(append(body, a.body[:at]...), e...), a.body[at:]...)
-	w.WriteHeader(a.status)
-	_, _ = w.Write(body)
+	if c := a.coding(r); c != "" {
+		w.Header().Set("Content-Encoding", c)
+		body = encodeAs(c, body)
+	}
+	if !a.cut() {
+		w.WriteHeader(a.status)
+		_, _ = w.Write(body)
+		return
+	}
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", a.status, http.StatusText(a.status))
+	h := w.Header().Clone()
+	h.Set("Content-Length", fmt.Sprint(len(body)+10))
+	_ = h.Write(buf)
+	_, _ = buf.WriteString("\r\n")
+	_, _ = buf.Write(body)
+	_ = buf.Flush()
 }
 
 // FuzzDo drives the activity with generated requests against a server
 // answering with generated statuses, headers (Location, Retry-After,
 // Stripe-Should-Retry …) and bodies that echo the worker's credentials at
-// generated offsets and in generated forms. Invariants: no panic; no 8-byte
-// piece of a credential in an error message, FailureDetails, result or log
-// line; success only on a 2xx; every result encodes within MaxResultBytes;
-// an invalid request (or one to an origin not allowed) sends nothing.
+// generated offsets and in generated forms, cut short or not, in content
+// codings asked for or not, after a same-origin 307 to a presigned URL or
+// not. Invariants: no panic; no 8-byte piece of a credential, nor of a
+// query value of a URL the server sent, in an error message,
+// FailureDetails, result or log line, whatever headers the request sets;
+// success only on a 2xx whose body arrived whole; every result encodes
+// within MaxResultBytes; an invalid request (or one to an origin not
+// allowed) sends nothing.
 func FuzzDo(f *testing.F) {
 	const (
 		tok    = "tok_fuzz_4e5d6c7b8a9f"
@@ -126,14 +210,16 @@ func FuzzDo(f *testing.F) {
 		mu      sync.Mutex
 		cur     fuzzAnswer
 		sent    int
-		answers []int
+		answers []fuzzAnswer
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		a := cur
 		sent++
-		answers = append(answers, a.status)
+		if !strings.HasPrefix(r.URL.Path, "/hop/") {
+			answers = append(answers, a)
+		}
 		mu.Unlock()
 		a.write(w, r)
 	}))
@@ -203,6 +289,20 @@ func FuzzDo(f *testing.F) {
 		// An escaped echo in a body that is not one JSON document stays as
 		// written: escapes mean nothing outside JSON (no 8-byte piece).
 		{1, "p", "", "", "", "", `{}`, 201, "", `""0`, 1, 4},
+		// Hardening, third round: a 2xx whose body breaks off; bodies in a
+		// content coding asked for by the client (gzip), or not (deflate,
+		// br), echoing the token; a workflow asking for gzip itself; a
+		// same-origin 307 to a presigned URL, then an error or a success;
+		// server-sent URLs with query values.
+		{1, "p", "", "", "", "", `{}`, 201, "Content-Type: application/json", `{"id":"rec_1","echo":""}`, 19, 0x20 | 2},
+		{1, "p", "", "", "", "", `{}`, 200, "", `{"echo":""}`, 9, 0x40 | 1},
+		{1, "p", "", "", "", "", `{}`, 201, "", `{"echo":""}`, 9, 0x80 | 2},
+		{1, "p", "", "", "", "", `{}`, 401, "", `{"echo":""}`, 9, 0xc0 | 1},
+		{1, "p", "", "Accept-Encoding", "gzip", "", `{}`, 201, "", `{"echo":""}`, 9, 0x40 | 1},
+		{1, "hop/pay", "", "", "", "", `{}`, 400, "", `{"error":"bad"}`, 0, 0},
+		{1, "hop/pay", "", "", "", "", `{}`, 503, "", "", 0, 0},
+		{1, "hop/pay", "", "", "", "", `{}`, 201, "Location: /r/1?sig=$QV\nContent-Location: https://cdn.example.net/o?X-Amz-Signature=$QV", "", 0, 0},
+		{1, "p", "", "", "", "", `{}`, 302, "Location: https://elsewhere.example/x?X-Amz-Credential=$QV", "", 0, 0},
 	} {
 		f.Add(s.method, s.path, s.query, s.hName, s.hVal, s.key, []byte(s.body), s.status, s.headers, []byte(s.respBody), s.echoAt, s.echoMode)
 	}
@@ -252,17 +352,25 @@ func FuzzDo(f *testing.F) {
 			}
 		}
 		mu.Lock()
-		n, got := sent-before, append([]int(nil), answers...)
+		n, got := sent-before, append([]fuzzAnswer(nil), answers...)
 		mu.Unlock()
 		text := logs.take()
 
-		assertNoPiece(t, err, resp, text, tok, digits)
+		secrets := []string{tok, digits}
+		if len(pieces(strings.Join([]string{path, query, hName, hVal, key, string(body), strings.ReplaceAll(headers, "$QV", ""), string(respBody)}, "\n"), qsecret)) == 0 {
+			secrets = append(secrets, qsecret) // not in the input: only a server-sent URL holds it
+		}
+		assertNoPiece(t, err, resp, text, secrets...)
 		if err == nil {
-			if n == 0 || got[len(got)-1] < 200 || got[len(got)-1] > 299 {
-				t.Fatalf("success after answers %v", got)
+			if len(got) == 0 {
+				t.Fatalf("success without an answer (%d requests)", n)
 			}
-			if resp.Status != got[len(got)-1] {
-				t.Fatalf("result status %d, server answered %v", resp.Status, got)
+			last := got[len(got)-1]
+			if last.status < 200 || last.status > 299 || last.cut() {
+				t.Fatalf("success after answers %+v (the last cut: %v)", got, last.cut())
+			}
+			if resp.Status != last.status {
+				t.Fatalf("result status %d, server answered %+v", resp.Status, got)
 			}
 			enc, merr := json.Marshal(resp)
 			if merr != nil || len(enc) > bound {

@@ -2,13 +2,15 @@
 // request per attempt and classifies its outcome for Temporal's retry policy.
 //
 // The activity never loops: every attempt is one request. A retryable outcome
-// (a network error, 408, 429, 500, 502, 503, 504, or a 409 that carries
-// Retry-After) is returned as a retryable [temporal.ApplicationError] whose
+// (a network error, a retryable status, a key in flight: the classification
+// table in the README, implemented once in outcome.go) is returned as a
+// retryable [temporal.ApplicationError] whose
 // NextRetryDelay is either the server's Retry-After or a jittered exponential
 // backoff computed from the activity's retry policy, so Temporal schedules the
 // next attempt, counts attempts and enforces the schedule-to-close deadline.
-// A non-retryable outcome (any other 4xx, 501, 505, a TLS certificate error, an
-// invalid request) is returned with NonRetryable set and one of the ErrType
+// A non-retryable outcome (a 4xx that retrying cannot fix, a 5xx such as
+// 501, a TLS certificate error, an invalid request) is returned with
+// NonRetryable set and one of the ErrType
 // constants as its type, so a workflow can match it:
 //
 //	var appErr *temporal.ApplicationError

@@ -51,11 +51,13 @@ const (
 	// (or told the activity not to retry).
 	ErrTypeClientError = "HTTPClientError"
 	// ErrTypeServerError: the server answered a status that retrying cannot fix
-	// (501, 505, an unexpected 1xx or 3xx, or a status outside 100–599).
+	// (501, 505 and the 5xx not retried, an unexpected 1xx or 3xx, or a
+	// status outside 100–599). FailureDetails.OutcomeUnknown says whether
+	// the server may have done part of the work.
 	ErrTypeServerError = "HTTPNonRetryableStatus"
-	// ErrTypeRetryableStatus: the server answered 408, 425, 429, 500, 502,
-	// 503 or 504, or told the activity to retry; Temporal retries it with
-	// the same key.
+	// ErrTypeRetryableStatus: the server answered a retryable status (408,
+	// 425, 429, 500, 502, 503, 504, 520–524: retryableStatus in outcome.go),
+	// or told the activity to retry; Temporal retries it with the same key.
 	ErrTypeRetryableStatus = "HTTPRetryableStatus"
 	// ErrTypeNetwork: the request or response failed in transit; Temporal retries
 	// it with the same key.

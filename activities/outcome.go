@@ -30,11 +30,26 @@ type verdict struct {
 var adviceHeaders = []string{"Stripe-Should-Retry", "X-Should-Retry"}
 
 // retryableStatus lists the statuses retried by the status table: 408, 425
-// (RFC 8470 asks the client to retry), 429 and the transient 5xx.
+// (RFC 8470 asks the client to retry), 429, the transient 5xx, and the
+// answers of Cloudflare's edge about the origin behind it (520 unknown
+// error, 521 origin down, 522 connection timed out, 523 origin
+// unreachable, 524 a timeout occurred), which are gateway answers as 502
+// and 504 are: the key makes the retry safe.
 var retryableStatus = map[int]bool{
 	http.StatusRequestTimeout: true, http.StatusTooEarly: true, http.StatusTooManyRequests: true,
 	http.StatusInternalServerError: true, http.StatusBadGateway: true,
 	http.StatusServiceUnavailable: true, http.StatusGatewayTimeout: true,
+	520: true, 521: true, 522: true, 523: true, 524: true,
+}
+
+// unknownStatus reports whether an answer with status leaves the outcome
+// unknown: a 408 or a 5xx may come from a gateway while the server behind
+// it goes on processing, or from a server that failed halfway. 501 and 505
+// say the server did not take the request up (its method or HTTP version
+// is not supported). A 425 or 429 comes before any processing.
+func unknownStatus(status int) bool {
+	return status == http.StatusRequestTimeout ||
+		status >= 500 && status != http.StatusNotImplemented && status != http.StatusHTTPVersionNotSupported
 }
 
 // decide is the one place where an attempt's answer is classified. hint is
@@ -45,23 +60,33 @@ var retryableStatus = map[int]bool{
 //  1. a transport error: TLS verification and a plain-http server behind an
 //     https URL are non-retryable; every other error is retryable (the key
 //     makes a repeat safe); it is an unknown outcome unless nothing was sent
-//     (dial and DNS errors).
+//     (dial and DNS errors). A 2xx whose body broke off is one too: the
+//     server did the work, and a retry with the key gets its whole answer.
 //  2. 2xx: success.
 //  3. 3xx with a Location: RedirectNotFollowed (send follows what may be).
 //  4. in flight: a 409 (or a Convention.InFlight signal) is a request with
 //     this key still being processed when the server says so (a
-//     Convention.InFlight signal, Retry-After, or retry advice "true") or the
+//     Convention.InFlight signal, Retry-After, or retry advice "true"),
+//     whatever its retry advice: failing would report an operation the
+//     server is still doing as failed. It is also in flight when only the
 //     activity knows it (hint: an earlier attempt got no answer, or a 408
-//     or 5xx that a gateway may have sent while the server went on). It is
-//     retried with the same key and not
-//     counted, unless the server advises against retrying.
+//     or 5xx that a gateway may have sent while the server went on), unless
+//     the server advises against retrying: its explicit word beats the
+//     activity's guess (the final error then says OutcomeUnknown). It is
+//     retried with the same key and not counted.
 //  5. key reused: a Convention.KeyReused signal: ErrTypeKeyReused.
 //  6. server advice (Stripe-Should-Retry, X-Should-Retry: true or false)
 //     decides over the status table.
-//  7. the status table: 408, 425, 429, 500, 502, 503, 504 retryable; other
-//     4xx ErrTypeClientError; anything else ErrTypeServerError.
+//  7. the status table: retryableStatus retried; other 4xx
+//     ErrTypeClientError; anything else ErrTypeServerError.
+//
+// unknownStatus marks the answers after which the outcome is unknown.
 func decide(ans *answer, conv *Convention, hint bool) verdict {
 	if ans.err != nil {
+		if ans.status >= 200 && ans.status <= 299 {
+			return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, unknown: true,
+				reason: fmt.Sprintf("the %d answer's body broke off after %d bytes: the server has most likely done the work; retrying with the same key to get its whole stored answer", ans.status, ans.size)}
+		}
 		return decideError(ans.err)
 	}
 	status := ans.status
@@ -77,7 +102,7 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	inFlightStatus := status == http.StatusConflict
 	sig, signalled := match(conv.InFlight, status, body)
 	inFlightStatus = inFlightStatus || signalled
-	if inFlightStatus && !(adviceSet && !advice) {
+	if inFlightStatus {
 		var why string
 		switch {
 		case signalled:
@@ -86,7 +111,7 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 			why = "it carries Retry-After"
 		case adviceSet && advice:
 			why = adviceName + ": true"
-		case hint:
+		case hint && !adviceSet:
 			why = "an earlier attempt with this key ended without an answer, so the server is most likely still processing it"
 		}
 		if why != "" {
@@ -102,20 +127,19 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 		if advice {
 			return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
 		}
-		return verdict{outcome: outcomeFinal, errType: statusType(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
+		return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
 	}
 	if retryableStatus[status] {
-		// A 408 or a 5xx may come from a gateway while the server behind it
-		// goes on processing: the outcome is unknown. A 425 or 429 comes
-		// before any processing.
-		unknown := status == http.StatusRequestTimeout || status >= 500
-		return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: unknown, reason: fmt.Sprintf("%d is retryable", status)}
+		return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: unknownStatus(status), reason: fmt.Sprintf("%d is retryable", status)}
 	}
 	reason := fmt.Sprintf("%d is not retryable: the same request cannot succeed; fix the request", status)
-	if inFlightStatus {
+	switch {
+	case inFlightStatus:
 		reason = "409 with no sign that a request with this key is in flight (no Retry-After, no in-flight body, no earlier attempt without an answer): a conflict with the state of the server"
+	case status >= 500:
+		reason = fmt.Sprintf("%d is not retryable: the server cannot handle this request (it may have done part of it)", status)
 	}
-	return verdict{outcome: outcomeFinal, errType: statusType(status), reason: reason}
+	return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: reason}
 }
 
 func statusType(status int) string {

@@ -28,7 +28,8 @@ func decideStatus(status int, h http.Header, body string, hint bool) verdict {
 }
 
 func TestDecideEveryStatus(t *testing.T) {
-	retryable := map[int]bool{408: true, 425: true, 429: true, 500: true, 502: true, 503: true, 504: true}
+	retryable := map[int]bool{408: true, 425: true, 429: true, 500: true, 502: true, 503: true, 504: true,
+		520: true, 521: true, 522: true, 523: true, 524: true}
 	for status := 100; status <= 599; status++ {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			v := decideStatus(status, nil, "", false)
@@ -45,7 +46,7 @@ func TestDecideEveryStatus(t *testing.T) {
 			case status >= 400 && status <= 499:
 				assert.Equal(t, outcomeFinal, v.outcome)
 				assert.Equal(t, ErrTypeClientError, v.errType)
-			default: // 1xx, 3xx, 501, 505-599
+			default: // 1xx, 3xx, 501, 505-519, 525-599
 				assert.Equal(t, outcomeFinal, v.outcome)
 				assert.Equal(t, ErrTypeServerError, v.errType)
 			}
@@ -84,9 +85,21 @@ func TestDecideRules(t *testing.T) {
 		{"409 Stripe idempotency_key_in_use is in flight", 409, nil, stripeInUse, false, outcomeRetry, ErrTypeKeyInFlight, true},
 		{"409 after an attempt without an answer is in flight", 409, nil, `conflict`, true, outcomeRetry, ErrTypeKeyInFlight, true},
 		{"409 with Stripe-Should-Retry true is in flight", 409, h("Stripe-Should-Retry", "true"), "", false, outcomeRetry, ErrTypeKeyInFlight, true},
-		{"409 in flight but the server says do not retry", 409, h("Stripe-Should-Retry", "false"), stripeInUse, true, outcomeFinal, ErrTypeClientError, false},
+		// The server's own word that the key is in flight decides over its
+		// general advice: failing would report a payment that is still
+		// being made as failed.
+		{"409 in flight signal wins over advice false", 409, h("Stripe-Should-Retry", "false"), stripeInUse, false, outcomeRetry, ErrTypeKeyInFlight, true},
+		{"409 with Retry-After wins over advice false", 409, h("Stripe-Should-Retry", "false", "Retry-After", "2"), "", false, outcomeRetry, ErrTypeKeyInFlight, true},
+		// Only the activity's guess makes a bare 409 in flight: the
+		// server's explicit advice decides (final, of unknown outcome).
+		{"bare 409 after an unanswered attempt, advice false", 409, h("Stripe-Should-Retry", "false"), `conflict`, true, outcomeFinal, ErrTypeClientError, false},
 		{"422 IETF key reused", 422, nil, ietfReused, false, outcomeFinal, ErrTypeKeyReused, false},
 		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"422 validation error naming the key field", 422, nil, `{"errors":{"idempotency_key":["is too long (maximum is 64 characters)"]}}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"422 validation error about the key's format", 422, nil, `{"title":"Invalid Idempotency-Key","detail":"Idempotency-Key must be a UUID"}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"422 IETF draft's key reused detail", 422, nil, `{"detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."}`, false, outcomeFinal, ErrTypeKeyReused, false},
+		{"422 @node-idempotency/nestjs key reused", 422, nil, `{"statusCode":422,"message":"Idempotency-Key is already used"}`, false, outcomeFinal, ErrTypeKeyReused, false},
+		{"422 key used with another payload", 422, nil, `{"error":"idempotency key was used with a different request payload"}`, false, outcomeFinal, ErrTypeKeyReused, false},
 		{"417 express-style key reused", 417, nil, "", false, outcomeFinal, ErrTypeKeyReused, false},
 		{"400 Stripe idempotency_error", 400, nil, stripeReused, false, outcomeFinal, ErrTypeKeyReused, false},
 		{"400 plain", 400, nil, `{"error":"bad"}`, false, outcomeFinal, ErrTypeClientError, false},
@@ -191,7 +204,13 @@ func TestOutcomeString(t *testing.T) {
 // gateway while the server behind it goes on charging, so a bare 409 after
 // one is waited out; a 429 or 425 comes before any processing.
 func TestGatewayAnswersAreUnknownOutcomes(t *testing.T) {
-	for status, unknown := range map[int]bool{408: true, 500: true, 502: true, 503: true, 504: true, 425: false, 429: false} {
+	for status, unknown := range map[int]bool{
+		408: true, 500: true, 502: true, 503: true, 504: true, 425: false, 429: false,
+		520: true, 521: true, 522: true, 523: true, 524: true,
+		// Final 5xx: the server may have failed halfway, except where it
+		// says it did not take the request up (method, HTTP version).
+		501: false, 505: false, 507: true, 511: true, 599: true, 400: false, 404: false,
+	} {
 		v := decideStatus(status, nil, "", false)
 		assert.Equal(t, unknown, v.unknown, "%d", status)
 	}

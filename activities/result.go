@@ -11,7 +11,7 @@ import (
 const (
 	omittedTooLarge   = "too large"
 	omittedCredential = "credential"
-	omittedIncomplete = "incomplete"
+	omittedEncoded    = "encoded"
 )
 
 // urlHeaders hold URLs the server sends: their user info and query values
@@ -53,8 +53,8 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
 	}
 	body := ans.body
 	switch {
-	case ans.cut != nil:
-		omit(omittedIncomplete)
+	case ans.encoded != "":
+		omit(omittedEncoded)
 	case ans.size > a.cfg.MaxResponseBytes || ans.truncated:
 		omit(omittedTooLarge)
 	case len(body) == 0:

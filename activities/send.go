@@ -1,7 +1,11 @@
 package activities
 
 import (
+	"bufio"
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +25,9 @@ type prepared struct {
 	req    request.Input
 	method string
 	url    *url.URL
+	// shown is url as messages, details, spans and logs may show it: with
+	// its query values redacted (request.RedactURL, the one rule).
+	shown  string
 	origin string
 	o      *origin
 }
@@ -36,9 +43,10 @@ type answer struct {
 	size      int64
 	sha256    string
 	truncated bool
-	// cut is set when the body of a 2xx ended early (the connection broke):
-	// the operation succeeded, its body is incomplete.
-	cut error
+	// encoded names the content coding of a body that could not be
+	// decoded (body then holds the encoded bytes, which redaction cannot
+	// see into): such a body is never shown.
+	encoded string
 	// from is the URL that answered.
 	from *url.URL
 	err  error
@@ -60,6 +68,11 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 			hr.ContentLength = int64(len(body))
 			hr.Header.Set("Content-Type", "application/json")
 		}
+		// Defaults first: a workflow's Accept or User-Agent is sent as set.
+		// What the worker sets after them, the request may not set
+		// (request.Headers and prepare refuse it).
+		hr.Header.Set("User-Agent", a.cfg.UserAgent)
+		hr.Header.Set("Accept", "application/json")
 		for k, v := range p.req.Headers {
 			hr.Header[http.CanonicalHeaderKey(k)] = []string{v}
 		}
@@ -67,8 +80,6 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 			hr.Header[k] = vs
 		}
 		hr.Header.Set(p.o.conv.KeyHeader, p.req.IdempotencyKey)
-		hr.Header.Set("User-Agent", a.cfg.UserAgent)
-		hr.Header.Set("Accept", "application/json")
 		a.inject(ctx, propagation.HeaderCarrier(hr.Header))
 		resp, err := a.client.Do(hr)
 		if err != nil {
@@ -92,35 +103,140 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	}
 }
 
-// read reads the response body: up to MaxResponseBytes+1 bytes are kept; the
-// body of a 2xx is read on (up to maxHashedBody bytes) to measure and hash it.
+// read reads the response body, decoded when the server sent it with a
+// content coding that the client did not decode (see decoder): up to
+// MaxResponseBytes+1 bytes are kept; the body of a 2xx is read on (up to
+// maxHashedBody bytes) to measure and hash it. A body that breaks off is
+// an error, for a 2xx too: its status is kept (see decide).
 func (a *Activities) read(resp *http.Response) answer {
 	defer resp.Body.Close()
 	ans := answer{status: resp.StatusCode, header: resp.Header}
+	wire := &wireReader{r: resp.Body}
+	body, coding := decoder(resp.Header, wire)
+	if coding != "" {
+		ans.encoded = coding
+	}
 	h := sha256.New()
-	data, err := io.ReadAll(io.TeeReader(io.LimitReader(resp.Body, a.cfg.MaxResponseBytes+1), h))
+	data, err := io.ReadAll(io.TeeReader(io.LimitReader(body, a.cfg.MaxResponseBytes+1), h))
 	ans.body, ans.size = data, int64(len(data))
 	if err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 && ans.size > a.cfg.MaxResponseBytes {
 		var n int64
-		n, err = io.Copy(h, io.LimitReader(resp.Body, maxHashedBody-ans.size))
+		n, err = io.Copy(h, io.LimitReader(body, maxHashedBody-ans.size))
 		ans.size += n
 		if err == nil && ans.size >= maxHashedBody {
 			var one [1]byte
-			if m, _ := resp.Body.Read(one[:]); m > 0 {
+			if m, _ := body.Read(one[:]); m > 0 {
 				ans.truncated = true
 			}
 		}
 	}
-	if err != nil {
-		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-			// A 2xx is a success whatever happens to its body afterwards.
-			ans.cut = err
-		} else {
-			ans.err = fmt.Errorf("reading the %d response body: %w", resp.StatusCode, err)
-		}
+	switch {
+	case err != nil && wire.err == nil && ans.encoded == "" && body != io.Reader(wire):
+		// The connection delivered the whole body, but its coding is
+		// broken: it is kept as received, encoded, and never shown.
+		ans.encoded = codingNames(contentCodings(resp.Header)) + " (broken)"
+	case err != nil:
+		ans.err = fmt.Errorf("reading the %d response body: %w", resp.StatusCode, err)
 	}
 	ans.sha256 = hex.EncodeToString(h.Sum(nil))
 	return ans
+}
+
+// wireReader remembers the error that ended reading from the connection,
+// so that a body cut in transit can be told from one whose coding is broken.
+type wireReader struct {
+	r   io.Reader
+	err error
+}
+
+func (w *wireReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if err != nil && err != io.EOF {
+		w.err = err
+	}
+	return n, err
+}
+
+// decoder returns a reader of the decoded body. The HTTP client decodes
+// gzip itself when it asked for it (and then drops Content-Encoding); a
+// server may still encode unasked, or the worker's HTTPClient may not
+// decode. gzip and deflate (zlib, or raw as some servers send it) are
+// decoded here, so that redaction sees the text; any other coding (br,
+// zstd, …) is returned as its name, with the raw reader: the body is then
+// never shown, since credentials in it cannot be found.
+func decoder(h http.Header, r io.Reader) (io.Reader, string) {
+	codings := contentCodings(h)
+	// Codings are listed in the order they were applied: undo the last first.
+	for i := len(codings) - 1; i >= 0; i-- {
+		switch codings[i] {
+		case "gzip", "x-gzip":
+			r = &lazy{open: func(src io.Reader) (io.Reader, error) { return gzip.NewReader(src) }, src: r}
+		case "deflate":
+			r = &lazy{open: openDeflate, src: r}
+		default:
+			return r, codingNames(codings)
+		}
+	}
+	return r, ""
+}
+
+// contentCodings returns the codings of Content-Encoding, lower-cased,
+// without identity.
+func contentCodings(h http.Header) []string {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return codings
+}
+
+// codingNames names content codings for a message: the server's words, so
+// only short tokens are shown as written.
+func codingNames(codings []string) string {
+	for _, c := range codings {
+		if len(c) > 16 || !request.ValidHeaderName(c) {
+			return "of an unknown coding"
+		}
+	}
+	return strings.Join(codings, ", ")
+}
+
+// openDeflate reads "deflate" as RFC 9110 defines it (zlib) or as raw
+// DEFLATE, which some servers send instead.
+func openDeflate(src io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(src)
+	head, err := br.Peek(2)
+	if err != nil {
+		return nil, err
+	}
+	if head[0]&0x0f == 8 && (uint16(head[0])<<8|uint16(head[1]))%31 == 0 {
+		return zlib.NewReader(br)
+	}
+	return flate.NewReader(br), nil
+}
+
+// lazy opens a decoding reader on its first Read, so that an error in the
+// coding's header comes from Read like any other.
+type lazy struct {
+	open func(io.Reader) (io.Reader, error)
+	src  io.Reader
+	r    io.Reader
+}
+
+func (l *lazy) Read(p []byte) (int, error) {
+	if l.r == nil {
+		r, err := l.open(l.src)
+		if err != nil {
+			// An empty body (io.EOF before any byte) stays empty.
+			return 0, err
+		}
+		l.r = r
+	}
+	return l.r.Read(p)
 }
 
 // lowerBody returns the start of the body, lower-cased, for signal matching.

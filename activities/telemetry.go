@@ -16,8 +16,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // The activity's metrics, recorded through the worker's metrics handler
@@ -152,7 +150,7 @@ func (a *Activities) startSpan(ctx context.Context, p *prepared, attempt int32) 
 	}
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(p.method),
-		semconv.URLFull(request.RedactURL(p.url.String())),
+		semconv.URLFull(p.shown),
 		semconv.ServerAddress(p.url.Hostname()),
 		attrOperation.String(p.req.Operation),
 		attrKey.String(p.req.IdempotencyKey),
@@ -210,11 +208,15 @@ func endSpan(span trace.Span, status int, resp *Response, err error) {
 // unless Config.Propagator says otherwise. Not the global propagator: its
 // baggage, meant for the worker's own services, would go to every API.
 func (a *Activities) inject(ctx context.Context, h propagation.HeaderCarrier) {
+	a.propagator().Inject(ctx, h)
+}
+
+// propagator is Config.Propagator or its default, W3C Trace Context.
+func (a *Activities) propagator() propagation.TextMapPropagator {
 	if a.cfg.Propagator != nil {
-		a.cfg.Propagator.Inject(ctx, h)
-		return
+		return a.cfg.Propagator
 	}
-	propagation.TraceContext{}.Inject(ctx, h)
+	return propagation.TraceContext{}
 }
 
 // observeRetry records a retry handed to Temporal: its delay (when the

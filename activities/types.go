@@ -31,14 +31,18 @@ type Response struct {
 	// succeeded; OmittedReason says why, BodyBytes and BodySHA256 identify it.
 	BodyOmitted bool `json:"body_omitted,omitempty"`
 	// OmittedReason is "too large" (the encoded result would pass
-	// Config.MaxResultBytes, or the body passed Config.MaxResponseBytes) or
+	// Config.MaxResultBytes, or the body passed Config.MaxResponseBytes),
 	// "credential" (the body holds a credential that cannot be redacted
-	// without rewriting it).
+	// without rewriting it) or "encoded" (the server sent it in a content
+	// coding the worker cannot decode, such as br, so credentials in it
+	// could not be found). A body that broke off is never a result: the
+	// attempt is retried with the same key (see Activities.Do).
 	OmittedReason string `json:"omitted_reason,omitempty"`
 	// BodyRedacted is true when credentials were redacted inside the body's
 	// JSON strings (the body stays valid JSON).
 	BodyRedacted bool `json:"body_redacted,omitempty"`
-	// BodyBytes is the size of the body received.
+	// BodyBytes is the size of the body received (decoded, when the
+	// server sent it gzip- or deflate-encoded).
 	BodyBytes int64 `json:"body_bytes"`
 	// BodySHA256 is the hex SHA-256 of the body received, set when the body
 	// is omitted or redacted, so an operator can match it with the server's.

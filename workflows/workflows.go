@@ -389,7 +389,7 @@ func invalid(format string, args ...any) error {
 func logFailure(ctx workflow.Context, in request.Input, err error) {
 	kv := []any{
 		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
-		"url", in.URL, "body_sha256", request.BodyHash(in.Body), "error", err,
+		"url", request.RedactURL(in.URL), "body_sha256", request.BodyHash(in.Body), "error", err,
 	}
 	if d, ok := activities.Details(err); ok {
 		kv = append(kv, "attempts", d.Attempt, "last_status", d.Status)

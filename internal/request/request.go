@@ -181,6 +181,10 @@ var setByClient = map[string]string{
 	"Te":                "it is managed by the HTTP client",
 	"Upgrade":           "it is managed by the HTTP client",
 	"Expect":            "it is managed by the HTTP client",
+	"Accept-Encoding":   "the HTTP client negotiates compression itself and decodes the body before credentials are redacted from it; an encoded body would hide them",
+	"Accept-Charset":    "a body in another charset would hide credentials from redaction",
+	"Traceparent":       "the worker writes each attempt's W3C trace context",
+	"Tracestate":        "the worker writes each attempt's W3C trace context",
 }
 
 // credentialWords mark a header name as a credential once it is lower-cased

@@ -56,6 +56,13 @@ func TestHeaders(t *testing.T) {
 		{"set by the client", map[string]string{"Content-Length": "3"}, "computed from the body"},
 		{"key header", map[string]string{"idempotency-key": "k"}, "IdempotencyKey"},
 		{"Expect", map[string]string{"Expect": "100-continue"}, "managed by the HTTP client"},
+		// Hardening, third round: a coding or charset the client asks for
+		// would hide credentials from redaction; the trace context is the
+		// worker's, per attempt.
+		{"Accept-Encoding", map[string]string{"accept-encoding": "gzip"}, "decodes the body before credentials are redacted"},
+		{"Accept-Charset", map[string]string{"Accept-Charset": "utf-16"}, "another charset"},
+		{"Traceparent", map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, "trace context"},
+		{"Tracestate", map[string]string{"Tracestate": "a=b"}, "trace context"},
 		{"invalid name", map[string]string{"X Note": "a"}, "invalid header name"},
 		{"empty name", map[string]string{"": "a"}, "invalid header name"},
 		{"name with colon", map[string]string{"X-Note:": "a"}, "invalid header name"},

@@ -400,8 +400,26 @@ func (l *Limiter) Observe(origin string, sent, now time.Time, throttled bool) {
 	default:
 		t := b.at.Sub(b.lastThrottle).Seconds()
 		k := math.Cbrt(b.lastMax * (1 - beta) / cubeC)
-		cubic := cubeC*math.Pow(t-k, 3) + b.lastMax
-		b.rate = max(min(cubic, 2*b.measured), l.cfg.MinRate)
+		rate := cubeC*math.Pow(t-k, 3) + b.lastMax
+		// Never above twice the measured answer rate, once there is a
+		// measurement. botocore (retries/adaptive.py, ClientRateLimiter.
+		// on_receiving_response) and aws-sdk-go-v2 (aws/retry/
+		// adaptive_ratelimit.go, Update) apply min(rate, 2·measured)
+		// always, measured or not; but they also cut from the measured
+		// rate (their bucket is off until the first throttle, so there is
+		// no other rate), so cap and cut come from one figure, and a
+		// throttle before any measurement takes them to their minimum
+		// rate too. Here the first cut is from the rate that was being
+		// sent (the slow start's) and later cuts use the measured rate
+		// only once there is one; the cap follows the cut: 2 × 0 would
+		// drop the rate to MinRate on the first success after the first
+		// throttle. Before a measurement every answer since the first is
+		// in one measuring interval, so t is under measureInterval and
+		// the curve is still about lastMax·beta to lastMax.
+		if b.measured > 0 {
+			rate = min(rate, 2*b.measured)
+		}
+		b.rate = max(rate, l.cfg.MinRate)
 	}
 }
 

@@ -657,6 +657,47 @@ func TestClockStep(t *testing.T) {
 	}
 }
 
+// TestSuccessAfterFirstThrottle: an answer that is not a throttle, right
+// after the first throttle and before the answer rate has been measured,
+// grows the rate along the cubic curve from the cut; the bound of twice the
+// measured rate waits for a measurement (not 2 × 0, which would drop the rate
+// to MinRate).
+func TestSuccessAfterFirstThrottle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		answers int // answers before the throttle, 10 ms apart
+		after   time.Duration
+	}{
+		{"defaults, at once", Config{}, 0, 0},
+		{"defaults, 100ms later", Config{}, 0, ms(100)},
+		{"defaults, 390ms later", Config{}, 0, ms(390)},
+		{"slow start to 13", Config{}, 3, ms(100)},
+		{"rate 1", Config{InitialRate: 1}, 0, ms(200)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(tc.cfg)
+			// All the answers are in the first measuring interval, [0, 500ms):
+			// none is measured yet.
+			for i := range tc.answers {
+				l.Observe(origin, at(ms(10*i)), at(ms(10*i+5)), false)
+			}
+			cut := at(ms(100))
+			before := l.State(origin, cut).Rate
+			l.Observe(origin, cut.Add(-ms(100)), cut, true)
+			if b := bucketOf(l, origin); b.measured != 0 {
+				t.Fatalf("measured %v before the success, want none yet", b.measured)
+			}
+			l.Observe(origin, cut.Add(tc.after-ms(10)), cut.Add(tc.after), false)
+			k := math.Cbrt(before * (1 - beta) / cubeC)
+			want := cubeC*math.Pow(tc.after.Seconds()-k, 3) + before
+			if r := l.State(origin, cut.Add(tc.after)).Rate; !near(r, want, 1e-9) || r < before*beta || r > before {
+				t.Fatalf("rate %v after a throttle at %v and one success %v later, want %v (the cubic curve from %v)", r, before, tc.after, want, before*beta)
+			}
+		})
+	}
+}
+
 func TestLongRunMatchesRate(t *testing.T) {
 	for _, tc := range []struct {
 		name string

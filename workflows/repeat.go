@@ -64,3 +64,17 @@ func forget(ctx workflow.Context, key string) {
 	defer calls.Unlock()
 	delete(calls.keys[weak.Make(workflow.GetInfo(ctx))], key)
 }
+
+// refuseRepeat is the Repeat rule, the one statement of it that Call (in
+// execute) and ExecuteChild (in the parent) share: it records that this
+// run calls with key for req.Operation, and refuses the call when an
+// earlier call of the run used key, unless req.Repeat says the repeat is
+// meant. The caller forgets key when its call fails.
+func refuseRepeat(ctx workflow.Context, key string, req Request) error {
+	prev, again := repeated(ctx, key, req.Operation)
+	if !again || req.Repeat {
+		return nil
+	}
+	return invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
+		req.Operation, prev, req.Operation+"-2")
+}

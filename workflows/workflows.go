@@ -120,8 +120,11 @@ type Request struct {
 	// after the first succeeded, is meant (to read the server's stored
 	// answer again). Without it, such a call fails with InvalidRequest: the
 	// server would answer it with the first call's stored response, and its
-	// work would silently not happen. A call again after a failed one is a
-	// retry of the same operation and needs no Repeat.
+	// work would silently not happen. The rule holds across Post, Call and
+	// ExecuteChild in any mix (ExecuteChild derives the key in the parent):
+	// a child after a Post with the same operation is a repeat too. A call
+	// again after a failed one is a retry of the same operation and needs no
+	// Repeat.
 	Repeat bool `json:"repeat,omitempty"`
 }
 
@@ -240,9 +243,8 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 // execute runs the activity with in, the input prepare made of req, under
 // ao, and logs a final failure.
 func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.ActivityOptions) (*activities.Response, error) {
-	if prev, again := repeated(ctx, in.IdempotencyKey, req.Operation); again && !req.Repeat {
-		return nil, invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
-			req.Operation, prev, req.Operation+"-2")
+	if err := refuseRepeat(ctx, in.IdempotencyKey, req); err != nil {
+		return nil, err
 	}
 	var resp activities.Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp); err != nil {
@@ -418,6 +420,14 @@ func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, 
 // workflow ID is the parent's ID plus "/" plus the operation, which is
 // therefore required, and the key is derived in the parent, so both are
 // stable across resets of either.
+//
+// The parent applies the rule of Post and Call (see Request.Repeat): a
+// second call in one parent run with the same key, by ExecuteChild, Post or
+// Call, after the first succeeded, fails with InvalidRequest before any
+// child starts, unless Request.Repeat is set; after a failed call it is a
+// retry and allowed. (Without the rule a second child, with the same
+// workflow ID and key, would get the first's stored response with
+// Replayed set, and the work would silently happen once.)
 func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, error) {
 	if strings.TrimSpace(req.Operation) == "" {
 		return nil, invalid("ExecuteChild needs Request.Operation: it names the child workflow (parent ID + \"/\" + operation); an explicit IdempotencyKey may be set beside it")
@@ -427,12 +437,17 @@ func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseRepeat(ctx, req.IdempotencyKey, req); err != nil {
+		return nil, err
+	}
 	cwo := workflow.ChildWorkflowOptions{
 		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + req.Operation,
 		StaticSummary: Summary(method, req.URL, req.Operation),
 	}
 	var resp activities.Response
 	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {
+		// Calling again with this key retries the same operation: allowed.
+		forget(ctx, req.IdempotencyKey)
 		return nil, err
 	}
 	return &resp, nil

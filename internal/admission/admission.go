@@ -24,7 +24,9 @@
 //
 // Every method takes the time explicitly, so the limiter is deterministic
 // under a fake clock; the same code runs in the activity and in the
-// benchmarks' simulation.
+// benchmarks' simulation. Each origin keeps its own clock, which only goes
+// forward (bucket.tick): a step of the caller's clock back neither freezes
+// nor mis-indexes its windows.
 package admission
 
 import (
@@ -60,6 +62,8 @@ const (
 	smooth          = 0.8
 	// budgetSlots divide the retry window.
 	budgetSlots = 20
+	// minBehind is the least of Limiter.behind.
+	minBehind = time.Second
 )
 
 // Config holds the limiter's parameters; zero fields take the defaults.
@@ -208,7 +212,14 @@ type bucket struct {
 	// so it orders the waiting requests; tokens bound what is sent.
 	served float64
 	issued int64 // tickets issued
-	at     time.Time
+
+	// at is the origin's own time, as of the last call. Every time kept
+	// here (at, lastThrottle, measureAt, the budget's slots) is on this
+	// clock, which only goes forward; only tick reads the caller's.
+	at time.Time
+	// wall is the caller's time that at stands for: the latest the caller
+	// handed in since its clock last stepped back.
+	wall time.Time
 
 	throttled    bool
 	lastMax      float64
@@ -225,30 +236,71 @@ type bucket struct {
 
 type slotCount struct{ requests, retries int }
 
-// bucket returns origin's bucket advanced to now, and now, or the bucket's
-// last time if now is before it (a clock stepped back, or a clock that
-// stands still while an attempt waits): an origin's time never runs backwards.
-func (l *Limiter) bucket(origin string, now time.Time) (*bucket, time.Time) {
+// behind is how far behind the latest time a caller's time may be and
+// still count as that time (callers that read the clock before another got
+// the lock; the activity's now plus a wait on a clock that stood still, at
+// most MaxWait): nothing passes for those, and their waits count from the
+// latest time. A time further behind is a step of the clock back.
+func (l *Limiter) behind() time.Duration {
+	return max(l.cfg.MaxWait, minBehind)
+}
+
+// bucket returns origin's bucket advanced to the caller's time now.
+func (l *Limiter) bucket(origin string, now time.Time) *bucket {
 	b := l.origins[origin]
 	if b == nil {
 		burst := max(l.cfg.InitialRate*l.cfg.Burst.Seconds(), 1)
-		b = &bucket{rate: l.cfg.InitialRate, at: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
+		// The origin's clock keeps no monotonic reading: it indexes the
+		// budget's slots and the measuring intervals by its wall time.
+		b = &bucket{rate: l.cfg.InitialRate, at: now.Round(0), wall: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
 		l.origins[origin] = b
 	}
-	if now.Before(b.at) {
-		now = b.at
-	}
-	b.advance(now, l.cfg)
-	return b, now
+	b.advance(b.tick(now, l.behind()), l.cfg)
+	return b
 }
 
-// advance serves the queue at the current rate up to now; an idle origin
-// saves up at most Burst.
-func (b *bucket) advance(now time.Time, cfg Config) {
-	if dt := now.Sub(b.at); dt > 0 {
+// tick moves the origin's clock to the caller's time now and returns how
+// much of the origin's time passed. It is the one place where the caller's
+// time becomes the origin's:
+//   - a time after wall passes as much time, measured by the monotonic
+//     clock when both times carry a reading (time.Now's), so a step of the
+//     wall clock is not seen at all; a step forward of a clock without one
+//     passes that time, once (the windows expire);
+//   - a time before wall by at most behind counts as wall: no time
+//     passes, and its waits count from wall (callerWait);
+//   - a time further before wall is a step of the clock back: no time
+//     passes at the step, and the origin's time goes on from now, so no
+//     window stands still until the caller's clock has caught up again.
+func (b *bucket) tick(now time.Time, behind time.Duration) time.Duration {
+	switch d := now.Sub(b.wall); {
+	case d > 0:
+		b.at, b.wall = b.at.Add(d), now
+		return d
+	case d < -behind:
+		b.wall = now
+	}
+	return 0
+}
+
+// callerWait returns a wait w on the origin's clock as a wait from the
+// caller's time now: longer by how far now is behind wall.
+func (b *bucket) callerWait(now time.Time, w time.Duration) time.Duration {
+	return w + max(b.wall.Sub(now), 0)
+}
+
+// own returns the caller's time t, not after the latest, on the origin's
+// clock (at most at): a time after the latest, from before a step of the
+// clock back, counts as the latest.
+func (b *bucket) own(t time.Time) time.Time {
+	return b.at.Add(-max(b.wall.Sub(t), 0))
+}
+
+// advance serves the queue at the current rate for dt of the origin's
+// time; an idle origin saves up at most Burst.
+func (b *bucket) advance(dt time.Duration, cfg Config) {
+	if dt > 0 {
 		b.served += b.rate * dt.Seconds()
 		b.tokens += b.rate * dt.Seconds()
-		b.at = now
 	}
 	burst := max(b.rate*cfg.Burst.Seconds(), 1)
 	b.served = min(b.served, float64(b.issued)+burst)
@@ -273,7 +325,7 @@ func (b *bucket) take() (time.Duration, bool) {
 func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, now := l.bucket(origin, now)
+	b := l.bucket(origin, now)
 	d := Decision{Rate: b.rate, Throttled: b.throttled}
 	switch {
 	case t.Seq > 0 && t.Limiter == l.id:
@@ -284,7 +336,7 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 		// charged here by moving every waiting turn back by one.
 		w, ok := b.take()
 		if !ok {
-			d.Ticket, d.Reason, d.Wait = t, ReasonRate, max(w, t.Due.Sub(now))
+			d.Ticket, d.Reason, d.Wait = t, ReasonRate, max(b.callerWait(now, w), t.Due.Sub(now))
 			return d
 		}
 		b.served--
@@ -292,12 +344,12 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 		return d
 	}
 	if retry && l.cfg.RetryRatio > 0 {
-		if w := b.budgetWait(now, l.cfg); w > 0 {
-			d.Reason, d.Wait = ReasonRetryBudget, w
+		if w := b.budgetWait(l.cfg); w > 0 {
+			d.Reason, d.Wait = ReasonRetryBudget, b.callerWait(now, w)
 			return d
 		}
 	}
-	b.record(now, retry)
+	b.record(retry)
 	b.issued++
 	return b.admitTicket(d, now, Ticket{Limiter: l.id, Seq: b.issued})
 }
@@ -306,7 +358,8 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 // token is there, whether its turn has come or not (a token is only there
 // when no request whose turn has come is present to take it: the holders
 // of earlier tickets are away, possibly at another worker); else its wait
-// is until its turn, or until the next token if that is later.
+// is until its turn, or until the next token if that is later, from the
+// caller's time now.
 func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 	w, ok := b.take()
 	if ok {
@@ -315,8 +368,8 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 	if b.served < float64(t.Seq) {
 		w = max(w, time.Duration(math.Ceil((float64(t.Seq)-b.served)/b.rate*float64(time.Second))))
 	}
-	d.Ticket, d.Reason, d.Wait = t, ReasonRate, w
-	d.Ticket.Due = now.Add(w)
+	d.Ticket, d.Reason, d.Wait = t, ReasonRate, b.callerWait(now, w)
+	d.Ticket.Due = now.Add(d.Wait)
 	return d
 }
 
@@ -324,41 +377,61 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 // throttled for an answer that means "too fast" (a 429), else any other
 // answer. Transport errors are not answers. A throttle of a request sent
 // before the last cut does not cut again: it belongs to the same overload,
-// which the cut already answered (as TCP cuts once per round trip).
+// which the cut already answered (as TCP cuts once per round trip). A
+// request sent before a step of the clock back counts as sent at now.
 func (l *Limiter) Observe(origin string, sent, now time.Time, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, now := l.bucket(origin, now)
-	b.measure(now)
+	b := l.bucket(origin, now)
+	b.measure()
 	switch {
-	case throttled && b.throttled && sent.Before(b.lastThrottle):
+	case throttled && b.throttled && b.own(sent).Before(b.lastThrottle):
 	case throttled:
 		use := b.rate
 		if b.throttled && b.measured > 0 {
 			use = min(b.measured, b.rate)
 		}
-		b.lastMax, b.lastThrottle, b.throttled = use, now, true
+		b.lastMax, b.lastThrottle, b.throttled = use, b.at, true
 		b.rate = max(use*beta, l.cfg.MinRate)
 		// What was saved up is spent: the API is full now.
 		b.tokens = min(b.tokens, 0)
 	case !b.throttled:
 		b.rate++
 	default:
-		t := now.Sub(b.lastThrottle).Seconds()
+		t := b.at.Sub(b.lastThrottle).Seconds()
 		k := math.Cbrt(b.lastMax * (1 - beta) / cubeC)
-		cubic := cubeC*math.Pow(t-k, 3) + b.lastMax
-		b.rate = max(min(cubic, 2*b.measured), l.cfg.MinRate)
+		rate := cubeC*math.Pow(t-k, 3) + b.lastMax
+		// Never above twice the measured answer rate, once there is a
+		// measurement. botocore (retries/adaptive.py, ClientRateLimiter.
+		// on_receiving_response) and aws-sdk-go-v2 (aws/retry/
+		// adaptive_ratelimit.go, Update) apply min(rate, 2·measured)
+		// always, measured or not; but they also cut from the measured
+		// rate (their bucket is off until the first throttle, so there is
+		// no other rate), so cap and cut come from one figure, and a
+		// throttle before any measurement takes them to their minimum
+		// rate too. Here the first cut is from the rate that was being
+		// sent (the slow start's) and later cuts use the measured rate
+		// only once there is one; the cap follows the cut: 2 × 0 would
+		// drop the rate to MinRate on the first success after the first
+		// throttle. Before a measurement every answer since the first is
+		// in one measuring interval, so t is under measureInterval and
+		// the curve is still about lastMax·beta to lastMax.
+		if b.measured > 0 {
+			rate = min(rate, 2*b.measured)
+		}
+		b.rate = max(rate, l.cfg.MinRate)
 	}
 }
 
-// measure updates the smoothed answer rate, in buckets of measureInterval.
-func (b *bucket) measure(now time.Time) {
+// measure updates the smoothed answer rate, in buckets of measureInterval
+// of the origin's time.
+func (b *bucket) measure() {
 	b.measureN++
 	if b.measureAt.IsZero() {
-		b.measureAt = now.Truncate(measureInterval)
+		b.measureAt = b.at.Truncate(measureInterval)
 		return
 	}
-	t := now.Truncate(measureInterval)
+	t := b.at.Truncate(measureInterval)
 	if dt := t.Sub(b.measureAt); dt > 0 {
 		cur := float64(b.measureN) / dt.Seconds()
 		b.measured = cur*smooth + b.measured*(1-smooth)
@@ -370,13 +443,13 @@ func (b *bucket) measure(now time.Time) {
 func (l *Limiter) State(origin string, now time.Time) State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, _ := l.bucket(origin, now)
+	b := l.bucket(origin, now)
 	return State{Rate: b.rate, Throttled: b.throttled, Waiting: max(0, b.issued-int64(math.Floor(b.served)))}
 }
 
-// shift moves the budget's slots to now.
-func (b *bucket) shift(now time.Time) {
-	idx := now.UnixNano() / int64(b.slot)
+// shift moves the budget's slots to the origin's time.
+func (b *bucket) shift() {
+	idx := b.at.UnixNano() / int64(b.slot)
 	if n := idx - b.slotsAt; n > 0 {
 		if n >= budgetSlots {
 			b.slots = [budgetSlots]slotCount{}
@@ -388,8 +461,8 @@ func (b *bucket) shift(now time.Time) {
 	}
 }
 
-func (b *bucket) record(now time.Time, retry bool) {
-	b.shift(now)
+func (b *bucket) record(retry bool) {
+	b.shift()
 	s := &b.slots[budgetSlots-1]
 	s.requests++
 	if retry {
@@ -397,10 +470,11 @@ func (b *bucket) record(now time.Time, retry bool) {
 	}
 }
 
-// budgetWait returns 0 when one more retry fits in the budget at now, else
-// the time until the oldest retry in the window leaves it.
-func (b *bucket) budgetWait(now time.Time, cfg Config) time.Duration {
-	b.shift(now)
+// budgetWait returns 0 when one more retry fits in the budget, else the
+// time until the oldest retry in the window leaves it (on the origin's
+// clock).
+func (b *bucket) budgetWait(cfg Config) time.Duration {
+	b.shift()
 	var reqs, retries int
 	for _, s := range b.slots {
 		reqs, retries = reqs+s.requests, retries+s.retries
@@ -414,7 +488,7 @@ func (b *bucket) budgetWait(now time.Time, cfg Config) time.Duration {
 			// Slot i covers the slot index slotsAt-(budgetSlots-1)+i and
 			// leaves the window when the newest index is slotsAt+i+1.
 			end := time.Unix(0, (b.slotsAt+int64(i)+1)*int64(b.slot))
-			return max(end.Sub(now), time.Millisecond)
+			return max(end.Sub(b.at), time.Millisecond)
 		}
 	}
 	return b.slot

@@ -502,15 +502,17 @@ func TestForeignTicketWaitsForDue(t *testing.T) {
 	}
 }
 
-// TestClockBackwards: a time before the origin's last one counts as the
-// last one: nothing is refilled or served twice, and a due time is not in
-// the origin's past.
+// TestClockBackwards: a time shortly (up to a second, or MaxWait) before
+// the origin's last one counts as the last one: nothing is refilled or
+// served twice, and a due time is not in the origin's past; the wait is
+// from the caller's time to it. (A time further back is a step of the
+// clock: TestClockStep.)
 func TestClockBackwards(t *testing.T) {
 	l := New(Config{})
 	admitN(t, l, origin, at(time.Second), 10)
 	d := l.Admit(origin, at(ms(500)), Ticket{}, false)
-	if d.Admitted || d.Wait != ms(100) || !d.Ticket.Due.Equal(at(ms(1100))) {
-		t.Fatalf("at 0.5s after 1s: %+v, want a wait of 100ms due at 1.1s", d)
+	if d.Admitted || d.Wait != ms(600) || !d.Ticket.Due.Equal(at(ms(1100))) {
+		t.Fatalf("at 0.5s after 1s: %+v, want a wait of 600ms due at 1.1s", d)
 	}
 	// Going forward from 0.5s again refills nothing until past 1s.
 	if d := l.Admit(origin, at(ms(900)), Ticket{}, false); d.Admitted {
@@ -518,6 +520,181 @@ func TestClockBackwards(t *testing.T) {
 	}
 	if s := l.State(origin, at(0)); s.Waiting != 2 {
 		t.Fatalf("Waiting %d, want 2", s.Waiting)
+	}
+}
+
+// stepCall is what TestClockStep compares of one Admit.
+type stepCall struct {
+	Admitted  bool
+	Reason    Reason
+	Wait      time.Duration
+	Rate      float64
+	Throttled bool
+	// DueIn is the ticket's due time after the caller's now (its wait).
+	DueIn time.Duration
+}
+
+// runTicks drives l along times, one tick each: an answer to the request
+// sent at the tick before (every throttleEvery-th a throttle; 0: none),
+// the held ticket or a new request, and 3 retries (a retry that must wait
+// for its turn is not held). It returns every decision.
+func runTicks(l *Limiter, times []time.Time, throttleEvery int) [][]stepCall {
+	var held Ticket
+	calls := make([][]stepCall, len(times))
+	for i, now := range times {
+		if i > 0 {
+			l.Observe(origin, times[i-1], now, throttleEvery > 0 && i%throttleEvery == 0)
+		}
+		for j := range 4 {
+			var d Decision
+			if j == 0 {
+				d = l.Admit(origin, now, held, false)
+				held = d.Ticket
+			} else {
+				d = l.Admit(origin, now, Ticket{}, true)
+			}
+			c := stepCall{d.Admitted, d.Reason, d.Wait, d.Rate, d.Throttled, 0}
+			if d.Reason == ReasonRate {
+				c.DueIn = d.Ticket.Due.Sub(now)
+			}
+			calls[i] = append(calls[i], c)
+		}
+	}
+	return calls
+}
+
+// TestClockStep: a step of the clock handed to the limiter, back or
+// forward, in the middle of a run of requests, retries and answers. Back:
+// no time passes at the step, and the origin's time goes on from there (its
+// windows are not frozen until the clock has caught up again); the run
+// decides as a run whose clock never stepped and lost one tick. Forward: the
+// time passes (the windows expire), once.
+func TestClockStep(t *testing.T) {
+	const (
+		tick  = 100 * time.Millisecond
+		ticks = 300 // 30 s on the caller's clock
+		k     = 100 // the step comes before tick k
+	)
+	for _, tc := range []struct {
+		name          string
+		cfg           Config
+		throttleEvery int
+		step          time.Duration
+	}{
+		{"retry budget, 1h back", budgetConfig, 0, -time.Hour},
+		{"retry budget, 24h forward", budgetConfig, 0, 24 * time.Hour},
+		{"retry budget, 2s back", budgetConfig, 0, -2 * time.Second},
+		{"rate, throttles and tickets, 1h back", Config{}, 20, -time.Hour},
+		{"rate, throttles and tickets, 24h forward", Config{}, 20, 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The caller's clock steps; the reference's does not.
+			var stepped, ref []time.Time
+			for i := range ticks {
+				c, e := at(time.Duration(i)*tick), at(time.Duration(i)*tick)
+				if i >= k {
+					c = c.Add(tc.step)
+					if tc.step > 0 {
+						e = c // forward: the time passes
+					} else {
+						e = e.Add(-tick) // back: no time passes at the step
+					}
+				}
+				stepped, ref = append(stepped, c), append(ref, e)
+			}
+			got := runTicks(New(tc.cfg), stepped, tc.throttleEvery)
+			want := runTicks(New(tc.cfg), ref, tc.throttleEvery)
+			type summary struct {
+				admitted, refused int
+				longest           time.Duration
+			}
+			// retries sums up the retries from the step on.
+			retries := func(calls [][]stepCall) (s summary) {
+				for _, tc := range calls[k:] {
+					for _, c := range tc[1:] {
+						if c.Admitted {
+							s.admitted++
+						} else if c.Reason == ReasonRetryBudget {
+							s.refused++
+						}
+						s.longest = max(s.longest, c.Wait)
+					}
+				}
+				return s
+			}
+			gs, ws := retries(got), retries(want)
+		compare:
+			for i := range got {
+				for j, c := range got[i] {
+					if c != want[i][j] {
+						t.Errorf("tick %d (%v after the step), call %d: %+v, want %+v as on a clock that never stepped",
+							i, time.Duration(i-k)*tick, j, c, want[i][j])
+						break compare
+					}
+				}
+			}
+			if gs != ws {
+				t.Errorf("retries from the step on: %d admitted, %d refused for the budget, longest wait %v; want %d, %d, %v",
+					gs.admitted, gs.refused, gs.longest, ws.admitted, ws.refused, ws.longest)
+			}
+			for i, tc := range got {
+				for j, c := range tc {
+					if c.DueIn != c.Wait && c.Reason == ReasonRate {
+						t.Fatalf("tick %d, call %d: ticket due %v after now, want its wait %v", i, j, c.DueIn, c.Wait)
+					}
+				}
+			}
+			if tc.step > 0 {
+				// The window has expired: the first retries after the step
+				// are admitted as by an empty budget.
+				for j, c := range got[k][1:] {
+					if c.Reason == ReasonRetryBudget {
+						t.Errorf("retry %d at the step refused for the budget: %+v", j+1, c)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSuccessAfterFirstThrottle: an answer that is not a throttle, right
+// after the first throttle and before the answer rate has been measured,
+// grows the rate along the cubic curve from the cut; the bound of twice the
+// measured rate waits for a measurement (not 2 × 0, which would drop the rate
+// to MinRate).
+func TestSuccessAfterFirstThrottle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		answers int // answers before the throttle, 10 ms apart
+		after   time.Duration
+	}{
+		{"defaults, at once", Config{}, 0, 0},
+		{"defaults, 100ms later", Config{}, 0, ms(100)},
+		{"defaults, 390ms later", Config{}, 0, ms(390)},
+		{"slow start to 13", Config{}, 3, ms(100)},
+		{"rate 1", Config{InitialRate: 1}, 0, ms(200)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(tc.cfg)
+			// All the answers are in the first measuring interval, [0, 500ms):
+			// none is measured yet.
+			for i := range tc.answers {
+				l.Observe(origin, at(ms(10*i)), at(ms(10*i+5)), false)
+			}
+			cut := at(ms(100))
+			before := l.State(origin, cut).Rate
+			l.Observe(origin, cut.Add(-ms(100)), cut, true)
+			if b := bucketOf(l, origin); b.measured != 0 {
+				t.Fatalf("measured %v before the success, want none yet", b.measured)
+			}
+			l.Observe(origin, cut.Add(tc.after-ms(10)), cut.Add(tc.after), false)
+			k := math.Cbrt(before * (1 - beta) / cubeC)
+			want := cubeC*math.Pow(tc.after.Seconds()-k, 3) + before
+			if r := l.State(origin, cut.Add(tc.after)).Rate; !near(r, want, 1e-9) || r < before*beta || r > before {
+				t.Fatalf("rate %v after a throttle at %v and one success %v later, want %v (the cubic curve from %v)", r, before, tc.after, want, before*beta)
+			}
+		})
 	}
 }
 
@@ -800,7 +977,9 @@ var fuzzConfigs = []Config{
 }
 
 // FuzzLimiter runs random sequences of Admit, Observe and State, at times
-// that never go back, and checks the limiter's invariants.
+// that mostly go forward but may step back (a little, within Limiter.behind,
+// or far) or far forward, and checks the limiter's invariants: no step
+// makes a wait longer than the configuration and the queue allow.
 func FuzzLimiter(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 10, 2, 0, 3, 200, 4, 5, 5, 0})
 	f.Add([]byte{2, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 3, 0, 3, 0, 4, 255, 4, 255, 0, 0})
@@ -811,11 +990,18 @@ func FuzzLimiter(f *testing.F) {
 	// short by a rounding error at a ticket's due time.
 	f.Add([]byte("\x30\x00\x30\x00"))
 	f.Add([]byte("900$00\x010\x01"))
+	// Steps of the clock: 600 ms back, 1 h back, 2 h forward, 2.5 s back,
+	// between requests, retries and answers.
+	f.Add([]byte{2, 0, 0, 1, 0, 1, 0, 0x60, 60, 1, 0, 3, 0, 0x51, 6, 1, 0, 2, 0, 0x44, 1, 0x41, 2, 1, 0, 0x61, 250, 1, 0, 6, 0, 7, 0})
+	f.Add([]byte{0, 0, 0, 0, 0, 4, 0, 0x50, 6, 0, 0, 0, 0, 6, 0, 3, 1, 0x66, 80, 2, 0})
 	f.Fuzz(checkLimiter)
 }
 
 // checkLimiter is FuzzLimiter's body: data[0] picks the configuration, then
-// each pair of bytes is an operation and its argument.
+// each pair of bytes is an operation and its argument. Bits 4 to 6 of the
+// operation pick the step of the clock before it: 0x70 the argument in
+// seconds forward, 0x60 ten times it in milliseconds back, 0x50 ten times it
+// in minutes back, 0x40 in hours forward; else in milliseconds forward.
 func checkLimiter(t *testing.T, data []byte) {
 	if len(data) == 0 {
 		return
@@ -852,7 +1038,9 @@ func checkLimiter(t *testing.T, data []byte) {
 		}
 		switch d.Reason {
 		case ReasonRetryBudget:
-			if !retry || cfg.RetryRatio < 0 || d.Ticket != (Ticket{}) || d.Wait > cfg.RetryWindow {
+			// A caller slightly behind waits that much longer, at most
+			// behind; a step back adds nothing.
+			if !retry || cfg.RetryRatio < 0 || d.Ticket != (Ticket{}) || d.Wait > cfg.RetryWindow+l.behind() {
 				t.Fatalf("%s: budget refusal %+v (retry %v)", where, d, retry)
 			}
 		case ReasonRate:
@@ -864,6 +1052,12 @@ func checkLimiter(t *testing.T, data []byte) {
 			}
 			if !d.Ticket.Due.Equal(now.Add(d.Wait)) {
 				t.Fatalf("%s: ticket due %v, want now + %v", where, d.Ticket.Due.Sub(now), d.Wait)
+			}
+			// The wait is at most the waiting queue's at the rate (or one
+			// token's), plus how far a caller slightly behind is behind.
+			s := clone(l).State(o, now)
+			if bound := time.Duration(math.Ceil(float64(max(s.Waiting, 1))/s.Rate*float64(time.Second))) + l.behind(); d.Wait > bound {
+				t.Fatalf("%s: wait %v for %d waiting at rate %v, want at most %v", where, d.Wait, s.Waiting, s.Rate, bound)
 			}
 			// Nothing else happening, the ticket is admitted at its
 			// due time.
@@ -877,10 +1071,18 @@ func checkLimiter(t *testing.T, data []byte) {
 	for i := 0; i+1 < len(data); i += 2 {
 		op, arg := data[i], data[i+1]
 		o := origins[int(op>>7)]
-		// Time steps: 0 to 255 ms, or seconds for the highest ops.
-		step := time.Duration(arg) * time.Millisecond
-		if op&0x70 == 0x70 {
+		var step time.Duration
+		switch op & 0x70 {
+		case 0x70:
 			step = time.Duration(arg) * time.Second
+		case 0x60:
+			step = -time.Duration(arg) * 10 * time.Millisecond
+		case 0x50:
+			step = -time.Duration(arg) * 10 * time.Minute
+		case 0x40:
+			step = time.Duration(arg) * time.Hour
+		default:
+			step = time.Duration(arg) * time.Millisecond
 		}
 		now = now.Add(step)
 		where := fmt.Sprintf("op %d (%#x) at %v", i/2, op, now.Sub(base))

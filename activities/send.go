@@ -66,7 +66,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		for k, vs := range p.o.creds {
 			hr.Header[k] = vs
 		}
-		hr.Header.Set(p.o.conv.KeyHeader, p.req.IdempotencyKey)
+		hr.Header.Set(p.o.conv.KeyHeader, p.o.conv.keyValue(p.req.IdempotencyKey))
 		hr.Header.Set("User-Agent", a.cfg.UserAgent)
 		hr.Header.Set("Accept", "application/json")
 		a.inject(ctx, propagation.HeaderCarrier(hr.Header))

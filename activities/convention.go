@@ -49,6 +49,17 @@ type Convention struct {
 	// KeyReused lists the answers that mean "this key was already used with a
 	// different request"; they fail with ErrTypeKeyReused.
 	KeyReused []Signal
+	// KeyQuoted sends the key as a quoted string (default false: the bare
+	// key, which Stripe-style servers expect). The IETF draft "The
+	// Idempotency-Key HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header,
+	// section 2) defines the header as an RFC 8941 Structured Field Item
+	// whose value is a String (sf-string, RFC 8941 section 3.3.3), as in
+	// Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324". Set it for
+	// a server that parses the header that strictly: the key is then
+	// written between double quotes, with \ and " escaped as \\ and \".
+	// The key itself (what KeyMaxBytes and KeyUUID check, and what history
+	// and logs hold) is unchanged.
+	KeyQuoted bool
 }
 
 // Signal matches an answer: its status and, when Body is set, a
@@ -154,6 +165,15 @@ func (c Convention) withDefaults() (Convention, error) {
 		}
 	}
 	return c, nil
+}
+
+// keyValue is the value of the key header for key: key itself, or, with
+// KeyQuoted, key as an RFC 8941 sf-string.
+func (c *Convention) keyValue(key string) string {
+	if !c.KeyQuoted {
+		return key
+	}
+	return request.QuoteKey(key)
 }
 
 // checkKey checks key against the server's key format.

@@ -79,7 +79,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		for k, vs := range p.o.creds {
 			hr.Header[k] = vs
 		}
-		hr.Header.Set(p.o.conv.KeyHeader, p.req.IdempotencyKey)
+		hr.Header.Set(p.o.conv.KeyHeader, p.o.conv.keyValue(p.req.IdempotencyKey))
 		a.inject(ctx, propagation.HeaderCarrier(hr.Header))
 		resp, err := a.client.Do(hr)
 		if err != nil {

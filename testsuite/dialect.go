@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -38,6 +39,23 @@ type Dialect struct {
 	Name string
 	// KeyHeader is the request header carrying the key (default Idempotency-Key).
 	KeyHeader string
+	// KeyString reads the key header as the IETF draft "The Idempotency-Key
+	// HTTP Header Field" defines it, an RFC 8941 Item whose value is a
+	// String, while still taking the bare key that most clients send: a
+	// value that starts with a double quote (after spaces) is parsed as an
+	// sf-string (RFC 8941 sections 4.2 and 4.2.5: spaces around it, only
+	// \" and \\ as escapes) and the key is its content, so "k1" (quoted)
+	// and k1 are one key; any other value is the key as written (a bare key
+	// that itself starts with a double quote must therefore be sent
+	// quoted). A value that starts with a double quote but is not such a
+	// string (unterminated, another escape, a byte outside printable ASCII,
+	// anything after the closing quote, or an empty string) is an invalid
+	// key; so are parameters (";a=1"), which RFC 8941 would parse but the
+	// draft defines none of. An invalid key is answered MissingKeyStatus,
+	// even when KeyOptional, and counted in Stats.MissingKey. Without
+	// KeyString the value is the key as written, quotes included, as Stripe
+	// and express-idempotency take it: "k1" (quoted) and k1 are two keys.
+	KeyString bool
 	// KeyOptional: a request without the key is processed without
 	// idempotency, every time, as Stripe and express-idempotency do.
 	// Otherwise it is answered MissingKeyStatus.
@@ -53,8 +71,8 @@ type Dialect struct {
 	// MisuseStatus answers a key reused for another request: another body,
 	// method or path (default 422).
 	MisuseStatus int
-	// MissingKeyStatus answers a request without the key unless KeyOptional
-	// (default 400).
+	// MissingKeyStatus answers a request without the key unless KeyOptional,
+	// and one with an invalid key (see KeyString) (default 400).
 	MissingKeyStatus int
 	// ReplayHeader, if set, is set to "true" on a replayed response.
 	ReplayHeader string
@@ -64,13 +82,15 @@ type Dialect struct {
 }
 
 // IETF is the default dialect, after the IETF draft "The Idempotency-Key HTTP
-// Header Field": key in Idempotency-Key, required; 409 with Retry-After while
-// in flight, 422 on misuse, 400 without a key, all application/problem+json;
-// replays marked Idempotent-Replayed: true.
+// Header Field": key in Idempotency-Key, required, quoted as an sf-string or
+// bare (KeyString); 409 with Retry-After while in flight, 422 on misuse, 400
+// without a valid key, all application/problem+json; replays marked
+// Idempotent-Replayed: true.
 func IETF() Dialect {
 	return Dialect{
 		Name:               "ietf",
 		KeyHeader:          "Idempotency-Key",
+		KeyString:          true,
 		Shape:              ProblemJSON,
 		InFlightStatus:     http.StatusConflict,
 		InFlightRetryAfter: true,
@@ -80,7 +100,8 @@ func IETF() Dialect {
 	}
 }
 
-// Stripe is Stripe's convention: key in Idempotency-Key, optional; 409
+// Stripe is Stripe's convention: key in Idempotency-Key, optional, taken as
+// written (a quoted key is another key, quotes included); 409
 // idempotency_key_in_use without Retry-After while in flight, 400
 // idempotency_error on misuse; Stripe-Should-Retry: true on the 409 and on
 // 429/5xx failures, false on misuse; replays marked Idempotent-Replayed: true.
@@ -99,7 +120,8 @@ func Stripe() Dialect {
 }
 
 // Express is the npm middleware express-idempotency's convention (read from
-// its source, 1.0.6): key in Idempotency-Key, optional; 409 without
+// its source, 1.0.6): key in Idempotency-Key, optional, taken as written
+// (a quoted key is another key, quotes included); 409 without
 // Retry-After while in flight, 417 Expectation Failed on misuse (its intent
 // check compares method, URL, query and body); replays are not marked. The
 // bodies are the package's error messages as text/plain, where the real
@@ -149,6 +171,62 @@ func (d Dialect) normalized() Dialect {
 		d.MissingKeyStatus = http.StatusBadRequest
 	}
 	return d
+}
+
+// errInvalidKey is the answer of headerKey to a value that starts with a
+// double quote but is not an sf-string.
+var errInvalidKey = errors.New("the key header is neither a bare key nor an RFC 8941 sf-string")
+
+// headerKey returns the key that the value v of the key header carries: v
+// itself, or, with KeyString and v starting with a double quote, the
+// content of the sf-string v (parseKeyString). An empty result is a missing
+// key. An invalid key is v with errInvalidKey.
+func (d Dialect) headerKey(v string) (string, error) {
+	if !d.KeyString || !strings.HasPrefix(strings.TrimLeft(v, " "), `"`) {
+		return v, nil
+	}
+	key, err := parseKeyString(v)
+	if err != nil || key == "" {
+		return v, errInvalidKey
+	}
+	return key, nil
+}
+
+// parseKeyString parses v as a whole field value holding one RFC 8941 Item
+// that is a String without parameters: leading and trailing spaces are
+// discarded (section 4.2), the String is parsed as section 4.2.5 says
+// (escapes \" and \\ only, other bytes in %x20-7E), and anything left after
+// it, parameters (";…") included, fails. It returns the String's content.
+func parseKeyString(v string) (string, error) {
+	v = strings.TrimLeft(v, " ")
+	if v == "" || v[0] != '"' {
+		return "", errors.New("sf-string: no opening double quote")
+	}
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\':
+			i++
+			if i == len(v) {
+				return "", errors.New("sf-string: backslash at the end")
+			}
+			if v[i] != '"' && v[i] != '\\' {
+				return "", fmt.Errorf("sf-string: escape %q: only \\\" and \\\\ are allowed", v[i-1:i+1])
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			if rest := strings.TrimRight(v[i+1:], " "); rest != "" {
+				return "", fmt.Errorf("sf-string: %q after the closing double quote (parameters are not supported)", rest)
+			}
+			return b.String(), nil
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("sf-string: byte %#x outside printable ASCII", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", errors.New("sf-string: no closing double quote")
 }
 
 // problemType is the problem type URI of ProblemJSON answers, the one of
@@ -218,6 +296,23 @@ func (d Dialect) missingKeyBody() (ctype string, body []byte) {
 	return marshalProblem(problem{problemType,
 		d.KeyHeader + " is missing",
 		"This operation is idempotent and it requires correct usage of Idempotency Key."})
+}
+
+// invalidKeyBody is the body of the answer to a request whose key header
+// starts with a double quote but is not an sf-string (KeyString).
+func (d Dialect) invalidKeyBody() (ctype string, body []byte) {
+	switch d.Shape {
+	case StripeJSON:
+		return marshal(stripeError{stripeErrorBody{
+			Type:    "invalid_request_error",
+			Message: "Invalid " + d.KeyHeader + " header: send the key bare or as a quoted string.",
+		}})
+	case PlainText:
+		return plain("Invalid " + d.KeyHeader + " header.")
+	}
+	return marshalProblem(problem{problemType,
+		d.KeyHeader + " is invalid",
+		d.KeyHeader + " must be a String Structured Field (RFC 8941), such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", or the bare key."})
 }
 
 func marshal(v any) (string, []byte) {

@@ -9,7 +9,10 @@
 // header or no replay marker:
 //
 //   - A request without the key is rejected with 400 (problem+json), or, in a
-//     dialect where the key is optional, processed every time.
+//     dialect where the key is optional, processed every time. The IETF
+//     dialect takes the key bare or quoted as the draft writes it, an RFC
+//     8941 sf-string ("k1" and k1 are one key), and rejects a malformed
+//     quoted key with 400 ([Dialect.KeyString]).
 //   - The first request with a key is processed (the "work": one record is
 //     created) and the server stores the key with the method, the path, the
 //     SHA-256 of the request body and the response.
@@ -160,8 +163,11 @@ type Record struct {
 
 // RequestLog is one request the server received.
 type RequestLog struct {
-	Time           time.Time `json:"time"`
-	IdempotencyKey string    `json:"idempotency_key"`
+	Time time.Time `json:"time"`
+	// IdempotencyKey is the key as the server read it (the content of a
+	// quoted key, see Dialect.KeyString), or the header as received when it
+	// is an invalid key.
+	IdempotencyKey string `json:"idempotency_key"`
 	// Status is the status answered; 0 for an orphaned request (never answered).
 	Status        int  `json:"status"`
 	Replayed      bool `json:"replayed,omitempty"`
@@ -185,7 +191,8 @@ type Stats struct {
 	// was being processed, or its lock orphaned.
 	InFlight int `json:"in_flight"`
 	// MissingKey is how many requests had no key (answered 400, or processed
-	// without idempotency when the dialect's key is optional).
+	// without idempotency when the dialect's key is optional) or an invalid
+	// one (answered 400; see Dialect.KeyString).
 	MissingKey int `json:"missing_key"`
 	// Failures is how many scripted, random or over-capacity failures were sent.
 	Failures int `json:"failures"`
@@ -319,7 +326,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d := s.opts.Dialect
-	key := r.Header.Get(d.KeyHeader)
+	key, keyErr := d.headerKey(r.Header.Get(d.KeyHeader))
 	now := s.opts.Now()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 
@@ -353,6 +360,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status(http.StatusMethodNotAllowed)
 		s.mu.Unlock()
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST, PUT, PATCH or DELETE"})
+		return
+	case keyErr != nil:
+		s.stats.MissingKey++
+		status(d.MissingKeyStatus)
+		s.mu.Unlock()
+		ct, b := d.invalidKeyBody()
+		write(w, d.MissingKeyStatus, ct, b)
 		return
 	case key == "" && !d.KeyOptional:
 		s.stats.MissingKey++

@@ -54,7 +54,7 @@ func run() error {
 	maxBody := flag.Int64("max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
 	maxRetryAfter := flag.Duration("max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	logLevel := flag.String("log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	conventions := flag.String("convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe, e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id (env CONVENTIONS)")
+	conventions := flag.String("convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[+quoted][:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted (env CONVENTIONS)")
 	identity := flag.String("identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionOn := flag.Bool("admission", cliutil.Env("ADMISSION", "on") != "off", "adaptive admission per origin and the retry budget; --admission=false (or ADMISSION=off) sends every attempt at once")
@@ -153,12 +153,17 @@ func activityConfig(origins []string, token string) activities.Config {
 	return cfg
 }
 
-// parseConventions reads ORIGIN=PRESET[:KEY-HEADER] items.
+// parseConventions reads ORIGIN=PRESET[+quoted][:KEY-HEADER] items; +quoted
+// sets Convention.KeyQuoted.
 func parseConventions(list string) (map[string]activities.Convention, error) {
 	out := map[string]activities.Convention{}
 	for _, item := range cliutil.SplitList(list) {
 		origin, spec, ok := strings.Cut(item, "=")
 		preset, keyHeader, _ := strings.Cut(spec, ":")
+		preset, suffix, quoted := strings.Cut(preset, "+")
+		if quoted && !strings.EqualFold(strings.TrimSpace(suffix), "quoted") {
+			ok = false
+		}
 		var c activities.Convention
 		switch strings.ToLower(strings.TrimSpace(preset)) {
 		case "ietf":
@@ -169,8 +174,9 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 			ok = false
 		}
 		if !ok {
-			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[:KEY-HEADER] with PRESET ietf or stripe, e.g. https://api.stripe.com=stripe", item)
+			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+quoted][:KEY-HEADER] with PRESET ietf or stripe, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted", item)
 		}
+		c.KeyQuoted = quoted
 		if keyHeader != "" {
 			c.KeyHeader = strings.TrimSpace(keyHeader)
 		}

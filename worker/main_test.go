@@ -35,14 +35,47 @@ func TestActivityConfig(t *testing.T) {
 }
 
 func TestParseConventions(t *testing.T) {
-	got, err := parseConventions("https://api.stripe.com=stripe, https://api-m.paypal.com=ietf:PayPal-Request-Id")
-	require.NoError(t, err)
-	assert.Equal(t, activities.Stripe(), got["https://api.stripe.com"])
-	assert.Equal(t, "PayPal-Request-Id", got["https://api-m.paypal.com"].KeyHeader)
-	for _, bad := range []string{"https://x", "https://x=paypal"} {
-		_, err := parseConventions(bad)
-		assert.ErrorContains(t, err, "ORIGIN=PRESET", bad)
+	with := func(c activities.Convention, keyHeader string, quoted bool) activities.Convention {
+		if keyHeader != "" {
+			c.KeyHeader = keyHeader
+		}
+		c.KeyQuoted = quoted
+		return c
 	}
-	_, err = parseConventions("")
-	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		list    string
+		want    map[string]activities.Convention
+		wantErr string
+	}{
+		{"empty", "", map[string]activities.Convention{}, ""},
+		{"presets and a key header",
+			"https://api.stripe.com=stripe, https://api-m.paypal.com=ietf:PayPal-Request-Id",
+			map[string]activities.Convention{
+				"https://api.stripe.com":   activities.Stripe(),
+				"https://api-m.paypal.com": with(activities.IETF(), "PayPal-Request-Id", false),
+			}, ""},
+		{"quoted", "https://api.example.com=ietf+quoted",
+			map[string]activities.Convention{"https://api.example.com": with(activities.IETF(), "", true)}, ""},
+		{"quoted, any case, with spaces, and a key header", "https://api.example.com= IETF + Quoted :X-Request-Key",
+			map[string]activities.Convention{"https://api.example.com": with(activities.IETF(), "X-Request-Key", true)}, ""},
+		{"quoted stripe", "https://api.stripe.com=stripe+quoted",
+			map[string]activities.Convention{"https://api.stripe.com": with(activities.Stripe(), "", true)}, ""},
+		{"no preset", "https://x", nil, "ORIGIN=PRESET"},
+		{"unknown preset", "https://x=paypal", nil, "ORIGIN=PRESET"},
+		{"unknown suffix", "https://x=ietf+strict", nil, "ORIGIN=PRESET[+quoted]"},
+		{"empty suffix", "https://x=ietf+", nil, "ORIGIN=PRESET[+quoted]"},
+		{"suffix twice", "https://x=ietf+quoted+quoted", nil, "ORIGIN=PRESET[+quoted]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseConventions(tt.list)
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

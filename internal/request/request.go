@@ -134,6 +134,25 @@ func Key(key string) error {
 	return nil
 }
 
+// QuoteKey writes key as an RFC 8941 String (sf-string, section 3.3.3, as
+// serialized by section 4.1.6), the form the IETF draft "The Idempotency-Key
+// HTTP Header Field" gives the header: between double quotes, with \ and "
+// escaped by a backslash. A key that passes Key (printable ASCII) is a valid
+// sf-string's content.
+func QuoteKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		if key[i] == '"' || key[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 // Operation checks an operation name: it is part of the derived key, where
 // a NUL byte separates the fields, so it may not hold one.
 func Operation(op string) error {

@@ -134,6 +134,22 @@ func TestKeyOperationMethod(t *testing.T) {
 	}
 }
 
+// TestQuoteKey: RFC 8941 section 4.1.6, String serialization.
+func TestQuoteKey(t *testing.T) {
+	for key, want := range map[string]string{
+		"8e03978e-40d5-43e8-bc93-6894a57f9324": `"8e03978e-40d5-43e8-bc93-6894a57f9324"`,
+		`a"b\c`:                                `"a\"b\\c"`,
+		`"`:                                    `"\""`,
+		`\`:                                    `"\\"`,
+		"":                                     `""`,
+		"!#$%&'()*+,-./:;<=>?@[]^_{|}~":        `"!#$%&'()*+,-./:;<=>?@[]^_{|}~"`,
+	} {
+		if got := QuoteKey(key); got != want {
+			t.Errorf("QuoteKey(%q) = %s, want %s", key, got, want)
+		}
+	}
+}
+
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		in, wantURL, wantOrigin, err string

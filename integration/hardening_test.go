@@ -498,3 +498,57 @@ func TestHardeningStuckKeyStarter(t *testing.T) {
 	}
 	t.Logf("failed %s after scheduling (starter %s); API %+v", took.Round(time.Millisecond), res.Took.Round(time.Millisecond), st)
 }
+
+// TestHardeningCutBodyRetried (hardening, third round, item 1): the API
+// creates the record and stores its 201, but the connection breaks off
+// halfway through the body. Through the worker binary and the starter, the
+// workflow retries with the same key and succeeds with the whole stored
+// body (attempt 2, replayed); the work is done once. Before, it succeeded
+// on attempt 1 with the body omitted ("incomplete").
+func TestHardeningCutBodyRetried(t *testing.T) {
+	t.Parallel()
+	full := []byte(`{"id":"pay_1","amount":4200,"status":"succeeded","note":"` + strings.Repeat("n", 2000) + `"}`)
+	api := testsuite.NewServer(testsuite.Options{Work: func(*http.Request, []byte) (int, []byte) {
+		return http.StatusCreated, full
+	}})
+	var first atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !first.CompareAndSwap(false, true) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, r)
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		body := rec.Body.Bytes()
+		fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", rec.Code, http.StatusText(rec.Code))
+		h := rec.Header().Clone()
+		h.Set("Content-Length", fmt.Sprint(len(body)))
+		_ = h.Write(buf)
+		_, _ = buf.WriteString("\r\n")
+		_, _ = buf.Write(body[:len(body)/2])
+		_ = buf.Flush()
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(api.Close)
+	tq := uniqueName(t, "tq")
+	startWorker(t, workerOptions{TaskQueue: tq, Origins: []string{srv.URL}})
+	wid := uniqueName(t, "cut")
+	res := runStarter(t, ctxT(t, 2*time.Minute), tq, "--url", srv.URL+"/payments", "--body", `{"amount":4200}`, "--workflow-id", wid)
+	if res.Code != 0 {
+		t.Fatalf("starter exited with %d; want a success", res.Code)
+	}
+	out := parseStarterOutput(t, res)
+	if out.Status != 201 || out.Attempts != 2 || !out.Replayed || out.BodyOmitted {
+		t.Errorf("status %d on attempt %d, replayed %v, body omitted %v; want 201 on attempt 2, replayed, with its body", out.Status, out.Attempts, out.Replayed, out.BodyOmitted)
+	}
+	if string(out.Body) != string(full) {
+		t.Errorf("body is %d bytes; want the whole stored body of %d bytes", len(out.Body), len(full))
+	}
+	checkStats(t, api.Stats(), testsuite.Stats{Requests: 2, DistinctKeys: 1, Records: 1, Replays: 1, InFlight: 0, Failures: 0})
+}

@@ -1,12 +1,10 @@
 package activities_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -77,20 +74,7 @@ func status(code int, body string, headers ...string) http.HandlerFunc {
 // environment and returns the result, the error and the captured logs.
 func run(t *testing.T, cfg activities.Config, req request.Input) (*activities.Response, error, string) {
 	t.Helper()
-	var logs bytes.Buffer
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	env := s.NewTestActivityEnvironment()
-	a, err := activities.New(cfg)
-	require.NoError(t, err)
-	a.Register(env)
-	val, err := env.ExecuteActivity(activities.ActivityName, req)
-	if err != nil {
-		return nil, err, logs.String()
-	}
-	var resp activities.Response
-	require.NoError(t, val.Get(&resp))
-	return &resp, nil, logs.String()
+	return runAfter(t, cfg, req, nil)
 }
 
 func appError(t *testing.T, err error) *temporal.ApplicationError {

@@ -361,18 +361,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST, PUT, PATCH or DELETE"})
 		return
-	case keyErr != nil:
-		s.stats.MissingKey++
-		status(d.MissingKeyStatus)
-		s.mu.Unlock()
-		ct, b := d.invalidKeyBody()
-		write(w, d.MissingKeyStatus, ct, b)
-		return
-	case key == "" && !d.KeyOptional:
+	case keyErr != nil, key == "" && !d.KeyOptional:
 		s.stats.MissingKey++
 		status(d.MissingKeyStatus)
 		s.mu.Unlock()
 		ct, b := d.missingKeyBody()
+		if keyErr != nil {
+			ct, b = d.invalidKeyBody()
+		}
 		write(w, d.MissingKeyStatus, ct, b)
 		return
 	case readErr != nil || len(body) > maxBody:

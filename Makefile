@@ -10,7 +10,7 @@ GO    ?= go
 ## Temporal cluster included. Packages run one at a time (-p 1) so the
 ## real-server tests do not compete for this machine's two cores. The first
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
-test: check compose-test
+test: check compose-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime 5s -fuzzminimizetime 10x
 
@@ -50,6 +50,15 @@ interop:
 ## progress; Ctrl-C stops everything the demo started and exits 0.
 demo:
 	scripts/demo.sh
+
+## rules-test: the Prometheus alerting rules (monitoring/alerts.yml)
+## checked and unit-tested with promtool (monitoring/alerts_test.yml);
+## installs Debian's prometheus package for promtool when it is missing
+## (needs root). Seconds; part of test.
+.PHONY: rules-test
+rules-test:
+	bash scripts/install-promtool.sh
+	cd monitoring && promtool check rules alerts.yml && promtool test rules alerts_test.yml
 
 ## compose-test: docker-compose.yml loaded by compose-go, the loader of
 ## Docker Compose v2 (schema, interpolation, depends_on), and checked against

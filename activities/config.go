@@ -249,7 +249,7 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 // without rewriting unrelated text, so the error names it.
 func secretParts(name, v string) ([]string, error) {
 	short := func(what string, n int) error {
-		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret (is it missing?)", what, n, MinCredentialBytes)
+		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret; is the token missing?", what, n, MinCredentialBytes)
 	}
 	isAuth := name == "Authorization" || name == "Proxy-Authorization"
 	scheme, tok, ok := strings.Cut(v, " ")

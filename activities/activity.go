@@ -204,7 +204,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	} else {
 		d.Body = a.redact.snippet(ans.body)
 		if ans.encoded != "" {
-			d.Body = "[body withheld: Content-Encoding " + ans.encoded + ", which the worker cannot decode to redact it]"
+			d.Body = a.redact.string("[body withheld: Content-Encoding " + ans.encoded + ", which the worker cannot decode to redact it]")
 		}
 		if v.errType == ErrTypeRedirect {
 			d.Location = a.redact.string(request.RedactURL(ans.header.Get("Location")))

@@ -265,7 +265,12 @@ func secretParts(name, v string) ([]string, error) {
 	}
 	parts := []string{tok}
 	if strings.EqualFold(scheme, "Basic") {
-		if dec, err := base64.StdEncoding.DecodeString(tok); err == nil {
+		// Unpadded base64 too: lenient servers accept it.
+		dec, err := base64.StdEncoding.DecodeString(tok)
+		if err != nil {
+			dec, err = base64.RawStdEncoding.DecodeString(tok)
+		}
+		if err == nil {
 			if user, pass, ok := strings.Cut(string(dec), ":"); ok {
 				secret, what := pass, "the password of its Basic credentials"
 				if pass == "" {

@@ -92,13 +92,14 @@ func (s Signal) matches(status int, lowerBody string) bool {
 // keyReusedWords are what a 422 about idempotency says when the key was
 // reused with another request: the IETF draft's example ("Idempotency-Key
 // is already used", "MUST not be reused across different payloads"),
-// @node-idempotency's "is already used", and common phrasings of a
-// mismatch. A 422 that only names the key (a validation error about its
-// format, or an echoed idempotency_key field) is a plain client error.
+// @node-idempotency's "is already used", and common phrasings of a key
+// used with another request. A 422 that only names the key (a validation
+// error about its format, such as "does not match the required format",
+// or an echoed idempotency_key field) is a plain client error.
 var keyReusedWords = []string{
 	"already used", "already been used", "reused", "re-used", "reuse",
-	"does not match", "doesn't match", "did not match", "mismatch",
 	"different payload", "different request", "different parameters", "different body",
+	"payload mismatch", "request mismatch", "body mismatch",
 	"other payload", "another request", "same parameters",
 }
 

@@ -285,6 +285,8 @@ func TestNewRefusesWhatItCannotRedact(t *testing.T) {
 		{"short password", basic("acct_1234567890", "hunt3r"), "password"},
 		{"password of 7", basic("acct_1234567890", "1234567"), "password"},
 		{"short user without a password", basic("sk_test", ""), "user name"},
+		{"short password, unpadded", strings.TrimRight(basic("acct_1234567890", "hunt3r"), "="), "password"},
+		{"short user without a password, unpadded", strings.TrimRight(basic("sk_test", ""), "="), "user name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -357,5 +359,86 @@ func TestWorkflowHeadersAreSentOrRefused(t *testing.T) {
 			assert.Contains(t, appErr.Message(), http.CanonicalHeaderKey(name))
 			assert.Equal(t, before, srv.count(), "nothing sent")
 		})
+	}
+}
+
+// rawResponse answers with a hand-written status line, headers and body,
+// then closes the connection (close-delimited when headers carry no
+// Content-Length).
+func rawResponse(status int, headers string, body []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n%s\r\n", status, http.StatusText(status), headers)
+		_, _ = buf.Write(body)
+		_ = buf.Flush()
+		_ = conn.Close()
+	}
+}
+
+// TestEncodedBodiesReview: what an adversarial review of the decoding
+// found, each failing before its fix: a body gzipped twice (the HTTP client
+// used to undo one layer and drop Content-Encoding, hiding the other); a
+// close-delimited coded body cut in transit (reported as a success); a
+// thousand layers of deflate (a decompressor each, 85 MiB); a server's
+// words in Content-Encoding shown in FailureDetails.
+func TestEncodedBodiesReview(t *testing.T) {
+	cfg := func(url string) activities.Config {
+		return activities.Config{
+			AllowedOrigins: []string{url},
+			Credentials:    map[string]http.Header{url: {"Authorization": {"Bearer " + token}}},
+		}
+	}
+	echo := []byte(`{"id":"pay_1","echo":"Bearer ` + token + `"}`)
+	t.Run("gzip twice", func(t *testing.T) {
+		wire := encodeAs("gzip", encodeAs("gzip", echo))
+		srv := newRecorder(t, rawResponse(201, fmt.Sprintf("Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n", len(wire)), wire))
+		resp, err, logs := run(t, cfg(srv.URL), req(srv.URL))
+		require.NoError(t, err)
+		assertNoPiece(t, err, resp, logs, token)
+		assert.JSONEq(t, `{"id":"pay_1","echo":"Bearer [REDACTED]"}`, string(resp.Body))
+	})
+	t.Run("close-delimited deflate cut in transit", func(t *testing.T) {
+		enc := encodeAs("deflate", []byte(`{"note":"`+strings.Repeat("abcdefghij", 300)+`"}`))
+		srv := newRecorder(t, rawResponse(201, "Content-Type: application/json\r\nContent-Encoding: deflate\r\nConnection: close\r\n", enc[:len(enc)/2]))
+		resp, err, _ := run(t, cfg(srv.URL), req(srv.URL))
+		require.Nil(t, resp, "a 201 cut in transit is not a success")
+		assert.Equal(t, activities.ErrTypeNetwork, appError(t, err).Type())
+	})
+	t.Run("more layers than decoded", func(t *testing.T) {
+		wire := echo
+		for range 1000 {
+			wire = encodeAs("deflate", wire)
+		}
+		ce := strings.TrimSuffix(strings.Repeat("deflate,", 1000), ",")
+		srv := newRecorder(t, rawResponse(201, fmt.Sprintf("Content-Type: application/json\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n", ce, len(wire)), wire))
+		resp, err, logs := run(t, cfg(srv.URL), req(srv.URL))
+		require.NoError(t, err)
+		assertNoPiece(t, err, resp, logs, token)
+		assert.True(t, resp.BodyOmitted)
+		assert.Equal(t, "encoded", resp.OmittedReason)
+	})
+	t.Run("a server's words as the coding", func(t *testing.T) {
+		srv := newRecorder(t, rawResponse(400, "Content-Encoding: "+strings.ToLower(token)+"\r\nContent-Length: 2\r\n", []byte("xx")))
+		_, err, logs := run(t, cfg(srv.URL), req(srv.URL))
+		assertNoPiece(t, err, nil, logs, strings.ToLower(token))
+		d, ok := activities.Details(err)
+		require.True(t, ok)
+		assert.Contains(t, d.Body, "unknown coding")
+	})
+}
+
+// TestUnparsableLocationQuery: the HTTP client's own error quotes a
+// Location it cannot parse, query value and all; it is redacted too.
+func TestUnparsableLocationQuery(t *testing.T) {
+	for _, code := range []int{302, 307} {
+		srv := newRecorder(t, status(code, "", "Location", "/pay/%zz?session_token=LEAKEDQUERYVALUE"))
+		r := req(srv.URL)
+		r.MaximumAttempts = 1
+		_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+		appError(t, err)
+		assertNoPiece(t, err, nil, logs, "LEAKEDQUERYVALUE")
 	}
 }

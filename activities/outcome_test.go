@@ -97,6 +97,7 @@ func TestDecideRules(t *testing.T) {
 		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, outcomeFinal, ErrTypeClientError, false},
 		{"422 validation error naming the key field", 422, nil, `{"errors":{"idempotency_key":["is too long (maximum is 64 characters)"]}}`, false, outcomeFinal, ErrTypeClientError, false},
 		{"422 validation error about the key's format", 422, nil, `{"title":"Invalid Idempotency-Key","detail":"Idempotency-Key must be a UUID"}`, false, outcomeFinal, ErrTypeClientError, false},
+		{"422 about the key's format", 422, nil, `{"detail":"Idempotency-Key does not match the required format (UUID)"}`, false, outcomeFinal, ErrTypeClientError, false},
 		{"422 IETF draft's key reused detail", 422, nil, `{"detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."}`, false, outcomeFinal, ErrTypeKeyReused, false},
 		{"422 @node-idempotency/nestjs key reused", 422, nil, `{"statusCode":422,"message":"Idempotency-Key is already used"}`, false, outcomeFinal, ErrTypeKeyReused, false},
 		{"422 key used with another payload", 422, nil, `{"error":"idempotency key was used with a different request payload"}`, false, outcomeFinal, ErrTypeKeyReused, false},

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,6 +74,10 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		// (request.Headers and prepare refuse it).
 		hr.Header.Set("User-Agent", a.cfg.UserAgent)
 		hr.Header.Set("Accept", "application/json")
+		// Asked for here, the codings are left to read's decoder by the
+		// HTTP client, which would otherwise undo one gzip layer and drop
+		// Content-Encoding, hiding a second one from redaction.
+		hr.Header.Set("Accept-Encoding", "gzip, deflate")
 		for k, v := range p.req.Headers {
 			hr.Header[http.CanonicalHeaderKey(k)] = []string{v}
 		}
@@ -131,9 +136,11 @@ func (a *Activities) read(resp *http.Response) answer {
 		}
 	}
 	switch {
-	case err != nil && wire.err == nil && ans.encoded == "" && body != io.Reader(wire):
+	case err != nil && wire.err == nil && ans.encoded == "" && body != io.Reader(wire) && !errors.Is(err, io.ErrUnexpectedEOF):
 		// The connection delivered the whole body, but its coding is
-		// broken: it is kept as received, encoded, and never shown.
+		// broken (a bad header or checksum; a stream that stops early is
+		// a body cut short, whatever the connection said): it is kept as
+		// received, encoded, and never shown.
 		ans.encoded = codingNames(contentCodings(resp.Header)) + " (broken)"
 	case err != nil:
 		ans.err = fmt.Errorf("reading the %d response body: %w", resp.StatusCode, err)
@@ -157,27 +164,44 @@ func (w *wireReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// decoder returns a reader of the decoded body. The HTTP client decodes
-// gzip itself when it asked for it (and then drops Content-Encoding); a
-// server may still encode unasked, or the worker's HTTPClient may not
-// decode. gzip and deflate (zlib, or raw as some servers send it) are
-// decoded here, so that redaction sees the text; any other coding (br,
-// zstd, …) is returned as its name, with the raw reader: the body is then
-// never shown, since credentials in it cannot be found.
+// decoder returns a reader of the decoded body. The activity asks for
+// gzip and deflate itself (send), so the HTTP client leaves every coding to
+// it, and a server that encodes unasked, or twice, is decoded all the same:
+// gzip and deflate (zlib, or raw as some servers send it), at most
+// maxCodings layers, so that redaction sees the text. Any other coding (br,
+// zstd, …), or more layers, is returned as its name, with the raw reader:
+// the body is then never shown, since credentials in it cannot be found.
 func decoder(h http.Header, r io.Reader) (io.Reader, string) {
 	codings := contentCodings(h)
-	// Codings are listed in the order they were applied: undo the last first.
-	for i := len(codings) - 1; i >= 0; i-- {
-		switch codings[i] {
-		case "gzip", "x-gzip":
-			r = &lazy{open: func(src io.Reader) (io.Reader, error) { return gzip.NewReader(src) }, src: r}
-		case "deflate":
-			r = &lazy{open: openDeflate, src: r}
-		default:
+	if len(codings) > maxCodings {
+		return r, codingNames(codings)
+	}
+	for _, c := range codings {
+		if c != "gzip" && c != "x-gzip" && c != "deflate" {
 			return r, codingNames(codings)
 		}
 	}
+	// Codings are listed in the order they were applied: undo the last first.
+	for i := len(codings) - 1; i >= 0; i-- {
+		if codings[i] == "deflate" {
+			r = &lazy{open: openDeflate, src: r}
+		} else {
+			r = &lazy{open: func(src io.Reader) (io.Reader, error) { return gzip.NewReader(src) }, src: r}
+		}
+	}
 	return r, ""
+}
+
+// maxCodings bounds the content codings decoded for one body: each layer
+// costs a decompressor (curl stops at 5 for the same reason, CVE-2022-32206).
+const maxCodings = 3
+
+// knownCodings are the content codings a message may name as written
+// (RFC 9110 §8.4.1 and the IANA registry); other names are the server's
+// words and are not shown.
+var knownCodings = map[string]bool{
+	"gzip": true, "x-gzip": true, "deflate": true, "br": true, "zstd": true,
+	"compress": true, "x-compress": true, "aes128gcm": true, "exi": true, "pack200-gzip": true,
 }
 
 // contentCodings returns the codings of Content-Encoding, lower-cased,
@@ -194,11 +218,14 @@ func contentCodings(h http.Header) []string {
 	return codings
 }
 
-// codingNames names content codings for a message: the server's words, so
-// only short tokens are shown as written.
+// codingNames names content codings for a message: registered names as
+// written, anything else as "of an unknown coding" (the server's words).
 func codingNames(codings []string) string {
+	if len(codings) > maxCodings {
+		return fmt.Sprintf("of %d layers", len(codings))
+	}
 	for _, c := range codings {
-		if len(c) > 16 || !request.ValidHeaderName(c) {
+		if !knownCodings[c] {
 			return "of an unknown coding"
 		}
 	}

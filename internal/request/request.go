@@ -313,13 +313,42 @@ func RedactURL(raw string) string {
 }
 
 // RedactErr returns the text of an error from net/url or net/http with the
-// URL it names redacted by RedactURL.
+// URL it names redacted by RedactURL, and every query in the rest of the
+// text (a Location the client could not parse, quoted in its error; a
+// server's words in a protocol error) cut at its "?" (redactQueries).
 func RedactErr(err error) string {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
-		return uerr.Op + " " + RedactURL(uerr.URL) + ": " + uerr.Err.Error()
+		return uerr.Op + " " + RedactURL(uerr.URL) + ": " + redactQueries(uerr.Err.Error())
 	}
-	return err.Error()
+	return redactQueries(err.Error())
+}
+
+// redactQueries replaces, in free text, what follows each "?" up to the next
+// space or quote with "REDACTED": where a URL cannot be parsed, its query
+// values are hidden all the same.
+func redactQueries(s string) string {
+	if !strings.Contains(s, "?") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '?')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+1])
+		s = s[i+1:]
+		end := strings.IndexAny(s, " \t\n\"'`")
+		if end < 0 {
+			end = len(s)
+		}
+		if end > 0 {
+			b.WriteString("REDACTED")
+		}
+		s = s[end:]
+	}
 }
 
 // The retry and timeout defaults, for workflows.RetryOptions and

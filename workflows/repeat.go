@@ -30,8 +30,11 @@ type firstUse struct {
 
 // repeated records that this execution calls with key for operation; it
 // reports whether an earlier call of this run used key, and that call's
-// operation.
-func repeated(ctx workflow.Context, key, operation string) (string, bool) {
+// operation, and whether this call made the record (owns it: only such a
+// call may forget it). A call that meets the record at the same history
+// length (a replay of the first call, or one started beside it in the same
+// workflow task) neither repeats nor owns it.
+func repeated(ctx workflow.Context, key, operation string) (prev string, again, owns bool) {
 	info := workflow.GetInfo(ctx)
 	length := info.GetCurrentHistoryLength()
 	wp := weak.Make(info)
@@ -49,11 +52,11 @@ func repeated(ctx workflow.Context, key, operation string) (string, bool) {
 	}
 	// Temporal's test environment keeps no history length (0) and never
 	// rebuilds a cached state: there every second call is a repeat.
-	if first, ok := seen[key]; ok && (length == 0 || length > first.historyLength) {
-		return first.operation, true
+	if first, ok := seen[key]; ok {
+		return first.operation, length == 0 || length > first.historyLength, false
 	}
 	seen[key] = firstUse{operation: operation, historyLength: length}
-	return "", false
+	return "", false, true
 }
 
 // forget drops key after its call failed: calling again with the same key
@@ -69,12 +72,14 @@ func forget(ctx workflow.Context, key string) {
 // execute) and ExecuteChild (in the parent) share: it records that this
 // run calls with key for req.Operation, and refuses the call when an
 // earlier call of the run used key, unless req.Repeat says the repeat is
-// meant. The caller forgets key when its call fails.
-func refuseRepeat(ctx workflow.Context, key string, req Request) error {
-	prev, again := repeated(ctx, key, req.Operation)
+// meant. When owns is true the caller forgets key if its call fails (a
+// call again is then a retry); a call that does not own the record leaves
+// it, so that its failure cannot erase a completed call's.
+func refuseRepeat(ctx workflow.Context, key string, req Request) (owns bool, err error) {
+	prev, again, owns := repeated(ctx, key, req.Operation)
 	if !again || req.Repeat {
-		return nil
+		return owns, nil
 	}
-	return invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
+	return false, invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
 		req.Operation, prev, req.Operation+"-2")
 }

@@ -243,13 +243,16 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 // execute runs the activity with in, the input prepare made of req, under
 // ao, and logs a final failure.
 func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.ActivityOptions) (*activities.Response, error) {
-	if err := refuseRepeat(ctx, in.IdempotencyKey, req); err != nil {
+	owns, err := refuseRepeat(ctx, in.IdempotencyKey, req)
+	if err != nil {
 		return nil, err
 	}
 	var resp activities.Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
-		forget(ctx, in.IdempotencyKey)
+		if owns {
+			forget(ctx, in.IdempotencyKey)
+		}
 		logFailure(ctx, in, err)
 		return nil, err
 	}
@@ -437,7 +440,8 @@ func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseRepeat(ctx, req.IdempotencyKey, req); err != nil {
+	owns, err := refuseRepeat(ctx, req.IdempotencyKey, req)
+	if err != nil {
 		return nil, err
 	}
 	cwo := workflow.ChildWorkflowOptions{
@@ -447,7 +451,11 @@ func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, erro
 	var resp activities.Response
 	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
-		forget(ctx, req.IdempotencyKey)
+		// A child that did not start because its twin runs (started beside
+		// it) owns nothing: the twin's record stays.
+		if owns {
+			forget(ctx, req.IdempotencyKey)
+		}
 		return nil, err
 	}
 	return &resp, nil

@@ -16,6 +16,28 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
+// startRepeatWorker starts the reference server and an in-process worker
+// with the HTTP activity, the ready workflow and wf, on a task queue of its
+// own, stopped when the test ends.
+func startRepeatWorker(t *testing.T, wf any) (*testsuite.Server, string) {
+	t.Helper()
+	srv := testsuite.StartServer(t, testsuite.Options{})
+	tq := uniqueName(t, "tq")
+	acts, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(tc, tq, worker.Options{})
+	acts.Register(w)
+	workflows.Register(w)
+	w.RegisterWorkflow(wf)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return srv, tq
+}
+
 // chargeTwice posts the same operation twice, a workflow timer apart, and
 // returns the error type of the second call.
 func chargeTwice(ctx workflow.Context, url string) (string, error) {
@@ -38,19 +60,7 @@ func chargeTwice(ctx workflow.Context, url string) (string, error) {
 // run fails as InvalidRequest without a request, and the run replays without
 // non-determinism after its cached state is dropped in between.
 func TestRepeatedKeyOnARealServer(t *testing.T) {
-	srv := testsuite.StartServer(t, testsuite.Options{})
-	tq := uniqueName(t, "tq")
-	acts, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(tc, tq, worker.Options{})
-	acts.Register(w)
-	w.RegisterWorkflow(chargeTwice)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	srv, tq := startRepeatWorker(t, chargeTwice)
 	ctx := ctxT(t, time.Minute)
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: uniqueName(t, "wf"), TaskQueue: tq}, chargeTwice, srv.URL+"/payments")
 	if err != nil {
@@ -117,20 +127,7 @@ func childTwiceThenAgain(ctx workflow.Context, url string) ([]string, error) {
 // later, is refused as a repeat. Before, it ran a second child that got the
 // stored answer (Replayed) and reported the charge done twice.
 func TestRepeatedChildOnARealServer(t *testing.T) {
-	srv := testsuite.StartServer(t, testsuite.Options{})
-	tq := uniqueName(t, "tq")
-	acts, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(tc, tq, worker.Options{})
-	acts.Register(w)
-	workflows.Register(w)
-	w.RegisterWorkflow(childTwiceThenAgain)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	srv, tq := startRepeatWorker(t, childTwiceThenAgain)
 	ctx := ctxT(t, time.Minute)
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: uniqueName(t, "wf"), TaskQueue: tq}, childTwiceThenAgain, srv.URL+"/payments")
 	if err != nil {

@@ -202,9 +202,10 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if ans.err != nil {
 		msg = fmt.Sprintf("%s %s: %s (%s)", p.method, from, request.RedactErr(ans.err), v.reason)
 	} else {
-		d.Body = a.redact.snippet(ans.body)
 		if ans.encoded != "" {
 			d.Body = a.redact.string("[body withheld: Content-Encoding " + ans.encoded + ", which the worker cannot decode to redact it]")
+		} else {
+			d.Body = a.redact.snippet(ans.body)
 		}
 		if v.errType == ErrTypeRedirect {
 			d.Location = a.redact.string(request.RedactURL(ans.header.Get("Location")))

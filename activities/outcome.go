@@ -136,7 +136,7 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	switch {
 	case inFlightStatus:
 		reason = "409 with no sign that a request with this key is in flight (no Retry-After, no in-flight body, no earlier attempt without an answer): a conflict with the state of the server"
-	case status >= 500:
+	case unknownStatus(status):
 		reason = fmt.Sprintf("%d is not retryable: the server cannot handle this request (it may have done part of it)", status)
 	}
 	return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: reason}

@@ -182,9 +182,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	ans := a.send(withMargin(ctx), p)
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
 	prev.Sent++
-	if a.limiter != nil && ans.err == nil {
-		a.limiter.Observe(p.origin, sentAt, a.cfg.Now(), a.throttle(ans.status))
-	}
+	a.observe(ctx, p, sentAt, &ans)
 	v := decide(&ans, &p.o.conv, prev.hint())
 	d := FailureDetails{
 		Operation: req.Operation, Method: p.method, URL: p.shown,

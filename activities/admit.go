@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -33,6 +34,13 @@ func (c Admission) validate() error {
 	case c.MinRate > 0 && c.InitialRate > 0 && c.MinRate > c.InitialRate:
 		return fmt.Errorf("Config.Admission: MinRate %g is above InitialRate %g", c.MinRate, c.InitialRate)
 	}
+	b := c.Breaker
+	switch {
+	case b.FailureRatio < 0, b.FailureRatio > 1:
+		return fmt.Errorf("Config.Admission.Breaker: FailureRatio %g is not a share: use a value above 0 and at most 1 (0 takes the default 0.5); set Breaker.Off to turn the breaker off", b.FailureRatio)
+	case b.MinFailures < 0, b.FailureWindow < 0, b.OpenTime < 0, b.MaxOpenTime < 0:
+		return fmt.Errorf("Config.Admission.Breaker: MinFailures, FailureWindow, OpenTime and MaxOpenTime may not be negative (0 takes the default); set Breaker.Off to turn the breaker off")
+	}
 	for _, s := range c.Throttles {
 		if s < 400 || s > 599 {
 			return fmt.Errorf("Config.Admission.Throttles: %d is not an HTTP error status: list statuses from 400 to 599, such as 429 or 503", s)
@@ -42,21 +50,22 @@ func (c Admission) validate() error {
 }
 
 // admit asks the origin's limiter before the attempt sends its request. It
-// waits inside the attempt for a short wait (at most MaxWait, and a fifth of
-// the attempt's time), once; otherwise it ends the attempt with a retryable
+// waits inside the attempt while the waits add up to at most MaxWait (and a
+// fifth of the attempt's time): a short turn of the rate, or the answer of
+// the breaker's probe; otherwise it ends the attempt with a retryable
 // ErrTypeNotAdmitted whose NextRetryDelay brings the next attempt back
-// shortly before its turn, recording the progress (ticket included; the
-// attempt is not counted against the budget). A wait that cannot end before
-// the schedule-to-close deadline fails with ErrTypeDeadline: nothing was
-// sent by this attempt.
+// shortly before its turn (or the breaker's next probe), recording the
+// progress (ticket included; the attempt is not counted against the
+// budget). A wait that cannot end before the schedule-to-close deadline
+// fails with ErrTypeDeadline: nothing was sent by this attempt.
 func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev *progress) error {
 	if a.limiter == nil {
 		return nil
 	}
-	cfg := a.cfg.Admission.limiterConfig()
+	cfg := a.cfg.Admission.limiterConfig().WithDefaults()
 	now := a.cfg.Now()
 	d := a.limiter.Admit(p.origin, now, prev.Ticket, prev.Sent > 0)
-	if !d.Admitted && cfg.Hop(d.Wait) == 0 && fitsAttempt(ctx, d.Wait) {
+	for waited := time.Duration(0); !d.Admitted && waited+d.Wait <= cfg.MaxWait && fitsAttempt(ctx, waited+d.Wait); {
 		m.Timer(metricAdmissionWait).Record(d.Wait)
 		t := time.NewTimer(d.Wait)
 		select {
@@ -65,11 +74,13 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 			return ctx.Err()
 		case <-t.C:
 		}
+		waited += d.Wait
 		// Config.Now may be a clock that does not move while the attempt
 		// runs (Temporal's test environment): the wait has passed on it too.
 		now = later(a.cfg.Now(), now.Add(d.Wait))
 		d = a.limiter.Admit(p.origin, now, d.Ticket, prev.Sent > 0)
 	}
+	a.gauges(ctx, p.origin, d.Circuit, d.Rate)
 	if d.Admitted {
 		prev.Ticket = admission.Ticket{}
 		return nil
@@ -78,7 +89,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	// (Hop), or at its turn when it was short but did not fit the attempt;
 	// never sooner than the waits workflows.Call counted Temporal's
 	// attempts for (request.AttemptCeiling).
-	delay := cfg.Hop(d.Wait)
+	delay := cfg.Hop(d.Wait, d.Reason)
 	if delay == 0 {
 		delay = d.Wait
 	}
@@ -94,8 +105,11 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	if d.Throttled {
 		why += fmt.Sprintf(", learned from its throttles (Config.Admission.Throttles: %v)", a.throttles)
 	}
-	if d.Reason == admission.ReasonRetryBudget {
+	switch d.Reason {
+	case admission.ReasonRetryBudget:
 		why = "its retries have used up the retry budget (Config.Admission.RetryRatio and MinRetries)"
+	case admission.ReasonCircuitOpen:
+		why = "its circuit breaker is open: its recent requests failed (a 5xx or no answer), and one probe request at a time tests whether it is back (Config.Admission.Breaker)"
 	}
 	fd.Reason = "waiting for admission: " + string(d.Reason)
 	msg := fmt.Sprintf("%s %s: not sent yet: adaptive admission holds requests to %s back (%s); its turn is in %s",
@@ -105,17 +119,60 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 		deadline, margin := scheduleDeadline(info, *prev, now)
 		next.Deadline = deadline
 		if left := deadline.Sub(now); d.Wait+margin >= left {
-			logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left)
+			logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
 			return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
 				msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), ErrTypeDeadline, fd)
 		}
 	}
-	m.Counter(metricAdmissionDelays).Inc(1)
+	m.WithTags(map[string]string{"reason": reasonLabel(d.Reason)}).Counter(metricAdmissionDelays).Inc(1)
 	m.Timer(metricRetryDelay).Record(delay)
 	activity.RecordHeartbeat(ctx, next)
 	logger.Info("HTTP request not admitted yet, Temporal will retry", "key", fd.IdempotencyKey, "attempt", info.Attempt, "delay", delay, "wait", d.Wait, "reason", string(d.Reason))
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond))), ErrTypeNotAdmitted,
 		temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{fd}})
+}
+
+// reasonLabel is a wait's reason as a metrics label value: rate,
+// retry_budget or circuit_open.
+func reasonLabel(r admission.Reason) string {
+	return strings.ReplaceAll(string(r), " ", "_")
+}
+
+// observe tells the origin's limiter what the answer to the request sent
+// at sentAt says about the origin (see Breaker: which answers are
+// failures), and updates the origin's gauges. An attempt whose context
+// ended (the worker stops, the activity was cancelled) tells it nothing:
+// the origin did not fail.
+func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time, ans *answer) {
+	if a.limiter == nil || ctx.Err() != nil {
+		return
+	}
+	o := admission.Outcome{
+		Throttled: ans.err == nil && a.throttle(ans.status),
+		Failed:    ans.err != nil || ans.status >= 500 && unknownStatus(ans.status),
+	}
+	if o.Failed && ans.err == nil {
+		if ra, ok := retryAfter(ans.header, a.cfg.Now()); ok {
+			o.RetryAfter = min(ra, a.cfg.MaxRetryAfter)
+		}
+	}
+	now := a.cfg.Now()
+	a.limiter.Observe(p.origin, sentAt, now, o)
+	s := a.limiter.State(p.origin, now)
+	a.gauges(ctx, p.origin, s.Circuit, s.Rate)
+}
+
+// gauges sets the origin's breaker and rate gauges, labelled by origin
+// only: a gauge per operation would keep the last value of an operation
+// that no longer runs.
+func (a *Activities) gauges(ctx context.Context, origin string, c admission.Circuit, rate float64) {
+	m := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"origin": origin})
+	open := 0.0
+	if c != admission.Closed {
+		open = 1
+	}
+	m.Gauge(metricCircuitOpen).Update(open)
+	m.Gauge(metricAdmissionRate).Update(rate)
 }
 
 // fitsAttempt reports whether a wait of d inside the attempt leaves at least

@@ -92,9 +92,11 @@ func TestAdmissionHoldsBack(t *testing.T) {
 		// 667 ms inside its attempt and is sent.
 		{"short wait inside the attempt", status(201, `{}`), activities.Admission{InitialRate: 0.5}, false, 2, "", 0},
 		{"retry budget", status(201, `{}`), activities.Admission{MinRetries: 1, RetryRatio: 0.01}, true, 1, "retry budget", 0},
-		// A 503 is not a throttle by default: it does not cut the rate,
-		// and the second waits 667 ms inside its attempt as after a 201.
-		{"503 is not a throttle", failOnce(503), activities.Admission{InitialRate: 0.5}, false, 2, "", 0},
+		// A 503 is not a throttle by default: it does not cut the rate
+		// (the rate is not "learned from its throttles"), nor grow it as
+		// an answer does: the second waits 2 s at 0.5/s.
+		{"503 is not a throttle", failOnce(503), activities.Admission{InitialRate: 0.5}, false, 1,
+			"its rate is 0.5 requests/s); its turn is in ", 1500 * time.Millisecond},
 		{"503 listed in Throttles", failOnce(503), activities.Admission{InitialRate: 0.5, Throttles: []int{503}}, false, 1, "its turn is in ", 1500 * time.Millisecond},
 		{"off", failOnce(429), activities.Admission{Off: true, InitialRate: 0.5}, false, 2, "", 0},
 	}
@@ -156,6 +158,8 @@ func TestAdmissionRejectsBadConfig(t *testing.T) {
 		{"negative wait", activities.Admission{MaxWait: -time.Second}, "may not be negative"},
 		{"min above initial", activities.Admission{InitialRate: 1, MinRate: 2}, "MinRate 2 is above InitialRate 1"},
 		{"throttle not an error status", activities.Admission{Throttles: []int{429, 200}}, "200 is not an HTTP error status"},
+		{"failure ratio above 1", activities.Admission{Breaker: activities.Breaker{FailureRatio: 1.5}}, "FailureRatio 1.5 is not a share"},
+		{"negative open time", activities.Admission{Breaker: activities.Breaker{OpenTime: -time.Second}}, "Breaker: MinFailures, FailureWindow, OpenTime and MaxOpenTime may not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

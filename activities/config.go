@@ -92,7 +92,8 @@ type Config struct {
 	// no baggage, which is for the worker's own services, not every API).
 	Propagator propagation.TextMapPropagator
 	// Admission paces the requests to each origin by what the origin
-	// answers (default on; see Admission).
+	// answers, and stops them while it fails (default on; see Admission and
+	// Breaker).
 	Admission Admission
 }
 
@@ -143,6 +144,8 @@ type Admission struct {
 	// MaxDelay is the longest an attempt that ended to wait stays away
 	// before it asks again (default 3 s).
 	MaxDelay time.Duration
+	// Breaker is the circuit breaker per origin (default on).
+	Breaker Breaker
 	// Throttles are the statuses that say "too fast": each cuts the
 	// origin's rate, and a throttle without Retry-After is retried as soon
 	// as the limiter admits it (default: 429 only). Other retryable
@@ -154,12 +157,64 @@ type Admission struct {
 	Throttles []int
 }
 
+// Breaker configures the circuit breaker of each origin, part of
+// Admission: an origin that is failing gets no requests at all, first
+// attempts included, except one probe at a time.
+//
+// A failure is an answer that says the origin is failing, not the request:
+// a 5xx other than 501 and 505, or no answer (a transport error, a
+// timeout, a body that broke off). Throttles and other 4xx are answers. The
+// breaker opens when, within the last FailureWindow, at least MinFailures
+// requests failed and they are at least FailureRatio of the answered ones.
+// Open, every attempt to the origin sends nothing and ends with the
+// retryable ErrTypeNotAdmitted (not counted against the attempt budget),
+// its NextRetryDelay bringing it back when the breaker lets a probe
+// through: after OpenTime, or the failing answer's Retry-After (at most
+// Config.MaxRetryAfter). Then the first attempt to come is the probe and
+// the others wait for its answer (inside the attempt, up to
+// Admission.MaxWait). An answered probe closes the breaker, and the origin
+// starts again from the slow start (InitialRate, one more request per
+// second for each answer), so the attempts that waited reach a recovering
+// API at a growing rate, not at once; a failed probe opens it again for
+// twice the last open time, up to MaxOpenTime.
+//
+// With the defaults, an API that is down gets one probe every 2 s from each
+// worker, whatever the number of operations waiting for it, and its
+// recovery is found within 2 s. The zero value turns the breaker on with
+// the defaults below.
+type Breaker struct {
+	// Off turns the breaker off: failures only cost backoff.
+	Off bool
+	// FailureRatio is the share of the answered requests within
+	// FailureWindow that must have failed to open the breaker, above 0 and
+	// at most 1 (default 0.5).
+	FailureRatio float64
+	// MinFailures is the least number of failures within FailureWindow
+	// that opens the breaker (default 5, as Envoy's consecutive_5xx).
+	MinFailures int
+	// FailureWindow is the sliding window the failures are counted in
+	// (default 10 s).
+	FailureWindow time.Duration
+	// OpenTime is how long the breaker stays open before a probe (default
+	// 1 s); a failing answer's Retry-After replaces it.
+	OpenTime time.Duration
+	// MaxOpenTime is the longest open time: each failed probe doubles the
+	// last up to this (default 2 s, at least OpenTime). It is the longest a
+	// recovered API waits for its first probe.
+	MaxOpenTime time.Duration
+}
+
 // limiterConfig is a's configuration for package admission.
 func (a Admission) limiterConfig() admission.Config {
+	b := a.Breaker
 	return admission.Config{
 		InitialRate: a.InitialRate, MinRate: a.MinRate,
 		RetryRatio: a.RetryRatio, RetryWindow: a.RetryWindow, MinRetries: a.MinRetries,
 		MaxWait: a.MaxWait, MaxDelay: a.MaxDelay,
+		Breaker: admission.Breaker{
+			Off: b.Off, FailureRatio: b.FailureRatio, MinFailures: b.MinFailures,
+			FailureWindow: b.FailureWindow, OpenTime: b.OpenTime, MaxOpenTime: b.MaxOpenTime,
+		},
 	}
 }
 

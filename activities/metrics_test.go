@@ -28,11 +28,12 @@ type counting struct {
 	counts map[string]int64
 	timers map[string][]time.Duration
 	values map[string]bool
+	gauges map[string]float64
 }
 
 func newCounting() *counting {
 	return &counting{mu: &sync.Mutex{}, tags: map[string]string{}, counts: map[string]int64{},
-		timers: map[string][]time.Duration{}, values: map[string]bool{}}
+		timers: map[string][]time.Duration{}, values: map[string]bool{}, gauges: map[string]float64{}}
 }
 
 func (c *counting) WithTags(tags map[string]string) client.MetricsHandler {
@@ -43,14 +44,14 @@ func (c *counting) WithTags(tags map[string]string) client.MetricsHandler {
 		c.values[v] = true
 	}
 	c.mu.Unlock()
-	return &counting{mu: c.mu, tags: merged, counts: c.counts, timers: c.timers, values: c.values}
+	return &counting{mu: c.mu, tags: merged, counts: c.counts, timers: c.timers, values: c.values, gauges: c.gauges}
 }
 
 // key is name{label=value,...} with this package's labels, sorted.
 func (c *counting) key(name string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(c.tags)) {
-		if k == "origin" || k == "operation" || k == "outcome" || k == "error_type" {
+		if k == "origin" || k == "operation" || k == "outcome" || k == "error_type" || k == "reason" {
 			parts = append(parts, k+"="+c.tags[k])
 		}
 	}
@@ -60,7 +61,27 @@ func (c *counting) key(name string) string {
 func (c *counting) Counter(name string) client.MetricsCounter {
 	return counter{c, c.key(name)}
 }
-func (c *counting) Gauge(string) client.MetricsGauge { return nop{} }
+func (c *counting) Gauge(name string) client.MetricsGauge {
+	return gauge{c, c.key(name)}
+}
+
+// gaugeValues returns the last value of each gauge.
+func (c *counting) gaugeValues() map[string]float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.gauges)
+}
+
+type gauge struct {
+	c   *counting
+	key string
+}
+
+func (g gauge) Update(v float64) {
+	g.c.mu.Lock()
+	defer g.c.mu.Unlock()
+	g.c.gauges[g.key] = v
+}
 func (c *counting) Timer(name string) client.MetricsTimer {
 	return timer{c, c.key(name)}
 }
@@ -93,10 +114,6 @@ func (k timer) Record(d time.Duration) {
 	defer k.c.mu.Unlock()
 	k.c.timers[k.key] = append(k.c.timers[k.key], d)
 }
-
-type nop struct{}
-
-func (nop) Update(float64) {}
 
 // runMetrics runs one attempt of r against cfg in Temporal's activity test
 // environment with a counting metrics handler.

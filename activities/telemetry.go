@@ -44,8 +44,16 @@ const (
 	// metricAdmissionWait is each wait for admission spent inside an attempt.
 	metricAdmissionWait = "idempotent_http_admission_wait_seconds"
 	// metricAdmissionDelays counts attempts that ended to wait for
-	// admission (ErrTypeNotAdmitted): they sent nothing.
+	// admission (ErrTypeNotAdmitted): they sent nothing. Labelled reason:
+	// rate, retry_budget or circuit_open.
 	metricAdmissionDelays = "idempotent_http_admission_delays_total"
+	// metricCircuitOpen is 1 while the origin's circuit breaker is open or
+	// half open, 0 while it is closed (labelled origin only).
+	metricCircuitOpen = "idempotent_http_circuit_open"
+	// metricAdmissionRate is the origin's rate in requests per second, as
+	// the worker's limiter has it: the slow start's, or learned from
+	// throttles (labelled origin only).
+	metricAdmissionRate = "idempotent_http_admission_rate"
 )
 
 // Bounds of the operation label: caller-chosen names keep their own value

@@ -62,6 +62,12 @@ func run() error {
 	minRate := flag.Float64("admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
 	retryRatio := flag.Float64("retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 100 per 10 s); negative: no retry budget")
 	throttles := flag.String("admission-throttles", "429", "comma-separated statuses that mean \"too fast\" and cut an origin's rate; add 503 for an API that sheds load with it")
+	breakerOn := flag.Bool("breaker", cliutil.Env("BREAKER", "on") != "off", "circuit breaker per origin (part of admission): an origin that is failing gets one probe at a time and nothing else; --breaker=false (or BREAKER=off) turns it off")
+	failureRatio := flag.Float64("breaker-failure-ratio", admission.DefaultFailureRatio, "share of an origin's answered requests within --breaker-window that must have failed (5xx or no answer) to open its breaker")
+	minFailures := flag.Int("breaker-min-failures", admission.DefaultMinFailures, "least number of failures within --breaker-window that opens an origin's breaker")
+	failureWindow := flag.Duration("breaker-window", admission.DefaultFailureWindow, "sliding window the breaker counts failures in")
+	openTime := flag.Duration("breaker-open-time", admission.DefaultOpenTime, "how long a breaker stays open before its first probe (a failing answer's Retry-After replaces it)")
+	maxOpenTime := flag.Duration("breaker-max-open-time", admission.DefaultMaxOpenTime, "longest open time between probes: each failed probe doubles the last up to this")
 	queueRate := flag.Float64("task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
 
@@ -79,7 +85,9 @@ func run() error {
 	}
 	cfg := activityConfig(origins, token)
 	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
-	cfg.Admission = activities.Admission{Off: !*admissionOn, InitialRate: *initialRate, MinRate: *minRate, RetryRatio: *retryRatio}
+	cfg.Admission = activities.Admission{Off: !*admissionOn, InitialRate: *initialRate, MinRate: *minRate, RetryRatio: *retryRatio,
+		Breaker: activities.Breaker{Off: !*breakerOn, FailureRatio: *failureRatio, MinFailures: *minFailures,
+			FailureWindow: *failureWindow, OpenTime: *openTime, MaxOpenTime: *maxOpenTime}}
 	for _, st := range cliutil.SplitList(*throttles) {
 		n, err := strconv.Atoi(st)
 		if err != nil {
@@ -92,7 +100,7 @@ func run() error {
 	}
 	acts, err := activities.New(cfg)
 	if err != nil {
-		return fmt.Errorf("configuration (--allow-origin, --convention, --admission-*, --retry-budget-ratio, API_TOKEN): %w", err)
+		return fmt.Errorf("configuration (--allow-origin, --convention, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
 	}
 
 	opts, err := envconfig.LoadDefaultClientOptions()

@@ -22,6 +22,10 @@
 // sliding window, retries may be at most Config.RetryRatio of the requests
 // plus Config.MinRetries; a retry over budget waits for the window to slide.
 //
+// The circuit breaker (breaker.go) stops every request to an origin that is
+// failing, first requests included, except one probe at a time: when the
+// probe is answered the origin starts again from the slow start.
+//
 // Every method takes the time explicitly, so the limiter is deterministic
 // under a fake clock; the same code runs in the activity and in the
 // benchmarks' simulation. Each origin keeps its own clock, which only goes
@@ -46,6 +50,12 @@ const (
 	DefaultMinRetries  = 100
 	DefaultMaxWait     = time.Second
 	DefaultMaxDelay    = 3 * time.Second
+
+	DefaultFailureRatio  = 0.5
+	DefaultMinFailures   = 5
+	DefaultFailureWindow = 10 * time.Second
+	DefaultOpenTime      = time.Second
+	DefaultMaxOpenTime   = 2 * time.Second
 )
 
 // CUBIC's constants. The AWS SDKs cut to 0.7 of the rate; 0.8 keeps an API
@@ -94,22 +104,31 @@ type Config struct {
 	// (each attempt on either), 5 s made the last success 1.39 × the limit
 	// and 3 s 1.27 ×; each hop is an activity task for Temporal.
 	MaxDelay time.Duration
+
+	// Breaker configures the circuit breaker (see Breaker).
+	Breaker Breaker
 }
 
 // Hop is how long an attempt that must wait for admission stays away
 // before it asks again: a wait up to MaxWait is spent inside the attempt
 // (Hop 0); a longer one ends the attempt and returns MaxWait/2 before the
 // turn, to wait out the rest inside the next attempt (Temporal's timers
-// are not precise below about a second), but after at most MaxDelay.
-func (c Config) Hop(wait time.Duration) time.Duration {
-	c = c.withDefaults()
+// are not precise below about a second), but after at most MaxDelay for a
+// wait for the rate (which may grow in the meantime). An open breaker
+// changes only at its open time: its wait is not cut to MaxDelay.
+func (c Config) Hop(wait time.Duration, why Reason) time.Duration {
+	c = c.WithDefaults()
 	if wait <= c.MaxWait {
 		return 0
+	}
+	if why == ReasonCircuitOpen {
+		return wait - c.MaxWait/2
 	}
 	return min(wait-c.MaxWait/2, c.MaxDelay)
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Config) WithDefaults() Config {
 	if c.InitialRate <= 0 {
 		c.InitialRate = DefaultInitialRate
 	}
@@ -137,6 +156,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxDelay <= 0 {
 		c.MaxDelay = DefaultMaxDelay
 	}
+	c.Breaker = c.Breaker.WithDefaults()
 	return c
 }
 
@@ -151,7 +171,7 @@ type Limiter struct {
 
 // New returns a limiter with cfg (zero fields take the defaults).
 func New(cfg Config) *Limiter {
-	return &Limiter{cfg: cfg.withDefaults(), id: rand.Uint64() | 1, origins: map[string]*bucket{}}
+	return &Limiter{cfg: cfg.WithDefaults(), id: rand.Uint64() | 1, origins: map[string]*bucket{}}
 }
 
 // Ticket is a place in an origin's queue. The zero Ticket is none.
@@ -174,6 +194,9 @@ const (
 	ReasonRate Reason = "rate"
 	// ReasonRetryBudget: the origin's retries have used up the budget.
 	ReasonRetryBudget Reason = "retry budget"
+	// ReasonCircuitOpen: the origin's circuit breaker is open, or half open
+	// with its probe on the way.
+	ReasonCircuitOpen Reason = "circuit open"
 )
 
 // Decision is the answer of Admit.
@@ -191,6 +214,10 @@ type Decision struct {
 	// Throttled: the origin has throttled at least once (the rate is learned,
 	// not the slow start's).
 	Throttled bool
+	// Circuit is the origin's breaker state after the decision.
+	Circuit Circuit
+	// Probe: the admitted request is the half-open breaker's probe.
+	Probe bool
 }
 
 // State is an origin's state, for metrics and logs.
@@ -199,6 +226,8 @@ type State struct {
 	Throttled bool
 	// Waiting is how many tickets have not had their turn.
 	Waiting int64
+	// Circuit is the breaker's state.
+	Circuit Circuit
 }
 
 // bucket is one origin's state.
@@ -232,6 +261,8 @@ type bucket struct {
 	slot    time.Duration // budget slot width
 	slots   [budgetSlots]slotCount
 	slotsAt int64 // index of the newest slot (time / slot)
+
+	br breaker
 }
 
 type slotCount struct{ requests, retries int }
@@ -253,6 +284,7 @@ func (l *Limiter) bucket(origin string, now time.Time) *bucket {
 		// The origin's clock keeps no monotonic reading: it indexes the
 		// budget's slots and the measuring intervals by its wall time.
 		b = &bucket{rate: l.cfg.InitialRate, at: now.Round(0), wall: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
+		b.br.slot = max(l.cfg.Breaker.FailureWindow/breakerSlots, 1)
 		l.origins[origin] = b
 	}
 	b.advance(b.tick(now, l.behind()), l.cfg)
@@ -327,6 +359,22 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 	defer l.mu.Unlock()
 	b := l.bucket(origin, now)
 	d := Decision{Rate: b.rate, Throttled: b.throttled}
+	if !l.cfg.Breaker.Off {
+		w, probe := b.gate()
+		d.Circuit = b.br.state
+		switch {
+		case w > 0:
+			d.Ticket, d.Reason, d.Wait = t, ReasonCircuitOpen, b.callerWait(now, w)
+			return d
+		case probe:
+			// The probe goes now, whatever its turn: it is the only
+			// request to the origin. It spends a token if there is one.
+			b.tokens = max(b.tokens-1, min(b.tokens, 0))
+			b.record(retry)
+			d.Admitted, d.Probe = true, true
+			return d
+		}
+	}
 	switch {
 	case t.Seq > 0 && t.Limiter == l.id:
 		return b.admitTicket(d, now, t)
@@ -363,7 +411,7 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 	w, ok := b.take()
 	if ok {
-		return Decision{Admitted: true, Rate: d.Rate, Throttled: d.Throttled}
+		return Decision{Admitted: true, Rate: d.Rate, Throttled: d.Throttled, Circuit: d.Circuit}
 	}
 	if b.served < float64(t.Seq) {
 		w = max(w, time.Duration(math.Ceil((float64(t.Seq)-b.served)/b.rate*float64(time.Second))))
@@ -373,16 +421,40 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 	return d
 }
 
-// Observe records an answer from origin at now to a request sent at sent:
-// throttled for an answer that means "too fast" (a 429), else any other
-// answer. Transport errors are not answers. A throttle of a request sent
-// before the last cut does not cut again: it belongs to the same overload,
-// which the cut already answered (as TCP cuts once per round trip). A
-// request sent before a step of the clock back counts as sent at now.
-func (l *Limiter) Observe(origin string, sent, now time.Time, throttled bool) {
+// Outcome is what the answer to one request says about its origin.
+type Outcome struct {
+	// Throttled: the answer means "too fast" (a 429): it cuts the rate.
+	Throttled bool
+	// Failed: the origin is failing (a 5xx that is not about the request,
+	// or no answer at all: a transport error, a timeout, a body that broke
+	// off): it counts toward opening the breaker, and a failed probe keeps
+	// it open.
+	Failed bool
+	// RetryAfter is the server's Retry-After with a failure (0: none): the
+	// breaker, when this failure opens it or keeps it open, stays open that
+	// long instead of its own open time.
+	RetryAfter time.Duration
+}
+
+// Observe records the outcome o of a request to origin sent at sent and
+// answered (or given up on) at now. A throttle of a request sent before
+// the last cut does not cut again: it belongs to the same overload, which
+// the cut already answered (as TCP cuts once per round trip). A request
+// sent before a step of the clock back counts as sent at now. Every answer
+// that is neither a throttle nor a failure grows the slow start by one
+// request per second; a failure leaves the rate as it is (the breaker
+// answers failures).
+func (l *Limiter) Observe(origin string, sent, now time.Time, o Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket(origin, now)
+	if !l.cfg.Breaker.Off {
+		b.observeBreaker(b.own(sent), o, l.cfg)
+	}
+	if o.Failed && !o.Throttled {
+		return
+	}
+	throttled := o.Throttled
 	b.measure()
 	switch {
 	case throttled && b.throttled && b.own(sent).Before(b.lastThrottle):
@@ -444,7 +516,7 @@ func (l *Limiter) State(origin string, now time.Time) State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket(origin, now)
-	return State{Rate: b.rate, Throttled: b.throttled, Waiting: max(0, b.issued-int64(math.Floor(b.served)))}
+	return State{Rate: b.rate, Throttled: b.throttled, Waiting: max(0, b.issued-int64(math.Floor(b.served))), Circuit: b.br.state}
 }
 
 // shift moves the budget's slots to the origin's time.

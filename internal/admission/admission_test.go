@@ -15,6 +15,9 @@ var base = time.Unix(1_700_000_000, 0)
 // at is the fake clock: base plus d.
 func at(d time.Duration) time.Time { return base.Add(d) }
 
+// throttle is the outcome of a 429.
+var throttle = Outcome{Throttled: true}
+
 // ms is n milliseconds.
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
@@ -44,14 +47,20 @@ func TestConfigDefaults(t *testing.T) {
 		InitialRate: DefaultInitialRate, MinRate: DefaultMinRate, Burst: DefaultBurst,
 		RetryRatio: DefaultRetryRatio, RetryWindow: DefaultRetryWindow, MinRetries: DefaultMinRetries,
 		MaxWait: DefaultMaxWait, MaxDelay: DefaultMaxDelay,
+		Breaker: Breaker{
+			FailureRatio: DefaultFailureRatio, MinFailures: DefaultMinFailures, FailureWindow: DefaultFailureWindow,
+			OpenTime: DefaultOpenTime, MaxOpenTime: DefaultMaxOpenTime,
+		},
 	}
 	custom := Config{
 		InitialRate: 3, MinRate: 0.1, Burst: 2 * time.Second,
 		RetryRatio: 0.5, RetryWindow: time.Minute, MinRetries: 2,
 		MaxWait: 300 * time.Millisecond, MaxDelay: time.Second,
+		Breaker: Breaker{FailureRatio: 0.9, MinFailures: 20, FailureWindow: time.Minute, OpenTime: 5 * time.Second, MaxOpenTime: time.Minute},
 	}
 	negative := Config{
 		InitialRate: -1, MinRate: -1, Burst: -1, RetryWindow: -1, MinRetries: -1, MaxWait: -1, MaxDelay: -1,
+		Breaker: Breaker{FailureRatio: -1, MinFailures: -1, FailureWindow: -1, OpenTime: -1, MaxOpenTime: -1},
 	}
 	budgetOff := defaults
 	budgetOff.RetryRatio = -1
@@ -65,10 +74,15 @@ func TestConfigDefaults(t *testing.T) {
 		{"negative take the defaults", negative, defaults},
 		{"negative RetryRatio kept (budget off)", Config{RetryRatio: -1}, budgetOff},
 		{"MinRate not above InitialRate", Config{InitialRate: 0.3}, func() Config { c := defaults; c.InitialRate, c.MinRate = 0.3, 0.3; return c }()},
+		{"MaxOpenTime not below OpenTime", Config{Breaker: Breaker{OpenTime: 5 * time.Second}}, func() Config {
+			c := defaults
+			c.Breaker.OpenTime, c.Breaker.MaxOpenTime = 5*time.Second, 5*time.Second
+			return c
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.in.withDefaults(); got != tc.want {
-				t.Errorf("withDefaults() = %+v, want %+v", got, tc.want)
+			if got := tc.in.WithDefaults(); got != tc.want {
+				t.Errorf("WithDefaults() = %+v, want %+v", got, tc.want)
 			}
 			if got := New(tc.in).cfg; got != tc.want {
 				t.Errorf("New().cfg = %+v, want %+v", got, tc.want)
@@ -97,20 +111,24 @@ func TestHop(t *testing.T) {
 		cfg  Config
 		wait time.Duration
 		want time.Duration
+		why  Reason
 	}{
-		{"no wait", Config{}, 0, 0},
-		{"short wait", Config{}, ms(300), 0},
-		{"exactly MaxWait", Config{}, time.Second, 0},
-		{"just over MaxWait", Config{}, time.Second + 1, ms(500) + 1},
-		{"wait minus half MaxWait", Config{}, 3 * time.Second, ms(2500)},
-		{"at MaxDelay", Config{}, DefaultMaxDelay + ms(500), DefaultMaxDelay},
-		{"capped at MaxDelay", Config{}, time.Minute, DefaultMaxDelay},
-		{"custom MaxWait", Config{MaxWait: ms(200)}, ms(201), ms(101)},
-		{"custom MaxWait, long", Config{MaxWait: ms(200)}, 2 * time.Second, ms(1900)},
-		{"custom MaxDelay", Config{MaxDelay: 2 * time.Second}, 10 * time.Second, 2 * time.Second},
+		{"no wait", Config{}, 0, 0, ""},
+		{"short wait", Config{}, ms(300), 0, ReasonRate},
+		{"exactly MaxWait", Config{}, time.Second, 0, ReasonRate},
+		{"just over MaxWait", Config{}, time.Second + 1, ms(500) + 1, ReasonRate},
+		{"wait minus half MaxWait", Config{}, 3 * time.Second, ms(2500), ReasonRate},
+		{"at MaxDelay", Config{}, DefaultMaxDelay + ms(500), DefaultMaxDelay, ReasonRate},
+		{"capped at MaxDelay", Config{}, time.Minute, DefaultMaxDelay, ReasonRate},
+		{"custom MaxWait", Config{MaxWait: ms(200)}, ms(201), ms(101), ReasonRate},
+		{"custom MaxWait, long", Config{MaxWait: ms(200)}, 2 * time.Second, ms(1900), ReasonRate},
+		{"custom MaxDelay", Config{MaxDelay: 2 * time.Second}, 10 * time.Second, 2 * time.Second, ReasonRate},
+		{"retry budget: capped", Config{}, time.Minute, DefaultMaxDelay, ReasonRetryBudget},
+		{"circuit open: not capped", Config{}, time.Minute, time.Minute - ms(500), ReasonCircuitOpen},
+		{"circuit open, short", Config{}, ms(900), 0, ReasonCircuitOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.cfg.Hop(tc.wait); got != tc.want {
+			if got := tc.cfg.Hop(tc.wait, tc.why); got != tc.want {
 				t.Errorf("Hop(%v) = %v, want %v", tc.wait, got, tc.want)
 			}
 		})
@@ -162,7 +180,7 @@ func TestSlowStartGrowsByOnePerAnswer(t *testing.T) {
 		if s := l.State(origin, now); s.Rate != float64(2+i) || s.Throttled {
 			t.Fatalf("after %d answers: State %+v, want rate %d, not throttled", i, s, 2+i)
 		}
-		l.Observe(origin, now.Add(-ms(50)), now, false)
+		l.Observe(origin, now.Add(-ms(50)), now, Outcome{})
 	}
 	now := at(5 * time.Second)
 	if s := l.State(origin, now); s.Rate != 52 {
@@ -198,7 +216,7 @@ func TestThrottleCut(t *testing.T) {
 			if s := l.State(origin, at(0)); s.Throttled {
 				t.Fatal("fresh origin throttled")
 			}
-			l.Observe(origin, at(ms(900)), at(time.Second), true)
+			l.Observe(origin, at(ms(900)), at(time.Second), throttle)
 			s := l.State(origin, at(time.Second))
 			if !near(s.Rate, tc.want, 1e-12) || !s.Throttled {
 				t.Fatalf("after a throttle State %+v, want rate %v throttled", s, tc.want)
@@ -218,30 +236,30 @@ func TestThrottleCut(t *testing.T) {
 func TestThrottleOncePerCut(t *testing.T) {
 	l := New(Config{})
 	cut := at(time.Second)
-	l.Observe(origin, at(ms(900)), cut, true)
+	l.Observe(origin, at(ms(900)), cut, throttle)
 	if r := l.State(origin, cut).Rate; r != 8 {
 		t.Fatalf("rate %v after the first throttle, want 8", r)
 	}
 	// Throttles of requests sent before the cut: the same overload.
 	for i, sent := range []time.Time{at(ms(950)), at(ms(999)), at(0)} {
-		l.Observe(origin, sent, cut.Add(ms(100*(i+1))), true)
+		l.Observe(origin, sent, cut.Add(ms(100*(i+1))), throttle)
 		if r := l.State(origin, cut.Add(ms(100*(i+1)))).Rate; r != 8 {
 			t.Fatalf("rate %v after a throttle of a request sent %v before the cut, want 8 (no second cut)", r, cut.Sub(sent))
 		}
 	}
 	// Sent at the cut is not before it: it cuts (measured is 0 here, so
 	// from the rate).
-	l.Observe(origin, cut, at(ms(1400)), true)
+	l.Observe(origin, cut, at(ms(1400)), throttle)
 	if r := l.State(origin, at(ms(1400))).Rate; !near(r, 6.4, 1e-12) {
 		t.Fatalf("rate %v after a throttle of a request sent at the cut, want 6.4", r)
 	}
 	// Again, sent after the new cut.
-	l.Observe(origin, at(ms(1450)), at(ms(1490)), true)
+	l.Observe(origin, at(ms(1450)), at(ms(1490)), throttle)
 	if r := l.State(origin, at(ms(1490))).Rate; !near(r, 6.4*beta, 1e-12) {
 		t.Fatalf("rate %v after a throttle sent after the second cut, want %v", r, 6.4*beta)
 	}
 	// Sent before the latest cut (at 1.49 s) but after the one before.
-	l.Observe(origin, at(ms(1420)), at(ms(1495)), true)
+	l.Observe(origin, at(ms(1420)), at(ms(1495)), throttle)
 	if r := l.State(origin, at(ms(1495))).Rate; !near(r, 6.4*beta, 1e-12) {
 		t.Fatalf("rate %v: a throttle sent before the latest cut cut again", r)
 	}
@@ -249,19 +267,19 @@ func TestThrottleOncePerCut(t *testing.T) {
 
 func TestThrottleCutsFromMeasuredRate(t *testing.T) {
 	l := New(Config{InitialRate: 20})
-	l.Observe(origin, at(0), at(0), true) // rate 16
+	l.Observe(origin, at(0), at(0), throttle) // rate 16
 	// 4 answers a second for 3 s: the measured rate settles at 4.
 	var now time.Time
 	for i := 1; i <= 12; i++ {
 		now = at(ms(250 * i))
-		l.Observe(origin, now.Add(-ms(100)), now, false)
+		l.Observe(origin, now.Add(-ms(100)), now, Outcome{})
 	}
 	b := bucketOf(l, origin)
 	if !near(b.measured, 4, 0.1) {
 		t.Fatalf("measured %v, want about 4", b.measured)
 	}
 	before, measured := b.rate, b.measured
-	l.Observe(origin, now, now.Add(ms(10)), true)
+	l.Observe(origin, now, now.Add(ms(10)), throttle)
 	want := max(min(measured, before)*beta, DefaultMinRate)
 	if r := l.State(origin, now.Add(ms(10))).Rate; !near(r, want, 1e-9) {
 		t.Fatalf("rate %v after a throttle at rate %v, measured %v; want %v", r, before, measured, want)
@@ -277,14 +295,14 @@ func TestCubicRegrowth(t *testing.T) {
 	// Slow start: 4 answers (crossing a measuring interval) bring the rate
 	// to 5, under twice the measured rate.
 	for i := range 4 {
-		l.Observe(origin, at(ms(200*i-100)), at(ms(200*i)), false)
+		l.Observe(origin, at(ms(200*i-100)), at(ms(200*i)), Outcome{})
 	}
 	before := l.State(origin, at(ms(600))).Rate
 	if before != 5 {
 		t.Fatalf("rate %v before the throttle, want 5", before)
 	}
 	cut := at(ms(800))
-	l.Observe(origin, at(ms(700)), cut, true)
+	l.Observe(origin, at(ms(700)), cut, throttle)
 	if r := l.State(origin, cut).Rate; r != before*beta {
 		t.Fatalf("rate %v after the cut, want %v", r, before*beta)
 	}
@@ -293,7 +311,7 @@ func TestCubicRegrowth(t *testing.T) {
 	var peak float64
 	for i := 1; i <= int(10*pace); i++ {
 		now := cut.Add(time.Duration(float64(i) / pace * float64(time.Second)))
-		l.Observe(origin, now.Add(-ms(100)), now, false)
+		l.Observe(origin, now.Add(-ms(100)), now, Outcome{})
 		rate = l.State(origin, now).Rate
 		if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < DefaultMinRate {
 			t.Fatalf("at %v: rate %v", now.Sub(cut), rate)
@@ -381,7 +399,7 @@ func TestTickets(t *testing.T) {
 func TestTicketAdmittedAtDue(t *testing.T) {
 	for _, rate := range []float64{0.5, 3, 7, 10, 13, 40, 50, 99.9, 1000} {
 		l := New(Config{InitialRate: rate})
-		l.Observe(origin, at(0), at(0), true) // a throttle: the rate is rate·beta, no tokens
+		l.Observe(origin, at(0), at(0), throttle) // a throttle: the rate is rate·beta, no tokens
 		now := at(0)
 		waited := 0
 		for i := range 500 {
@@ -412,7 +430,7 @@ func TestTicketRateChangeMovesTurn(t *testing.T) {
 	}
 	// The fourth waiting ticket is due in 400ms at 10/s; after a cut to 8/s
 	// its turn is 500ms away.
-	l.Observe(origin, now, now, true)
+	l.Observe(origin, now, now, throttle)
 	d := l.Admit(origin, now, tk, false)
 	if d.Admitted || d.Wait != ms(500) || d.Rate != 8 {
 		t.Fatalf("after the cut: %+v, want a wait of 500ms at 8/s", d)
@@ -543,7 +561,7 @@ func runTicks(l *Limiter, times []time.Time, throttleEvery int) [][]stepCall {
 	calls := make([][]stepCall, len(times))
 	for i, now := range times {
 		if i > 0 {
-			l.Observe(origin, times[i-1], now, throttleEvery > 0 && i%throttleEvery == 0)
+			l.Observe(origin, times[i-1], now, Outcome{Throttled: throttleEvery > 0 && i%throttleEvery == 0})
 		}
 		for j := range 4 {
 			var d Decision
@@ -680,15 +698,15 @@ func TestSuccessAfterFirstThrottle(t *testing.T) {
 			// All the answers are in the first measuring interval, [0, 500ms):
 			// none is measured yet.
 			for i := range tc.answers {
-				l.Observe(origin, at(ms(10*i)), at(ms(10*i+5)), false)
+				l.Observe(origin, at(ms(10*i)), at(ms(10*i+5)), Outcome{})
 			}
 			cut := at(ms(100))
 			before := l.State(origin, cut).Rate
-			l.Observe(origin, cut.Add(-ms(100)), cut, true)
+			l.Observe(origin, cut.Add(-ms(100)), cut, throttle)
 			if b := bucketOf(l, origin); b.measured != 0 {
 				t.Fatalf("measured %v before the success, want none yet", b.measured)
 			}
-			l.Observe(origin, cut.Add(tc.after-ms(10)), cut.Add(tc.after), false)
+			l.Observe(origin, cut.Add(tc.after-ms(10)), cut.Add(tc.after), Outcome{})
 			k := math.Cbrt(before * (1 - beta) / cubeC)
 			want := cubeC*math.Pow(tc.after.Seconds()-k, 3) + before
 			if r := l.State(origin, cut.Add(tc.after)).Rate; !near(r, want, 1e-9) || r < before*beta || r > before {
@@ -710,7 +728,7 @@ func TestLongRunMatchesRate(t *testing.T) {
 		{"rate 250", Config{InitialRate: 250}, 20 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tc.cfg.withDefaults()
+			cfg := tc.cfg.WithDefaults()
 			l := New(tc.cfg)
 			var held Ticket
 			admitted := 0
@@ -881,7 +899,7 @@ func TestOriginsIndependent(t *testing.T) {
 	if d := l.Admit(a, now, Ticket{}, true); d.Reason != ReasonRetryBudget {
 		t.Fatalf("a's budget not used up: %+v", d)
 	}
-	l.Observe(a, now, now, true)
+	l.Observe(a, now, now, throttle)
 	if d := l.Admit(a, now, Ticket{}, false); d.Admitted {
 		t.Fatalf("a admitted after a throttle: %+v", d)
 	}
@@ -896,14 +914,14 @@ func TestOriginsIndependent(t *testing.T) {
 	}
 	// And a throttle of b does not cut a again.
 	ra := l.State(a, now).Rate
-	l.Observe(b, now, now, true)
+	l.Observe(b, now, now, throttle)
 	if r := l.State(a, now).Rate; r != ra {
 		t.Fatalf("a's rate %v moved to %v on b's throttle", ra, r)
 	}
 	// Slow start on one origin does not raise the other.
 	l2 := New(Config{})
 	for range 5 {
-		l2.Observe(a, now, now, false)
+		l2.Observe(a, now, now, Outcome{})
 	}
 	if ra, rb := l2.State(a, now).Rate, l2.State(b, now).Rate; ra != 15 || rb != 10 {
 		t.Fatalf("rates a %v b %v, want 15 and 10", ra, rb)
@@ -933,7 +951,7 @@ func TestConcurrent(t *testing.T) {
 					d := l.Admit(o, now, held, i%7 == 0)
 					held = d.Ticket
 				case 2:
-					l.Observe(o, now.Add(-ms(50)), now, (g+i)%11 == 0)
+					l.Observe(o, now.Add(-ms(50)), now, Outcome{Throttled: (g+i)%11 == 0})
 				case 3:
 					l.Admit(o, now, Ticket{}, true)
 				case 4:
@@ -967,6 +985,9 @@ func clone(l *Limiter) *Limiter {
 	return c
 }
 
+// fuzzRetryAfter is the Retry-After of FuzzLimiter's failures that carry one.
+const fuzzRetryAfter = 7 * time.Second
+
 // fuzzConfigs are the configurations FuzzLimiter picks from.
 var fuzzConfigs = []Config{
 	{},
@@ -974,6 +995,8 @@ var fuzzConfigs = []Config{
 	{InitialRate: 50, MinRate: 2, Burst: 3 * time.Second, MinRetries: 1, RetryRatio: 0.5, RetryWindow: time.Second},
 	{InitialRate: 0.3, RetryRatio: -1},
 	{InitialRate: 1000, MinRate: 0.01, RetryWindow: time.Minute},
+	{Breaker: Breaker{MinFailures: 1, FailureRatio: 0.1, OpenTime: ms(300), MaxOpenTime: 5 * time.Second}},
+	{InitialRate: 2, Breaker: Breaker{Off: true}},
 }
 
 // FuzzLimiter runs random sequences of Admit, Observe and State, at times
@@ -994,6 +1017,9 @@ func FuzzLimiter(f *testing.F) {
 	// between requests, retries and answers.
 	f.Add([]byte{2, 0, 0, 1, 0, 1, 0, 0x60, 60, 1, 0, 3, 0, 0x51, 6, 1, 0, 2, 0, 0x44, 1, 0x41, 2, 1, 0, 0x61, 250, 1, 0, 6, 0, 7, 0})
 	f.Add([]byte{0, 0, 0, 0, 0, 4, 0, 0x50, 6, 0, 0, 0, 0, 6, 0, 3, 1, 0x66, 80, 2, 0})
+	// Failures open the breaker; probes, some with Retry-After.
+	f.Add([]byte{5, 0, 0, 0, 0, 3, 0x80, 3, 0x81, 0, 0, 0x70, 1, 0, 0, 3, 0xc1, 0, 0, 0x70, 8, 0, 0, 3, 2, 0, 0})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0x80, 3, 0x81, 3, 0x82, 3, 0x83, 3, 0x84, 0, 0, 0x70, 1, 0, 0, 0, 0, 0x70, 11, 0, 0})
 	f.Fuzz(checkLimiter)
 }
 
@@ -1006,7 +1032,7 @@ func checkLimiter(t *testing.T, data []byte) {
 	if len(data) == 0 {
 		return
 	}
-	cfg := fuzzConfigs[int(data[0])%len(fuzzConfigs)].withDefaults()
+	cfg := fuzzConfigs[int(data[0])%len(fuzzConfigs)].WithDefaults()
 	data = data[1:]
 	l := New(cfg)
 	other := New(cfg)
@@ -1042,6 +1068,12 @@ func checkLimiter(t *testing.T, data []byte) {
 			// behind; a step back adds nothing.
 			if !retry || cfg.RetryRatio < 0 || d.Ticket != (Ticket{}) || d.Wait > cfg.RetryWindow+l.behind() {
 				t.Fatalf("%s: budget refusal %+v (retry %v)", where, d, retry)
+			}
+		case ReasonCircuitOpen:
+			// Open for at most the longest open time (or a Retry-After of
+			// up to fuzzRetryAfter); the caller's ticket kept.
+			if cfg.Breaker.Off || d.Wait > max(cfg.Breaker.MaxOpenTime, fuzzRetryAfter)+l.behind() || d.Circuit == Closed {
+				t.Fatalf("%s: breaker refusal %+v", where, d)
 			}
 		case ReasonRate:
 			if d.Ticket.Seq <= 0 || d.Ticket.Limiter == 0 {
@@ -1111,7 +1143,13 @@ func checkLimiter(t *testing.T, data []byte) {
 			if len(sent) > 0 {
 				s = sent[int(arg)%len(sent)]
 			}
-			l.Observe(o, s, now, op&7 == 4)
+			// An answer with arg's high bit is a failure, with a
+			// Retry-After when its next bit is set too.
+			out := Outcome{Throttled: op&7 == 4, Failed: op&7 == 3 && arg&0x80 != 0}
+			if out.Failed && arg&0x40 != 0 {
+				out.RetryAfter = fuzzRetryAfter
+			}
+			l.Observe(o, s, now, out)
 		case 5: // a foreign ticket
 			tk := Ticket{Limiter: other.id, Seq: int64(arg) + 1, Due: now.Add(time.Duration(arg%8) * 100 * time.Millisecond)}
 			if arg&1 == 0 {

@@ -130,7 +130,8 @@ type simConfig struct {
 	// a hop at least MinRetryDelay).
 	Admission *simAdmission
 	// Outage, if positive, makes the model answer every request as a
-	// throttle until then (an API that is down, then recovers).
+	// failure (a 503 without Retry-After) until then: an API that is down,
+	// then recovers.
 	Outage time.Duration
 }
 
@@ -250,7 +251,7 @@ func simulate(cfg simConfig) simResult {
 			}
 			tickets[e.client] = d.Ticket
 			wait := d.Wait
-			if hop := a.Config.Hop(wait); hop > 0 {
+			if hop := a.Config.Hop(wait, d.Reason); hop > 0 {
 				wait = max(hop, cfg.MinRetryDelay)
 			}
 			push(simEvent{t: e.t + wait, client: e.client, kind: evAdmit})
@@ -272,7 +273,7 @@ func simulate(cfg simConfig) simResult {
 		}
 		back := e.t + net() // the answer reaches the client
 		if e.worker != nil {
-			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), !ok)
+			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), simOutcome(ok, e.t < cfg.Outage))
 		}
 		if ok {
 			res.Duration = max(res.Duration, back)
@@ -284,15 +285,21 @@ func simulate(cfg simConfig) simResult {
 		if b.Jitter == activities.JitterNone {
 			delay = b.Ceiling(attempts[e.client])
 		}
-		if limiters != nil {
+		if limiters != nil && e.t >= cfg.Outage {
 			// A throttled request's retry is paced by the limiter, as in
-			// the activity.
+			// the activity; a failure's waits the backoff.
 			delay = 0
 		}
 		delay = max(delay, cfg.MinRetryDelay)
 		push(simEvent{t: back + delay + net(), client: e.client, kind: retryKind})
 	}
 	return res
+}
+
+// simOutcome is what a simulated answer tells the limiter: a failure (503)
+// during the outage, else a throttle (429) when it did not succeed.
+func simOutcome(ok, outage bool) admission.Outcome {
+	return admission.Outcome{Failed: outage, Throttled: !ok && !outage}
 }
 
 // SimSummary is the mean over several seeded runs of one configuration.

@@ -1,0 +1,170 @@
+package activities_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// fakeClock is a Config.Now that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestBreaker: five failures open the origin's breaker; then every attempt,
+// a first one included, sends nothing and comes back when a probe may go;
+// the probe's answer closes it (or a failure keeps it open); the answers
+// that are not failures never open it.
+func TestBreaker(t *testing.T) {
+	const openTime = 10 * time.Second
+	type attempt struct {
+		advance  time.Duration // on the fake clock, before the attempt
+		sent     bool          // the attempt reached the server
+		errType  string        // "" for success
+		delayMin time.Duration // NotAdmitted: NextRetryDelay at least
+		delayMax time.Duration
+	}
+	failures := func(n int, errType string) []attempt {
+		as := make([]attempt, n)
+		for i := range as {
+			as[i] = attempt{sent: true, errType: errType}
+		}
+		return as
+	}
+	refused := func(min, max time.Duration) attempt {
+		return attempt{errType: activities.ErrTypeNotAdmitted, delayMin: min, delayMax: max}
+	}
+	tests := []struct {
+		name    string
+		handler func(n int) (int, []string) // the n-th request's status and headers
+		breaker activities.Breaker
+		steps   []attempt
+	}{
+		{"five 503s open it: a first attempt sends nothing", func(int) (int, []string) { return 503, nil },
+			activities.Breaker{OpenTime: openTime},
+			append(failures(5, activities.ErrTypeRetryableStatus),
+				refused(openTime-time.Second, openTime),
+				attempt{advance: 5 * time.Second, errType: activities.ErrTypeNotAdmitted, delayMin: 4 * time.Second, delayMax: 5 * time.Second})},
+		{"the probe's 201 closes it", func(n int) (int, []string) {
+			if n <= 5 {
+				return 503, nil
+			}
+			return 201, nil
+		}, activities.Breaker{OpenTime: openTime},
+			append(failures(5, activities.ErrTypeRetryableStatus),
+				refused(openTime-time.Second, openTime),
+				attempt{advance: openTime, sent: true}, // the probe
+				attempt{sent: true}, attempt{sent: true})},
+		{"a failed probe keeps it open, twice as long", func(int) (int, []string) { return 502, nil },
+			activities.Breaker{OpenTime: openTime, MaxOpenTime: time.Minute},
+			append(failures(5, activities.ErrTypeRetryableStatus),
+				attempt{advance: openTime, sent: true, errType: activities.ErrTypeRetryableStatus}, // the probe
+				refused(2*openTime-time.Second, 2*openTime))},
+		{"Retry-After on the 503 sets the open time", func(int) (int, []string) { return 503, []string{"Retry-After", "40"} },
+			activities.Breaker{OpenTime: openTime},
+			append(failures(5, activities.ErrTypeRetryableStatus),
+				refused(40*time.Second-time.Second, 40*time.Second))},
+		{"no answer at all is a failure", nil, activities.Breaker{OpenTime: openTime},
+			append(failures(5, activities.ErrTypeNetwork), refused(openTime-time.Second, openTime))},
+		{"4xx answers are not failures", func(int) (int, []string) { return 400, nil },
+			activities.Breaker{OpenTime: openTime},
+			append(failures(6, activities.ErrTypeClientError), attempt{sent: true, errType: activities.ErrTypeClientError})},
+		{"501 is about the request, not the origin", func(int) (int, []string) { return 501, nil },
+			activities.Breaker{OpenTime: openTime},
+			append(failures(6, activities.ErrTypeServerError), attempt{sent: true, errType: activities.ErrTypeServerError})},
+		{"off", func(int) (int, []string) { return 503, nil }, activities.Breaker{Off: true},
+			failures(8, activities.ErrTypeRetryableStatus)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				st, h := tt.handler(int(n.Add(1)))
+				for i := 0; i+1 < len(h); i += 2 {
+					w.Header().Set(h[i], h[i+1])
+				}
+				w.WriteHeader(st)
+			})
+			url := srv.URL
+			if tt.handler == nil {
+				// Nothing listens there: every request fails to connect.
+				srv.Close()
+			}
+			clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+			m := newCounting()
+			a, err := activities.New(activities.Config{AllowedOrigins: []string{url}, Now: clock.Now,
+				Admission: activities.Admission{Breaker: tt.breaker}})
+			require.NoError(t, err)
+			sent := 0
+			for i, st := range tt.steps {
+				clock.add(st.advance)
+				var s testsuite.WorkflowTestSuite
+				s.SetMetricsHandler(m)
+				env := s.NewTestActivityEnvironment()
+				a.Register(env)
+				r := req(url + "/charges")
+				r.IdempotencyKey = fmt.Sprintf("key-%d", i)
+				_, err := env.ExecuteActivity(activities.ActivityName, r)
+				if tt.handler != nil {
+					if st.sent {
+						sent++
+					}
+					require.Equal(t, sent, srv.count(), "step %d: requests at the server", i)
+				}
+				if st.errType == "" {
+					require.NoError(t, err, "step %d", i)
+					continue
+				}
+				appErr := appError(t, err)
+				require.Equal(t, st.errType, appErr.Type(), "step %d: %v", i, err)
+				if st.errType != activities.ErrTypeNotAdmitted {
+					continue
+				}
+				assert.False(t, appErr.NonRetryable(), "step %d: an open breaker's wait is retried", i)
+				assert.Contains(t, appErr.Message(), "circuit breaker is open")
+				assert.GreaterOrEqual(t, appErr.NextRetryDelay(), st.delayMin, "step %d", i)
+				assert.LessOrEqual(t, appErr.NextRetryDelay(), st.delayMax, "step %d", i)
+				d, ok := activities.Details(err)
+				require.True(t, ok)
+				assert.Equal(t, "waiting for admission: circuit open", d.Reason)
+				assert.Zero(t, d.Status, "nothing was sent")
+			}
+			counts, _ := m.snapshot()
+			gauges := m.gaugeValues()
+			open := gauges["idempotent_http_circuit_open{origin="+url+"}"]
+			refusals := counts["idempotent_http_admission_delays_total{operation=charge,origin="+url+",reason=circuit_open}"]
+			last := tt.steps[len(tt.steps)-1]
+			if last.errType == activities.ErrTypeNotAdmitted {
+				assert.Equal(t, 1.0, open, "circuit gauge while open")
+				assert.Positive(t, refusals)
+			} else {
+				assert.Equal(t, 0.0, open, "circuit gauge while closed")
+			}
+			if _, ok := gauges["idempotent_http_admission_rate{origin="+url+"}"]; !ok && !tt.breaker.Off {
+				t.Errorf("no rate gauge: %v", gauges)
+			}
+		})
+	}
+}

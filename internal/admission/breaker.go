@@ -1,0 +1,215 @@
+package admission
+
+import "time"
+
+// Breaker configures an origin's circuit breaker; zero fields take the
+// defaults.
+//
+// The breaker is closed while the origin answers. It opens when, within
+// the last FailureWindow, at least MinFailures requests failed and they
+// are at least FailureRatio of the answered requests: a failure is a 5xx
+// that is not about the request, or no answer at all (Outcome.Failed);
+// throttles and other 4xx are answers, not failures. Open, it admits
+// nothing for OpenTime (or the failing answer's Retry-After), then goes
+// half open: the next request is admitted as the probe and every other
+// waits. The probe's answer closes the breaker (the origin starts again
+// from the slow start: Config.InitialRate, one more request per second
+// for each answer) or, when it fails, opens it again, for twice the last
+// open time up to MaxOpenTime. A probe that has had no answer within
+// probeTimeout (its attempt was lost) makes way for another.
+//
+// The choice, measured in the benchmarks (README, "An API that is down"):
+// the failure ratio over a time window is Envoy's and failsafe-go's
+// time-based threshold; MinFailures is Envoy's consecutive_5xx default (5);
+// one probe at a time is failsafe-go's half-open state with one permit. The
+// open time is short and grows only to MaxOpenTime (Envoy grows its
+// ejection time with each ejection) because every hop of a waiting
+// attempt costs Temporal an activity task but the API nothing, and the
+// recovery is found within MaxOpenTime: with a 1 s open time doubling to
+// 2 s, a worker sends the API one probe every 2 s while it is down.
+type Breaker struct {
+	// Off turns the breaker off: failures only cost backoff.
+	Off bool
+	// FailureRatio is the share of the answered requests within
+	// FailureWindow that must have failed to open the breaker (default 0.5).
+	FailureRatio float64
+	// MinFailures is how many failures within FailureWindow open the
+	// breaker at the least (default 5).
+	MinFailures int
+	// FailureWindow is the sliding window of the failure count (default 10 s).
+	FailureWindow time.Duration
+	// OpenTime is how long the breaker stays open when it opens, before it
+	// admits a probe (default 1 s); a failing answer's Retry-After replaces it.
+	OpenTime time.Duration
+	// MaxOpenTime is the longest open time: each failed probe doubles the
+	// last, up to this (default 2 s).
+	MaxOpenTime time.Duration
+}
+
+// Circuit is the state of an origin's breaker.
+type Circuit int
+
+// The breaker's states.
+const (
+	// Closed: requests go through the limiter.
+	Closed Circuit = iota
+	// Open: nothing is admitted until the open time has passed.
+	Open
+	// HalfOpen: one probe is on the way; nothing else is admitted.
+	HalfOpen
+)
+
+// String returns "closed", "open" or "half_open".
+func (c Circuit) String() string {
+	switch c {
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return "closed"
+}
+
+const (
+	// breakerSlots divide the failure window.
+	breakerSlots = 20
+	// probeTimeout is how long a probe may go unanswered before another
+	// request may be the probe: the probe's attempt may have been lost.
+	probeTimeout = 10 * time.Second
+	// probeWait is how long a request waits for the probe's answer
+	// before it asks again.
+	probeWait = 100 * time.Millisecond
+)
+
+func (c Breaker) WithDefaults() Breaker {
+	if c.FailureRatio <= 0 {
+		c.FailureRatio = DefaultFailureRatio
+	}
+	if c.MinFailures <= 0 {
+		c.MinFailures = DefaultMinFailures
+	}
+	if c.FailureWindow <= 0 {
+		c.FailureWindow = DefaultFailureWindow
+	}
+	if c.OpenTime <= 0 {
+		c.OpenTime = DefaultOpenTime
+	}
+	if c.MaxOpenTime <= 0 {
+		c.MaxOpenTime = max(DefaultMaxOpenTime, c.OpenTime)
+	}
+	c.MaxOpenTime = max(c.MaxOpenTime, c.OpenTime)
+	return c
+}
+
+// breaker is one origin's circuit breaker. Its times are on the origin's
+// clock (bucket.at).
+type breaker struct {
+	state Circuit
+	// until is when an open breaker goes half open.
+	until time.Time
+	// open is the last open time (for the next, doubled).
+	open time.Duration
+	// since is when the breaker last changed state: an answer to a request
+	// sent before it belongs to the state before (a straggler from before
+	// the breaker opened, or a request of the closed breaker), and is
+	// not counted.
+	since time.Time
+	// probe is when the probe was sent (half open).
+	probe time.Time
+
+	slot    time.Duration // failure window slot width
+	slots   [breakerSlots]failureCount
+	slotsAt int64 // index of the newest slot
+}
+
+type failureCount struct{ answers, failures int }
+
+// gate decides for one request at the origin's time: wait > 0, it must
+// wait that long (the breaker is open, or its probe is on the way); else
+// it may go on to the limiter, or (probe) go now as the probe.
+func (b *bucket) gate() (wait time.Duration, probe bool) {
+	br := &b.br
+	switch br.state {
+	case Open:
+		if b.at.Before(br.until) {
+			return br.until.Sub(b.at), false
+		}
+		br.state, br.since = HalfOpen, b.at
+		fallthrough
+	case HalfOpen:
+		if !br.probe.IsZero() && b.at.Sub(br.probe) < probeTimeout {
+			return probeWait, false
+		}
+		br.probe = b.at
+		return 0, true
+	}
+	return 0, false
+}
+
+// observeBreaker records the outcome o of a request sent at sent (on the
+// origin's clock).
+func (b *bucket) observeBreaker(sent time.Time, o Outcome, cfg Config) {
+	br := &b.br
+	if sent.Before(br.since) {
+		return
+	}
+	failed := o.Failed && !o.Throttled
+	switch br.state {
+	case Open:
+		// Sent after it opened: only a probe's answer arrives here (after a
+		// probe timeout made way for another), or a request that was
+		// admitted as the breaker opened; wait for the next probe.
+		return
+	case HalfOpen:
+		if failed {
+			b.openBreaker(min(br.open*2, cfg.Breaker.MaxOpenTime), o.RetryAfter)
+			return
+		}
+		// The origin answers: closed, and the slow start again.
+		br.state, br.since, br.probe, br.open = Closed, b.at, time.Time{}, 0
+		br.slots = [breakerSlots]failureCount{}
+		b.rate, b.throttled = cfg.InitialRate, false
+		return
+	}
+	b.shiftFailures()
+	s := &br.slots[breakerSlots-1]
+	s.answers++
+	if !failed {
+		return
+	}
+	s.failures++
+	var answers, failures int
+	for _, s := range br.slots {
+		answers, failures = answers+s.answers, failures+s.failures
+	}
+	if failures >= cfg.Breaker.MinFailures && float64(failures) >= cfg.Breaker.FailureRatio*float64(answers) {
+		b.openBreaker(cfg.Breaker.OpenTime, o.RetryAfter)
+	}
+}
+
+// openBreaker opens the breaker for d, or for retryAfter when the server
+// gave one.
+func (b *bucket) openBreaker(d, retryAfter time.Duration) {
+	br := &b.br
+	br.open = d
+	if retryAfter > 0 {
+		d = retryAfter
+	}
+	br.state, br.since, br.until, br.probe = Open, b.at, b.at.Add(d), time.Time{}
+	br.slots = [breakerSlots]failureCount{}
+}
+
+// shiftFailures moves the failure window's slots to the origin's time.
+func (b *bucket) shiftFailures() {
+	br := &b.br
+	idx := b.at.UnixNano() / int64(br.slot)
+	if n := idx - br.slotsAt; n > 0 {
+		if n >= breakerSlots {
+			br.slots = [breakerSlots]failureCount{}
+		} else {
+			copy(br.slots[:], br.slots[n:])
+			clear(br.slots[breakerSlots-n:])
+		}
+		br.slotsAt = idx
+	}
+}

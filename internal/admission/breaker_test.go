@@ -1,0 +1,267 @@
+package admission
+
+import (
+	"testing"
+	"time"
+)
+
+// failure is the outcome of a 503 (or of no answer).
+var failure = Outcome{Failed: true}
+
+// answer is one outcome at a time offset, for a request sent just before.
+type answer struct {
+	at time.Duration
+	o  Outcome
+}
+
+func TestBreakerOpens(t *testing.T) {
+	fails := func(n int, every time.Duration) []answer {
+		var as []answer
+		for i := range n {
+			as = append(as, answer{time.Duration(i) * every, failure})
+		}
+		return as
+	}
+	mixed := func(failures, successes int) []answer {
+		var as []answer
+		for i := range successes {
+			as = append(as, answer{ms(10 * i), Outcome{}})
+		}
+		for i := range failures {
+			as = append(as, answer{ms(10 * (successes + i)), failure})
+		}
+		return as
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     Breaker
+		answers []answer
+		open    bool
+	}{
+		{"five failures open it", Breaker{}, fails(5, ms(10)), true},
+		{"four do not", Breaker{}, fails(4, ms(10)), false},
+		{"five of nine answers is at least half", Breaker{}, mixed(5, 4), true},
+		{"five of eleven is under half", Breaker{}, mixed(5, 6), false},
+		{"a quarter fails: closed", Breaker{}, mixed(10, 30), false},
+		{"failures spread past the window", Breaker{}, fails(5, 3*time.Second), false},
+		{"failures within the window", Breaker{}, fails(5, 2*time.Second), true},
+		{"throttles are not failures", Breaker{}, func() []answer {
+			var as []answer
+			for i := range 20 {
+				as = append(as, answer{ms(10 * i), throttle})
+			}
+			return as
+		}(), false},
+		{"a throttle marked failed is a throttle", Breaker{}, func() []answer {
+			var as []answer
+			for i := range 20 {
+				as = append(as, answer{ms(10 * i), Outcome{Throttled: true, Failed: true}})
+			}
+			return as
+		}(), false},
+		{"MinFailures 20", Breaker{MinFailures: 20}, fails(19, ms(10)), false},
+		{"FailureRatio 0.9", Breaker{FailureRatio: 0.9}, mixed(8, 2), false},
+		{"off", Breaker{Off: true}, fails(50, ms(10)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(Config{Breaker: tc.cfg})
+			for _, a := range tc.answers {
+				l.Observe(origin, at(a.at-ms(5)), at(a.at), a.o)
+			}
+			last := tc.answers[len(tc.answers)-1].at
+			d := l.Admit(origin, at(last+ms(1)), Ticket{}, false)
+			if (d.Reason == ReasonCircuitOpen) != tc.open {
+				t.Fatalf("a first request after the answers: %+v, want the circuit open: %v", d, tc.open)
+			}
+			if tc.open {
+				if d.Reason != ReasonCircuitOpen || d.Circuit != Open || d.Wait != DefaultOpenTime-ms(1) {
+					t.Errorf("decision %+v, want circuit open for %v", d, DefaultOpenTime-ms(1))
+				}
+				if s := l.State(origin, at(last+ms(1))); s.Circuit != Open {
+					t.Errorf("State().Circuit = %v, want open", s.Circuit)
+				}
+			}
+		})
+	}
+}
+
+// openAt returns a limiter whose breaker for origin opened at at(0).
+func openAt(t *testing.T, cfg Config) *Limiter {
+	t.Helper()
+	l := New(cfg)
+	for i := range 5 {
+		l.Observe(origin, at(ms(-100+i)), at(ms(-4+i)), failure)
+	}
+	if d := l.Admit(origin, at(0), Ticket{}, false); d.Admitted || d.Reason != ReasonCircuitOpen {
+		t.Fatalf("breaker not open after five failures: %+v", d)
+	}
+	return l
+}
+
+func TestBreakerProbes(t *testing.T) {
+	type step struct {
+		at     time.Duration
+		admit  bool    // Admit a first request (else Observe the probe's outcome)
+		o      Outcome // the probe's outcome
+		want   Reason  // Admit: "" for admitted
+		probe  bool    // Admit: admitted as the probe
+		wait   time.Duration
+		sentAt time.Duration // Observe: when the request answered was sent (default: the last probe)
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"refused until the open time, then one probe", []step{
+			{at: ms(400), admit: true, want: ReasonCircuitOpen, wait: ms(600)},
+			{at: ms(999), admit: true, want: ReasonCircuitOpen, wait: ms(1)},
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1001), admit: true, want: ReasonCircuitOpen, wait: probeWait},
+			{at: ms(1500), admit: true, want: ReasonCircuitOpen, wait: probeWait},
+		}},
+		{"a failed probe doubles the open time, up to MaxOpenTime", []step{
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1100), o: failure},
+			{at: ms(1200), admit: true, want: ReasonCircuitOpen, wait: ms(1900)},
+			{at: ms(3100), admit: true, probe: true},
+			{at: ms(3150), o: failure},
+			{at: ms(3200), admit: true, want: ReasonCircuitOpen, wait: ms(1950)},
+			{at: ms(5150), admit: true, probe: true},
+		}},
+		{"Retry-After on the failure sets the open time", []step{
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1100), o: Outcome{Failed: true, RetryAfter: 7 * time.Second}},
+			{at: ms(8000), admit: true, want: ReasonCircuitOpen, wait: ms(100)},
+			{at: ms(8100), admit: true, probe: true},
+		}},
+		{"an answered probe closes it: the slow start again", []step{
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1050), o: Outcome{}},
+			{at: ms(1060), admit: true},
+			{at: ms(1060), admit: true},
+		}},
+		{"a throttled probe closes it too: the API answers (and the rate is cut)", []step{
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1050), o: throttle},
+			{at: ms(1060), admit: true, want: ReasonRate, wait: ms(115)},
+		}},
+		{"a lost probe makes way for another", []step{
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1000) + probeTimeout - ms(1), admit: true, want: ReasonCircuitOpen, wait: probeWait},
+			{at: ms(1000) + probeTimeout, admit: true, probe: true},
+		}},
+		{"an answer to a request sent before it opened decides nothing", []step{
+			{at: ms(500), o: Outcome{}, sentAt: ms(-50)},
+			{at: ms(600), admit: true, want: ReasonCircuitOpen, wait: ms(400)},
+			{at: ms(1000), admit: true, probe: true},
+			{at: ms(1010), o: Outcome{}, sentAt: ms(-40)},
+			{at: ms(1020), admit: true, want: ReasonCircuitOpen, wait: probeWait},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := openAt(t, Config{})
+			probeSent := time.Duration(-1)
+			for i, s := range tc.steps {
+				if !s.admit {
+					sent := probeSent
+					if s.sentAt != 0 {
+						sent = s.sentAt
+					}
+					l.Observe(origin, at(sent), at(s.at), s.o)
+					continue
+				}
+				d := l.Admit(origin, at(s.at), Ticket{}, false)
+				if d.Admitted != (s.want == "") || d.Reason != s.want || d.Probe != s.probe || d.Wait != s.wait || (d.Reason == ReasonCircuitOpen || d.Probe) != (d.Circuit != Closed) {
+					t.Fatalf("step %d at %v: %+v, want reason %q probe %v wait %v", i, s.at, d, s.want, s.probe, s.wait)
+				}
+				if d.Probe {
+					probeSent = s.at
+				}
+			}
+		})
+	}
+}
+
+func TestBreakerClosesToSlowStart(t *testing.T) {
+	l := New(Config{})
+	// The origin learned a rate from throttles, then failed.
+	l.Observe(origin, at(ms(-200)), at(ms(-190)), throttle)
+	if s := l.State(origin, at(ms(-190))); !s.Throttled {
+		t.Fatalf("not throttled: %+v", s)
+	}
+	for i := range 5 {
+		l.Observe(origin, at(ms(-100+i)), at(ms(-4+i)), failure)
+	}
+	if d := l.Admit(origin, at(time.Second), Ticket{}, false); !d.Probe {
+		t.Fatalf("no probe at 1 s: %+v", d)
+	}
+	l.Observe(origin, at(time.Second), at(ms(1010)), Outcome{})
+	// The probe's answer is the slow start's first.
+	s := l.State(origin, at(ms(1010)))
+	if s.Circuit != Closed || s.Throttled || s.Rate != DefaultInitialRate+1 {
+		t.Fatalf("after the probe: %+v, want closed, not throttled, rate %v", s, DefaultInitialRate+1)
+	}
+	// It grows by one per answer.
+	l.Observe(origin, at(ms(1020)), at(ms(1030)), Outcome{})
+	if s := l.State(origin, at(ms(1030))); s.Rate != DefaultInitialRate+2 {
+		t.Errorf("rate after one more answer %v, want %v", s.Rate, DefaultInitialRate+2)
+	}
+	// A failure does not grow it.
+	l.Observe(origin, at(ms(1040)), at(ms(1050)), failure)
+	if s := l.State(origin, at(ms(1050))); s.Rate != DefaultInitialRate+2 {
+		t.Errorf("rate after a failure %v, want %v", s.Rate, DefaultInitialRate+2)
+	}
+}
+
+func TestBreakerKeepsTicket(t *testing.T) {
+	l := openAt(t, Config{})
+	tk := Ticket{Limiter: 42, Seq: 3, Due: at(ms(100))}
+	d := l.Admit(origin, at(ms(200)), tk, true)
+	if d.Admitted || d.Ticket != tk {
+		t.Fatalf("%+v, want refused with the ticket kept", d)
+	}
+}
+
+// TestBreakerOutage runs a herd of first requests against an origin that
+// fails everything for a minute, each request asking again when told to,
+// and counts what reaches the origin: the first burst, then a probe every
+// MaxOpenTime or sooner.
+func TestBreakerOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Breaker
+		max  int
+	}{
+		{"defaults", Breaker{}, 10 + 60/2 + 1},
+		{"open 5 s", Breaker{OpenTime: 5 * time.Second, MaxOpenTime: 5 * time.Second}, 10 + 60/5 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(Config{Breaker: tc.cfg})
+			const clients = 100
+			next := make([]time.Duration, clients)
+			tickets := make([]Ticket, clients)
+			sent := 0
+			for now := time.Duration(0); now < time.Minute; now += ms(10) {
+				for c := range clients {
+					if next[c] > now {
+						continue
+					}
+					d := l.Admit(origin, at(now), tickets[c], false)
+					if !d.Admitted {
+						tickets[c], next[c] = d.Ticket, now+max(d.Wait, ms(10))
+						continue
+					}
+					sent++
+					l.Observe(origin, at(now), at(now+ms(5)), failure)
+					next[c] = now + time.Second
+				}
+			}
+			if sent > tc.max {
+				t.Errorf("%d requests in a minute of failures, want at most %d", sent, tc.max)
+			}
+			if sent < 60/int(max(tc.cfg.MaxOpenTime, DefaultMaxOpenTime)/time.Second) {
+				t.Errorf("%d requests: fewer than a probe per open time", sent)
+			}
+		})
+	}
+}

@@ -64,7 +64,16 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	}
 	cfg := a.cfg.Admission.limiterConfig().WithDefaults()
 	now := a.cfg.Now()
-	d := a.limiter.Admit(p.origin, now, prev.Ticket, prev.Sent > 0)
+	// With the server's rate limit in force on this attempt's queue, the
+	// server has paced it: only the breaker and the budget decide.
+	limit, shared := a.sharedLimit(info.TaskQueue)
+	ask := func(now time.Time, t admission.Ticket) admission.Decision {
+		if shared {
+			return a.limiter.Gate(p.origin, now, prev.Sent > 0)
+		}
+		return a.limiter.Admit(p.origin, now, t, prev.Sent > 0)
+	}
+	d := ask(now, prev.Ticket)
 	for waited := time.Duration(0); !d.Admitted && waited+d.Wait <= cfg.MaxWait && fitsAttempt(ctx, waited+d.Wait); {
 		m.Timer(metricAdmissionWait).Record(d.Wait)
 		t := time.NewTimer(d.Wait)
@@ -78,9 +87,9 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 		// Config.Now may be a clock that does not move while the attempt
 		// runs (Temporal's test environment): the wait has passed on it too.
 		now = later(a.cfg.Now(), now.Add(d.Wait))
-		d = a.limiter.Admit(p.origin, now, d.Ticket, prev.Sent > 0)
+		d = ask(now, d.Ticket)
 	}
-	a.gauges(ctx, p.origin, d.Circuit, d.Rate)
+	a.gauges(ctx, p.origin, d.Circuit, d.Rate, limit)
 	if d.Admitted {
 		prev.Ticket = admission.Ticket{}
 		return nil
@@ -159,13 +168,27 @@ func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time,
 	now := a.cfg.Now()
 	a.limiter.Observe(p.origin, sentAt, now, o)
 	s := a.limiter.State(p.origin, now)
-	a.gauges(ctx, p.origin, s.Circuit, s.Rate)
+	tq := activity.GetInfo(ctx).TaskQueue
+	if a.cfg.SharedRate != nil {
+		a.cfg.SharedRate.Record(tq, o.Throttled, o.Failed)
+	}
+	limit, _ := a.sharedLimit(tq)
+	a.gauges(ctx, p.origin, s.Circuit, s.Rate, limit)
 }
 
-// gauges sets the origin's breaker and rate gauges, labelled by origin
-// only: a gauge per operation would keep the last value of an operation
-// that no longer runs.
-func (a *Activities) gauges(ctx context.Context, origin string, c admission.Circuit, rate float64) {
+// sharedLimit returns the server's rate limit in force on taskQueue
+// (Config.SharedRate), and whether one is.
+func (a *Activities) sharedLimit(taskQueue string) (float64, bool) {
+	if a.cfg.SharedRate == nil {
+		return 0, false
+	}
+	return a.cfg.SharedRate.Limit(taskQueue)
+}
+
+// gauges sets the origin's breaker, rate and limit gauges, labelled by
+// origin only: a gauge per operation would keep the last value of an
+// operation that no longer runs.
+func (a *Activities) gauges(ctx context.Context, origin string, c admission.Circuit, rate, limit float64) {
 	m := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"origin": origin})
 	open := 0.0
 	if c != admission.Closed {
@@ -173,6 +196,7 @@ func (a *Activities) gauges(ctx context.Context, origin string, c admission.Circ
 	}
 	m.Gauge(metricCircuitOpen).Update(open)
 	m.Gauge(metricAdmissionRate).Update(rate)
+	m.Gauge(metricRateLimit).Update(limit)
 }
 
 // fitsAttempt reports whether a wait of d inside the attempt leaves at least

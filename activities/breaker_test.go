@@ -168,3 +168,80 @@ func TestBreaker(t *testing.T) {
 		})
 	}
 }
+
+// sharedRate is a Config.SharedRate with a fixed limit on one queue,
+// recording what it is told.
+type sharedRate struct {
+	queue string
+	limit float64
+
+	mu      sync.Mutex
+	records []string
+}
+
+func (s *sharedRate) Limit(q string) (float64, bool) {
+	return s.limit, q == s.queue && s.limit > 0
+}
+
+func (s *sharedRate) Record(q string, throttled, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, fmt.Sprintf("%s throttled=%v failed=%v", q, throttled, failed))
+}
+
+// TestSharedRate: with the server's limit in force on the attempt's queue
+// the worker's own rate makes no attempt wait (the server paced it), the
+// breaker still does, and every answer is recorded for the governor.
+func TestSharedRate(t *testing.T) {
+	const queue = "default-test-taskqueue"
+	tests := []struct {
+		name     string
+		limit    float64
+		queue    string
+		statuses []int
+		wantSent int
+		wantLast string // the last attempt's error type, "" for success
+	}{
+		// A 429 cuts the worker's own rate to 0.5/s with nothing saved:
+		// the next attempts would wait 2 s, longer than MaxWait; with the
+		// server's limit in force they go.
+		{"in force: the server paces", 5, queue, []int{429, 201, 201}, 3, ""},
+		{"none in force: the worker's own rate", 0, queue, []int{429, 201, 201}, 1, activities.ErrTypeNotAdmitted},
+		{"another queue's limit", 5, "other", []int{429, 201, 201}, 1, activities.ErrTypeNotAdmitted},
+		{"the breaker still opens", 5, queue, []int{503, 503, 503, 503, 503, 503}, 5, activities.ErrTypeNotAdmitted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.statuses[min(int(n.Add(1))-1, len(tt.statuses)-1)])
+			})
+			sr := &sharedRate{queue: tt.queue, limit: tt.limit}
+			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, SharedRate: sr,
+				Admission: activities.Admission{InitialRate: 0.5, Breaker: activities.Breaker{OpenTime: time.Minute}}})
+			require.NoError(t, err)
+			var last error
+			for i := range tt.statuses {
+				var s testsuite.WorkflowTestSuite
+				env := s.NewTestActivityEnvironment()
+				a.Register(env)
+				r := req(srv.URL)
+				r.IdempotencyKey = fmt.Sprintf("key-%d", i)
+				_, last = env.ExecuteActivity(activities.ActivityName, r)
+			}
+			assert.Equal(t, tt.wantSent, srv.count(), "requests sent")
+			if tt.wantLast == "" {
+				assert.NoError(t, last)
+			} else {
+				assert.Equal(t, tt.wantLast, appError(t, last).Type())
+			}
+			// Every answer is recorded, whatever the queue: the
+			// SharedRate decides which queues it governs.
+			var want []string
+			for _, st := range tt.statuses[:tt.wantSent] {
+				want = append(want, fmt.Sprintf("%s throttled=%v failed=%v", queue, st == 429, st == 503))
+			}
+			assert.Equal(t, want, sr.records)
+		})
+	}
+}

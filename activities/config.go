@@ -91,6 +91,11 @@ type Config struct {
 	// headers (default W3C Trace Context: traceparent and tracestate, and
 	// no baggage, which is for the worker's own services, not every API).
 	Propagator propagation.TextMapPropagator
+	// SharedRate, if set, tells the activity which of its task queues have
+	// a rate limit in force on the Temporal server, and hears what each
+	// request on them got (see SharedRate). Default nil: every rate is the
+	// worker's own.
+	SharedRate SharedRate
 	// Admission paces the requests to each origin by what the origin
 	// answers, and stops them while it fails (default on; see Admission and
 	// Breaker).
@@ -155,6 +160,24 @@ type Admission struct {
 	// fails some requests at random is not slowed to MinRate. Add 503 for
 	// an API that sheds load with it.
 	Throttles []int
+}
+
+// SharedRate is one learned rate per origin for every worker, kept by the
+// Temporal server: the origin's requests run on a task queue of their own
+// (workflows.Request.OriginQueue), whose server-side rate limit a governor
+// sets from what the workers report. The worker binary's --shared-rate
+// sets it up; the activity only asks it and tells it.
+type SharedRate interface {
+	// Limit returns the rate limit in force on the activity task queue
+	// taskQueue, in requests per second, and whether one is. While one is,
+	// the server paces the attempts of every worker: the worker's own
+	// limiter no longer makes them wait for a rate (the breaker and the
+	// retry budget still apply).
+	Limit(taskQueue string) (float64, bool)
+	// Record counts one request sent from an attempt on taskQueue and what
+	// its answer was: a throttle (Admission.Throttles), a failure (a 5xx
+	// or no answer, as the breaker counts them), or neither.
+	Record(taskQueue string, throttled, failed bool)
 }
 
 // Breaker configures the circuit breaker of each origin, part of

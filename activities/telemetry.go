@@ -54,6 +54,10 @@ const (
 	// the worker's limiter has it: the slow start's, or learned from
 	// throttles (labelled origin only).
 	metricAdmissionRate = "idempotent_http_admission_rate"
+	// metricRateLimit is the rate limit in force on the Temporal server
+	// for the origin's task queue (Config.SharedRate), requests per
+	// second; 0 while none is (labelled origin only).
+	metricRateLimit = "idempotent_http_rate_limit"
 )
 
 // Bounds of the operation label: caller-chosen names keep their own value

@@ -126,6 +126,13 @@ type Request struct {
 	// again after a failed one is a retry of the same operation and needs no
 	// Repeat.
 	Repeat bool `json:"repeat,omitempty"`
+	// OriginQueue runs the activity on the origin's own task queue,
+	// OriginTaskQueue of the task queue it would run on otherwise, whose
+	// rate limit the Temporal server enforces for every worker: the
+	// workers learn it together (the worker's --shared-rate, which must
+	// be on for the workers of that task queue; they poll the origins'
+	// queues). Default false: the workflow's own queue.
+	OriginQueue bool `json:"origin_queue,omitempty"`
 }
 
 // MarshalJSON encodes r as package wire does: bodies byte for byte
@@ -268,6 +275,17 @@ func requestKey(ctx workflow.Context, req Request) string {
 	return req.IdempotencyKey
 }
 
+// OriginTaskQueue returns the task queue that a request to rawURL with
+// Request.OriginQueue runs on when it would otherwise run on base: a
+// worker polls it to serve that origin.
+func OriginTaskQueue(base, rawURL string) (string, error) {
+	origin, err := request.Origin(rawURL)
+	if err != nil {
+		return "", err
+	}
+	return request.OriginQueue(base, origin), nil
+}
+
 // prepare validates req (the only place the workflow side does, see
 // validate) and returns the activity input and options for it.
 func prepare(ctx workflow.Context, req Request) (request.Input, workflow.ActivityOptions, error) {
@@ -287,6 +305,13 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		},
 	}
 	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
+	if req.OriginQueue {
+		// validate has parsed the URL.
+		_, origin, _ := request.ParseURL(req.URL)
+		ao.TaskQueue = request.OriginQueue(cmp.Or(ao.TaskQueue, workflow.GetInfo(ctx).TaskQueueName), origin)
+		// The server does not rate-limit eager activities.
+		ao.DisableEagerExecution = true
+	}
 	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, DefaultStartToCloseTimeout)
 	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, DefaultScheduleToCloseTimeout)
 	ao.RetryPolicy = &temporal.RetryPolicy{

@@ -78,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		jitter      = fs.String("jitter", "full", "backoff jitter: full, equal, decorrelated or none (Temporal's own)")
 		uiURL       = fs.String("ui", cliutil.Env("TEMPORAL_UI_URL", "http://localhost:8233"), "Temporal Web UI base URL, for the link (env TEMPORAL_UI_URL)")
 		waitTimeout = fs.Duration("wait", 10*time.Minute, "how long to wait for the result")
+		originQueue = fs.Bool("origin-queue", cliutil.Env("ORIGIN_QUEUE", "") == "on", "run the request on its origin's own task queue, whose rate the Temporal server keeps for every worker (the workers need --shared-rate; env ORIGIN_QUEUE=on)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -91,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Retry:                  workflows.RetryOptions{MaximumAttempts: int32(*attempts), Jitter: activities.Jitter(*jitter)},
 		StartToCloseTimeout:    *perAttempt,
 		ScheduleToCloseTimeout: *overall,
+		OriginQueue:            *originQueue,
 	}
 	if *body != "" {
 		req.Body = json.RawMessage(*body)

@@ -355,6 +355,19 @@ func (b *bucket) take() (time.Duration, bool) {
 // whether it is a retry (an earlier request of the same operation was sent).
 // An admitted request counts as sent at now.
 func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Decision {
+	return l.admit(origin, now, t, retry, true)
+}
+
+// Gate decides like Admit for a request whose rate is kept elsewhere (the
+// Temporal server's rate limit of the task queue it came from): only the
+// breaker and the retry budget apply, and the request takes no turn and
+// no token. An admitted request counts as sent at now.
+func (l *Limiter) Gate(origin string, now time.Time, retry bool) Decision {
+	return l.admit(origin, now, Ticket{}, retry, false)
+}
+
+// admit is Admit, and Gate when rate is false.
+func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket(origin, now)
@@ -376,6 +389,7 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 		}
 	}
 	switch {
+	case !rate:
 	case t.Seq > 0 && t.Limiter == l.id:
 		return b.admitTicket(d, now, t)
 	case t.Seq > 0:
@@ -398,6 +412,10 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 		}
 	}
 	b.record(retry)
+	if !rate {
+		d.Admitted = true
+		return d
+	}
 	b.issued++
 	return b.admitTicket(d, now, Ticket{Limiter: l.id, Seq: b.issued})
 }

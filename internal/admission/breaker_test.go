@@ -265,3 +265,32 @@ func TestBreakerOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestGate: a request whose rate is kept elsewhere takes no turn and no
+// token, but the breaker and the retry budget still decide.
+func TestGate(t *testing.T) {
+	l := New(Config{InitialRate: 1, MinRetries: 2, RetryRatio: 0.01})
+	for i := range 50 {
+		if d := l.Gate(origin, at(ms(i)), false); !d.Admitted {
+			t.Fatalf("first request %d refused at 1/s: %+v", i, d)
+		}
+	}
+	if d := l.Admit(origin, at(ms(50)), Ticket{}, false); !d.Admitted {
+		t.Errorf("Gate spent the rate's token: %+v", d)
+	}
+	for i := range 3 {
+		d := l.Gate(origin, at(ms(60+i)), true)
+		if want := i < 2; d.Admitted != want || (!want && d.Reason != ReasonRetryBudget) {
+			t.Errorf("retry %d: %+v, want admitted %v (budget: 2 + 1 %% of the requests)", i, d, want)
+		}
+	}
+	for i := range 5 {
+		l.Observe(origin, at(ms(100+i)), at(ms(110+i)), failure)
+	}
+	if d := l.Gate(origin, at(ms(200)), false); d.Admitted || d.Reason != ReasonCircuitOpen {
+		t.Errorf("breaker open: %+v", d)
+	}
+	if d := l.Gate(origin, at(ms(1200)), false); !d.Admitted || !d.Probe {
+		t.Errorf("after the open time: %+v, want the probe", d)
+	}
+}

@@ -142,6 +142,24 @@ type simAdmission struct {
 	// spread over; each attempt runs on a worker drawn at random, as
 	// Temporal's matching hands activity tasks to any poller (default 1).
 	Workers int
+	// Shared, if set, models one rate for every worker kept by the
+	// Temporal server (see simShared).
+	Shared *simShared
+}
+
+// simShared models the queue rate limit a governor sets from the workers'
+// reports: until a limit is in force each worker's limiter admits as
+// usual; then matching dispatches the attempts at most Rate per second,
+// evenly spaced (one partition), and the workers' limiters only gate them
+// (breaker, retry budget).
+type simShared struct {
+	// Report is how often each worker reports (default 1 s); Delay is from
+	// a decision to the limit in force (default 1.5 s).
+	Report, Delay time.Duration
+	// Cut is the share of the accepted rate a throttle sets the limit to
+	// (default 0.9); CutEvery the least time between cuts (default 5 s).
+	Cut      float64
+	CutEvery time.Duration
 }
 
 // simResult is what one simulation measured.
@@ -165,12 +183,15 @@ type simEvent struct {
 	// worker is the limiter that admitted the request (admission only).
 	worker *admission.Limiter
 	sent   time.Duration
+	// dispatched: the server's queue limit has dispatched it (Shared).
+	dispatched bool
 }
 
 const (
 	evRead = iota
 	evWrite
-	evAdmit // the client asks the limiter before sending
+	evAdmit  // the client asks the limiter before sending
+	evReport // the workers report to the governor (Shared)
 )
 
 type eventQueue []simEvent
@@ -216,6 +237,10 @@ func simulate(cfg simConfig) simResult {
 		sent = make([]bool, cfg.Clients)
 	}
 	worker := func() *admission.Limiter { return limiters[rng.IntN(len(limiters))] }
+	var sh *sharedState
+	if a := cfg.Admission; a != nil && a.Shared != nil {
+		sh = newSharedState(*a.Shared, limiters)
+	}
 	retryKind := first
 	if limiters != nil {
 		retryKind = evAdmit
@@ -237,13 +262,34 @@ func simulate(cfg simConfig) simResult {
 		}
 		push(simEvent{t: t0, client: c, kind: retryKind})
 	}
+	if sh != nil {
+		push(simEvent{t: sh.cfg.Report, kind: evReport})
+	}
 	var res simResult
 	for q.Len() > 0 {
 		e := heap.Pop(&q).(simEvent)
+		if e.kind == evReport {
+			sh.report(e.t)
+			if q.Len() > 0 {
+				push(simEvent{t: e.t + sh.cfg.Report, kind: evReport})
+			}
+			continue
+		}
 		if e.kind == evAdmit {
 			a := cfg.Admission
+			if sh != nil && !e.dispatched {
+				if at, ok := sh.dispatch(e.t); ok && at > e.t {
+					push(simEvent{t: at, client: e.client, kind: evAdmit, dispatched: true})
+					continue
+				}
+			}
 			l := worker()
-			d := l.Admit("api", epoch.Add(e.t), tickets[e.client], sent[e.client])
+			var d admission.Decision
+			if sh != nil && sh.inForce(e.t) {
+				d = l.Gate("api", epoch.Add(e.t), sent[e.client])
+			} else {
+				d = l.Admit("api", epoch.Add(e.t), tickets[e.client], sent[e.client])
+			}
 			if d.Admitted {
 				tickets[e.client], sent[e.client] = admission.Ticket{}, true
 				push(simEvent{t: e.t + net(), client: e.client, kind: first, ver: e.ver, worker: l, sent: e.t})
@@ -274,6 +320,9 @@ func simulate(cfg simConfig) simResult {
 		back := e.t + net() // the answer reaches the client
 		if e.worker != nil {
 			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), simOutcome(ok, e.t < cfg.Outage))
+			if sh != nil {
+				sh.answer(e.worker, ok)
+			}
 		}
 		if ok {
 			res.Duration = max(res.Duration, back)
@@ -294,6 +343,93 @@ func simulate(cfg simConfig) simResult {
 		push(simEvent{t: back + delay + net(), client: e.client, kind: retryKind})
 	}
 	return res
+}
+
+// sharedState is the governor and the queue limit of a Shared simulation.
+type sharedState struct {
+	cfg      simShared
+	workers  map[*admission.Limiter]*workerCounts
+	rate     float64       // the limit decided (0: none)
+	at       time.Duration // when it is in force
+	prev     float64       // the limit in force before at
+	lastCut  time.Duration
+	calm     time.Duration // the last report with throttles
+	nextSlot time.Duration
+}
+
+type workerCounts struct{ requests, accepted, throttles int }
+
+func newSharedState(cfg simShared, ls []*admission.Limiter) *sharedState {
+	if cfg.Report <= 0 {
+		cfg.Report = time.Second
+	}
+	if cfg.Delay <= 0 {
+		cfg.Delay = 1500 * time.Millisecond
+	}
+	if cfg.Cut <= 0 {
+		cfg.Cut = 0.9
+	}
+	if cfg.CutEvery <= 0 {
+		cfg.CutEvery = 5 * time.Second
+	}
+	s := &sharedState{cfg: cfg, workers: map[*admission.Limiter]*workerCounts{}, lastCut: -time.Hour}
+	for _, l := range ls {
+		s.workers[l] = &workerCounts{}
+	}
+	return s
+}
+
+// limit is the rate in force at t (0: none).
+func (s *sharedState) limit(t time.Duration) float64 {
+	if t >= s.at {
+		return s.rate
+	}
+	return s.prev
+}
+
+func (s *sharedState) inForce(t time.Duration) bool { return s.limit(t) > 0 }
+
+// dispatch returns when matching hands out a task that is ready at t.
+func (s *sharedState) dispatch(t time.Duration) (time.Duration, bool) {
+	r := s.limit(t)
+	if r <= 0 {
+		return t, false
+	}
+	at := max(t, s.nextSlot)
+	s.nextSlot = at + time.Duration(float64(time.Second)/r)
+	return at, true
+}
+
+func (s *sharedState) answer(l *admission.Limiter, ok bool) {
+	c := s.workers[l]
+	c.requests++
+	if ok {
+		c.accepted++
+	} else {
+		c.throttles++
+	}
+}
+
+// report is the governor's decision at t from every worker's counts.
+func (s *sharedState) report(t time.Duration) {
+	var acc, thr int
+	for _, c := range s.workers {
+		acc, thr = acc+c.accepted, thr+c.throttles
+		*c = workerCounts{}
+	}
+	set := func(r float64) {
+		s.prev, s.rate, s.at = s.limit(t), r, t+s.cfg.Delay
+	}
+	switch {
+	case thr > 0 && t-s.lastCut >= s.cfg.CutEvery:
+		s.calm, s.lastCut = t, t
+		set(max(0.5, s.cfg.Cut*float64(acc)/s.cfg.Report.Seconds()))
+	case thr > 0:
+		s.calm = t
+	case s.rate > 0 && t-s.calm >= 30*time.Second && t-s.lastCut >= 30*time.Second:
+		s.lastCut = t
+		set(s.rate * 1.2)
+	}
 }
 
 // simOutcome is what a simulated answer tells the limiter: a failure (503)

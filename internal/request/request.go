@@ -377,3 +377,12 @@ func AttemptCeiling(budget int32, scheduleToClose time.Duration) int32 {
 	n := int64(budget) + int64(scheduleToClose/MinInFlightWait) + 1
 	return int32(min(n, math.MaxInt32))
 }
+
+// OriginQueue is the activity task queue of origin's requests when they
+// run on a queue of their own (workflows.Request.OriginQueue): base, the
+// task queue they would run on otherwise, then "@" and the canonical
+// origin, e.g. "idempotent-http@https://api.example.com". The workflow
+// side and the worker both name it here.
+func OriginQueue(base, origin string) string {
+	return base + "@" + origin
+}

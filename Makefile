@@ -77,9 +77,9 @@ soak:
 ## bench: the performance measurements on a real dev server (contention
 ## after Brooker, per-attempt overhead, Retry-After precision, throughput,
 ## outage, and the peers go-retryablehttp and failsafe-go); writes
-## bench/results/RESULTS.md, results.json and contention.svg. About 7 minutes
-## on 2 CPUs plus about 13 for the peers section; builds bin/temporal first if
-## it is missing.
+## bench/results/RESULTS.md, results.json, contention.svg and outage.svg.
+## About 7 minutes on 2 CPUs plus about 13 for the peers section; builds
+## bin/temporal first if it is missing.
 bench:
 	$(GO) run ./cmd/bench -out bench/results
 

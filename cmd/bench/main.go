@@ -1,11 +1,13 @@
 // Command bench runs the performance measurements of internal/bench and writes
 // RESULTS.md (claims as ratios against baselines measured in the same run,
-// then every raw number), results.json and contention.svg to -out:
+// then every raw number), results.json, contention.svg and outage.svg to -out:
 //
 //  1. contention after Brooker's "Exponential Backoff And Jitter": 100
 //     workflows against a capacity-limited reference server on a Temporal dev
 //     server, for Temporal's own backoff and the three jitter strategies,
-//     plus an in-process simulation at 10, 100 and 1000 clients;
+//     plus an in-process simulation at 10, 100 and 1000 clients; and the
+//     same workflows against an API that is down for 60 s, then recovers
+//     (the outage section, outage.svg);
 //
 //  2. the per-attempt overhead of Activities.Do against raw net/http;
 //
@@ -50,14 +52,14 @@ func main() {
 }
 
 func run() error {
-	out := flag.String("out", "bench/results", "directory for RESULTS.md, results.json and contention.svg")
+	out := flag.String("out", "bench/results", "directory for RESULTS.md, results.json, contention.svg and outage.svg")
 	cli := flag.String("cli", "", "Temporal CLI binary (default: bin/temporal, built from tools/go.mod if missing)")
 	only := flag.String("only", "", "comma-separated sections to run, of "+strings.Join(bench.Sections, ","))
 	gaps := flag.Int("gaps", 10, "retries measured per retry-spacing case")
 	count := flag.Int("overhead-count", 7, "rounds of the overhead benchmarks")
 	iters := flag.Int("overhead-iters", 30000, "iterations per overhead benchmark run")
 	keepLogs := flag.Bool("keep-logs", false, "keep the dev server and worker logs (their directory is printed)")
-	render := flag.Bool("render", false, "measure nothing: rewrite RESULTS.md and contention.svg from -out's results.json")
+	render := flag.Bool("render", false, "measure nothing: rewrite RESULTS.md and the plots from -out's results.json")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 	if *render {
@@ -123,7 +125,8 @@ func run() error {
 	return nil
 }
 
-// write writes RESULTS.md, contention.svg and, if withJSON, results.json to out.
+// write writes RESULTS.md, contention.svg, outage.svg and, if withJSON,
+// results.json to out.
 func write(out string, res *bench.Results, withJSON bool) error {
 	if err := writeFile(filepath.Join(out, "RESULTS.md"), func(f *os.File) error {
 		return bench.WriteMarkdown(f, res, res.Command, "contention.svg")
@@ -142,6 +145,13 @@ func write(out string, res *bench.Results, withJSON bool) error {
 	if c := res.Contention; c != nil && len(c.Runs) >= 2 {
 		if err := writeFile(filepath.Join(out, "contention.svg"), func(f *os.File) error {
 			return bench.WriteContentionSVG(f, res)
+		}); err != nil {
+			return err
+		}
+	}
+	if len(res.Outage) > 0 {
+		if err := writeFile(filepath.Join(out, bench.OutageSVG), func(f *os.File) error {
+			return bench.WriteOutageSVG(f, res)
 		}); err != nil {
 			return err
 		}

@@ -14,14 +14,15 @@
 //     a capacity-limited reference server, for Temporal's own deterministic
 //     backoff and the activity's jitter strategies;
 //   - outage: the same workflows against an API that is down for a while,
-//     then recovers;
+//     then recovers, beside its simulation (with adaptive admission's
+//     circuit breaker on and off);
 //   - peers: what a user would write instead, plain activities retrying with
 //     go-retryablehttp and failsafe-go (bench-only dependencies): their
 //     per-attempt overhead beside Activities.Do's, and their contention run.
 //
 // The dev-server sections use the Temporal CLI that [EnsureCLI] finds or
-// builds. [Results] is what a run measured (results.json); [WriteMarkdown]
-// and [WriteContentionSVG] report it. The package's tests are fast and
+// builds. [Results] is what a run measured (results.json); [WriteMarkdown],
+// [WriteContentionSVG] and [WriteOutageSVG] report it. The package's tests are fast and
 // deterministic (seeded simulations, report rendering, a miniature overhead
 // run, the peer activities in Temporal's test environment): nothing here
 // starts a dev server under plain `go test`.

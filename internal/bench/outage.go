@@ -21,7 +21,10 @@ const defaultOutage = 60 * time.Second
 type OutageRun struct {
 	Strategy  activities.Jitter `json:"strategy"`
 	Admission bool              `json:"admission,omitempty"`
-	Outage    time.Duration     `json:"outage_ns"`
+	// Breaker: the admission worker's circuit breaker was on (false in
+	// results from before the breaker).
+	Breaker bool          `json:"breaker,omitempty"`
+	Outage  time.Duration `json:"outage_ns"`
 	// DuringOutage counts the requests the API got while it was down; After
 	// the ones after it recovered.
 	DuringOutage int `json:"during_outage"`
@@ -31,6 +34,14 @@ type OutageRun struct {
 	// RecoveryToLast is from the recovery to the last success.
 	RecoveryToLast time.Duration `json:"recovery_to_last_ns"`
 	Log            []LogEntry    `json:"log"`
+}
+
+// name is the run's label: runName, and whether the circuit breaker was on.
+func (o OutageRun) name() string {
+	if o.Breaker {
+		return runName(o.Strategy, o.Admission) + ", breaker on"
+	}
+	return runName(o.Strategy, o.Admission)
 }
 
 // outageHandler answers 503 to everything for outage from the first
@@ -102,4 +113,82 @@ func runOutage(ctx context.Context, h *harness, p ContentionParams, j activities
 		}
 	}
 	return run, nil
+}
+
+// OutageSim is the in-process simulation of one outage run's setup
+// (temporalSimConfig with Outage, and admissionSimConfig for adaptive
+// admission): the mean of Runs seeded runs. Its times run from the start
+// of the simulation, when the outage begins.
+type OutageSim struct {
+	Strategy  activities.Jitter `json:"strategy"`
+	Admission bool              `json:"admission,omitempty"`
+	// BreakerOff: adaptive admission with its circuit breaker off, a row
+	// of the simulation only.
+	BreakerOff bool `json:"breaker_off,omitempty"`
+	Runs       int  `json:"runs"`
+	// DuringOutage is the mean of the requests during the outage, After of
+	// the ones after it.
+	DuringOutage float64 `json:"during_outage"`
+	After        float64 `json:"after"`
+	// RecoveryToLast is the mean time from the recovery to the last success.
+	RecoveryToLast time.Duration `json:"recovery_to_last_ns"`
+}
+
+// outageSimConfig is the simulation of the outage experiment with p for
+// strategy j: with adaptive admission (adm) at its defaults but for
+// breakerOff, else the retry policy alone.
+func (p ContentionParams) outageSimConfig(j activities.Jitter, adm, breakerOff bool, outage time.Duration, seed uint64) simConfig {
+	c := p.temporalSimConfig(p.Clients, j, seed)
+	if adm {
+		c = p.admissionSimConfig(p.Clients, 1, seed)
+		c.Backoff = p.backoff(j)
+		c.Admission.Config.Breaker.Off = breakerOff
+	}
+	c.Outage = outage
+	return c
+}
+
+// simulateOutage runs cfg (with Outage set) runs times with seeds
+// cfg.Seed, cfg.Seed+1, … and returns the means.
+func simulateOutage(cfg simConfig, runs int) OutageSim {
+	s := OutageSim{Strategy: cfg.Backoff.Jitter, Admission: cfg.Admission != nil, Runs: runs}
+	if a := cfg.Admission; a != nil {
+		s.BreakerOff = a.Config.Breaker.Off
+	}
+	var during, after, rec float64
+	for i := range runs {
+		c := cfg
+		c.Seed = cfg.Seed + uint64(i)
+		r := simulate(c)
+		during += float64(r.DuringOutage)
+		after += float64(r.Requests - r.DuringOutage)
+		rec += float64(max(r.Duration-cfg.Outage, 0))
+	}
+	s.DuringOutage = during / float64(runs)
+	s.After = after / float64(runs)
+	s.RecoveryToLast = time.Duration(rec / float64(runs))
+	return s
+}
+
+// outageSimRuns are the simulated rows of the outage section: the three
+// strategies of the dev-server runs, in their order, then adaptive
+// admission with its breaker off (simulated only).
+var outageSimRuns = []struct {
+	j               activities.Jitter
+	adm, breakerOff bool
+}{
+	{activities.JitterNone, false, false},
+	{activities.JitterFull, false, false},
+	{activities.JitterFull, true, false},
+	{activities.JitterFull, true, true},
+}
+
+// runOutageSimulations simulates the outage experiment with p for each of
+// outageSimRuns: the mean of runs seeded runs each.
+func runOutageSimulations(p ContentionParams, outage time.Duration, runs int) []OutageSim {
+	var out []OutageSim
+	for _, c := range outageSimRuns {
+		out = append(out, simulateOutage(p.outageSimConfig(c.j, c.adm, c.breakerOff, outage, 1), runs))
+	}
+	return out
 }

@@ -9,10 +9,29 @@ import (
 	"time"
 )
 
-// plotSeries is one panel of the contention plot: a run's requests, bucketed.
+// plotSeries is one panel of a requests plot: a run's requests, bucketed.
 type plotSeries struct {
 	Title string
 	Log   []LogEntry
+	// Note, if set, replaces the panel's summary on the right ("N
+	// requests, last success at T").
+	Note string
+}
+
+// requestsPlot is what a requests plot draws besides its series.
+type requestsPlot struct {
+	Title string
+	// Bucket is the width of a bar; Capacity the requests accepted per
+	// bucket, drawn as a dashed line.
+	Bucket   time.Duration
+	Capacity int
+	// Failures labels the bars of the answers that are not a success
+	// (default "429 (over capacity)").
+	Failures string
+	// Mark, if positive, draws a vertical line at that time, labelled
+	// MarkLabel.
+	Mark      time.Duration
+	MarkLabel string
 }
 
 // WriteContentionSVG draws the contention section of r as an SVG: the
@@ -36,11 +55,49 @@ func WriteContentionSVG(w io.Writer, r *Results) error {
 	return writeContentionSVG(w, title, series, c.Params.Window, c.Params.Capacity)
 }
 
-// writeContentionSVG draws one panel per series, stacked, with the same
-// axes: requests per bucket since the server's first request, successes and
-// 429s stacked, and a dashed line at capacity (requests accepted per
-// bucket when bucket equals the capacity window). It uses no dependency.
+// WriteOutageSVG draws the outage section of r as an SVG: the requests per
+// second of each outage run, one panel each, with the recovery marked. It
+// fails if r has no outage run.
+func WriteOutageSVG(w io.Writer, r *Results) error {
+	if len(r.Outage) == 0 {
+		return fmt.Errorf("no outage plot: the results hold no outage run")
+	}
+	p := r.outageParams()
+	outage := r.Outage[0].Outage
+	var series []plotSeries
+	for _, o := range r.Outage {
+		series = append(series, plotSeries{
+			Title: o.name(),
+			Log:   o.Log,
+			Note: fmt.Sprintf("%d requests during the outage, %d after; last success %.1f s after the recovery",
+				o.DuringOutage, o.After, o.RecoveryToLast.Seconds()),
+		})
+	}
+	return writeRequestsSVG(w, requestsPlot{
+		Title: fmt.Sprintf("%d workflows, API down (503) for %.0f s, then %d requests per %s accepted (dev server)",
+			p.Clients, outage.Seconds(), p.Capacity, p.Window),
+		Bucket: p.Window, Capacity: p.Capacity,
+		Failures: "503 (down) or 429 (over capacity)",
+		Mark:     outage, MarkLabel: "recovery",
+	}, series)
+}
+
+// writeContentionSVG draws the contention plot: writeRequestsSVG with
+// bars of bucket and the capacity per bucket.
 func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket time.Duration, capacity int) error {
+	return writeRequestsSVG(w, requestsPlot{Title: title, Bucket: bucket, Capacity: capacity}, series)
+}
+
+// writeRequestsSVG draws one panel per series, stacked, with the same
+// axes: requests per bucket since the server's first request, successes and
+// the other answers stacked, and a dashed line at capacity (requests
+// accepted per bucket when bucket equals the capacity window). It uses no
+// dependency.
+func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
+	title, bucket, capacity := pl.Title, pl.Bucket, pl.Capacity
+	if pl.Failures == "" {
+		pl.Failures = "429 (over capacity)"
+	}
 	const (
 		width   = 900
 		panelH  = 230
@@ -59,6 +116,7 @@ func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket t
 			end = max(end, l.At)
 		}
 	}
+	end = max(end, pl.Mark)
 	// The x axis runs to the tick after the last request, in whole buckets.
 	step := niceStep(end.Seconds() / 10)
 	xMax := math.Ceil(end.Seconds()/step+1e-9) * step
@@ -84,8 +142,13 @@ func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket t
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#2e7d32"/><text x="%d" y="39">success (201)</text>`, left, left+14)
-	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">429 (over capacity)</text>`, left+120, left+134)
-	fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", left+290, left+315, left+320, capacity, bucket)
+	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">%s</text>`, left+120, left+134, html.EscapeString(pl.Failures))
+	capX := left + 157 + 7*len([]rune(pl.Failures))
+	fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", capX, capX+25, capX+30, capacity, bucket)
+	if pl.Mark > 0 {
+		mx := capX + 30 + 7*len(fmt.Sprintf("capacity: %d per %s window", capacity, bucket)) + 20
+		fmt.Fprintf(&b, `<line x1="%d" y1="30" x2="%d" y2="42" stroke="#1565c0" stroke-width="2"/><text x="%d" y="39">%s</text>`+"\n", mx, mx, mx+6, html.EscapeString(pl.MarkLabel))
+	}
 	barW := plotW / float64(nb)
 	for i, s := range series {
 		y0 := float64(top + i*(panelH+gap) + 10)
@@ -98,8 +161,12 @@ func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket t
 				last = max(last, l.At)
 			}
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold">%s</text><text x="%d" y="%.0f" text-anchor="end">%d requests, last success at %.1f s</text>`+"\n",
-			left, y0-4, html.EscapeString(s.Title), width-right, y0-4, total, last.Seconds())
+		note := s.Note
+		if note == "" {
+			note = fmt.Sprintf("%d requests, last success at %.1f s", total, last.Seconds())
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold">%s</text><text x="%d" y="%.0f" text-anchor="end">%s</text>`+"\n",
+			left, y0-4, html.EscapeString(s.Title), width-right, y0-4, html.EscapeString(note))
 		// grid and y ticks
 		for _, t := range ticks(yMax) {
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n",
@@ -117,6 +184,10 @@ func writeContentionSVG(w io.Writer, title string, series []plotSeries, bucket t
 		}
 		b.WriteString("\n")
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(capacity)), width-right, ys(float64(capacity)))
+		if pl.Mark > 0 {
+			x := float64(left) + pl.Mark.Seconds()/(float64(nb)*bucket.Seconds())*plotW
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1565c0" stroke-width="2"/>`+"\n", x, y0, x, y0+h)
+		}
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#000"/><line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#000"/>`+"\n",
 			left, y0, left, y0+h, left, y0+h, width-right, y0+h)
 		// x ticks

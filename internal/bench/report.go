@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 )
 
 // The targets the claims of RESULTS.md are checked against.
@@ -19,7 +20,44 @@ const (
 	targetAdmissionRequests   = 1.30 // adaptive admission: requests per success, at most
 	targetAdmissionTime       = 1.15 // adaptive admission: last success ÷ (clients ÷ capacity), at most
 	targetAdmissionThroughput = 0.95 // ready workflow with admission ÷ without, workflows/s, at least
+
+	targetOutageRequests = 0.15 // outage: admission's requests during the outage ÷ Temporal's backoff's, at most
+	targetOutageRecovery = 1.15 // outage: admission's recovery to the last success ÷ (clients ÷ capacity), at most
 )
+
+// OutageSVG is the outage plot's file name, next to RESULTS.md.
+const OutageSVG = "outage.svg"
+
+// outageParams is the setup of the outage runs: OutageParams, or SimParams
+// for results from before it was recorded (the same setup in those runs).
+func (r *Results) outageParams() ContentionParams {
+	if r.OutageParams.Clients > 0 {
+		return r.OutageParams
+	}
+	return r.SimParams
+}
+
+// outageRun returns the outage run of strategy j with admission adm (and,
+// with admission, the circuit breaker on), if any.
+func (r *Results) outageRun(j activities.Jitter, adm bool) (OutageRun, bool) {
+	for _, o := range r.Outage {
+		if o.Strategy == j && o.Admission == adm && o.Breaker == adm {
+			return o, true
+		}
+	}
+	return OutageRun{}, false
+}
+
+// outageSim returns the simulation of the outage run of strategy j with
+// admission adm (the breaker on), if any.
+func (r *Results) outageSim(j activities.Jitter, adm bool) (OutageSim, bool) {
+	for _, s := range r.OutageSim {
+		if s.Strategy == j && s.Admission == adm && !s.BreakerOff {
+			return s, true
+		}
+	}
+	return OutageSim{}, false
+}
 
 // admissionRun returns the contention run with adaptive admission, if any.
 func admissionRun(c *ContentionResult) (ContentionRun, bool) {
@@ -119,6 +157,19 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("| 6 | Uncontended throughput: ready workflow with adaptive admission ÷ without, workflows/s (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s) | ≥ %.2f | %s |\n",
 			len(t.AdmissionRatios), t.AdmissionRatio, t.AdmissionPerSecond, t.OursPerSecond, targetAdmissionThroughput, met(t.AdmissionRatio >= targetAdmissionThroughput))
 	}
+	if a, ok := r.outageRun(activities.JitterFull, true); ok {
+		if base, ok := r.outageRun(activities.JitterNone, false); ok {
+			rq := float64(a.DuringOutage) / float64(max(base.DuringOutage, 1))
+			p("| 7a | Outage: requests during the outage, adaptive admission with the circuit breaker ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n",
+				rq, a.DuringOutage, base.DuringOutage, targetOutageRequests, met(base.DuringOutage > 0 && rq <= targetOutageRequests))
+		}
+		if op := r.outageParams(); op.Capacity > 0 {
+			lim := op.limitSeconds()
+			tr := a.RecoveryToLast.Seconds() / lim
+			p("| 7b | Outage: recovery to the last success ÷ (%d workflows ÷ %d per %g s), adaptive admission with the circuit breaker | %.2f (%.1f s ÷ %.1f s; %d failed) | ≤ %.2f, no workflow failed | %s |\n",
+				op.Clients, op.Capacity, op.Window.Seconds(), tr, a.RecoveryToLast.Seconds(), lim, a.Failed, targetOutageRecovery, met(tr <= targetOutageRecovery && a.Failed == 0))
+		}
+	}
 	if o := r.Overhead; o != nil {
 		p("| 2 | One attempt: `Activities.Do` ns/op ÷ the same raw `net/http` POST + body read in an activity (median of %d rounds) | %.2f (%.1f µs ÷ %.1f µs); CPU time %.2f | ≤ %.2f | %s |\n",
 			o.Rounds, o.Do.Ratio, o.Do.MedianNs/1e3, o.Baseline.MedianNs/1e3, o.Do.CPURatio, targetOverheadRatio, met(o.Do.Ratio <= targetOverheadRatio))
@@ -211,16 +262,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("\n")
 	}
 	if len(r.Outage) > 0 {
-		cp := r.SimParams
-		p("## 1d. Outage and recovery\n\n")
-		p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %s from its first request, then recovers to %d requests per %s (429 beyond). Requests are counted at the API; the recovery time runs from the recovery to the last success. With adaptive admission the outage's 503s are failures, not throttles (`Admission.Throttles` holds 429 only): the retry budget (20 %% of the requests plus 100 per 10 s) bounds the retries while the API is down, and the limiter learns the rate from the 429s after the recovery.\n\n", cp.Clients, r.Outage[0].Outage, cp.Capacity, cp.Window)
-		p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed |\n|---|---|---|---|---|---|---|\n")
-		base := r.Outage[0]
-		for _, o := range r.Outage {
-			p("| %s | %d | %.2f | %d | %.1f s | %.2f | %d |\n", runName(o.Strategy, o.Admission), o.DuringOutage, float64(o.DuringOutage)/float64(max(base.DuringOutage, 1)),
-				o.After, o.RecoveryToLast.Seconds(), o.RecoveryToLast.Seconds()/max(base.RecoveryToLast.Seconds(), 1e-9), o.Failed)
-		}
-		p("\n")
+		writeOutage(&b, r)
 	}
 	if cl := r.Cluster; cl != nil && len(cl.Runs) > 0 {
 		cp := cl.Params
@@ -411,4 +453,47 @@ func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
 		}
 		p("\nBoth peers back off exponentially without jitter (1 s, 2 s, 4 s, … up to 30 s), so, as with Temporal's own backoff in section 1, every retry round is a herd of the workflows still waiting, and from the sixth retry on the rounds are the cap (30 s) apart.\n\n")
 	}
+}
+
+// writeOutage writes the outage section: the dev-server runs beside their
+// simulation, and the simulation of adaptive admission without its breaker.
+func writeOutage(b *strings.Builder, r *Results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	cp := r.outageParams()
+	outage := r.Outage[0].Outage
+	bc := admission.Breaker{}.WithDefaults()
+	p("## 1d. Outage and recovery\n\n")
+	p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %.0f s from its first request, then recovers to %d requests per %s (429 beyond). Requests are counted at the API; the recovery time runs from the recovery to the last success.\n\n",
+		cp.Clients, outage.Seconds(), cp.Capacity, cp.Window)
+	if _, ok := r.outageRun(activities.JitterFull, true); !ok {
+		p("These results are from before adaptive admission's circuit breaker: the outage's 503s were failures, not throttles (`Admission.Throttles` holds 429 only), and only the retry budget held the retries back while the API was down.\n\n")
+	} else {
+		p("With adaptive admission the outage's 503s are failures, not throttles (`Admission.Throttles` holds 429 only), and they open the origin's circuit breaker (`Admission.Breaker` at its defaults): once at least %d requests within %s have failed and they are at least %.0f %% of the answers, the worker sends the API nothing but one probe at a time, %s after the breaker opened and then every %s while the probes fail (the open time doubles per failed probe, up to %s). Every other attempt, first attempts included, sends nothing: it waits inside the attempt for the probe's answer, or goes back to Temporal as not admitted with a NextRetryDelay to the next probe, and such an attempt is not counted against the workflow's attempts. The first probe answered after the recovery closes the breaker; the origin starts again from the slow start (%g requests/s, one more per answer) and the limiter learns the rate from the 429s. Claim 7a is its requests during the outage against Temporal's own backoff's, claim 7b its recovery against the limit (%d workflows ÷ %d per %s = %.1f s).\n\n",
+			bc.MinFailures, bc.FailureWindow, bc.FailureRatio*100, bc.OpenTime, bc.MaxOpenTime, bc.MaxOpenTime, admission.DefaultInitialRate,
+			cp.Clients, cp.Capacity, cp.Window, cp.limitSeconds())
+	}
+	p("![Requests per second over the outage](%s)\n\n", OutageSVG)
+	p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed | Simulated requests during the outage | Simulated recovery |\n|---|---|---|---|---|---|---|---|---|\n")
+	base, _ := r.outageRun(activities.JitterNone, false)
+	for _, o := range r.Outage {
+		simReq, simRec := "—", "—"
+		if s, ok := r.outageSim(o.Strategy, o.Admission); ok {
+			simReq, simRec = fmt.Sprintf("%.0f", s.DuringOutage), fmt.Sprintf("%.1f s", s.RecoveryToLast.Seconds())
+		}
+		p("| %s | %d | %.2f | %d | %.1f s | %.2f | %d | %s | %s |\n", o.name(), o.DuringOutage, float64(o.DuringOutage)/float64(max(base.DuringOutage, 1)),
+			o.After, o.RecoveryToLast.Seconds(), o.RecoveryToLast.Seconds()/max(base.RecoveryToLast.Seconds(), 1e-9), o.Failed, simReq, simRec)
+	}
+	runs := 0
+	for _, s := range r.OutageSim {
+		runs = max(runs, s.Runs)
+		if s.BreakerOff {
+			p("| %s, breaker off (simulated only) | — | — | — | — | — | — | %.0f | %.1f s |\n", runName(s.Strategy, s.Admission), s.DuringOutage, s.RecoveryToLast.Seconds())
+		}
+	}
+	if len(r.OutageSim) > 0 {
+		p("\nThe simulated columns are the in-process model of the same setup (`simulate` with the outage: every request before %.0f s fails; first requests spread over %s, no retry sooner than %s; with admission the limiter and its breaker are the code the activity runs, a failure's retry waits the backoff and a throttle's is paced by the limiter), mean of %d seeded runs; its times run from the first start. The last row, simulated only, is adaptive admission with its breaker off (`Admission.Breaker.Off`): then nothing but the retry budget (%.0f %% of the requests plus %d per %s) holds the retries back while the API is down, and its floor alone lets %.0f retries through in %.0f s.\n",
+			outage.Seconds(), temporalHerdSpread, temporalMinDelay, runs, admission.DefaultRetryRatio*100, admission.DefaultMinRetries, admission.DefaultRetryWindow,
+			float64(admission.DefaultMinRetries)*outage.Seconds()/admission.DefaultRetryWindow.Seconds(), outage.Seconds())
+	}
+	p("\n")
 }

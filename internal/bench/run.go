@@ -86,6 +86,13 @@ type Results struct {
 	// Outage holds the outage runs: Temporal's own backoff, full jitter,
 	// and adaptive admission.
 	Outage []OutageRun `json:"outage,omitempty"`
+	// OutageParams is the setup of the outage runs (zero in results from
+	// before it was recorded: SimParams then).
+	OutageParams ContentionParams `json:"outage_params,omitzero"`
+	// OutageSim is the simulation of the outage runs (runOutageSimulations):
+	// one row per run, in their order, then adaptive admission with its
+	// circuit breaker off.
+	OutageSim []OutageSim `json:"outage_sim,omitempty"`
 	// Peers is what a user would write instead: plain activities with
 	// go-retryablehttp and failsafe-go (peers.go).
 	Peers *PeersResult `json:"peers,omitempty"`
@@ -234,6 +241,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return r, err
 	}
 	if err := section("outage", func() error {
+		r.OutageParams = contention
+		r.OutageSim = runOutageSimulations(contention, defaultOutage, 100)
 		tag := fmt.Sprint(time.Now().Unix())
 		for _, c := range []struct {
 			j   activities.Jitter
@@ -252,9 +261,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			if err != nil {
 				return fmt.Errorf("outage, %s: %w", runName(c.j, c.adm), err)
 			}
-			run.Admission = c.adm
+			run.Admission, run.Breaker = c.adm, c.adm
 			o.Logf("outage %-28s %4d requests during the %s outage, %4d after, last success %.1f s after the recovery, %d failed",
-				runName(c.j, c.adm), run.DuringOutage, defaultOutage, run.After, run.RecoveryToLast.Seconds(), run.Failed)
+				run.name(), run.DuringOutage, defaultOutage, run.After, run.RecoveryToLast.Seconds(), run.Failed)
 			r.Outage = append(r.Outage, run)
 		}
 		return nil

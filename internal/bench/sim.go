@@ -167,6 +167,8 @@ type simResult struct {
 	// Requests counts the contended requests (the writes, for OCC), as
 	// Brooker's "calls" and the reference server's Stats().Requests do.
 	Requests int
+	// DuringOutage counts the requests that arrived during cfg.Outage.
+	DuringOutage int
 	// Duration is the virtual time until the last client succeeded.
 	Duration time.Duration
 	// Times and OK are each contended request's time and outcome, when Trace is set.
@@ -313,6 +315,9 @@ func simulate(cfg simConfig) simResult {
 			ok = false
 		}
 		res.Requests++
+		if e.t < cfg.Outage {
+			res.DuringOutage++
+		}
 		if cfg.Trace {
 			res.Times = append(res.Times, e.t)
 			res.OK = append(res.OK, ok)

@@ -136,7 +136,7 @@ func TestTemporalSimConfigAddsHerdAndFloor(t *testing.T) {
 func TestContentionSVG(t *testing.T) {
 	log := []LogEntry{{0, 201}, {10 * time.Millisecond, 503}, {1500 * time.Millisecond, 201}, {4 * time.Second, 503}}
 	var buf bytes.Buffer
-	if err := writeContentionSVG(&buf, "t <&>", []plotSeries{{"a", log}, {"b", log[:2]}}, time.Second, 6); err != nil {
+	if err := writeContentionSVG(&buf, "t <&>", []plotSeries{{Title: "a", Log: log}, {Title: "b", Log: log[:2]}}, time.Second, 6); err != nil {
 		t.Fatal(err)
 	}
 	wellFormed(t, &buf)

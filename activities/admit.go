@@ -38,8 +38,8 @@ func (c Admission) validate() error {
 	switch {
 	case b.FailureRatio < 0, b.FailureRatio > 1:
 		return fmt.Errorf("Config.Admission.Breaker: FailureRatio %g is not a share: use a value above 0 and at most 1 (0 takes the default 0.5); set Breaker.Off to turn the breaker off", b.FailureRatio)
-	case b.MinFailures < 0, b.FailureWindow < 0, b.OpenTime < 0, b.MaxOpenTime < 0:
-		return fmt.Errorf("Config.Admission.Breaker: MinFailures, FailureWindow, OpenTime and MaxOpenTime may not be negative (0 takes the default); set Breaker.Off to turn the breaker off")
+	case b.MinFailures < 0, b.FailureWindow < 0, b.OpenTime < 0, b.MaxOpenTime < 0, b.RestartRate < 0:
+		return fmt.Errorf("Config.Admission.Breaker: MinFailures, FailureWindow, OpenTime, MaxOpenTime and RestartRate may not be negative (0 takes the default); set Breaker.Off to turn the breaker off")
 	}
 	for _, s := range c.Throttles {
 		if s < 400 || s > 599 {

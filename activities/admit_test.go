@@ -159,7 +159,7 @@ func TestAdmissionRejectsBadConfig(t *testing.T) {
 		{"min above initial", activities.Admission{InitialRate: 1, MinRate: 2}, "MinRate 2 is above InitialRate 1"},
 		{"throttle not an error status", activities.Admission{Throttles: []int{429, 200}}, "200 is not an HTTP error status"},
 		{"failure ratio above 1", activities.Admission{Breaker: activities.Breaker{FailureRatio: 1.5}}, "FailureRatio 1.5 is not a share"},
-		{"negative open time", activities.Admission{Breaker: activities.Breaker{OpenTime: -time.Second}}, "Breaker: MinFailures, FailureWindow, OpenTime and MaxOpenTime may not be negative"},
+		{"negative open time", activities.Admission{Breaker: activities.Breaker{OpenTime: -time.Second}}, "Breaker: MinFailures, FailureWindow, OpenTime, MaxOpenTime and RestartRate may not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -196,15 +196,15 @@ type SharedRate interface {
 // Config.MaxRetryAfter). Then the first attempt to come is the probe and
 // the others wait for its answer (inside the attempt, up to
 // Admission.MaxWait). An answered probe closes the breaker, and the origin
-// starts again from the slow start (InitialRate, one more request per
+// starts again from a slow start at RestartRate (one more request per
 // second for each answer), so the attempts that waited reach a recovering
 // API at a growing rate, not at once; a failed probe opens it again for
 // twice the last open time, up to MaxOpenTime.
 //
-// With the defaults, an API that is down gets one probe every 2 s from each
+// With the defaults, an API that is down gets one probe a second from each
 // worker, whatever the number of operations waiting for it, and its
-// recovery is found within 2 s. The zero value turns the breaker on with
-// the defaults below.
+// recovery is found within a second. The zero value turns the breaker on
+// with the defaults below.
 type Breaker struct {
 	// Off turns the breaker off: failures only cost backoff.
 	Off bool
@@ -222,9 +222,13 @@ type Breaker struct {
 	// 1 s); a failing answer's Retry-After replaces it.
 	OpenTime time.Duration
 	// MaxOpenTime is the longest open time: each failed probe doubles the
-	// last up to this (default 2 s, at least OpenTime). It is the longest a
+	// last up to this (default 1 s, at least OpenTime). It is the longest a
 	// recovered API waits for its first probe.
 	MaxOpenTime time.Duration
+	// RestartRate is the rate, in requests per second, an origin starts
+	// again at when its breaker closes (default half of
+	// Admission.InitialRate, at most InitialRate).
+	RestartRate float64
 }
 
 // limiterConfig is a's configuration for package admission.
@@ -237,6 +241,7 @@ func (a Admission) limiterConfig() admission.Config {
 		Breaker: admission.Breaker{
 			Off: b.Off, FailureRatio: b.FailureRatio, MinFailures: b.MinFailures,
 			FailureWindow: b.FailureWindow, OpenTime: b.OpenTime, MaxOpenTime: b.MaxOpenTime,
+			RestartRate: b.RestartRate,
 		},
 	}
 }

@@ -68,6 +68,7 @@ func run() error {
 	failureWindow := flag.Duration("breaker-window", admission.DefaultFailureWindow, "sliding window the breaker counts failures in")
 	openTime := flag.Duration("breaker-open-time", admission.DefaultOpenTime, "how long a breaker stays open before its first probe (a failing answer's Retry-After replaces it)")
 	maxOpenTime := flag.Duration("breaker-max-open-time", admission.DefaultMaxOpenTime, "longest open time between probes: each failed probe doubles the last up to this")
+	restartRate := flag.Float64("breaker-restart-rate", 0, "requests/s an origin starts again at when its breaker closes, growing by one per answer (default: half of --admission-initial-rate)")
 	queueRate := flag.Float64("task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
 
@@ -87,7 +88,7 @@ func run() error {
 	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
 	cfg.Admission = activities.Admission{Off: !*admissionOn, InitialRate: *initialRate, MinRate: *minRate, RetryRatio: *retryRatio,
 		Breaker: activities.Breaker{Off: !*breakerOn, FailureRatio: *failureRatio, MinFailures: *minFailures,
-			FailureWindow: *failureWindow, OpenTime: *openTime, MaxOpenTime: *maxOpenTime}}
+			FailureWindow: *failureWindow, OpenTime: *openTime, MaxOpenTime: *maxOpenTime, RestartRate: *restartRate}}
 	for _, st := range cliutil.SplitList(*throttles) {
 		n, err := strconv.Atoi(st)
 		if err != nil {

@@ -55,7 +55,7 @@ const (
 	DefaultMinFailures   = 5
 	DefaultFailureWindow = 10 * time.Second
 	DefaultOpenTime      = time.Second
-	DefaultMaxOpenTime   = 2 * time.Second
+	DefaultMaxOpenTime   = time.Second
 )
 
 // CUBIC's constants. The AWS SDKs cut to 0.7 of the rate; 0.8 keeps an API
@@ -156,7 +156,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxDelay <= 0 {
 		c.MaxDelay = DefaultMaxDelay
 	}
-	c.Breaker = c.Breaker.WithDefaults()
+	c.Breaker = c.Breaker.WithDefaults(c.InitialRate)
 	return c
 }
 

@@ -49,18 +49,18 @@ func TestConfigDefaults(t *testing.T) {
 		MaxWait: DefaultMaxWait, MaxDelay: DefaultMaxDelay,
 		Breaker: Breaker{
 			FailureRatio: DefaultFailureRatio, MinFailures: DefaultMinFailures, FailureWindow: DefaultFailureWindow,
-			OpenTime: DefaultOpenTime, MaxOpenTime: DefaultMaxOpenTime,
+			OpenTime: DefaultOpenTime, MaxOpenTime: DefaultMaxOpenTime, RestartRate: DefaultInitialRate / 2,
 		},
 	}
 	custom := Config{
 		InitialRate: 3, MinRate: 0.1, Burst: 2 * time.Second,
 		RetryRatio: 0.5, RetryWindow: time.Minute, MinRetries: 2,
 		MaxWait: 300 * time.Millisecond, MaxDelay: time.Second,
-		Breaker: Breaker{FailureRatio: 0.9, MinFailures: 20, FailureWindow: time.Minute, OpenTime: 5 * time.Second, MaxOpenTime: time.Minute},
+		Breaker: Breaker{FailureRatio: 0.9, MinFailures: 20, FailureWindow: time.Minute, OpenTime: 5 * time.Second, MaxOpenTime: time.Minute, RestartRate: 2},
 	}
 	negative := Config{
 		InitialRate: -1, MinRate: -1, Burst: -1, RetryWindow: -1, MinRetries: -1, MaxWait: -1, MaxDelay: -1,
-		Breaker: Breaker{FailureRatio: -1, MinFailures: -1, FailureWindow: -1, OpenTime: -1, MaxOpenTime: -1},
+		Breaker: Breaker{FailureRatio: -1, MinFailures: -1, FailureWindow: -1, OpenTime: -1, MaxOpenTime: -1, RestartRate: -1},
 	}
 	budgetOff := defaults
 	budgetOff.RetryRatio = -1
@@ -73,7 +73,16 @@ func TestConfigDefaults(t *testing.T) {
 		{"custom kept", custom, custom},
 		{"negative take the defaults", negative, defaults},
 		{"negative RetryRatio kept (budget off)", Config{RetryRatio: -1}, budgetOff},
-		{"MinRate not above InitialRate", Config{InitialRate: 0.3}, func() Config { c := defaults; c.InitialRate, c.MinRate = 0.3, 0.3; return c }()},
+		{"MinRate not above InitialRate", Config{InitialRate: 0.3}, func() Config {
+			c := defaults
+			c.InitialRate, c.MinRate, c.Breaker.RestartRate = 0.3, 0.3, 0.15
+			return c
+		}()},
+		{"RestartRate not above InitialRate", Config{InitialRate: 4, Breaker: Breaker{RestartRate: 8}}, func() Config {
+			c := defaults
+			c.InitialRate, c.Breaker.RestartRate = 4, 4
+			return c
+		}()},
 		{"MaxOpenTime not below OpenTime", Config{Breaker: Breaker{OpenTime: 5 * time.Second}}, func() Config {
 			c := defaults
 			c.Breaker.OpenTime, c.Breaker.MaxOpenTime = 5*time.Second, 5*time.Second

@@ -119,14 +119,16 @@ func TestBreakerProbes(t *testing.T) {
 			{at: ms(1001), admit: true, want: ReasonCircuitOpen, wait: probeWait},
 			{at: ms(1500), admit: true, want: ReasonCircuitOpen, wait: probeWait},
 		}},
-		{"a failed probe doubles the open time, up to MaxOpenTime", []step{
+		{"a failed probe doubles the open time, up to MaxOpenTime (3 s here)", []step{
 			{at: ms(1000), admit: true, probe: true},
 			{at: ms(1100), o: failure},
 			{at: ms(1200), admit: true, want: ReasonCircuitOpen, wait: ms(1900)},
 			{at: ms(3100), admit: true, probe: true},
 			{at: ms(3150), o: failure},
-			{at: ms(3200), admit: true, want: ReasonCircuitOpen, wait: ms(1950)},
-			{at: ms(5150), admit: true, probe: true},
+			{at: ms(3200), admit: true, want: ReasonCircuitOpen, wait: ms(2950)},
+			{at: ms(6150), admit: true, probe: true},
+			{at: ms(6200), o: failure},
+			{at: ms(6300), admit: true, want: ReasonCircuitOpen, wait: ms(2900)},
 		}},
 		{"Retry-After on the failure sets the open time", []step{
 			{at: ms(1000), admit: true, probe: true},
@@ -143,7 +145,7 @@ func TestBreakerProbes(t *testing.T) {
 		{"a throttled probe closes it too: the API answers (and the rate is cut)", []step{
 			{at: ms(1000), admit: true, probe: true},
 			{at: ms(1050), o: throttle},
-			{at: ms(1060), admit: true, want: ReasonRate, wait: ms(115)},
+			{at: ms(1060), admit: true, want: ReasonRate, wait: ms(240)},
 		}},
 		{"a lost probe makes way for another", []step{
 			{at: ms(1000), admit: true, probe: true},
@@ -159,7 +161,7 @@ func TestBreakerProbes(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := openAt(t, Config{})
+			l := openAt(t, Config{Breaker: Breaker{MaxOpenTime: 3 * time.Second}})
 			probeSent := time.Duration(-1)
 			for i, s := range tc.steps {
 				if !s.admit {
@@ -196,20 +198,21 @@ func TestBreakerClosesToSlowStart(t *testing.T) {
 		t.Fatalf("no probe at 1 s: %+v", d)
 	}
 	l.Observe(origin, at(time.Second), at(ms(1010)), Outcome{})
-	// The probe's answer is the slow start's first.
+	// The probe's answer is the slow start's first, from RestartRate.
+	restart := DefaultInitialRate / 2
 	s := l.State(origin, at(ms(1010)))
-	if s.Circuit != Closed || s.Throttled || s.Rate != DefaultInitialRate+1 {
-		t.Fatalf("after the probe: %+v, want closed, not throttled, rate %v", s, DefaultInitialRate+1)
+	if s.Circuit != Closed || s.Throttled || s.Rate != restart+1 {
+		t.Fatalf("after the probe: %+v, want closed, not throttled, rate %v", s, restart+1)
 	}
 	// It grows by one per answer.
 	l.Observe(origin, at(ms(1020)), at(ms(1030)), Outcome{})
-	if s := l.State(origin, at(ms(1030))); s.Rate != DefaultInitialRate+2 {
-		t.Errorf("rate after one more answer %v, want %v", s.Rate, DefaultInitialRate+2)
+	if s := l.State(origin, at(ms(1030))); s.Rate != restart+2 {
+		t.Errorf("rate after one more answer %v, want %v", s.Rate, restart+2)
 	}
 	// A failure does not grow it.
 	l.Observe(origin, at(ms(1040)), at(ms(1050)), failure)
-	if s := l.State(origin, at(ms(1050))); s.Rate != DefaultInitialRate+2 {
-		t.Errorf("rate after a failure %v, want %v", s.Rate, DefaultInitialRate+2)
+	if s := l.State(origin, at(ms(1050))); s.Rate != restart+2 {
+		t.Errorf("rate after a failure %v, want %v", s.Rate, restart+2)
 	}
 }
 
@@ -232,7 +235,8 @@ func TestBreakerOutage(t *testing.T) {
 		cfg  Breaker
 		max  int
 	}{
-		{"defaults", Breaker{}, 10 + 60/2 + 1},
+		{"defaults", Breaker{}, 10 + 60/1 + 1},
+		{"open 1 s doubling to 4 s", Breaker{MaxOpenTime: 4 * time.Second}, 10 + 3 + 60/4 + 1},
 		{"open 5 s", Breaker{OpenTime: 5 * time.Second, MaxOpenTime: 5 * time.Second}, 10 + 60/5 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

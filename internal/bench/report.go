@@ -461,15 +461,15 @@ func writeOutage(b *strings.Builder, r *Results) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	cp := r.outageParams()
 	outage := r.Outage[0].Outage
-	bc := admission.Breaker{}.WithDefaults()
+	bc := admission.Config{}.WithDefaults().Breaker
 	p("## 1d. Outage and recovery\n\n")
 	p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %.0f s from its first request, then recovers to %d requests per %s (429 beyond). Requests are counted at the API; the recovery time runs from the recovery to the last success.\n\n",
 		cp.Clients, outage.Seconds(), cp.Capacity, cp.Window)
 	if _, ok := r.outageRun(activities.JitterFull, true); !ok {
 		p("These results are from before adaptive admission's circuit breaker: the outage's 503s were failures, not throttles (`Admission.Throttles` holds 429 only), and only the retry budget held the retries back while the API was down.\n\n")
 	} else {
-		p("With adaptive admission the outage's 503s are failures, not throttles (`Admission.Throttles` holds 429 only), and they open the origin's circuit breaker (`Admission.Breaker` at its defaults): once at least %d requests within %s have failed and they are at least %.0f %% of the answers, the worker sends the API nothing but one probe at a time, %s after the breaker opened and then every %s while the probes fail (the open time doubles per failed probe, up to %s). Every other attempt, first attempts included, sends nothing: it waits inside the attempt for the probe's answer, or goes back to Temporal as not admitted with a NextRetryDelay to the next probe, and such an attempt is not counted against the workflow's attempts. The first probe answered after the recovery closes the breaker; the origin starts again from the slow start (%g requests/s, one more per answer) and the limiter learns the rate from the 429s. Claim 7a is its requests during the outage against Temporal's own backoff's, claim 7b its recovery against the limit (%d workflows ÷ %d per %s = %.1f s).\n\n",
-			bc.MinFailures, bc.FailureWindow, bc.FailureRatio*100, bc.OpenTime, bc.MaxOpenTime, bc.MaxOpenTime, admission.DefaultInitialRate,
+		p("With adaptive admission the outage's 503s are failures, not throttles (`Admission.Throttles` holds 429 only), and they open the origin's circuit breaker (`Admission.Breaker` at its defaults): once at least %d requests within %s have failed and they are at least %.0f %% of the answers, the worker sends the API nothing but one probe at a time, %s after the breaker opened and then every %s while the probes fail. Every other attempt, first attempts included, sends nothing: it waits inside the attempt for the probe's answer, or goes back to Temporal as not admitted with a NextRetryDelay to the next probe, and such an attempt is not counted against the workflow's attempts. The first probe answered after the recovery closes the breaker; the origin starts again from a slow start at %g requests/s (one more per answer) and the limiter learns the rate from the 429s. Claim 7a is its requests during the outage against Temporal's own backoff's, claim 7b its recovery against the limit (%d workflows ÷ %d per %s = %.1f s).\n\n",
+			bc.MinFailures, bc.FailureWindow, bc.FailureRatio*100, bc.OpenTime, bc.MaxOpenTime, bc.RestartRate,
 			cp.Clients, cp.Capacity, cp.Window, cp.limitSeconds())
 	}
 	p("![Requests per second over the outage](%s)\n\n", OutageSVG)

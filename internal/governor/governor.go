@@ -1,0 +1,229 @@
+// Package governor keeps one learned request rate per activity task queue
+// and has the Temporal server enforce it across every worker.
+//
+// Each worker learning a rate from an API's throttles on its own (package
+// admission) lets N workers together send N times what the API accepts.
+// Here each origin's HTTP activities run on an activity task queue of their
+// own, and that queue's server-side rate limit (UpdateTaskQueueConfig,
+// UpdateQueueRateLimit) is set to one learned rate: matching paces the
+// activity starts of every worker polling the queue.
+//
+// UpdateTaskQueueConfig is last-writer-wins, so each queue has exactly one
+// writer: a governor workflow ([Workflow]) with the fixed ID
+// [WorkflowID](queue). Workers count their requests and throttles per queue
+// with a [Reporter], which sends an [Observation] at most once per report
+// interval with SignalWithStartWorkflow (starting the governor if needed).
+// The governor decides with hysteresis, so the limit does not flap:
+//
+//   - nothing is written before the first throttle;
+//   - a throttle cuts the rate to Beta (0.8) × the current rate, or × the
+//     measured rate of all workers when there is no limit yet or the
+//     measured rate is lower, at most once per CutInterval (5 s; the server
+//     needs about 1 s to apply a change), never below Floor (0.5/s);
+//   - after Calm (30 s) without a throttle the rate grows by Raise (20 %),
+//     again after each further Calm, at least MinGap (10 s) apart, and
+//     never above twice the measured rate (a limit far above the demand
+//     learns nothing and would grow without bound while the queue idles);
+//   - a raise that changes the rate by less than MinChange (10 %) is not
+//     written.
+//
+// The governor writes through a local activity ([Activities.SetRate]) that
+// reads the queue's config back and reports what is in force. A limit set
+// by anyone else (an operator with `temporal task-queue config set`) stops
+// the governor's writes for good (status "overridden"); a server that
+// refuses the call (PermissionDenied, Unimplemented, InvalidArgument)
+// stops them too (status "unsupported"). Query [QueryName] returns the
+// governor's [State].
+//
+// The limit paces activity starts (attempts, retries included), not HTTP
+// requests, and every activity on the queue counts: the queue must carry
+// only that origin's HTTP activities, with eager execution off.
+package governor
+
+import (
+	"time"
+)
+
+// Names under which the governor is registered and addressed.
+const (
+	// WorkflowName is the governor workflow's type name.
+	WorkflowName = "idemhttp.governor"
+	// SetRateName is the SetRate local activity's type name.
+	SetRateName = "idemhttp.governor.SetRate"
+	// SignalName is the signal channel on which the governor receives
+	// observations.
+	SignalName = "observation"
+	// QueryName is the query that returns the governor's [State].
+	QueryName = "state"
+	// Identity is the identity the governor writes the queue's config with;
+	// a rate limit carrying another identity was set by someone else.
+	Identity = "idemhttp-governor"
+)
+
+// Status values of [State].
+const (
+	// StatusLearning: no limit written yet (no throttle reported, or the
+	// first write failed).
+	StatusLearning = "learning"
+	// StatusLimited: the governor's limit is in force.
+	StatusLimited = "limited"
+	// StatusOverridden: someone else set the queue's rate limit; the
+	// governor no longer writes.
+	StatusOverridden = "overridden"
+	// StatusUnsupported: the server refused the call (no permission, an
+	// older server, an invalid request); the governor no longer writes.
+	StatusUnsupported = "unsupported"
+)
+
+// ErrTypeUnsupported is the ApplicationError type [Activities.SetRate]
+// fails with when the server refuses UpdateTaskQueueConfig for good
+// (PermissionDenied, Unimplemented, InvalidArgument).
+const ErrTypeUnsupported = "GovernorUnsupported"
+
+// WorkflowID returns the fixed workflow ID of the governor of taskQueue.
+func WorkflowID(taskQueue string) string { return "idemhttp-governor/" + taskQueue }
+
+// Observation is what one worker saw on one queue since its last report.
+type Observation struct {
+	// Worker is the worker's identity.
+	Worker string `json:"worker"`
+	// Requests is the number of requests sent from From to To. From is
+	// normally the end of the worker's last report; a report sent at once
+	// on a throttle may reach back over the last one (see [Reporter]), as
+	// the governor uses each worker's latest observation only.
+	Requests int `json:"requests"`
+	// Throttles is the number of answers that meant "too fast" (429, say).
+	Throttles int `json:"throttles"`
+	// From and To bound the interval, on the worker's clock.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// Rate returns the observation's request rate (requests per second), 0
+// for an empty interval.
+func (o Observation) Rate() float64 {
+	d := o.To.Sub(o.From).Seconds()
+	if d <= 0 || o.Requests <= 0 {
+		return 0
+	}
+	return float64(o.Requests) / d
+}
+
+// Defaults of [Config].
+const (
+	DefaultMeasureWindow = 10 * time.Second
+	DefaultBeta          = 0.8
+	DefaultCutInterval   = 5 * time.Second
+	DefaultCalm          = 30 * time.Second
+	DefaultRaise         = 0.2
+	DefaultMinChange     = 0.1
+	DefaultMinGap        = 10 * time.Second
+	DefaultFloor         = 0.5
+	DefaultMaxSignals    = 1000
+)
+
+// Config holds the governor's parameters; zero fields take the defaults.
+type Config struct {
+	// MeasureWindow: the measured rate sums each worker's latest
+	// observation whose end is at most this old (default 10 s).
+	MeasureWindow time.Duration `json:"measureWindow,omitempty"`
+	// Beta is the rate after a throttle as a fraction of the rate before
+	// (default 0.8).
+	Beta float64 `json:"beta,omitempty"`
+	// CutInterval is the least time between two cuts (default 5 s): longer
+	// than the server needs to apply a change (about 1 s), so the
+	// throttles of requests sent before a cut took effect cut only once.
+	CutInterval time.Duration `json:"cutInterval,omitempty"`
+	// Calm is how long without a throttle before each raise (default 30 s).
+	Calm time.Duration `json:"calm,omitempty"`
+	// Raise is the fraction a raise adds to the rate (default 0.2).
+	Raise float64 `json:"raise,omitempty"`
+	// MinChange: a raise changing the rate by less than this fraction is
+	// not written (default 0.1). Cuts are always written.
+	MinChange float64 `json:"minChange,omitempty"`
+	// MinGap is the least time between two raises (default 10 s).
+	MinGap time.Duration `json:"minGap,omitempty"`
+	// Floor is the lowest rate written, requests per second (default 0.5;
+	// never 0, which pauses the queue).
+	Floor float64 `json:"floor,omitempty"`
+	// MaxSignals is the number of signals after which the governor
+	// continues as new (default 1000); it also does when the server
+	// suggests it.
+	MaxSignals int `json:"maxSignals,omitempty"`
+}
+
+// WithDefaults returns c with every zero (or invalid) field set to its
+// default.
+func (c Config) WithDefaults() Config {
+	if c.MeasureWindow <= 0 {
+		c.MeasureWindow = DefaultMeasureWindow
+	}
+	if c.Beta <= 0 || c.Beta >= 1 {
+		c.Beta = DefaultBeta
+	}
+	if c.CutInterval <= 0 {
+		c.CutInterval = DefaultCutInterval
+	}
+	if c.Calm <= 0 {
+		c.Calm = DefaultCalm
+	}
+	if c.Raise <= 0 {
+		c.Raise = DefaultRaise
+	}
+	if c.MinChange <= 0 {
+		c.MinChange = DefaultMinChange
+	}
+	if c.MinGap <= 0 {
+		c.MinGap = DefaultMinGap
+	}
+	if c.Floor <= 0 {
+		c.Floor = DefaultFloor
+	}
+	if c.MaxSignals <= 0 {
+		c.MaxSignals = DefaultMaxSignals
+	}
+	return c
+}
+
+// Input starts (or continues) a governor.
+type Input struct {
+	// TaskQueue is the activity task queue governed.
+	TaskQueue string `json:"taskQueue"`
+	// Namespace is TaskQueue's namespace (default: the governor's own).
+	Namespace string `json:"namespace,omitempty"`
+	// Config holds the decision parameters.
+	Config Config `json:"config"`
+	// State is carried over by continue-as-new (zero for a new governor).
+	State State `json:"state"`
+}
+
+// State is the governor's state, returned by query [QueryName] and
+// carried over by continue-as-new.
+type State struct {
+	// Rate is the rate last written (requests per second); 0: none.
+	Rate float64 `json:"rate"`
+	// InForce is the queue rate limit the server reported after the last
+	// write or check (0: none), whoever set it.
+	InForce float64 `json:"inForce"`
+	// Status is one of StatusLearning, StatusLimited, StatusOverridden and
+	// StatusUnsupported ("" is read as learning).
+	Status string `json:"status"`
+	// LastCut and LastWrite are when the rate was last cut and written
+	// (workflow time).
+	LastCut   time.Time `json:"lastCut"`
+	LastWrite time.Time `json:"lastWrite"`
+	// Error is the last write's error ("" after a success); it stays set
+	// when Status is StatusUnsupported.
+	Error string `json:"error,omitempty"`
+	// LastThrottle is when a throttle was last reported; LastRaise when the
+	// rate was last raised; CalmSince when the current calm period (no
+	// throttle, no raise considered) began.
+	LastThrottle time.Time `json:"lastThrottle"`
+	LastRaise    time.Time `json:"lastRaise"`
+	CalmSince    time.Time `json:"calmSince"`
+	// Measured is the measured rate of all workers at the last decision.
+	Measured float64 `json:"measured"`
+	// Workers holds each worker's latest observation still within the
+	// measure window.
+	Workers map[string]Observation `json:"workers,omitempty"`
+}

@@ -1,0 +1,302 @@
+package governor
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+)
+
+// Defaults of [ReporterConfig].
+const (
+	DefaultReportInterval = time.Second
+	DefaultLimitInterval  = 5 * time.Second
+	DefaultCallTimeout    = 5 * time.Second
+)
+
+// ReporterConfig configures a [Reporter]; zero fields take the defaults.
+type ReporterConfig struct {
+	// ReportInterval is the least time between two observations of one
+	// queue (default 1 s), except that the first throttle after an
+	// interval without one is sent at once.
+	ReportInterval time.Duration
+	// LimitInterval is how often the rate limit in force on each queue is
+	// read for [Reporter.Limit] (default 5 s).
+	LimitInterval time.Duration
+	// CallTimeout bounds each call to the server (default 5 s).
+	CallTimeout time.Duration
+	// Governor is the Config of a governor this reporter starts; a running
+	// governor keeps its own.
+	Governor Config
+	// StartOptions is the template of the governor's start options (ID and
+	// TaskQueue are always set by the reporter).
+	StartOptions client.StartWorkflowOptions
+	// Logger gets the errors (default: slog.Default()).
+	Logger log.Logger
+}
+
+// Reporter counts a worker's requests and throttles per activity task
+// queue and reports them to each queue's governor. Its methods are safe
+// for concurrent use; Record never waits on the server.
+type Reporter struct {
+	c          client.Client
+	governorTQ string
+	namespace  string
+	identity   string
+	cfg        ReporterConfig
+
+	kick chan struct{}
+
+	mu     sync.Mutex
+	queues map[string]*queueStats
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// queueStats is one queue's counts since its last report.
+type queueStats struct {
+	from                time.Time // the start of the current interval
+	requests, throttles int
+	lastSent            time.Time
+	quiet               bool // the last report had no throttle (or there was none)
+	urgent              bool // a throttle after a quiet interval waits to be sent
+	// The last report's own interval and count, which an urgent report
+	// that follows it at once extends back over.
+	prevFrom, prevTo time.Time
+	prevRequests     int
+	limit            float64
+	limited          bool
+	limitChecked     time.Time
+}
+
+// NewReporter returns a reporter that signals the governors, which run on
+// governorTaskQueue (a queue polled by a worker with [Activities.Register]),
+// of queues in namespace, as worker identity. Call [Reporter.Start].
+func NewReporter(c client.Client, governorTaskQueue, namespace, identity string, cfg ReporterConfig) *Reporter {
+	if cfg.ReportInterval <= 0 {
+		cfg.ReportInterval = DefaultReportInterval
+	}
+	if cfg.LimitInterval <= 0 {
+		cfg.LimitInterval = DefaultLimitInterval
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = log.NewStructuredLogger(slog.Default())
+	}
+	return &Reporter{
+		c: c, governorTQ: governorTaskQueue, namespace: namespace, identity: identity, cfg: cfg,
+		kick:   make(chan struct{}, 1),
+		queues: map[string]*queueStats{},
+	}
+}
+
+// queue returns queue's stats, created if needed; r.mu is held.
+func (r *Reporter) queue(name string, now time.Time) *queueStats {
+	q := r.queues[name]
+	if q == nil {
+		q = &queueStats{from: now, quiet: true}
+		r.queues[name] = q
+	}
+	return q
+}
+
+// Record counts one request sent to queue's origin; throttled says whether
+// its answer meant "too fast".
+func (r *Reporter) Record(queue string, throttled bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue(queue, time.Now())
+	q.requests++
+	if !throttled {
+		return
+	}
+	if q.throttles == 0 && q.quiet && !q.urgent {
+		q.urgent = true
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+	q.throttles++
+}
+
+// Limit returns queue's rate limit in force as last read from the server
+// (whoever set it), and whether one is. It also makes the reporter watch
+// queue from then on.
+func (r *Reporter) Limit(queue string) (float64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue(queue, time.Now())
+	return q.limit, q.limited
+}
+
+// Start starts the reporting loop, which runs until ctx is done or
+// [Reporter.Close]. Calling it again does nothing.
+func (r *Reporter) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go r.loop(ctx, r.done)
+}
+
+// Close stops the loop and waits for it; counts not yet reported are
+// dropped.
+func (r *Reporter) Close() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (r *Reporter) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(r.cfg.ReportInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+			r.report(ctx, true)
+		case <-tick.C:
+			r.report(ctx, false)
+			r.refreshLimits(ctx)
+		}
+	}
+}
+
+// pending is one observation to send.
+type pending struct {
+	queue string
+	obs   Observation
+	// requests were counted since from (obs may reach further back).
+	requests int
+	from     time.Time
+}
+
+// report sends the observations due: only the urgent ones (a throttle
+// after a quiet interval) when urgentOnly, else each queue's whose last
+// report is at least ReportInterval old. A queue without requests sends
+// nothing and its interval starts again. An urgent report less than
+// ReportInterval after the last one covers that one's interval as well
+// (Requests counts both), so the governor, which keeps each worker's
+// latest observation only, measures the rate over a whole interval.
+func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
+	now := time.Now()
+	// A tick may come a little early against the last send.
+	slack := r.cfg.ReportInterval / 10
+	var due []pending
+	r.mu.Lock()
+	for name, q := range r.queues {
+		if q.requests == 0 {
+			if !urgentOnly {
+				q.from = now
+			}
+			continue
+		}
+		if urgentOnly && !q.urgent {
+			continue
+		}
+		if !q.urgent && now.Sub(q.lastSent) < r.cfg.ReportInterval-slack {
+			continue
+		}
+		p := pending{queue: name, requests: q.requests, from: q.from, obs: Observation{
+			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, From: q.from, To: now,
+		}}
+		if q.urgent && now.Sub(q.from) < r.cfg.ReportInterval && !q.prevTo.IsZero() && q.prevTo.Equal(q.from) {
+			// A throttle right after a report: measure the rate over that
+			// report's interval too, not over a few milliseconds.
+			p.obs.From = q.prevFrom
+			p.obs.Requests += q.prevRequests
+		}
+		due = append(due, p)
+		q.prevFrom, q.prevTo, q.prevRequests = q.from, now, q.requests
+		q.quiet = q.throttles == 0
+		q.requests, q.throttles, q.urgent = 0, 0, false
+		q.from, q.lastSent = now, now
+	}
+	r.mu.Unlock()
+	for _, p := range due {
+		if err := r.send(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.cfg.Logger.Warn("governor: reporting to the governor failed; the counts go into the next report",
+				"TaskQueue", p.queue, "WorkflowID", WorkflowID(p.queue), "Error", err)
+			r.mu.Lock()
+			q := r.queues[p.queue]
+			q.requests += p.requests
+			q.throttles += p.obs.Throttles
+			q.from = p.from
+			q.prevTo = time.Time{}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// send signals p's governor, starting it if needed.
+func (r *Reporter) send(ctx context.Context, p pending) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	opts := r.cfg.StartOptions
+	opts.ID = WorkflowID(p.queue)
+	opts.TaskQueue = r.governorTQ
+	if opts.WorkflowIDConflictPolicy == enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED {
+		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	}
+	_, err := r.c.SignalWithStartWorkflow(ctx, opts.ID, SignalName, p.obs, opts, WorkflowName,
+		Input{TaskQueue: p.queue, Namespace: r.namespace, Config: r.cfg.Governor})
+	return err
+}
+
+// refreshLimits reads the queue rate limit of each queue not read for
+// LimitInterval.
+func (r *Reporter) refreshLimits(ctx context.Context) {
+	now := time.Now()
+	var names []string
+	r.mu.Lock()
+	for name, q := range r.queues {
+		if now.Sub(q.limitChecked) >= r.cfg.LimitInterval {
+			names = append(names, name)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range names {
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		resp, err := r.c.WorkflowService().DescribeTaskQueue(cctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace:     r.namespace,
+			TaskQueue:     &taskqueuepb.TaskQueue{Name: name, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+			TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+			ReportConfig:  true,
+		})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.cfg.Logger.Warn("governor: reading the queue rate limit failed", "TaskQueue", name, "Error", err)
+			continue
+		}
+		l := queueLimit(resp.GetConfig())
+		r.mu.Lock()
+		q := r.queues[name]
+		q.limit, q.limited, q.limitChecked = l.InForce, l.Limited, time.Now()
+		r.mu.Unlock()
+	}
+}

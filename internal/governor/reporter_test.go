@@ -1,0 +1,149 @@
+package governor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+)
+
+// fakeClient records SignalWithStartWorkflow calls and answers
+// DescribeTaskQueue with limit (none when 0).
+type fakeClient struct {
+	client.Client
+
+	mu      sync.Mutex
+	signals []sent
+	limit   float32
+}
+
+type sent struct {
+	at    time.Time
+	id    string
+	opts  client.StartWorkflowOptions
+	obs   Observation
+	input Input
+}
+
+func (f *fakeClient) SignalWithStartWorkflow(_ context.Context, id, signal string, arg any,
+	opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if signal != SignalName || wf != WorkflowName || len(args) != 1 {
+		panic("unexpected SignalWithStartWorkflow call")
+	}
+	f.signals = append(f.signals, sent{time.Now(), id, opts, arg.(Observation), args[0].(Input)})
+	return nil, nil
+}
+
+func (f *fakeClient) WorkflowService() workflowservice.WorkflowServiceClient {
+	return fakeService{f: f}
+}
+
+// fakeService is fakeClient's WorkflowService: DescribeTaskQueue only.
+type fakeService struct {
+	workflowservice.WorkflowServiceClient
+	f *fakeClient
+}
+
+func (s fakeService) DescribeTaskQueue(context.Context, *workflowservice.DescribeTaskQueueRequest, ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	resp := &workflowservice.DescribeTaskQueueResponse{}
+	if f.limit > 0 {
+		resp.Config = &taskqueuepb.TaskQueueConfig{QueueRateLimit: &taskqueuepb.RateLimitConfig{
+			RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: f.limit},
+			Metadata:  &taskqueuepb.ConfigMetadata{UpdateIdentity: Identity},
+		}}
+	}
+	return resp, nil
+}
+
+func (f *fakeClient) sent() []sent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sent(nil), f.signals...)
+}
+
+func TestReporter(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	fc := &fakeClient{limit: 2.5}
+	rep := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{
+		ReportInterval: interval, LimitInterval: interval, Governor: Config{Floor: 3}, Logger: itest.QuietLogger(),
+	})
+	rep.Start(t.Context())
+	defer rep.Close()
+
+	// Concurrent Records, with throttles on queue q1 only.
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				rep.Record("q1", g == 0 && i == 25)
+				rep.Record("q2", false)
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(3 * interval) // q1's last report had no throttle: it is quiet
+	throttledAt := time.Now()
+	rep.Record("q1", true) // the first throttle after a quiet report
+	time.Sleep(5 * interval)
+	rep.Record("q3", false)
+	time.Sleep(5 * interval)
+
+	requireEventually(t, func() bool { r, ok := rep.Limit("q1"); return ok && r == 2.5 })
+	rep.Close()
+	got := fc.sent()
+	sums := map[string][2]int{}
+	last := map[string]time.Time{}
+	var urgent bool
+	for _, s := range got {
+		q := s.input.TaskQueue
+		assert.Equal(t, WorkflowID(q), s.id)
+		assert.Equal(t, WorkflowID(q), s.opts.ID)
+		assert.Equal(t, "gov", s.opts.TaskQueue)
+		assert.Equal(t, "ns", s.input.Namespace)
+		assert.Equal(t, 3.0, s.input.Config.Floor)
+		assert.Equal(t, "w1", s.obs.Worker)
+		assert.Positive(t, s.obs.Requests, "an interval without requests sends nothing")
+		assert.True(t, s.obs.To.After(s.obs.From))
+		c := sums[q]
+		c[0] += s.obs.Requests
+		c[1] += s.obs.Throttles
+		sums[q] = c
+		if s.obs.Throttles > 0 && s.at.After(throttledAt) && s.at.Sub(throttledAt) < interval/2 {
+			urgent = true
+		}
+		if prev, ok := last[q]; ok && s.obs.Throttles == 0 {
+			assert.GreaterOrEqual(t, s.at.Sub(prev), interval*8/10, "at most one report per interval")
+		}
+		last[q] = s.at
+	}
+	// q1's last report is the urgent one, which may repeat the count of
+	// the report before it; the others are exact.
+	assert.GreaterOrEqual(t, sums["q1"][0], 401)
+	assert.Equal(t, 2, sums["q1"][1])
+	assert.Equal(t, 400, sums["q2"][0])
+	assert.Zero(t, sums["q2"][1])
+	assert.Equal(t, 1, sums["q3"][0])
+	assert.True(t, urgent, "the throttle after a quiet report was sent at once: %+v", got)
+	_, ok := rep.Limit("unknown")
+	assert.False(t, ok)
+}
+
+func requireEventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, 10*time.Millisecond)
+}

@@ -1,0 +1,273 @@
+package governor
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// setRateTimeout bounds one SetRate call (two reads and a write).
+const setRateTimeout = 10 * time.Second
+
+// Workflow is the governor of one activity task queue (registered as
+// [WorkflowName], started with ID [WorkflowID](in.TaskQueue)). It receives
+// [Observation]s on [SignalName], decides the queue's rate limit as the
+// package comment describes, writes it with the SetRate local activity and
+// answers [QueryName] with its [State]. It runs until cancelled,
+// continuing as new after Config.MaxSignals signals or when the server
+// suggests it.
+func Workflow(ctx workflow.Context, in Input) error {
+	g := &governor{in: in, cfg: in.Config.WithDefaults(), st: in.State}
+	if g.in.Namespace == "" {
+		g.in.Namespace = workflow.GetInfo(ctx).Namespace
+	}
+	if g.st.Status == "" {
+		g.st.Status = StatusLearning
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryName, func() (State, error) {
+		st := g.st
+		st.Workers = maps.Clone(g.st.Workers)
+		return st, nil
+	}); err != nil {
+		return err
+	}
+	ch := workflow.GetSignalChannel(ctx, SignalName)
+	var (
+		timerAt     time.Time // the raise timer's deadline (zero: none)
+		timerFired  bool
+		cancelTimer workflow.CancelFunc
+		timer       workflow.Future
+	)
+	stopTimer := func() {
+		if cancelTimer != nil {
+			cancelTimer()
+		}
+		timerAt, timer, cancelTimer = time.Time{}, nil, nil
+	}
+	signals := 0
+	for {
+		if signals > 0 && (signals >= g.cfg.MaxSignals || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
+			// No signal may be lost: handle every one already delivered.
+			for {
+				var obs Observation
+				if !ch.ReceiveAsync(&obs) {
+					break
+				}
+				g.observe(ctx, obs)
+			}
+			stopTimer()
+			g.prune(workflow.Now(ctx))
+			next := g.in
+			next.State = g.st
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+		}
+		now := workflow.Now(ctx)
+		at, armed := g.raiseAt(now)
+		if armed && !now.Before(at) {
+			stopTimer()
+			g.considerRaise(ctx)
+			continue
+		}
+		if !armed {
+			stopTimer()
+		} else if !at.Equal(timerAt) {
+			stopTimer()
+			tctx, cancel := workflow.WithCancel(ctx)
+			timerAt, cancelTimer, timer = at, cancel, workflow.NewTimer(tctx, at.Sub(now))
+		}
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
+			var obs Observation
+			c.Receive(ctx, &obs)
+			signals++
+			g.observe(ctx, obs)
+		})
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+		if timer != nil {
+			timerFired = false
+			sel.AddFuture(timer, func(workflow.Future) { timerFired = true })
+		}
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if timerFired {
+			timerAt, timer, cancelTimer = time.Time{}, nil, nil
+			timerFired = false
+			g.considerRaise(ctx)
+		}
+	}
+}
+
+// governor is one run's decision state.
+type governor struct {
+	in  Input
+	cfg Config
+	st  State
+}
+
+// observe records obs and cuts the rate if it reports throttles.
+func (g *governor) observe(ctx workflow.Context, obs Observation) {
+	now := workflow.Now(ctx)
+	if g.st.Workers == nil {
+		g.st.Workers = map[string]Observation{}
+	}
+	if old, ok := g.st.Workers[obs.Worker]; !ok || !obs.To.Before(old.To) {
+		g.st.Workers[obs.Worker] = obs
+	}
+	g.prune(now)
+	g.st.Measured = g.measured(now)
+	if obs.Throttles <= 0 {
+		return
+	}
+	g.st.LastThrottle, g.st.CalmSince = now, now
+	g.cut(ctx, now)
+}
+
+// prune forgets observations that ended more than MeasureWindow before now.
+func (g *governor) prune(now time.Time) {
+	for w, o := range g.st.Workers {
+		if now.Sub(o.To) > g.cfg.MeasureWindow {
+			delete(g.st.Workers, w)
+		}
+	}
+}
+
+// measured returns the sum of the request rates of each worker's latest
+// observation that ended within MeasureWindow of now (summed in worker
+// order, so replays compute the same bits).
+func (g *governor) measured(now time.Time) float64 {
+	workers := make([]string, 0, len(g.st.Workers))
+	for w := range g.st.Workers {
+		workers = append(workers, w)
+	}
+	slices.Sort(workers)
+	m := 0.0
+	for _, w := range workers {
+		if o := g.st.Workers[w]; now.Sub(o.To) <= g.cfg.MeasureWindow {
+			m += o.Rate()
+		}
+	}
+	return m
+}
+
+// writing reports whether the governor may still write.
+func (g *governor) writing() bool {
+	return g.st.Status != StatusOverridden && g.st.Status != StatusUnsupported
+}
+
+// cut lowers the rate after a throttle, at most once per CutInterval.
+func (g *governor) cut(ctx workflow.Context, now time.Time) {
+	if !g.writing() {
+		return
+	}
+	if !g.st.LastCut.IsZero() && now.Sub(g.st.LastCut) < g.cfg.CutInterval {
+		return
+	}
+	m := g.st.Measured
+	base := g.st.Rate
+	if base == 0 || (m > 0 && m < base) {
+		base = m
+	}
+	target := representable(max(g.cfg.Floor, g.cfg.Beta*base))
+	if g.st.Rate > 0 && target >= g.st.Rate {
+		return // at the floor already
+	}
+	g.write(ctx, now, target, true, fmt.Sprintf("cut to %.3g/s (measured %.3g/s)", target, m))
+}
+
+// raiseAt returns when the next raise is due, and false when none is:
+// before a limit is written, after the governor stopped writing, and while
+// no worker has reported within MeasureWindow (an idle queue).
+func (g *governor) raiseAt(now time.Time) (time.Time, bool) {
+	if g.st.Status != StatusLimited || g.st.Rate <= 0 || g.measured(now) <= 0 {
+		return time.Time{}, false
+	}
+	at := g.st.CalmSince.Add(g.cfg.Calm)
+	if !g.st.LastRaise.IsZero() {
+		at = latest(at, g.st.LastRaise.Add(g.cfg.MinGap))
+	}
+	return at, true
+}
+
+// considerRaise raises the rate by Raise, up to twice the measured rate,
+// unless the change is under MinChange; either way a new calm period
+// begins.
+func (g *governor) considerRaise(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	g.prune(now)
+	m := g.measured(now)
+	g.st.Measured = m
+	if m <= 0 || !g.writing() || g.st.Rate <= 0 {
+		return // idle: the next report brings the check back
+	}
+	g.st.CalmSince = now
+	target := representable(min(g.st.Rate*(1+g.cfg.Raise), 2*m))
+	if target <= g.st.Rate || (target-g.st.Rate)/g.st.Rate < g.cfg.MinChange {
+		return
+	}
+	g.write(ctx, now, target, false, fmt.Sprintf("raised to %.3g/s after %s without a throttle (measured %.3g/s)", target, g.cfg.Calm, m))
+}
+
+// write sets the queue's rate limit to rate through the SetRate local
+// activity and records the outcome.
+func (g *governor) write(ctx workflow.Context, now time.Time, rate float64, cut bool, why string) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: setRateTimeout,
+		// A transient failure is retried by the next decision.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var a *Activities
+	var res SetRateResult
+	err := workflow.ExecuteLocalActivity(lctx, a.SetRate, SetRateRequest{
+		Namespace: g.in.Namespace,
+		TaskQueue: g.in.TaskQueue,
+		Rate:      rate,
+		Reason:    "idemhttp-governor: learned from throttles: " + why,
+	}).Get(ctx, &res)
+	if err != nil {
+		g.st.Error = err.Error()
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == ErrTypeUnsupported {
+			g.st.Status = StatusUnsupported
+			g.st.Error = appErr.Error()
+		}
+		workflow.GetLogger(ctx).Warn("governor: writing the queue rate limit failed",
+			"TaskQueue", g.in.TaskQueue, "Rate", rate, "Error", err)
+		return
+	}
+	g.st.Error = ""
+	g.st.InForce = 0
+	if res.Limited {
+		g.st.InForce = res.InForce
+	}
+	if res.Overridden() {
+		g.st.Status = StatusOverridden
+		workflow.GetLogger(ctx).Warn("governor: the queue rate limit was set by someone else; no longer writing",
+			"TaskQueue", g.in.TaskQueue, "Owner", res.Owner, "InForce", res.InForce)
+		return
+	}
+	g.st.Status = StatusLimited
+	g.st.Rate, g.st.LastWrite = rate, now
+	if cut {
+		g.st.LastCut = now
+	} else {
+		g.st.LastRaise = now
+	}
+}
+
+// representable rounds r to what the server stores (a float32), so the
+// rate written and the rate read back are equal.
+func representable(r float64) float64 { return float64(float32(r)) }
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

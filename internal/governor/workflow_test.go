@@ -1,0 +1,466 @@
+package governor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+)
+
+// t0 is the workflow clock's start in these tests.
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// write is one SetRate call the fake saw, at a workflow time since t0.
+type write struct {
+	At   time.Duration
+	Rate float64
+}
+
+// fakeSetter stands in for Activities.SetRate: it records every call and
+// answers with respond (nil: the rate was written and is in force).
+type fakeSetter struct {
+	env     *testsuite.TestWorkflowEnvironment
+	respond func(call int, req SetRateRequest) (SetRateResult, error)
+
+	mu    sync.Mutex
+	calls []write
+}
+
+// SetRate has the name of Activities.SetRate, so the workflow's method
+// reference resolves to it once it is registered as SetRateName.
+func (f *fakeSetter) SetRate(_ context.Context, req SetRateRequest) (SetRateResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, write{At: f.env.Now().Sub(t0), Rate: req.Rate})
+	n := len(f.calls)
+	f.mu.Unlock()
+	if f.respond != nil {
+		return f.respond(n, req)
+	}
+	return SetRateResult{Written: true, Limited: true, InForce: float64(float32(req.Rate)), Owner: Identity}, nil
+}
+
+// sig is one observation, signalled at workflow time At: Requests over the
+// second before At (over Span before At when Span is set).
+type sig struct {
+	At        time.Duration
+	Worker    string
+	Requests  int
+	Throttles int
+	Span      time.Duration
+}
+
+func (s sig) obs() Observation {
+	span := s.Span
+	if span == 0 {
+		span = time.Second
+	}
+	to := t0.Add(s.At)
+	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, From: to.Add(-span), To: to}
+}
+
+// every returns one signal per second from worker, at from, from+1s, …,
+// up to to, each with rps requests and no throttle.
+func every(worker string, rps int, from, to time.Duration) []sig {
+	var out []sig
+	for at := from; at <= to; at += time.Second {
+		out = append(out, sig{At: at, Worker: worker, Requests: rps})
+	}
+	return out
+}
+
+// run is the result of one governor run in the test environment.
+type run struct {
+	writes []write // successful or not: every SetRate call
+	state  State   // queried at end
+	err    error   // the workflow's error
+}
+
+// runGovernor runs the governor with in, sends signals (those of one time
+// together, in order, in one workflow task), queries its state at
+// end and then cancels it (unless it ended before).
+func runGovernor(t *testing.T, in Input, respond func(int, SetRateRequest) (SetRateResult, error), sigs []sig, end time.Duration, setup ...func(*testsuite.TestWorkflowEnvironment)) run {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(itest.QuietLogger())
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(t0)
+	fake := &fakeSetter{env: env, respond: respond}
+	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterActivityWithOptions(fake.SetRate, activity.RegisterOptions{Name: SetRateName})
+	for _, f := range setup {
+		f(env)
+	}
+	byTime := map[time.Duration][]Observation{}
+	var times []time.Duration
+	for _, s := range sigs {
+		if _, ok := byTime[s.At]; !ok {
+			times = append(times, s.At)
+		}
+		byTime[s.At] = append(byTime[s.At], s.obs())
+	}
+	for _, at := range times {
+		batch := byTime[at]
+		env.RegisterDelayedCallback(func() {
+			// Signals sent together arrive in one workflow task.
+			for i, o := range batch {
+				if i < len(batch)-1 {
+					env.SignalWorkflowSkippingWorkflowTask(SignalName, o)
+				} else {
+					env.SignalWorkflow(SignalName, o)
+				}
+			}
+		}, at)
+	}
+	var r run
+	var queried bool
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(QueryName)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&r.state))
+		queried = true
+		env.CancelWorkflow()
+	}, end)
+	env.ExecuteWorkflow(WorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	r.err = env.GetWorkflowError()
+	if queried {
+		var canceled *temporal.CanceledError
+		require.ErrorAs(t, r.err, &canceled, "the governor runs until cancelled")
+	}
+	fake.mu.Lock()
+	r.writes = fake.calls
+	fake.mu.Unlock()
+	return r
+}
+
+func input() Input { return Input{TaskQueue: "api.example.com", Namespace: "ns"} }
+
+func TestDecisions(t *testing.T) {
+	s := time.Second
+	var (
+		operatorOnCall2 = func(n int, req SetRateRequest) (SetRateResult, error) {
+			if n >= 2 {
+				return SetRateResult{Limited: true, InForce: 3, Owner: "operator@cli", Reason: "manual"}, nil
+			}
+			return SetRateResult{Written: true, Limited: true, InForce: float64(float32(req.Rate)), Owner: Identity}, nil
+		}
+		refused = func(int, SetRateRequest) (SetRateResult, error) {
+			return SetRateResult{}, temporal.NewNonRetryableApplicationError(
+				"UpdateTaskQueueConfig: PermissionDenied: Request unauthorized.", ErrTypeUnsupported, nil)
+		}
+		failsOnce = func(n int, req SetRateRequest) (SetRateResult, error) {
+			if n == 1 {
+				return SetRateResult{}, errors.New("Unavailable: frontend is down")
+			}
+			return SetRateResult{Written: true, Limited: true, InForce: float64(float32(req.Rate)), Owner: Identity}, nil
+		}
+	)
+	cases := []struct {
+		name    string
+		cfg     Config
+		respond func(int, SetRateRequest) (SetRateResult, error)
+		sigs    []sig
+		end     time.Duration
+		writes  []write
+		status  string
+		inForce float64
+		errHas  string
+	}{
+		{
+			name: "no limit before the first throttle, which cuts from 0.8 × the measured rate of all workers",
+			sigs: []sig{
+				{At: 1 * s, Worker: "a", Requests: 6}, {At: 1 * s, Worker: "b", Requests: 4},
+				{At: 2 * s, Worker: "a", Requests: 6, Throttles: 1},
+			},
+			end:     5 * s,
+			writes:  []write{{2 * s, 8}}, // (6 + 4) × 0.8
+			status:  StatusLimited,
+			inForce: 8,
+		},
+		{
+			name: "stale observations do not count in the measured rate",
+			sigs: []sig{
+				{At: 1 * s, Worker: "old", Requests: 100},
+				{At: 20 * s, Worker: "a", Requests: 10, Throttles: 1},
+			},
+			end:    25 * s,
+			writes: []write{{20 * s, 8}},
+			status: StatusLimited,
+		},
+		{
+			name: "a second throttle within CutInterval does not cut again; one after it cuts from min(rate, measured)",
+			sigs: append(every("a", 10, 1*s, 9*s), []sig{
+				{At: 2 * s, Worker: "b", Requests: 0, Throttles: 1},
+				{At: 4 * s, Worker: "b", Requests: 0, Throttles: 1},
+				{At: 8 * s, Worker: "b", Requests: 0, Throttles: 1},
+			}...),
+			end: 10 * s,
+			// At 2 s: 0.8 × 10. At 8 s: 0.8 × min(8, 10).
+			writes: []write{{2 * s, 8}, {8 * s, 6.4}},
+			status: StatusLimited,
+		},
+		{
+			name: "a throttle cuts from the measured rate when it is below the rate",
+			sigs: append(every("a", 5, 1*s, 9*s),
+				sig{At: 2 * s, Worker: "b", Throttles: 1, Requests: 5},
+				sig{At: 9 * s, Worker: "b", Throttles: 1, Requests: 0}),
+			end: 10 * s,
+			// At 2 s: 0.8 × (5 + 5) = 8. At 9 s: b's latest is 0/s, so 0.8 × 5.
+			writes: []write{{2 * s, 8}, {9 * s, 4}},
+			status: StatusLimited,
+		},
+		{
+			name: "after Calm without a throttle the rate grows by 20 %, then again after each further Calm",
+			sigs: append(every("a", 8, 1*s, 70*s), sig{At: 2 * s, Worker: "b", Requests: 2, Throttles: 1}),
+			end:  70 * s,
+			// 0.8 × 10; then × 1.2 at 32 s and 62 s (the measured rate, 8,
+			// allows up to 16).
+			writes: []write{{2 * s, 8}, {32 * s, 9.6}, {62 * s, 11.52}},
+			status: StatusLimited,
+		},
+		{
+			name: "a throttle restarts the calm period",
+			sigs: append(every("a", 8, 1*s, 50*s),
+				sig{At: 2 * s, Worker: "b", Requests: 2, Throttles: 1},
+				sig{At: 20 * s, Worker: "b", Requests: 0, Throttles: 1}),
+			end: 55 * s,
+			// The throttle at 20 s cuts (0.8 × min(8, 8)) and moves the
+			// raise from 32 s to 50 s.
+			writes: []write{{2 * s, 8}, {20 * s, 6.4}, {50 * s, 7.68}},
+			status: StatusLimited,
+		},
+		{
+			name: "a raise never goes above twice the measured rate",
+			sigs: append(every("a", 3, 1*s, 40*s), sig{At: 2 * s, Worker: "b", Requests: 7, Throttles: 1}),
+			end:  40 * s,
+			// 0.8 × 10 = 8; at 32 s: min(9.6, 2 × 3) = 6 is no raise at all.
+			writes: []write{{2 * s, 8}},
+			status: StatusLimited,
+		},
+		{
+			name:   "an idle queue is not raised",
+			sigs:   []sig{{At: 2 * s, Worker: "a", Requests: 10, Throttles: 1}},
+			end:    300 * s,
+			writes: []write{{2 * s, 8}},
+			status: StatusLimited,
+		},
+		{
+			name:   "a raise under MinChange is skipped",
+			cfg:    Config{Raise: 0.05},
+			sigs:   append(every("a", 8, 1*s, 70*s), sig{At: 2 * s, Worker: "b", Requests: 2, Throttles: 1}),
+			end:    70 * s,
+			writes: []write{{2 * s, 8}},
+			status: StatusLimited,
+		},
+		{
+			name: "the floor is respected, and a cut at the floor writes nothing",
+			sigs: []sig{
+				{At: 5 * s, Worker: "a", Requests: 2, Throttles: 1, Span: 5 * s}, // 0.4/s
+				{At: 11 * s, Worker: "a", Requests: 2, Throttles: 2, Span: 5 * s},
+			},
+			end:     15 * s,
+			writes:  []write{{5 * s, 0.5}},
+			status:  StatusLimited,
+			inForce: 0.5,
+		},
+		{
+			name:   "a configured floor",
+			cfg:    Config{Floor: 2},
+			sigs:   []sig{{At: 1 * s, Worker: "a", Requests: 1, Throttles: 1}},
+			end:    5 * s,
+			writes: []write{{1 * s, 2}},
+			status: StatusLimited,
+		},
+		{
+			name:    "a limit set by someone else stops the writes",
+			respond: operatorOnCall2,
+			sigs: []sig{
+				{At: 2 * s, Worker: "a", Requests: 10, Throttles: 1},
+				{At: 8 * s, Worker: "a", Requests: 10, Throttles: 1},
+				{At: 14 * s, Worker: "a", Requests: 10, Throttles: 1},
+				{At: 20 * s, Worker: "a", Requests: 10, Throttles: 1},
+			},
+			end:     25 * s,
+			writes:  []write{{2 * s, 8}, {8 * s, 6.4}}, // the second found the operator's limit
+			status:  StatusOverridden,
+			inForce: 3,
+		},
+		{
+			name:    "a refused call stops the writes",
+			respond: refused,
+			sigs: []sig{
+				{At: 2 * s, Worker: "a", Requests: 10, Throttles: 1},
+				{At: 8 * s, Worker: "a", Requests: 10, Throttles: 1},
+			},
+			end:    12 * s,
+			writes: []write{{2 * s, 8}},
+			status: StatusUnsupported,
+			errHas: "PermissionDenied",
+		},
+		{
+			name:    "a transient failure is retried at the next decision",
+			respond: failsOnce,
+			sigs: []sig{
+				{At: 2 * s, Worker: "a", Requests: 10, Throttles: 1},
+				{At: 3 * s, Worker: "a", Requests: 5, Throttles: 1},
+			},
+			end:     5 * s,
+			writes:  []write{{2 * s, 8}, {3 * s, 4}},
+			status:  StatusLimited,
+			inForce: 4,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := input()
+			in.Config = c.cfg
+			r := runGovernor(t, in, c.respond, c.sigs, c.end)
+			requireWrites(t, c.writes, r.writes)
+			assert.Equal(t, c.status, r.state.Status)
+			if c.inForce != 0 {
+				assert.InDelta(t, c.inForce, r.state.InForce, 1e-6)
+			}
+			if c.errHas != "" {
+				assert.Contains(t, r.state.Error, c.errHas)
+			} else {
+				assert.Empty(t, r.state.Error)
+			}
+			if c.status == StatusLimited {
+				last := c.writes[len(c.writes)-1]
+				assert.InDelta(t, last.Rate, r.state.Rate, 1e-5, "State.Rate is the last rate written")
+				assert.Equal(t, t0.Add(last.At), r.state.LastWrite)
+			}
+		})
+	}
+}
+
+func requireWrites(t *testing.T, want, got []write) {
+	t.Helper()
+	require.Len(t, got, len(want), "SetRate calls: want %v, got %v", want, got)
+	for i := range want {
+		assert.Equal(t, want[i].At, got[i].At, "call %d: %v", i, got[i])
+		assert.InDelta(t, want[i].Rate, got[i].Rate, 1e-5, "call %d: %v", i, got[i])
+		// Every rate is written as the server stores it (a float32).
+		assert.Equal(t, float64(float32(got[i].Rate)), got[i].Rate)
+	}
+}
+
+// continuedInput decodes the input of the run a continue-as-new starts.
+func continuedInput(t *testing.T, err error) Input {
+	t.Helper()
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, err, &can)
+	require.Equal(t, WorkflowName, can.WorkflowType.Name)
+	var in Input
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
+	return in
+}
+
+func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
+	s := time.Second
+	in := input()
+	in.Config = Config{MaxSignals: 3, Calm: time.Minute}
+	r := runGovernor(t, in, nil, []sig{
+		{At: 1 * s, Worker: "a", Requests: 6},
+		{At: 2 * s, Worker: "b", Requests: 4, Throttles: 1},
+		// Three signals at once: the third arrives after the limit of 3
+		// and must be handled, not lost.
+		{At: 3 * s, Worker: "c", Requests: 1},
+		{At: 3 * s, Worker: "d", Requests: 1},
+		{At: 3 * s, Worker: "e", Requests: 1, Throttles: 1},
+	}, time.Hour)
+	next := continuedInput(t, r.err)
+	assert.Equal(t, in.TaskQueue, next.TaskQueue)
+	assert.Equal(t, in.Namespace, next.Namespace)
+	assert.Equal(t, in.Config, next.Config)
+	st := next.State
+	assert.Equal(t, StatusLimited, st.Status)
+	assert.InDelta(t, 8, st.Rate, 1e-6)
+	assert.InDelta(t, 8, st.InForce, 1e-6)
+	assert.Equal(t, t0.Add(2*s), st.LastCut)
+	assert.Equal(t, t0.Add(3*s), st.LastThrottle, "e's throttle was handled before continuing")
+	for _, w := range []string{"a", "b", "c", "d", "e"} {
+		assert.Contains(t, st.Workers, w)
+	}
+	requireWrites(t, []write{{2 * s, 8}}, r.writes) // e's throttle came within CutInterval
+
+	// The next run decides from the carried state: a throttle cuts from
+	// the carried rate (8), not from the measured rate (20), and a
+	// throttle within CutInterval of the carried LastCut does not cut.
+	next.State.Workers = nil
+	r2 := runGovernor(t, next, nil, []sig{
+		{At: 4 * s, Worker: "a", Requests: 20, Throttles: 1},
+		{At: 8 * s, Worker: "a", Requests: 20, Throttles: 1},
+	}, 10*s)
+	requireWrites(t, []write{{8 * s, 6.4}}, r2.writes)
+	assert.Equal(t, StatusLimited, r2.state.Status)
+}
+
+func TestContinueAsNewWhenSuggested(t *testing.T) {
+	r := runGovernor(t, input(), nil, []sig{
+		{At: time.Second, Worker: "a", Requests: 10, Throttles: 1},
+	}, time.Hour, func(env *testsuite.TestWorkflowEnvironment) { env.SetContinueAsNewSuggested(true) })
+	next := continuedInput(t, r.err)
+	assert.InDelta(t, 8, next.State.Rate, 1e-6)
+	assert.Equal(t, StatusLimited, next.State.Status)
+}
+
+func TestWorkflowID(t *testing.T) {
+	assert.Equal(t, "idemhttp-governor/api.example.com", WorkflowID("api.example.com"))
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{}.WithDefaults()
+	assert.Equal(t, Config{
+		MeasureWindow: 10 * time.Second, Beta: 0.8, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
+		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
+	}, c)
+	set := Config{MeasureWindow: 1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5}
+	assert.Equal(t, set, set.WithDefaults(), "set fields are kept")
+}
+
+func TestClassify(t *testing.T) {
+	var appErr *temporal.ApplicationError
+	for _, msg := range []string{"PermissionDenied", "Unimplemented", "InvalidArgument"} {
+		err := classify("UpdateTaskQueueConfig", serviceErr(msg))
+		require.ErrorAs(t, err, &appErr, msg)
+		assert.Equal(t, ErrTypeUnsupported, appErr.Type())
+		assert.True(t, appErr.NonRetryable())
+		assert.True(t, strings.Contains(err.Error(), msg), err.Error())
+	}
+	err := classify("UpdateTaskQueueConfig", serviceErr("Unavailable"))
+	assert.False(t, errors.As(err, &appErr), "a transient error stays one: %v", err)
+}
+
+func TestObservationRate(t *testing.T) {
+	o := Observation{Requests: 3, From: t0, To: t0.Add(1500 * time.Millisecond)}
+	assert.InDelta(t, 2, o.Rate(), 1e-9)
+	assert.Zero(t, Observation{Requests: 3, From: t0, To: t0}.Rate())
+	assert.Zero(t, Observation{}.Rate())
+}
+
+// serviceErr returns the service error the server answers with for code.
+func serviceErr(code string) error {
+	switch code {
+	case "PermissionDenied":
+		return serviceerror.NewPermissionDenied("Request unauthorized.", "")
+	case "Unimplemented":
+		return serviceerror.NewUnimplemented("unknown method UpdateTaskQueueConfig")
+	case "InvalidArgument":
+		return serviceerror.NewInvalidArgument("Setting rate limit on workflow task queues is not allowed.")
+	}
+	return serviceerror.NewUnavailable("frontend is down")
+}

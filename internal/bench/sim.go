@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 )
 
 // strategies are the retry strategies compared, in report order: Temporal's
@@ -147,19 +148,20 @@ type simAdmission struct {
 	Shared *simShared
 }
 
-// simShared models the queue rate limit a governor sets from the workers'
-// reports: until a limit is in force each worker's limiter admits as
-// usual; then matching dispatches the attempts at most Rate per second,
-// evenly spaced (one partition), and the workers' limiters only gate them
-// (breaker, retry budget).
+// simShared models the queue rate limit that package governor sets from
+// the workers' reports, with its rule and defaults (a throttle cuts to
+// Beta × the accepted rate, never above the limit, at most every
+// CutInterval; a raise by Raise after Calm without a throttle): until a
+// limit is in force each worker's limiter admits as usual; then matching
+// dispatches the attempts at most the limit per second, evenly spaced (one
+// partition), and the workers' limiters only gate them (breaker, retry
+// budget).
 type simShared struct {
 	// Report is how often each worker reports (default 1 s); Delay is from
 	// a decision to the limit in force (default 1.5 s).
 	Report, Delay time.Duration
-	// Cut is the share of the accepted rate a throttle sets the limit to
-	// (default 0.9); CutEvery the least time between cuts (default 5 s).
-	Cut      float64
-	CutEvery time.Duration
+	// Governor holds the governor's parameters (zero fields: its defaults).
+	Governor governor.Config
 }
 
 // simResult is what one simulation measured.
@@ -371,12 +373,7 @@ func newSharedState(cfg simShared, ls []*admission.Limiter) *sharedState {
 	if cfg.Delay <= 0 {
 		cfg.Delay = 1500 * time.Millisecond
 	}
-	if cfg.Cut <= 0 {
-		cfg.Cut = 0.9
-	}
-	if cfg.CutEvery <= 0 {
-		cfg.CutEvery = 5 * time.Second
-	}
+	cfg.Governor = cfg.Governor.WithDefaults()
 	s := &sharedState{cfg: cfg, workers: map[*admission.Limiter]*workerCounts{}, lastCut: -time.Hour}
 	for _, l := range ls {
 		s.workers[l] = &workerCounts{}
@@ -422,18 +419,23 @@ func (s *sharedState) report(t time.Duration) {
 		acc, thr = acc+c.accepted, thr+c.throttles
 		*c = workerCounts{}
 	}
+	g := s.cfg.Governor
 	set := func(r float64) {
 		s.prev, s.rate, s.at = s.limit(t), r, t+s.cfg.Delay
 	}
 	switch {
-	case thr > 0 && t-s.lastCut >= s.cfg.CutEvery:
+	case thr > 0 && t-s.lastCut >= g.CutInterval:
 		s.calm, s.lastCut = t, t
-		set(max(0.5, s.cfg.Cut*float64(acc)/s.cfg.Report.Seconds()))
+		base := float64(acc) / s.cfg.Report.Seconds()
+		if s.rate > 0 {
+			base = min(base, s.rate)
+		}
+		set(max(g.Floor, g.Beta*base))
 	case thr > 0:
 		s.calm = t
-	case s.rate > 0 && t-s.calm >= 30*time.Second && t-s.lastCut >= 30*time.Second:
+	case s.rate > 0 && t-s.calm >= g.Calm && t-s.lastCut >= g.Calm:
 		s.lastCut = t
-		set(s.rate * 1.2)
+		set(s.rate * (1 + g.Raise))
 	}
 }
 

@@ -137,11 +137,11 @@ func TestDevServer(t *testing.T) {
 		t.Fatal("Limit reports a limit before any was set")
 	}
 	for range 15 {
-		rep.Record(actTQ, false)
+		rep.Record(actTQ, false, false)
 		time.Sleep(100 * time.Millisecond)
 	}
 	throttledAt := time.Now()
-	rep.Record(actTQ, true)
+	rep.Record(actTQ, true, false)
 
 	var limit *taskqueuepb.RateLimitConfig
 	require.NoError(t, itest.Eventually(ctx, 50*time.Millisecond, func() error {
@@ -233,7 +233,7 @@ func TestDevServerOverride(t *testing.T) {
 	})
 	rep.Start(ctx)
 	defer rep.Close()
-	rep.Record(actTQ, true)
+	rep.Record(actTQ, true, false)
 
 	var st governor.State
 	require.NoError(t, itest.Eventually(ctx, 100*time.Millisecond, func() error {

@@ -63,6 +63,7 @@ type Reporter struct {
 type queueStats struct {
 	from                time.Time // the start of the current interval
 	requests, throttles int
+	accepted            int // answers neither throttles nor failures
 	lastSent            time.Time
 	quiet               bool // the last report had no throttle (or there was none)
 	urgent              bool // a throttle after a quiet interval waits to be sent
@@ -70,6 +71,7 @@ type queueStats struct {
 	// that follows it at once extends back over.
 	prevFrom, prevTo time.Time
 	prevRequests     int
+	prevAccepted     int
 	limit            float64
 	limited          bool
 	limitChecked     time.Time
@@ -108,14 +110,19 @@ func (r *Reporter) queue(name string, now time.Time) *queueStats {
 	return q
 }
 
-// Record counts one request sent to queue's origin; throttled says whether
+// Record counts one request sent to queue's origin; throttled and failed say
+// what its answer was (neither: the API accepted it). It is
+// activities.SharedRate's Record; throttled says whether
 // its answer meant "too fast".
-func (r *Reporter) Record(queue string, throttled bool) {
+func (r *Reporter) Record(queue string, throttled, failed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.queue(queue, time.Now())
 	q.requests++
 	if !throttled {
+		if !failed {
+			q.accepted++
+		}
 		return
 	}
 	if q.throttles == 0 && q.quiet && !q.urgent {
@@ -217,18 +224,19 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			continue
 		}
 		p := pending{queue: name, requests: q.requests, from: q.from, obs: Observation{
-			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, From: q.from, To: now,
+			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, From: q.from, To: now,
 		}}
 		if q.urgent && now.Sub(q.from) < r.cfg.ReportInterval && !q.prevTo.IsZero() && q.prevTo.Equal(q.from) {
 			// A throttle right after a report: measure the rate over that
 			// report's interval too, not over a few milliseconds.
 			p.obs.From = q.prevFrom
 			p.obs.Requests += q.prevRequests
+			p.obs.Accepted += q.prevAccepted
 		}
 		due = append(due, p)
-		q.prevFrom, q.prevTo, q.prevRequests = q.from, now, q.requests
+		q.prevFrom, q.prevTo, q.prevRequests, q.prevAccepted = q.from, now, q.requests, q.accepted
 		q.quiet = q.throttles == 0
-		q.requests, q.throttles, q.urgent = 0, 0, false
+		q.requests, q.throttles, q.accepted, q.urgent = 0, 0, 0, false
 		q.from, q.lastSent = now, now
 	}
 	r.mu.Unlock()
@@ -243,6 +251,7 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			q := r.queues[p.queue]
 			q.requests += p.requests
 			q.throttles += p.obs.Throttles
+			q.accepted += p.obs.Accepted
 			q.from = p.from
 			q.prevTo = time.Time{}
 			r.mu.Unlock()

@@ -89,8 +89,8 @@ func TestReporter(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				rep.Record("q1", g == 0 && i == 25)
-				rep.Record("q2", false)
+				rep.Record("q1", g == 0 && i == 25, false)
+				rep.Record("q2", false, i%5 == 0) // a failure in five
 				time.Sleep(time.Millisecond)
 			}
 		})
@@ -98,15 +98,15 @@ func TestReporter(t *testing.T) {
 	wg.Wait()
 	time.Sleep(3 * interval) // q1's last report had no throttle: it is quiet
 	throttledAt := time.Now()
-	rep.Record("q1", true) // the first throttle after a quiet report
+	rep.Record("q1", true, false) // the first throttle after a quiet report
 	time.Sleep(5 * interval)
-	rep.Record("q3", false)
+	rep.Record("q3", false, false)
 	time.Sleep(5 * interval)
 
 	requireEventually(t, func() bool { r, ok := rep.Limit("q1"); return ok && r == 2.5 })
 	rep.Close()
 	got := fc.sent()
-	sums := map[string][2]int{}
+	sums := map[string][3]int{}
 	last := map[string]time.Time{}
 	var urgent bool
 	for _, s := range got {
@@ -122,6 +122,7 @@ func TestReporter(t *testing.T) {
 		c := sums[q]
 		c[0] += s.obs.Requests
 		c[1] += s.obs.Throttles
+		c[2] += s.obs.Accepted
 		sums[q] = c
 		if s.obs.Throttles > 0 && s.at.After(throttledAt) && s.at.Sub(throttledAt) < interval/2 {
 			urgent = true
@@ -137,6 +138,7 @@ func TestReporter(t *testing.T) {
 	assert.Equal(t, 2, sums["q1"][1])
 	assert.Equal(t, 400, sums["q2"][0])
 	assert.Zero(t, sums["q2"][1])
+	assert.Equal(t, 320, sums["q2"][2], "accepted: the answers neither throttles nor failures")
 	assert.Equal(t, 1, sums["q3"][0])
 	assert.True(t, urgent, "the throttle after a quiet report was sent at once: %+v", got)
 	_, ok := rep.Limit("unknown")

@@ -121,7 +121,7 @@ func (g *governor) observe(ctx workflow.Context, obs Observation) {
 		g.st.Workers[obs.Worker] = obs
 	}
 	g.prune(now)
-	g.st.Measured = g.measured(now)
+	g.st.Measured, g.st.Accepted = g.measured(now), g.accepted(now)
 	if obs.Throttles <= 0 {
 		return
 	}
@@ -156,6 +156,19 @@ func (g *governor) measured(now time.Time) float64 {
 	return m
 }
 
+// accepted returns the sum of the accepted rates of each worker's latest
+// observation that ended within MeasureWindow of now.
+func (g *governor) accepted(now time.Time) float64 {
+	workers := slices.Sorted(maps.Keys(g.st.Workers))
+	a := 0.0
+	for _, w := range workers {
+		if o := g.st.Workers[w]; now.Sub(o.To) <= g.cfg.MeasureWindow {
+			a += o.AcceptedRate()
+		}
+	}
+	return a
+}
+
 // writing reports whether the governor may still write.
 func (g *governor) writing() bool {
 	return g.st.Status != StatusOverridden && g.st.Status != StatusUnsupported
@@ -169,16 +182,24 @@ func (g *governor) cut(ctx workflow.Context, now time.Time) {
 	if !g.st.LastCut.IsZero() && now.Sub(g.st.LastCut) < g.cfg.CutInterval {
 		return
 	}
-	m := g.st.Measured
-	base := g.st.Rate
-	if base == 0 || (m > 0 && m < base) {
-		base = m
+	m, acc := g.st.Measured, g.st.Accepted
+	base := acc
+	if base <= 0 {
+		// Nothing accepted yet (or reported without the count): the
+		// requests sent, or the rate in force if lower.
+		base = g.st.Rate
+		if base == 0 || (m > 0 && m < base) {
+			base = m
+		}
+	}
+	if g.st.Rate > 0 {
+		base = min(base, g.st.Rate)
 	}
 	target := representable(max(g.cfg.Floor, g.cfg.Beta*base))
 	if g.st.Rate > 0 && target >= g.st.Rate {
 		return // at the floor already
 	}
-	g.write(ctx, now, target, true, fmt.Sprintf("cut to %.3g/s (measured %.3g/s)", target, m))
+	g.write(ctx, now, target, true, fmt.Sprintf("cut to %.3g/s (accepted %.3g/s of %.3g/s sent)", target, acc, m))
 }
 
 // raiseAt returns when the next raise is due, and false when none is:

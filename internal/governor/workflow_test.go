@@ -59,6 +59,7 @@ type sig struct {
 	Worker    string
 	Requests  int
 	Throttles int
+	Accepted  int
 	Span      time.Duration
 }
 
@@ -68,7 +69,7 @@ func (s sig) obs() Observation {
 		span = time.Second
 	}
 	to := t0.Add(s.At)
-	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, From: to.Add(-span), To: to}
+	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, Accepted: s.Accepted, From: to.Add(-span), To: to}
 }
 
 // every returns one signal per second from worker, at from, from+1s, …,
@@ -180,7 +181,36 @@ func TestDecisions(t *testing.T) {
 		errHas  string
 	}{
 		{
-			name: "no limit before the first throttle, which cuts from 0.8 × the measured rate of all workers",
+			name: "the first throttle cuts to 0.9 × the rate the API accepted from all workers",
+			cfg:  Config{Beta: DefaultBeta},
+			sigs: []sig{
+				// a's failures are no throttles: no cut yet.
+				{At: 1 * s, Worker: "a", Requests: 10, Accepted: 3},
+				{At: 2 * s, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
+				// In force at 8 s: the API still throttles some; 5 of 5.4
+				// accepted: cut from the accepted rate.
+				{At: 8 * s, Worker: "a", Requests: 3, Accepted: 2, Throttles: 1},
+				{At: 8 * s, Worker: "b", Requests: 3, Accepted: 3},
+			},
+			end:     10 * s,
+			writes:  []write{{2 * s, 5.4}, {8 * s, 4.5}}, // (3 + 3) × 0.9; (2 + 3) × 0.9
+			status:  StatusLimited,
+			inForce: 4.5,
+		},
+		{
+			name: "a cut never raises: accepted above the rate in force",
+			cfg:  Config{Beta: DefaultBeta},
+			sigs: []sig{
+				{At: 2 * s, Worker: "a", Requests: 10, Accepted: 4, Throttles: 6},
+				{At: 8 * s, Worker: "a", Requests: 9, Accepted: 8, Throttles: 1},
+			},
+			end:     10 * s,
+			writes:  []write{{2 * s, 3.6}, {8 * s, 3.24}}, // 0.9 × 4; 0.9 × min(8, 3.6)
+			status:  StatusLimited,
+			inForce: 3.24,
+		},
+		{
+			name: "no limit before the first throttle; without accepted counts it cuts from 0.8 × the measured rate of all workers",
 			sigs: []sig{
 				{At: 1 * s, Worker: "a", Requests: 6}, {At: 1 * s, Worker: "b", Requests: 4},
 				{At: 2 * s, Worker: "a", Requests: 6, Throttles: 1},
@@ -327,6 +357,10 @@ func TestDecisions(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			in := input()
 			in.Config = c.cfg
+			if in.Config.Beta == 0 {
+				// The cases written for the measured rate's fallback.
+				in.Config.Beta = 0.8
+			}
 			r := runGovernor(t, in, c.respond, c.sigs, c.end)
 			requireWrites(t, c.writes, r.writes)
 			assert.Equal(t, c.status, r.state.Status)
@@ -372,7 +406,7 @@ func continuedInput(t *testing.T, err error) Input {
 func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
 	s := time.Second
 	in := input()
-	in.Config = Config{MaxSignals: 3, Calm: time.Minute}
+	in.Config = Config{MaxSignals: 3, Calm: time.Minute, Beta: 0.8}
 	r := runGovernor(t, in, nil, []sig{
 		{At: 1 * s, Worker: "a", Requests: 6},
 		{At: 2 * s, Worker: "b", Requests: 4, Throttles: 1},
@@ -411,10 +445,10 @@ func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
 
 func TestContinueAsNewWhenSuggested(t *testing.T) {
 	r := runGovernor(t, input(), nil, []sig{
-		{At: time.Second, Worker: "a", Requests: 10, Throttles: 1},
+		{At: time.Second, Worker: "a", Requests: 10, Accepted: 9, Throttles: 1},
 	}, time.Hour, func(env *testsuite.TestWorkflowEnvironment) { env.SetContinueAsNewSuggested(true) })
 	next := continuedInput(t, r.err)
-	assert.InDelta(t, 8, next.State.Rate, 1e-6)
+	assert.InDelta(t, 8.1, next.State.Rate, 1e-6) // 0.9 × 9
 	assert.Equal(t, StatusLimited, next.State.Status)
 }
 
@@ -425,7 +459,7 @@ func TestWorkflowID(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	assert.Equal(t, Config{
-		MeasureWindow: 10 * time.Second, Beta: 0.8, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
+		MeasureWindow: 10 * time.Second, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
 		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
 	}, c)
 	set := Config{MeasureWindow: 1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5}

@@ -9,6 +9,12 @@
 // those origins only; it never enters workflow input, results or history, and
 // is redacted from logs.
 //
+// --shared-rate (SHARED_RATE=on) keeps one learned rate per origin for
+// every worker of the task queue on the Temporal server: the worker also
+// polls each allowed origin's own task queue (<task-queue>@<origin>, where
+// requests with origin_queue run) and runs the governor workflows that set
+// those queues' rate limits from every worker's reports.
+//
 // --metrics-addr (METRICS_ADDR) serves the SDK's worker metrics and the
 // activity's in Prometheus' format on http://ADDR/metrics. The SDK's
 // OpenTelemetry tracing interceptor is always installed; spans are exported
@@ -69,6 +75,7 @@ func run() error {
 	openTime := flag.Duration("breaker-open-time", admission.DefaultOpenTime, "how long a breaker stays open before its first probe (a failing answer's Retry-After replaces it)")
 	maxOpenTime := flag.Duration("breaker-max-open-time", admission.DefaultMaxOpenTime, "longest open time between probes: each failed probe doubles the last up to this")
 	restartRate := flag.Float64("breaker-restart-rate", 0, "requests/s an origin starts again at when its breaker closes, growing by one per answer (default: half of --admission-initial-rate)")
+	sharedRate := flag.Bool("shared-rate", cliutil.Env("SHARED_RATE", "") == "on", "one learned rate per origin for every worker of --task-queue, kept by the Temporal server: poll each allowed origin's own task queue (TASK-QUEUE@ORIGIN, where requests with origin_queue run: starter --origin-queue) and run the governor that sets its rate limit from every worker's reports (env SHARED_RATE=on)")
 	queueRate := flag.Float64("task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
 
@@ -98,6 +105,14 @@ func run() error {
 	}
 	if cfg.Conventions, err = parseConventions(*conventions); err != nil {
 		return fmt.Errorf("--convention: %w", err)
+	}
+	var shared *originQueues
+	if *sharedRate {
+		if *queueRate > 0 {
+			return fmt.Errorf("--shared-rate and --task-queue-activities-per-second: choose one; the shared rate sets each origin queue's limit itself")
+		}
+		shared = newOriginQueues(*taskQueue, origins)
+		cfg.SharedRate = shared
 	}
 	acts, err := activities.New(cfg)
 	if err != nil {
@@ -139,7 +154,14 @@ func run() error {
 	w := worker.New(c, *taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: *queueRate})
 	acts.Register(w)
 	workflows.Register(w)
-	logger.Info("worker starting", slog.String("task_queue", *taskQueue), slog.Any("allowed_origins", origins), slog.Bool("api_token", token != ""))
+	if shared != nil {
+		stop, err := shared.start(c, w, acts, opts, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	logger.Info("worker starting", slog.String("task_queue", *taskQueue), slog.Any("allowed_origins", origins), slog.Bool("api_token", token != ""), slog.Bool("shared_rate", shared != nil))
 	// worker.InterruptCh closes on SIGINT or SIGTERM; Run then stops polling
 	// and waits for running activities up to WorkerStopTimeout.
 	if err := w.Run(worker.InterruptCh()); err != nil {

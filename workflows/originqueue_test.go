@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
@@ -48,4 +49,23 @@ func TestOriginQueue(t *testing.T) {
 	assert.Equal(t, "payments@"+srv.URL, q)
 	_, err = workflows.OriginTaskQueue("payments", "ftp://x")
 	assert.Error(t, err)
+}
+
+// TestOnOriginQueue: Post's option puts the request on its origin's queue.
+func TestOnOriginQueue(t *testing.T) {
+	srv := idemtest.StartServer(t, idemtest.Options{})
+	h := newHarness(t, srv, activities.Config{}, "")
+	var queues []string
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		queues = append(queues, info.TaskQueue)
+	})
+	h.env.RegisterWorkflow(postOnOriginQueue)
+	h.env.ExecuteWorkflow(postOnOriginQueue, srv.URL)
+	require.NoError(t, h.env.GetWorkflowError())
+	assert.Equal(t, []string{"default-test-taskqueue@" + srv.URL}, queues)
+}
+
+func postOnOriginQueue(ctx workflow.Context, url string) error {
+	_, err := workflows.Post(ctx, "charge", url+"/payments", map[string]int{"amount": 1}, workflows.OnOriginQueue())
+	return err
 }

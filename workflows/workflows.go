@@ -211,6 +211,11 @@ func WithTimeouts(startToClose, scheduleToClose time.Duration) Option {
 // is meant.
 func Repeat() Option { return func(r *Request) { r.Repeat = true } }
 
+// OnOriginQueue sets Request.OriginQueue: the request runs on its origin's
+// own task queue, whose rate the workers' --shared-rate keeps on the
+// Temporal server.
+func OnOriginQueue() Option { return func(r *Request) { r.OriginQueue = true } }
+
 // encodeBody encodes v as a JSON request body. json.RawMessage and []byte
 // are taken as already encoded and must be valid JSON; nil is no body.
 func encodeBody(v any) (json.RawMessage, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // ClusterContention is the contention experiment on the cluster with two
@@ -34,16 +35,22 @@ type ClusterContention struct {
 // ClusterRun is one run of ClusterContention.
 type ClusterRun struct {
 	Label string `json:"label"`
-	// Admission: both workers' adaptive admission was on.
+	// Admission: the workers' adaptive admission was on.
 	Admission bool `json:"admission"`
 	// QueueRate: the workers set TaskQueueActivitiesPerSecond to the
 	// target's capacity.
-	QueueRate bool          `json:"queue_rate,omitempty"`
-	Run       ContentionRun `json:"run"`
+	QueueRate bool `json:"queue_rate,omitempty"`
+	// SharedRate: the workers ran with --shared-rate and the requests
+	// with OriginQueue: one learned rate, kept by the server.
+	SharedRate bool `json:"shared_rate,omitempty"`
+	// Workers is the number of worker processes (2 when not set: runs
+	// from before it was recorded).
+	Workers int           `json:"workers,omitempty"`
+	Run     ContentionRun `json:"run"`
 }
 
-// clusterWorkers is the number of workers of every ClusterContention run.
-const clusterWorkers = 2
+// workers returns the run's number of worker processes.
+func (r ClusterRun) workers() int { return max(r.Workers, 2) }
 
 // runClusterContention builds the cluster's binaries and the worker if
 // needed (into cluster.DefaultBinDir()), starts the cluster and a target,
@@ -80,7 +87,9 @@ func runClusterContention(ctx context.Context, p ContentionParams, logDir string
 		return nil, fmt.Errorf("building the worker: %w", err)
 	}
 	workerBin := filepath.Join(binDir, "worker")
-	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn"}
+	// One partition per activity queue: the shared rate's queue limit is
+	// then spread evenly, as the README asks operators to set it.
+	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerActivityQueue}
 	if logDir != "" {
 		opts.WorkDir = filepath.Join(logDir, "cluster")
 		if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
@@ -112,30 +121,38 @@ func runClusterContention(ctx context.Context, p ContentionParams, logDir string
 		label, tag string
 		admission  bool
 		args       []string
+		workers    int
+		shared     bool
 	}{
-		{"full jitter, admission off", "off", false, []string{"--admission=false"}},
-		{"full jitter, admission on", "on", true, nil},
+		{"full jitter, admission off", "off", false, []string{"--admission=false"}, 2, false},
+		{"full jitter, admission on", "on", true, nil, 2, false},
+		{"full jitter, admission on, three workers", "on-3", true, nil, 3, false},
+		// One learned rate for all workers, kept by the server.
+		{"full jitter, admission on, shared rate", "shared", true, []string{"--shared-rate"}, 2, true},
+		{"full jitter, admission on, shared rate, three workers", "shared-3", true, []string{"--shared-rate"}, 3, true},
 		// The alternative: a fixed limit that the server enforces across
 		// all workers of the task queue, set to the capacity (known here).
-		{"full jitter, admission off, TaskQueueActivitiesPerSecond " + rate, "queue-rate", false, []string{"--admission=false", "--task-queue-activities-per-second", rate}},
+		{"full jitter, admission off, TaskQueueActivitiesPerSecond " + rate, "queue-rate", false, []string{"--admission=false", "--task-queue-activities-per-second", rate}, 2, false},
 	} {
-		run, err := runClusterOnce(ctx, c, workerBin, target, p, rc.args, "cluster-"+rc.tag, logDir, logf)
+		run, err := runClusterOnce(ctx, c, workerBin, target, p, rc.args, rc.workers, rc.shared, "cluster-"+rc.tag, logDir, logf)
 		if err != nil {
 			return res, fmt.Errorf("cluster contention, %s: %w", rc.label, err)
 		}
 		run.Admission = rc.admission
 		logf("cluster contention %-28s %4d requests, %d successes, last success at %6.1f s, %d failed, first attempts spread over %s",
 			rc.label, run.Requests, run.Successes, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
-		res.Runs = append(res.Runs, ClusterRun{Label: rc.label, Admission: rc.admission, QueueRate: len(rc.args) > 1, Run: run})
+		res.Runs = append(res.Runs, ClusterRun{Label: rc.label, Admission: rc.admission, QueueRate: len(rc.args) > 1 && !rc.shared,
+			SharedRate: rc.shared, Workers: rc.workers, Run: run})
 	}
 	logf("cluster contention done in %s", time.Since(begin).Round(time.Second))
 	return res, nil
 }
 
-// runClusterOnce starts clusterWorkers fresh worker processes on the task
-// queue "bench-"+tag (admission on or off), runs the contention experiment
-// with full jitter through a client of its own, and stops the workers.
-func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, target *targetServer, p ContentionParams, args []string, tag, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
+// runClusterOnce starts workers fresh worker processes on the task queue
+// "bench-"+tag (admission on or off), runs the contention experiment with
+// full jitter through a client of its own (each request on its origin's
+// queue when originQueue), and stops the workers.
+func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, target *targetServer, p ContentionParams, args []string, workers int, originQueue bool, tag, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
 	tq := "bench-" + tag
 	cl, err := client.Dial(client.Options{HostPort: c.FrontendHostPort(), Namespace: c.Namespace(), Logger: itest.QuietLogger()})
 	if err != nil {
@@ -150,7 +167,7 @@ func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, t
 			}
 		}
 	}()
-	for i := range clusterWorkers {
+	for i := range workers {
 		name := fmt.Sprintf("%s-worker-%c", tag, 'a'+i)
 		spec := itest.Spec{
 			Name: name, Path: workerBin, Dir: c.WorkDir(),
@@ -171,8 +188,17 @@ func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, t
 		if err != nil {
 			return ContentionRun{}, fmt.Errorf("%s: %w; its output:\n%s", name, err, pr.Tail(4<<10))
 		}
+		if originQueue {
+			oq, _ := workflows.OriginTaskQueue(tq, target.URL)
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err = itest.WaitForActivityPollers(wctx, cl, oq, name)
+			cancel()
+			if err != nil {
+				return ContentionRun{}, fmt.Errorf("%s: %w; its output:\n%s", name, err, pr.Tail(4<<10))
+			}
+		}
 	}
-	logf("cluster contention: %d worker processes on %s (%q), %d workflows", clusterWorkers, tq, args, p.Clients)
-	h := &harness{Client: cl, TaskQueue: tq, Target: target}
+	logf("cluster contention: %d worker processes on %s (%q), %d workflows", workers, tq, args, p.Clients)
+	h := &harness{Client: cl, TaskQueue: tq, Target: target, OriginQueue: originQueue}
 	return runContention(ctx, h, p, activities.JitterFull, tag)
 }

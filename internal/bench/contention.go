@@ -162,6 +162,7 @@ func readyLoad(h *harness, p ContentionParams, j activities.Jitter) contentionLo
 				},
 				StartToCloseTimeout:    10 * time.Second,
 				ScheduleToCloseTimeout: 30 * time.Minute,
+				OriginQueue:            h.OriginQueue,
 			}}
 		},
 		Wait: func(ctx context.Context, run client.WorkflowRun) (int32, error) {

@@ -97,8 +97,11 @@ type harness struct {
 	Worker    worker.Worker
 	Target    *targetServer
 	TaskQueue string
-	logFiles  []*os.File
-	stopOnce  sync.Once
+	// OriginQueue: the ready workflow's requests run on their origin's
+	// own task queue (workflows.Request.OriginQueue).
+	OriginQueue bool
+	logFiles    []*os.File
+	stopOnce    sync.Once
 }
 
 // harnessOptions configures startHarness.

@@ -21,6 +21,9 @@ const (
 	targetAdmissionTime       = 1.15 // adaptive admission: last success ÷ (clients ÷ capacity), at most
 	targetAdmissionThroughput = 0.95 // ready workflow with admission ÷ without, workflows/s, at least
 
+	targetSharedRequests = 1.20 // shared rate across workers: requests per success, at most
+	targetSharedTime     = 1.15 // shared rate across workers: last success ÷ (clients ÷ capacity), at most
+
 	targetOutageRequests = 0.15 // outage: admission's requests during the outage ÷ Temporal's backoff's, at most
 	targetOutageRecovery = 1.15 // outage: admission's recovery to the last success ÷ (clients ÷ capacity), at most
 )
@@ -141,16 +144,26 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		}
 	}
 	if cl := r.Cluster; cl != nil {
+		lim := cl.Params.limitSeconds()
 		for _, run := range cl.Runs {
 			if !run.Admission {
 				continue
 			}
 			a := run.Run
 			perSuccess := float64(a.Requests) / float64(max(a.Successes, 1))
-			lim := cl.Params.limitSeconds()
 			tr := a.ToLastSuccess.Seconds() / lim
-			p("| 5c | Contention, adaptive admission (PostgreSQL cluster, two worker processes): requests per success | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", perSuccess, a.Requests, a.Successes, targetAdmissionRequests, met(perSuccess <= targetAdmissionRequests && a.Failed == 0))
-			p("| 5d | Contention, adaptive admission (PostgreSQL cluster, two worker processes): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", cl.Params.Clients, cl.Params.Capacity, cl.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, targetAdmissionTime, met(tr <= targetAdmissionTime && a.Failed == 0))
+			ids, what, reqTarget, timeTarget := [2]string{"5c", "5d"}, "adaptive admission", targetAdmissionRequests, targetAdmissionTime
+			switch {
+			case run.SharedRate && run.workers() == 2:
+				ids, what, reqTarget, timeTarget = [2]string{"8a", "8b"}, "one shared rate (`--shared-rate`)", targetSharedRequests, targetSharedTime
+			case run.SharedRate:
+				ids, what, reqTarget, timeTarget = [2]string{"8c", "8d"}, "one shared rate (`--shared-rate`)", targetSharedRequests, targetSharedTime
+			case run.workers() != 2:
+				continue // a comparison, in section 1e
+			}
+			workers := map[int]string{2: "two", 3: "three"}[run.workers()]
+			p("| %s | Contention, %s (PostgreSQL cluster, %s worker processes): requests per success | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n", ids[0], what, workers, perSuccess, a.Requests, a.Successes, reqTarget, met(perSuccess <= reqTarget && a.Failed == 0))
+			p("| %s | Contention, %s (PostgreSQL cluster, %s worker processes): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", ids[1], what, workers, cl.Params.Clients, cl.Params.Capacity, cl.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, timeTarget, met(tr <= timeTarget && a.Failed == 0))
 		}
 	}
 	if t := r.Throughput; t != nil && t.AdmissionRatio > 0 {
@@ -267,7 +280,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if cl := r.Cluster; cl != nil && len(cl.Runs) > 0 {
 		cp := cl.Params
 		p("## 1e. Across workers: the PostgreSQL-backed cluster\n\n")
-		p("The contention setup (%d workflows, %d requests per %s) on temporal-server with PostgreSQL (`internal/cluster`) and two worker processes (the `worker` binary) polling one task queue, started without eager start so matching hands every task to either worker. Each worker has its own limiter and shares nothing with the other: each learns the API's capacity from its own answers (as the AWS SDKs' adaptive mode does), and the sum must stay near the capacity. Fresh workers and task queue per run; full jitter. The limit is %.1f s.\n\n",
+		p("The contention setup (%d workflows, %d requests per %s) on temporal-server with PostgreSQL (`internal/cluster`) and two or three worker processes (the `worker` binary) polling one task queue, started without eager start so matching hands every task to any worker. Without a shared rate each worker has its own limiter and shares nothing with the others: each learns the API's capacity from its own answers (as the AWS SDKs' adaptive mode does), and the sum must stay near the capacity. With `--shared-rate` the requests run on the origin's own task queue (`Request.OriginQueue`) and one governor workflow sets that queue's rate limit on the server from every worker's reports (`internal/governor`: a throttle cuts it to 0.9 × the rate the API accepted, at most every 5 s; a raise of 20 %% after 30 s without one); while it is in force the server paces every worker's attempts and the workers' own limiters only apply the breaker and the retry budget (claims 8a-8d). Fresh workers and task queue per run; full jitter. The limit is %.1f s.\n\n",
 			cp.Clients, cp.Capacity, cp.Window, cp.limitSeconds())
 		p("| Run | Requests | Requests per success | Last success | ÷ limit | Failed | First attempts spread over |\n|---|---|---|---|---|---|---|\n")
 		for _, run := range cl.Runs {

@@ -35,6 +35,9 @@ type Options struct {
 	// ServerLogLevel is the server's log level (default "info"); its log
 	// is the file [Cluster.ServerLogPath].
 	ServerLogLevel string
+	// DynamicConfig is YAML added to the server's dynamic configuration,
+	// e.g. [OnePartitionPerActivityQueue].
+	DynamicConfig string
 }
 
 // Cluster is a running Temporal service on PostgreSQL, started by [Start].
@@ -138,7 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(filepath.Join(c.workDir, "config", "development.yaml"), yml, 0o644); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if err := os.WriteFile(cfg.DynamicConfigPath, []byte(dynamicConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg.DynamicConfigPath, []byte(dynamicConfig+c.opts.DynamicConfig), 0o644); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 

@@ -138,6 +138,22 @@ system.forceSearchAttributesCacheRefreshOnRead:
     constraints: {}
 `
 
+// OnePartitionPerActivityQueue is dynamic configuration that gives every
+// activity task queue one partition (the default is 4): the queue rate
+// limit that a governor sets (--shared-rate) is then spread evenly over
+// time instead of in bursts of one task per partition, which an API that
+// counts requests per second answers with 429s. An operator sets it for
+// the origin queues only, with a taskQueueName constraint per queue.
+const OnePartitionPerActivityQueue = `matching.numTaskqueueReadPartitions:
+  - value: 1
+    constraints:
+      taskType: Activity
+matching.numTaskqueueWritePartitions:
+  - value: 1
+    constraints:
+      taskType: Activity
+`
+
 func renderServerConfig(c serverConfig) ([]byte, error) {
 	var b bytes.Buffer
 	if err := serverConfigTemplate.Execute(&b, c); err != nil {

@@ -64,7 +64,7 @@ func (r SetRateResult) Overridden() bool { return r.Limited && r.Owner != Identi
 
 // SetRate reads the queue's config; unless someone else set its rate limit,
 // it writes req.Rate (UpdateTaskQueueConfig on the ACTIVITY queue, with
-// identity [Identity]) and reads the config back. It fails with a
+// identity [Identity]) and returns the config the server stored. It fails with a
 // non-retryable ApplicationError of type [ErrTypeUnsupported] when the
 // server refuses the call for good; any other error is transient.
 func (a *Activities) SetRate(ctx context.Context, req SetRateRequest) (SetRateResult, error) {
@@ -75,7 +75,7 @@ func (a *Activities) SetRate(ctx context.Context, req SetRateRequest) (SetRateRe
 	if before.Overridden() {
 		return before, nil
 	}
-	_, err = a.Client.WorkflowService().UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{
+	resp, err := a.Client.WorkflowService().UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{
 		Namespace:     req.Namespace,
 		Identity:      Identity,
 		TaskQueue:     req.TaskQueue,
@@ -88,9 +88,13 @@ func (a *Activities) SetRate(ctx context.Context, req SetRateRequest) (SetRateRe
 	if err != nil {
 		return SetRateResult{}, classify("UpdateTaskQueueConfig", err)
 	}
-	after, err := a.describe(ctx, req)
-	if err != nil {
-		return SetRateResult{}, classify("DescribeTaskQueue", err)
+	// The config the server stored comes with the answer; a describe
+	// right after may not show it yet (seen on the dev server).
+	after := queueLimit(resp.GetConfig())
+	if resp.GetConfig() == nil {
+		if after, err = a.describe(ctx, req); err != nil {
+			return SetRateResult{}, classify("DescribeTaskQueue", err)
+		}
 	}
 	after.Written = true
 	return after, nil

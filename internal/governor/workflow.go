@@ -61,16 +61,20 @@ func Workflow(ctx workflow.Context, in Input) error {
 				g.observe(ctx, obs)
 			}
 			stopTimer()
+			// A decision due now is made here; a later one is carried.
+			if at, ok := g.nextAt(workflow.Now(ctx)); ok && !workflow.Now(ctx).Before(at) {
+				g.decide(ctx)
+			}
 			g.prune(workflow.Now(ctx))
 			next := g.in
 			next.State = g.st
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		now := workflow.Now(ctx)
-		at, armed := g.raiseAt(now)
+		at, armed := g.nextAt(now)
 		if armed && !now.Before(at) {
 			stopTimer()
-			g.considerRaise(ctx)
+			g.decide(ctx)
 			continue
 		}
 		if !armed {
@@ -99,7 +103,7 @@ func Workflow(ctx workflow.Context, in Input) error {
 		if timerFired {
 			timerAt, timer, cancelTimer = time.Time{}, nil, nil
 			timerFired = false
-			g.considerRaise(ctx)
+			g.decide(ctx)
 		}
 	}
 }
@@ -111,6 +115,29 @@ type governor struct {
 	st  State
 }
 
+// nextAt returns when the next decision is due (a cut gathering reports,
+// or a raise), and false when none is.
+func (g *governor) nextAt(now time.Time) (time.Time, bool) {
+	at, armed := g.raiseAt(now)
+	if c := g.st.CutAt; !c.IsZero() && (!armed || c.Before(at)) {
+		return c, true
+	}
+	return at, armed
+}
+
+// decide makes the decision due: the pending cut, else a raise.
+func (g *governor) decide(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	if c := g.st.CutAt; !c.IsZero() && !now.Before(c) {
+		g.st.CutAt = time.Time{}
+		g.prune(now)
+		g.st.Measured, g.st.Accepted = g.measured(now), g.accepted(now)
+		g.cut(ctx, now)
+		return
+	}
+	g.considerRaise(ctx)
+}
+
 // observe records obs and cuts the rate if it reports throttles.
 func (g *governor) observe(ctx workflow.Context, obs Observation) {
 	now := workflow.Now(ctx)
@@ -120,22 +147,29 @@ func (g *governor) observe(ctx workflow.Context, obs Observation) {
 	if old, ok := g.st.Workers[obs.Worker]; !ok || !obs.To.Before(old.To) {
 		g.st.Workers[obs.Worker] = obs
 	}
+	g.st.Recent = append(g.st.Recent, obs)
 	g.prune(now)
 	g.st.Measured, g.st.Accepted = g.measured(now), g.accepted(now)
 	if obs.Throttles <= 0 {
 		return
 	}
 	g.st.LastThrottle, g.st.CalmSince = now, now
-	g.cut(ctx, now)
+	// Cut after Gather, from every worker's reports by then: the first
+	// report of a throttle alone undercounts what the API accepted.
+	if g.writing() && g.st.CutAt.IsZero() && (g.st.LastCut.IsZero() || now.Sub(g.st.LastCut) >= g.cfg.CutInterval) {
+		g.st.CutAt = now.Add(max(g.cfg.Gather, 0))
+	}
 }
 
-// prune forgets observations that ended more than MeasureWindow before now.
+// prune forgets observations that ended more than MeasureWindow before
+// now, and the recent ones that ended more than AcceptWindow before.
 func (g *governor) prune(now time.Time) {
 	for w, o := range g.st.Workers {
 		if now.Sub(o.To) > g.cfg.MeasureWindow {
 			delete(g.st.Workers, w)
 		}
 	}
+	g.st.Recent = slices.DeleteFunc(g.st.Recent, func(o Observation) bool { return now.Sub(o.To) > g.cfg.AcceptWindow })
 }
 
 // measured returns the sum of the request rates of each worker's latest
@@ -156,15 +190,29 @@ func (g *governor) measured(now time.Time) float64 {
 	return m
 }
 
-// accepted returns the sum of the accepted rates of each worker's latest
-// observation that ended within MeasureWindow of now.
+// accepted returns the rate the API accepted from all workers: for each
+// worker, the answers it reports accepted within AcceptWindow over the
+// time its reports cover (at least a second), summed (in worker order, so
+// replays compute the same bits). One report covers a second; several
+// smooth out an API that counts its limit per window.
 func (g *governor) accepted(now time.Time) float64 {
-	workers := slices.Sorted(maps.Keys(g.st.Workers))
-	a := 0.0
-	for _, w := range workers {
-		if o := g.st.Workers[w]; now.Sub(o.To) <= g.cfg.MeasureWindow {
-			a += o.AcceptedRate()
+	byWorker := map[string]Observation{}
+	for _, o := range g.st.Recent {
+		if now.Sub(o.To) > g.cfg.AcceptWindow {
+			continue
 		}
+		sum, ok := byWorker[o.Worker]
+		if !ok {
+			byWorker[o.Worker] = o
+			continue
+		}
+		sum.Accepted += o.Accepted
+		sum.From, sum.To = earliest(sum.From, o.From), latest(sum.To, o.To)
+		byWorker[o.Worker] = sum
+	}
+	a := 0.0
+	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
+		a += byWorker[w].AcceptedRate()
 	}
 	return a
 }
@@ -193,6 +241,12 @@ func (g *governor) cut(ctx workflow.Context, now time.Time) {
 		}
 	}
 	if g.st.Rate > 0 {
+		if acc >= g.cfg.Beta*g.st.Rate {
+			// The API takes about the limit: the throttles come from the
+			// bursts of dispatch or from other clients, not from a limit
+			// above what it takes; cutting again would only slow the queue.
+			return
+		}
 		base = min(base, g.st.Rate)
 	}
 	target := representable(max(g.cfg.Floor, g.cfg.Beta*base))
@@ -285,6 +339,13 @@ func (g *governor) write(ctx workflow.Context, now time.Time, rate float64, cut 
 // representable rounds r to what the server stores (a float32), so the
 // rate written and the rate read back are equal.
 func representable(r float64) float64 { return float64(float32(r)) }
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {

@@ -181,33 +181,60 @@ func TestDecisions(t *testing.T) {
 		errHas  string
 	}{
 		{
-			name: "the first throttle cuts to 0.9 × the rate the API accepted from all workers",
-			cfg:  Config{Beta: DefaultBeta},
+			name: "a throttle cuts, Gather later, to 0.9 × the rate the API accepted from all workers",
+			cfg:  Config{Beta: DefaultBeta, Gather: DefaultGather},
 			sigs: []sig{
-				// a's failures are no throttles: no cut yet.
-				{At: 1 * s, Worker: "a", Requests: 10, Accepted: 3},
+				// b reports a throttle first; a reports what it got in the
+				// same second a moment later: both count.
 				{At: 2 * s, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
-				// In force at 8 s: the API still throttles some; 5 of 5.4
-				// accepted: cut from the accepted rate.
-				{At: 8 * s, Worker: "a", Requests: 3, Accepted: 2, Throttles: 1},
-				{At: 8 * s, Worker: "b", Requests: 3, Accepted: 3},
+				{At: 2*s + 300*time.Millisecond, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
+				// In force: the API takes less than 0.9 × 5.4; over the
+				// last 3 s a got 2 + 1, b 2 + 2 accepted: (3 + 4) / 2 s
+				// × 0.9.
+				{At: 9 * s, Worker: "a", Requests: 2, Accepted: 2},
+				{At: 9 * s, Worker: "b", Requests: 3, Accepted: 2, Throttles: 1},
+				{At: 10 * s, Worker: "a", Requests: 3, Accepted: 1, Throttles: 2},
+				{At: 10 * s, Worker: "b", Requests: 3, Accepted: 2, Throttles: 1},
 			},
-			end:     10 * s,
-			writes:  []write{{2 * s, 5.4}, {8 * s, 4.5}}, // (3 + 3) × 0.9; (2 + 3) × 0.9
+			end:     15 * s,
+			writes:  []write{{3*s + 500*time.Millisecond, 5.4}, {10*s + 500*time.Millisecond, 3.15}},
 			status:  StatusLimited,
-			inForce: 4.5,
+			inForce: 3.15,
 		},
 		{
-			name: "a cut never raises: accepted above the rate in force",
-			cfg:  Config{Beta: DefaultBeta},
+			name: "a cut at once counts only the reports so far",
+			cfg:  Config{Beta: DefaultBeta, Gather: -1},
+			sigs: []sig{
+				{At: 2 * s, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
+				{At: 2*s + 300*time.Millisecond, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
+			},
+			end:     5 * s,
+			writes:  []write{{2 * s, 2.7}},
+			status:  StatusLimited,
+			inForce: 2.7,
+		},
+		{
+			name: "a rate is measured over at least a second: a report of 20 ms",
+			cfg:  Config{Beta: DefaultBeta, Gather: -1},
+			sigs: []sig{
+				{At: 1 * s, Worker: "a", Requests: 10, Accepted: 6, Throttles: 4, Span: 20 * time.Millisecond},
+			},
+			end:     3 * s,
+			writes:  []write{{1 * s, 5.4}}, // 0.9 × 6 / 1 s, not 0.9 × 6 / 0.02 s
+			status:  StatusLimited,
+			inForce: 5.4,
+		},
+		{
+			name: "no cut while the API accepts about the limit (its throttles come from bursts)",
+			cfg:  Config{Beta: DefaultBeta, Gather: -1},
 			sigs: []sig{
 				{At: 2 * s, Worker: "a", Requests: 10, Accepted: 4, Throttles: 6},
-				{At: 8 * s, Worker: "a", Requests: 9, Accepted: 8, Throttles: 1},
+				{At: 8 * s, Worker: "a", Requests: 5, Accepted: 4, Throttles: 1}, // 4 ≥ 0.9 × 3.6
 			},
 			end:     10 * s,
-			writes:  []write{{2 * s, 3.6}, {8 * s, 3.24}}, // 0.9 × 4; 0.9 × min(8, 3.6)
+			writes:  []write{{2 * s, 3.6}}, // 0.9 × 4
 			status:  StatusLimited,
-			inForce: 3.24,
+			inForce: 3.6,
 		},
 		{
 			name: "no limit before the first throttle; without accepted counts it cuts from 0.8 × the measured rate of all workers",
@@ -361,6 +388,10 @@ func TestDecisions(t *testing.T) {
 				// The cases written for the measured rate's fallback.
 				in.Config.Beta = 0.8
 			}
+			if in.Config.Gather == 0 {
+				// The cases written for a cut at once.
+				in.Config.Gather = -1
+			}
 			r := runGovernor(t, in, c.respond, c.sigs, c.end)
 			requireWrites(t, c.writes, r.writes)
 			assert.Equal(t, c.status, r.state.Status)
@@ -406,7 +437,7 @@ func continuedInput(t *testing.T, err error) Input {
 func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
 	s := time.Second
 	in := input()
-	in.Config = Config{MaxSignals: 3, Calm: time.Minute, Beta: 0.8}
+	in.Config = Config{MaxSignals: 3, Calm: time.Minute, Beta: 0.8, Gather: -1}
 	r := runGovernor(t, in, nil, []sig{
 		{At: 1 * s, Worker: "a", Requests: 6},
 		{At: 2 * s, Worker: "b", Requests: 4, Throttles: 1},
@@ -444,7 +475,9 @@ func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
 }
 
 func TestContinueAsNewWhenSuggested(t *testing.T) {
-	r := runGovernor(t, input(), nil, []sig{
+	in := input()
+	in.Config.Gather = -1
+	r := runGovernor(t, in, nil, []sig{
 		{At: time.Second, Worker: "a", Requests: 10, Accepted: 9, Throttles: 1},
 	}, time.Hour, func(env *testsuite.TestWorkflowEnvironment) { env.SetContinueAsNewSuggested(true) })
 	next := continuedInput(t, r.err)
@@ -459,10 +492,10 @@ func TestWorkflowID(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	assert.Equal(t, Config{
-		MeasureWindow: 10 * time.Second, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
+		MeasureWindow: 10 * time.Second, AcceptWindow: 3 * time.Second, Gather: 1500 * time.Millisecond, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
 		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
 	}, c)
-	set := Config{MeasureWindow: 1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5}
+	set := Config{MeasureWindow: 1, AcceptWindow: 2, Gather: -1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5}
 	assert.Equal(t, set, set.WithDefaults(), "set fields are kept")
 }
 

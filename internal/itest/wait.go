@@ -85,6 +85,27 @@ func WaitForPollers(ctx context.Context, c client.Client, taskQueue, identity st
 	return nil
 }
 
+// WaitForActivityPollers waits until a worker with identity ("" for any)
+// polls taskQueue for activity tasks (a queue with no workflows).
+func WaitForActivityPollers(ctx context.Context, c client.Client, taskQueue, identity string) error {
+	err := Eventually(ctx, 100*time.Millisecond, func() error {
+		resp, err := c.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(resp.GetPollers(), func(p *taskqueuepb.PollerInfo) bool {
+			return identity == "" || p.GetIdentity() == identity
+		}) {
+			return errors.New("no activity poller" + withIdentity(identity))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("itest: no worker on activity task queue %q: %w", taskQueue, err)
+	}
+	return nil
+}
+
 func withIdentity(identity string) string {
 	if identity == "" {
 		return ""

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// originQueues is the worker's --shared-rate: the allowed origins' own
+// task queues and the reporter to their governors. It is the activity's
+// Config.SharedRate, for those queues only (a request on another queue
+// keeps the worker's own rate).
+type originQueues struct {
+	base   string            // the worker's task queue: the governors run there
+	queues map[string]string // task queue → origin
+
+	mu sync.RWMutex
+	r  *governor.Reporter // set by start
+}
+
+func newOriginQueues(base string, origins []string) *originQueues {
+	q := &originQueues{base: base, queues: map[string]string{}}
+	for _, o := range origins {
+		// The origins were validated by activities.New's rules: canonical
+		// form as the workflow side names the queue.
+		if canon, err := request.ParseOrigin(o); err == nil {
+			o = canon
+		}
+		q.queues[request.OriginQueue(base, o)] = o
+	}
+	return q
+}
+
+func (q *originQueues) reporter(taskQueue string) *governor.Reporter {
+	if _, ok := q.queues[taskQueue]; !ok {
+		return nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.r
+}
+
+// Limit is activities.SharedRate's.
+func (q *originQueues) Limit(taskQueue string) (float64, bool) {
+	if r := q.reporter(taskQueue); r != nil {
+		return r.Limit(taskQueue)
+	}
+	return 0, false
+}
+
+// Record is activities.SharedRate's.
+func (q *originQueues) Record(taskQueue string, throttled, failed bool) {
+	if r := q.reporter(taskQueue); r != nil {
+		r.Record(taskQueue, throttled, failed)
+	}
+}
+
+// start registers the governor on w (the worker of the base task queue),
+// starts a worker of acts on each origin's queue and the reporter; stop
+// stops them.
+func (q *originQueues) start(c client.Client, w worker.Worker, acts *activities.Activities, opts client.Options, logger *slog.Logger) (stop func(), err error) {
+	(&governor.Activities{Client: c}).Register(w)
+	host, _ := os.Hostname()
+	identity := cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host))
+	var workers []worker.Worker
+	stopAll := func() {
+		for _, ow := range workers {
+			ow.Stop()
+		}
+	}
+	for tq, origin := range q.queues {
+		ow := worker.New(c, tq, worker.Options{WorkerStopTimeout: 15 * time.Second})
+		acts.Register(ow)
+		if err := ow.Start(); err != nil {
+			stopAll()
+			return nil, fmt.Errorf("--shared-rate: starting the worker of %s's task queue %q: %w", origin, tq, err)
+		}
+		workers = append(workers, ow)
+		logger.Info("polling origin task queue", slog.String("task_queue", tq), slog.String("origin", origin))
+	}
+	// The limit in force is read every second, so that a worker stops
+	// pacing attempts itself soon after the server does.
+	r := governor.NewReporter(c, q.base, cmp.Or(opts.Namespace, client.DefaultNamespace), identity,
+		governor.ReporterConfig{Logger: sdklog.NewStructuredLogger(logger), LimitInterval: time.Second})
+	q.mu.Lock()
+	q.r = r
+	q.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.Start(ctx)
+	return func() {
+		stopAll()
+		cancel()
+		r.Close()
+	}, nil
+}

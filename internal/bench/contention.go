@@ -81,6 +81,14 @@ func (p ContentionParams) temporalSimConfig(clients int, j activities.Jitter, se
 	return c
 }
 
+// sharedSimConfig is admissionSimConfig with one rate for every worker,
+// kept by the server (simShared, the governor's defaults).
+func (p ContentionParams) sharedSimConfig(clients, workers int, seed uint64) simConfig {
+	c := p.admissionSimConfig(clients, workers, seed)
+	c.Admission.Shared = &simShared{}
+	return c
+}
+
 // admissionSimConfig is temporalSimConfig for full jitter with the
 // activity's adaptive admission (its defaults) on workers workers.
 func (p ContentionParams) admissionSimConfig(clients, workers int, seed uint64) simConfig {

@@ -348,8 +348,9 @@ func runSimulations(p ContentionParams) (brooker, capacity []SimSummary) {
 
 // runAdmissionSimulations runs the capacity model of p with what the dev
 // server adds (temporalSimConfig), at each of simClients: Temporal's own
-// backoff, full jitter, and adaptive admission on one and on two workers
-// (each attempt on a worker drawn at random, as matching dispatches). Mean
+// backoff, full jitter, adaptive admission on one and on two workers
+// (each attempt on a worker drawn at random, as matching dispatches), and
+// one shared rate (simShared) on two and three workers. Mean
 // of 100 seeded runs (20 at 1000 clients).
 func runAdmissionSimulations(p ContentionParams) []SimSummary {
 	var out []SimSummary
@@ -362,7 +363,9 @@ func runAdmissionSimulations(p ContentionParams) []SimSummary {
 			simulateMean(p.temporalSimConfig(n, activities.JitterNone, 1), runs),
 			simulateMean(p.temporalSimConfig(n, activities.JitterFull, 1), runs),
 			simulateMean(p.admissionSimConfig(n, 1, 1), runs),
-			simulateMean(p.admissionSimConfig(n, 2, 1), runs))
+			simulateMean(p.admissionSimConfig(n, 2, 1), runs),
+			simulateMean(p.sharedSimConfig(n, 2, 1), runs),
+			simulateMean(p.sharedSimConfig(n, 3, 1), runs))
 	}
 	return out
 }

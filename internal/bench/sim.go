@@ -424,7 +424,8 @@ func (s *sharedState) report(t time.Duration) {
 		s.prev, s.rate, s.at = s.limit(t), r, t+s.cfg.Delay
 	}
 	switch {
-	case thr > 0 && t-s.lastCut >= g.CutInterval:
+	case thr > 0 && t-s.lastCut >= g.CutInterval && (s.rate == 0 || float64(acc)/s.cfg.Report.Seconds() < g.Beta*s.rate):
+		// No cut while the API accepts about the limit.
 		s.calm, s.lastCut = t, t
 		base := float64(acc) / s.cfg.Report.Seconds()
 		if s.rate > 0 {
@@ -452,9 +453,11 @@ type SimSummary struct {
 	// Admission: the limiter admitted every request (Workers limiters).
 	Admission bool `json:",omitempty"`
 	Workers   int  `json:",omitempty"`
-	Runs      int
-	Requests  float64
-	Duration  time.Duration
+	// Shared: one rate for every worker, kept by the server (simShared).
+	Shared   bool `json:",omitempty"`
+	Runs     int
+	Requests float64
+	Duration time.Duration
 }
 
 // simulateMean runs cfg runs times with seeds cfg.Seed, cfg.Seed+1, … and
@@ -462,7 +465,7 @@ type SimSummary struct {
 func simulateMean(cfg simConfig, runs int) SimSummary {
 	s := SimSummary{Clients: cfg.Clients, Strategy: cfg.Backoff.Jitter, Runs: runs}
 	if a := cfg.Admission; a != nil {
-		s.Admission, s.Workers = true, max(a.Workers, 1)
+		s.Admission, s.Workers, s.Shared = true, max(a.Workers, 1), a.Shared != nil
 	}
 	var reqs, dur float64
 	for i := range runs {

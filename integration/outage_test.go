@@ -20,78 +20,21 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// outageAPI answers 503 without Retry-After to every request for outage
-// from its first request, then hands requests to the reference server; it
-// logs every request's time (from the first request) and status. It is
-// internal/bench's outageHandler, copied so that the test does not import
-// the benchmarks.
+// outageAPI is an itest.Outage in front of a reference server.
 type outageAPI struct {
 	*httptest.Server
-	api    *testsuite.Server
-	outage time.Duration
-
-	mu    sync.Mutex
-	start time.Time
-	log   []outageEntry
-}
-
-type outageEntry struct {
-	At     time.Duration
-	Status int
+	*itest.Outage
+	api *testsuite.Server
 }
 
 // startOutageAPI starts an outageAPI in front of a reference server with
 // opts; both are stopped when the test ends.
 func startOutageAPI(t testing.TB, outage time.Duration, opts testsuite.Options) *outageAPI {
-	o := &outageAPI{api: testsuite.NewServer(opts), outage: outage}
-	o.Server = httptest.NewServer(o)
+	o := &outageAPI{api: testsuite.NewServer(opts)}
+	o.Outage = &itest.Outage{Next: o.api, Duration: outage}
+	o.Server = httptest.NewServer(o.Outage)
 	t.Cleanup(func() { o.api.Close(); o.Close() })
 	return o
-}
-
-func (o *outageAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o.mu.Lock()
-	now := time.Now()
-	if o.start.IsZero() {
-		o.start = now
-	}
-	at := now.Sub(o.start)
-	o.mu.Unlock()
-	status := http.StatusServiceUnavailable
-	if at < o.outage {
-		w.WriteHeader(status)
-	} else {
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		o.api.ServeHTTP(rec, r)
-		status = rec.status
-	}
-	o.mu.Lock()
-	o.log = append(o.log, outageEntry{At: at, Status: status})
-	o.mu.Unlock()
-}
-
-// began returns when the first request came (zero before it).
-func (o *outageAPI) began() time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.start
-}
-
-// entries returns the request log.
-func (o *outageAPI) entries() []outageEntry {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]outageEntry(nil), o.log...)
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
 }
 
 // fetchMetrics is scrape for a goroutine other than the test's: it returns
@@ -208,7 +151,7 @@ func TestOutageBreaker(t *testing.T) {
 						return
 					case <-tick.C:
 					}
-					start := api.began()
+					start := api.Began()
 					if start.IsZero() || time.Since(start) >= outage {
 						continue
 					}
@@ -274,7 +217,7 @@ func TestOutageBreaker(t *testing.T) {
 			// afterPerSecond counts "successes/throttles" per second after
 			// the outage.
 			var okAfter, throttledAfter []int
-			for _, e := range api.entries() {
+			for _, e := range api.Log() {
 				if e.At < outage {
 					during++
 					perSecond[e.At/time.Second]++
@@ -323,7 +266,7 @@ func TestOutageBreaker(t *testing.T) {
 				}
 			}
 
-			if start := api.began(); !start.IsZero() && len(finished) > 0 {
+			if start := api.Began(); !start.IsZero() && len(finished) > 0 {
 				var last time.Time
 				for _, f := range finished {
 					if f.After(last) {

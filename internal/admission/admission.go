@@ -539,16 +539,24 @@ func (l *Limiter) State(origin string, now time.Time) State {
 
 // shift moves the budget's slots to the origin's time.
 func (b *bucket) shift() {
-	idx := b.at.UnixNano() / int64(b.slot)
-	if n := idx - b.slotsAt; n > 0 {
-		if n >= budgetSlots {
-			b.slots = [budgetSlots]slotCount{}
-		} else {
-			copy(b.slots[:], b.slots[n:])
-			clear(b.slots[budgetSlots-n:])
-		}
-		b.slotsAt = idx
+	shiftSlots(b.slots[:], &b.slotsAt, b.at.UnixNano()/int64(b.slot))
+}
+
+// shiftSlots moves a sliding window of slots, the newest last, whose
+// newest slot has the index *newest, on to the index idx: the slots that
+// leave the window are dropped and the new ones are empty.
+func shiftSlots[T any](slots []T, newest *int64, idx int64) {
+	n := idx - *newest
+	if n <= 0 {
+		return
 	}
+	if n >= int64(len(slots)) {
+		clear(slots)
+	} else {
+		copy(slots, slots[n:])
+		clear(slots[int64(len(slots))-n:])
+	}
+	*newest = idx
 }
 
 func (b *bucket) record(retry bool) {

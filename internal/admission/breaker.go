@@ -218,15 +218,5 @@ func (b *bucket) openBreaker(d, retryAfter time.Duration) {
 
 // shiftFailures moves the failure window's slots to the origin's time.
 func (b *bucket) shiftFailures() {
-	br := &b.br
-	idx := b.at.UnixNano() / int64(br.slot)
-	if n := idx - br.slotsAt; n > 0 {
-		if n >= breakerSlots {
-			br.slots = [breakerSlots]failureCount{}
-		} else {
-			copy(br.slots[:], br.slots[n:])
-			clear(br.slots[breakerSlots-n:])
-		}
-		br.slotsAt = idx
-	}
+	shiftSlots(b.br.slots[:], &b.br.slotsAt, b.at.UnixNano()/int64(b.br.slot))
 }

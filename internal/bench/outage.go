@@ -2,11 +2,10 @@ package bench
 
 import (
 	"context"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -44,52 +43,10 @@ func (o OutageRun) name() string {
 	return runName(o.Strategy, o.Admission)
 }
 
-// outageHandler answers 503 to everything for outage from the first
-// request, then hands requests to next; it logs every request.
-type outageHandler struct {
-	next   http.Handler
-	outage time.Duration
-
-	mu    sync.Mutex
-	start time.Time
-	log   []LogEntry
-}
-
-func (o *outageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o.mu.Lock()
-	now := time.Now()
-	if o.start.IsZero() {
-		o.start = now
-	}
-	at := now.Sub(o.start)
-	o.mu.Unlock()
-	status := http.StatusServiceUnavailable
-	if at < o.outage {
-		w.WriteHeader(status)
-	} else {
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		o.next.ServeHTTP(rec, r)
-		status = rec.status
-	}
-	o.mu.Lock()
-	o.log = append(o.log, LogEntry{At: at, Status: status})
-	o.mu.Unlock()
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
 // runOutage runs the outage experiment on h for strategy j.
 func runOutage(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, outage time.Duration, tag string) (OutageRun, error) {
 	srv := testsuite.NewServer(testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window})
-	oh := &outageHandler{next: srv, outage: outage}
+	oh := &itest.Outage{Next: srv, Duration: outage}
 	h.Target.Set(oh)
 	defer h.Target.Set(okHandler())
 	run := OutageRun{Strategy: j, Outage: outage}
@@ -98,9 +55,9 @@ func runOutage(ctx context.Context, h *harness, p ContentionParams, j activities
 		return run, err
 	}
 	run.Failed = cr.Failed
-	oh.mu.Lock()
-	run.Log = append([]LogEntry(nil), oh.log...)
-	oh.mu.Unlock()
+	for _, e := range oh.Log() {
+		run.Log = append(run.Log, LogEntry{At: e.At, Status: e.Status})
+	}
 	for _, l := range run.Log {
 		if l.At < outage {
 			run.DuringOutage++

@@ -75,10 +75,14 @@ func (q *originQueues) start(c client.Client, w worker.Worker, acts *activities.
 	host, _ := os.Hostname()
 	identity := cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host))
 	var workers []worker.Worker
+	// The workers stop side by side: each waits for its running
+	// activities up to WorkerStopTimeout.
 	stopAll := func() {
+		var wg sync.WaitGroup
 		for _, ow := range workers {
-			ow.Stop()
+			wg.Go(ow.Stop)
 		}
+		wg.Wait()
 	}
 	for tq, origin := range q.queues {
 		ow := worker.New(c, tq, worker.Options{WorkerStopTimeout: 15 * time.Second})

@@ -160,12 +160,12 @@ func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time,
 		Throttled: ans.err == nil && a.throttle(ans.status),
 		Failed:    ans.err != nil || ans.status >= 500 && unknownStatus(ans.status),
 	}
+	now := a.cfg.Now()
 	if o.Failed && ans.err == nil {
-		if ra, ok := retryAfter(ans.header, a.cfg.Now()); ok {
+		if ra, ok := retryAfter(ans.header, now); ok {
 			o.RetryAfter = min(ra, a.cfg.MaxRetryAfter)
 		}
 	}
-	now := a.cfg.Now()
 	a.limiter.Observe(p.origin, sentAt, now, o)
 	s := a.limiter.State(p.origin, now)
 	tq := activity.GetInfo(ctx).TaskQueue

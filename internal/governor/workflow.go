@@ -131,7 +131,8 @@ func (g *governor) decide(ctx workflow.Context) {
 	if c := g.st.CutAt; !c.IsZero() && !now.Before(c) {
 		g.st.CutAt = time.Time{}
 		g.prune(now)
-		g.st.Measured, g.st.Accepted = g.measured(now), g.accepted(now)
+		g.st.Measured = g.measured(now)
+		g.st.Accepted, _ = g.accepted(now)
 		g.cut(ctx, now)
 		return
 	}
@@ -149,7 +150,8 @@ func (g *governor) observe(ctx workflow.Context, obs Observation) {
 	}
 	g.st.Recent = append(g.st.Recent, obs)
 	g.prune(now)
-	g.st.Measured, g.st.Accepted = g.measured(now), g.accepted(now)
+	g.st.Measured = g.measured(now)
+	g.st.Accepted, _ = g.accepted(now)
 	if obs.Throttles <= 0 {
 		return
 	}
@@ -194,8 +196,9 @@ func (g *governor) measured(now time.Time) float64 {
 // worker, the answers it reports accepted within AcceptWindow over the
 // time its reports cover (at least a second), summed (in worker order, so
 // replays compute the same bits). One report covers a second; several
-// smooth out an API that counts its limit per window.
-func (g *governor) accepted(now time.Time) float64 {
+// smooth out an API that counts its limit per window. sent is the rate of
+// the requests over the same reports.
+func (g *governor) accepted(now time.Time) (accepted, sent float64) {
 	byWorker := map[string]Observation{}
 	for _, o := range g.st.Recent {
 		if now.Sub(o.To) > g.cfg.AcceptWindow {
@@ -207,14 +210,15 @@ func (g *governor) accepted(now time.Time) float64 {
 			continue
 		}
 		sum.Accepted += o.Accepted
+		sum.Requests += o.Requests
 		sum.From, sum.To = earliest(sum.From, o.From), latest(sum.To, o.To)
 		byWorker[o.Worker] = sum
 	}
-	a := 0.0
 	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
-		a += byWorker[w].AcceptedRate()
+		accepted += byWorker[w].AcceptedRate()
+		sent += byWorker[w].Rate()
 	}
-	return a
+	return accepted, sent
 }
 
 // writing reports whether the governor may still write.
@@ -253,7 +257,10 @@ func (g *governor) cut(ctx workflow.Context, now time.Time) {
 	if g.st.Rate > 0 && target >= g.st.Rate {
 		return // at the floor already
 	}
-	g.write(ctx, now, target, true, fmt.Sprintf("cut to %.3g/s (accepted %.3g/s of %.3g/s sent)", target, acc, m))
+	// The reason states the accepted rate and the sent one of the same
+	// reports (m, the latest report of each worker, may be another span).
+	_, sent := g.accepted(now)
+	g.write(ctx, now, target, true, fmt.Sprintf("cut to %.3g/s (accepted %.3g/s of %.3g/s sent)", target, acc, sent))
 }
 
 // raiseAt returns when the next raise is due, and false when none is:

@@ -1,10 +1,3 @@
-// Package activities holds the HTTP activity: it sends one attempt of an
-// idempotent request with its idempotency key, classifies the answer, and
-// lets Temporal's retry policy drive the attempts, handing it the delay
-// (the server's Retry-After, else jittered backoff) as NextRetryDelay.
-//
-// Register it on a worker with [New] and [Activities.Register]; call it from
-// a workflow through package workflows.
 package activities
 
 import (
@@ -24,6 +17,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // Activities holds the HTTP activity and its worker-side dependencies.
@@ -105,46 +99,19 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: ActivityName})
 }
 
-// Do performs one attempt of req, the input that workflows.Call (and the
-// ready workflow, workflows.HTTPCallWorkflow) schedules the activity with.
-// Its type is internal: a workflow does not call Do or build its input, it
-// calls workflows.Call or workflows.Post (or starts the ready workflow),
-// which validate the request, derive the key and fill the retry options
-// first. Do validates req again and sends nothing when it is invalid; it
-// asks the origin's adaptive admission (Config.Admission) and, when the
-// attempt must wait longer than it can inside the attempt, sends nothing and
-// returns the retryable ErrTypeNotAdmitted (not counted against the budget);
-// otherwise it sends the request once with the idempotency key (and the
-// origin's credentials), follows a 307 or 308 to the same origin with the
-// same method, body and key, and classifies the answer:
-//
-//   - 2xx: the Response.
-//   - a request with this key still in flight at the server (a 409 the
-//     server marks so, or any 409 after an attempt of this activity that
-//     ended without an answer): retried as ErrTypeKeyInFlight, not counted
-//     against the attempt budget (workflows.RetryOptions.MaximumAttempts),
-//     until the server answers or the schedule-to-close deadline; then
-//     ErrTypeKeyLocked.
-//   - the key reused with another request: ErrTypeKeyReused.
-//   - server advice (Stripe-Should-Retry, X-Should-Retry) over the status
-//     table (retryableStatus) and transport errors retried; a 2xx whose
-//     body broke off is a transport error, retried for its whole answer.
-//
-// Every failure is a *temporal.ApplicationError carrying FailureDetails:
-// retryable ones with a NextRetryDelay (Retry-After, else jittered backoff;
-// with admission on, a throttle (Admission.Throttles: 429 by default) without
-// Retry-After is retried as soon as the limiter admits it), final ones with
-// NonRetryable set and FailureDetails.OutcomeUnknown saying whether the
-// server may have done the work. Called outside an activity, Do returns an
-// error.
-//
-// Each attempt that sends a request is an HTTP client span (a child of the
-// span in ctx: the activity's, with the SDK's tracing interceptor) named in
-// the W3C traceparent the request carries; the activity logs with that
-// span's context, so the interceptor's logger adds its TraceID and SpanID.
-// Each attempt is counted in the worker's metrics handler (see the
+// Do performs one attempt of req, the input workflows.Call schedules it
+// with (the type is internal: workflows build it, users do not). It sends
+// nothing for an invalid request or one its origin's admission holds back
+// (Config.Admission); otherwise it sends the request once with the
+// idempotency key and the origin's credentials, follows a 307 or 308 to
+// the same origin, and classifies the answer by the README's
+// classification table, implemented once in outcome.go: a 2xx is the
+// Response; every failure is a *temporal.ApplicationError of a
+// workflows.ErrType… type carrying a workflows.Failure, retryable ones with
+// their NextRetryDelay (retry.go says which delay wins). Each attempt that
+// sends is an HTTP client span and is counted in the worker's metrics (the
 // README's Observability section).
-func (a *Activities) Do(ctx context.Context, req request.Input) (*Response, error) {
+func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
 	}
@@ -175,7 +142,7 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*Response, erro
 // do sends p once, classifies the answer and returns the Response or the
 // error for Temporal, with the status the server answered (0 for none).
 // prev is the progress of the attempts before this one.
-func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*Response, int, error) {
+func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*workflows.Response, int, error) {
 	req := p.req
 	start := time.Now()
 	sentAt := a.cfg.Now()
@@ -184,7 +151,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	prev.Sent++
 	a.observe(ctx, p, sentAt, &ans)
 	v := decide(&ans, &p.o.conv, prev.hint())
-	d := FailureDetails{
+	d := workflows.Failure{
 		Operation: req.Operation, Method: p.method, URL: p.shown,
 		IdempotencyKey: req.IdempotencyKey, Attempt: info.Attempt, Status: ans.status, Reason: v.reason,
 	}
@@ -205,7 +172,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		} else {
 			d.Body = a.redact.snippet(ans.body)
 		}
-		if v.errType == ErrTypeRedirect {
+		if v.errType == workflows.ErrTypeRedirectNotFollowed {
 			d.Location = a.redact.string(request.RedactURL(ans.header.Get("Location")))
 			if len(d.Location) > errorBodyBytes {
 				d.Location = strings.ToValidUTF8(d.Location[:errorBodyBytes], "") + "…"
@@ -248,7 +215,7 @@ func withMargin(ctx context.Context) context.Context {
 // outcome when an earlier attempt may have reached the server (unknown).
 func (a *Activities) prepare(req request.Input, unknown bool) (*prepared, error) {
 	invalid := func(err error) error {
-		return a.fail(err.Error(), ErrTypeInvalidRequest, FailureDetails{
+		return a.fail(err.Error(), workflows.ErrTypeInvalidRequest, workflows.Failure{
 			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown,
 		})
 	}
@@ -263,7 +230,7 @@ func (a *Activities) prepare(req request.Input, unknown bool) (*prepared, error)
 	p := &prepared{req: req, method: method, url: u, shown: request.RedactURL(u.String()), origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
-			ErrTypeOriginNotAllowed, FailureDetails{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown})
+			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown})
 	}
 	if err := request.Operation(req.Operation); err != nil {
 		return nil, invalid(err)

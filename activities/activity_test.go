@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 const token = "tok_live_9f8e7d6c5b4a"
@@ -72,7 +73,7 @@ func status(code int, body string, headers ...string) http.HandlerFunc {
 
 // run executes one attempt of the activity in Temporal's activity test
 // environment and returns the result, the error and the captured logs.
-func run(t *testing.T, cfg activities.Config, req request.Input) (*activities.Response, error, string) {
+func run(t *testing.T, cfg activities.Config, req request.Input) (*workflows.Response, error, string) {
 	t.Helper()
 	return runAfter(t, cfg, req, nil)
 }
@@ -146,32 +147,32 @@ func TestBadInputSendsNothing(t *testing.T) {
 		wantType string
 		want     string
 	}{
-		{"unparsable URL", with(func(r *request.Input) { r.URL = "http://[::1" }), activities.ErrTypeInvalidRequest, "invalid URL"},
-		{"relative URL", with(func(r *request.Input) { r.URL = "/payments" }), activities.ErrTypeInvalidRequest, "not an absolute URL"},
-		{"ftp scheme", with(func(r *request.Input) { r.URL = "ftp://example.com/x" }), activities.ErrTypeInvalidRequest, "unsupported scheme"},
-		{"file scheme", with(func(r *request.Input) { r.URL = "file:///etc/passwd" }), activities.ErrTypeInvalidRequest, "unsupported scheme"},
-		{"no host", with(func(r *request.Input) { r.URL = "http:///x" }), activities.ErrTypeInvalidRequest, "no host"},
-		{"user info", with(func(r *request.Input) { r.URL = strings.Replace(srv.URL, "://", "://u:pw@", 1) }), activities.ErrTypeInvalidRequest, "user info"},
-		{"origin not allowed", with(func(r *request.Input) { r.URL = "http://127.0.0.2:9/x" }), activities.ErrTypeOriginNotAllowed, "not allowed by this worker"},
-		{"same host other port", with(func(r *request.Input) { r.URL = "http://127.0.0.1:1/x" }), activities.ErrTypeOriginNotAllowed, "not allowed"},
-		{"missing key", with(func(r *request.Input) { r.IdempotencyKey = "" }), activities.ErrTypeInvalidRequest, "missing idempotency key"},
-		{"key too long", with(func(r *request.Input) { r.IdempotencyKey = strings.Repeat("k", 256) }), activities.ErrTypeInvalidRequest, "at most 255"},
-		{"key with space", with(func(r *request.Input) { r.IdempotencyKey = "a b" }), activities.ErrTypeInvalidRequest, "printable ASCII"},
-		{"GET", with(func(r *request.Input) { r.Method = "GET" }), activities.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
-		{"Authorization in input", with(func(r *request.Input) { r.Headers = map[string]string{"authorization": "Bearer x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
-		{"Cookie in input", with(func(r *request.Input) { r.Headers = map[string]string{"Cookie": "s=1"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
-		{"credential header in input", with(func(r *request.Input) { r.Headers = map[string]string{"X-Api-Key": "x"} }), activities.ErrTypeInvalidRequest, "looks like a credential"},
-		{"configured credential header in any case", with(func(r *request.Input) { r.Headers = map[string]string{"x-partner-id": "x"} }), activities.ErrTypeInvalidRequest, "the worker sets it"},
-		{"header names differing only in case", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), activities.ErrTypeInvalidRequest, "differ only in case"},
-		{"header value with a control character", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), activities.ErrTypeInvalidRequest, "control character"},
-		{"body over the bound", with(func(r *request.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), activities.ErrTypeInvalidRequest, "at most 262144"},
-		{"operation with NUL", with(func(r *request.Input) { r.Operation = "charge\x00x" }), activities.ErrTypeInvalidRequest, "NUL"},
+		{"unparsable URL", with(func(r *request.Input) { r.URL = "http://[::1" }), workflows.ErrTypeInvalidRequest, "invalid URL"},
+		{"relative URL", with(func(r *request.Input) { r.URL = "/payments" }), workflows.ErrTypeInvalidRequest, "not an absolute URL"},
+		{"ftp scheme", with(func(r *request.Input) { r.URL = "ftp://example.com/x" }), workflows.ErrTypeInvalidRequest, "unsupported scheme"},
+		{"file scheme", with(func(r *request.Input) { r.URL = "file:///etc/passwd" }), workflows.ErrTypeInvalidRequest, "unsupported scheme"},
+		{"no host", with(func(r *request.Input) { r.URL = "http:///x" }), workflows.ErrTypeInvalidRequest, "no host"},
+		{"user info", with(func(r *request.Input) { r.URL = strings.Replace(srv.URL, "://", "://u:pw@", 1) }), workflows.ErrTypeInvalidRequest, "user info"},
+		{"origin not allowed", with(func(r *request.Input) { r.URL = "http://127.0.0.2:9/x" }), workflows.ErrTypeOriginNotAllowed, "not allowed by this worker"},
+		{"same host other port", with(func(r *request.Input) { r.URL = "http://127.0.0.1:1/x" }), workflows.ErrTypeOriginNotAllowed, "not allowed"},
+		{"missing key", with(func(r *request.Input) { r.IdempotencyKey = "" }), workflows.ErrTypeInvalidRequest, "missing idempotency key"},
+		{"key too long", with(func(r *request.Input) { r.IdempotencyKey = strings.Repeat("k", 256) }), workflows.ErrTypeInvalidRequest, "at most 255"},
+		{"key with space", with(func(r *request.Input) { r.IdempotencyKey = "a b" }), workflows.ErrTypeInvalidRequest, "printable ASCII"},
+		{"GET", with(func(r *request.Input) { r.Method = "GET" }), workflows.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
+		{"Authorization in input", with(func(r *request.Input) { r.Headers = map[string]string{"authorization": "Bearer x"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
+		{"Cookie in input", with(func(r *request.Input) { r.Headers = map[string]string{"Cookie": "s=1"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
+		{"credential header in input", with(func(r *request.Input) { r.Headers = map[string]string{"X-Api-Key": "x"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
+		{"configured credential header in any case", with(func(r *request.Input) { r.Headers = map[string]string{"x-partner-id": "x"} }), workflows.ErrTypeInvalidRequest, "the worker sets it"},
+		{"header names differing only in case", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), workflows.ErrTypeInvalidRequest, "differ only in case"},
+		{"header value with a control character", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), workflows.ErrTypeInvalidRequest, "control character"},
+		{"body over the bound", with(func(r *request.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), workflows.ErrTypeInvalidRequest, "at most 262144"},
+		{"operation with NUL", with(func(r *request.Input) { r.Operation = "charge\x00x" }), workflows.ErrTypeInvalidRequest, "NUL"},
 		{"user info in URL", with(func(r *request.Input) {
 			r.URL = strings.Replace(r.URL, "http://", "http://user:hunter2hunter2@", 1)
-		}), activities.ErrTypeInvalidRequest, "user info"},
-		{"key header in input", with(func(r *request.Input) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), activities.ErrTypeInvalidRequest, "IdempotencyKey"},
-		{"invalid header name", with(func(r *request.Input) { r.Headers = map[string]string{"Bad Header": "x"} }), activities.ErrTypeInvalidRequest, "invalid header name"},
-		{"header injection", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), activities.ErrTypeInvalidRequest, "control character"},
+		}), workflows.ErrTypeInvalidRequest, "user info"},
+		{"key header in input", with(func(r *request.Input) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), workflows.ErrTypeInvalidRequest, "IdempotencyKey"},
+		{"invalid header name", with(func(r *request.Input) { r.Headers = map[string]string{"Bad Header": "x"} }), workflows.ErrTypeInvalidRequest, "invalid header name"},
+		{"header injection", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), workflows.ErrTypeInvalidRequest, "control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,20 +272,20 @@ func TestFailureStatuses(t *testing.T) {
 		maxDelay      time.Duration
 		wantInMessage string
 	}{
-		{"400", status(400, `{"error":"amount must be positive"}`), activities.ErrTypeClientError, true, 0, 0, "amount must be positive"},
-		{"401", status(401, ""), activities.ErrTypeClientError, true, 0, 0, "401 Unauthorized"},
-		{"404", status(404, ""), activities.ErrTypeClientError, true, 0, 0, "fix the request"},
-		{"409 without Retry-After", status(409, ""), activities.ErrTypeClientError, true, 0, 0, "409 Conflict"},
-		{"422", status(422, ""), activities.ErrTypeClientError, true, 0, 0, "422"},
-		{"501", status(501, ""), activities.ErrTypeServerError, true, 0, 0, "501"},
-		{"503 jitter", status(503, ""), activities.ErrTypeRetryableStatus, false, 0, 200 * time.Millisecond, "full jitter"},
-		{"429 Retry-After seconds", status(429, "", "Retry-After", "7"), activities.ErrTypeRetryableStatus, false, 7 * time.Second, 0, `Retry-After "7"`},
-		{"409 in flight", status(409, "", "Retry-After", "1"), activities.ErrTypeKeyInFlight, false, time.Second, 0, "Retry-After"},
-		{"503 Retry-After date", status(503, "", "Retry-After", future), activities.ErrTypeRetryableStatus, false, 0, 91 * time.Second, "Retry-After"},
-		{"503 Retry-After garbage", status(503, "", "Retry-After", "soon"), activities.ErrTypeRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
-		{"503 Retry-After negative", status(503, "", "Retry-After", "-3"), activities.ErrTypeRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
-		{"503 Retry-After huge is capped", status(503, "", "Retry-After", "99999999"), activities.ErrTypeRetryableStatus, false, time.Minute, 0, "Retry-After"},
-		{"503 Retry-After 0", status(503, "", "Retry-After", "0"), activities.ErrTypeRetryableStatus, false, activities.MinRetryDelay, 0, "Retry-After"},
+		{"400", status(400, `{"error":"amount must be positive"}`), workflows.ErrTypeHTTPClientError, true, 0, 0, "amount must be positive"},
+		{"401", status(401, ""), workflows.ErrTypeHTTPClientError, true, 0, 0, "401 Unauthorized"},
+		{"404", status(404, ""), workflows.ErrTypeHTTPClientError, true, 0, 0, "fix the request"},
+		{"409 without Retry-After", status(409, ""), workflows.ErrTypeHTTPClientError, true, 0, 0, "409 Conflict"},
+		{"422", status(422, ""), workflows.ErrTypeHTTPClientError, true, 0, 0, "422"},
+		{"501", status(501, ""), workflows.ErrTypeHTTPNonRetryableStatus, true, 0, 0, "501"},
+		{"503 jitter", status(503, ""), workflows.ErrTypeHTTPRetryableStatus, false, 0, 200 * time.Millisecond, "full jitter"},
+		{"429 Retry-After seconds", status(429, "", "Retry-After", "7"), workflows.ErrTypeHTTPRetryableStatus, false, 7 * time.Second, 0, `Retry-After "7"`},
+		{"409 in flight", status(409, "", "Retry-After", "1"), workflows.ErrTypeIdempotencyKeyInFlight, false, time.Second, 0, "Retry-After"},
+		{"503 Retry-After date", status(503, "", "Retry-After", future), workflows.ErrTypeHTTPRetryableStatus, false, 0, 91 * time.Second, "Retry-After"},
+		{"503 Retry-After garbage", status(503, "", "Retry-After", "soon"), workflows.ErrTypeHTTPRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
+		{"503 Retry-After negative", status(503, "", "Retry-After", "-3"), workflows.ErrTypeHTTPRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
+		{"503 Retry-After huge is capped", status(503, "", "Retry-After", "99999999"), workflows.ErrTypeHTTPRetryableStatus, false, time.Minute, 0, "Retry-After"},
+		{"503 Retry-After 0", status(503, "", "Retry-After", "0"), workflows.ErrTypeHTTPRetryableStatus, false, request.MinRetryDelay, 0, "Retry-After"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,7 +300,7 @@ func TestFailureStatuses(t *testing.T) {
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, tt.nonRetryable, appErr.NonRetryable())
 			assert.Contains(t, appErr.Message(), tt.wantInMessage)
-			d, ok := activities.Details(err)
+			d, ok := workflows.AsFailure(err)
 			require.True(t, ok, "details attached")
 			assert.Equal(t, "key-1", d.IdempotencyKey)
 			assert.Equal(t, int32(1), d.Attempt)
@@ -323,7 +324,7 @@ func TestFailureStatuses(t *testing.T) {
 func TestJitterNoneLeavesDelayToTemporal(t *testing.T) {
 	srv := newRecorder(t, status(503, ""))
 	r := req(srv.URL)
-	r.Backoff.Jitter = string(activities.JitterNone)
+	r.Backoff.Jitter = request.JitterNone
 	_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
 	appErr := appError(t, err)
 	assert.False(t, appErr.NonRetryable())
@@ -356,11 +357,11 @@ func TestNetworkErrors(t *testing.T) {
 		wantType string
 		retry    bool
 	}{
-		{"connection refused", refused, nil, activities.ErrTypeNetwork, true},
-		{"slow response", slow.URL, &http.Client{Timeout: 50 * time.Millisecond}, activities.ErrTypeNetwork, true},
-		{"body cut short", cut.URL, nil, activities.ErrTypeNetwork, true},
-		{"untrusted certificate", tlsSrv.URL, nil, activities.ErrTypeTLS, false},
-		{"https to a plain http server", strings.Replace(plain.URL, "http://", "https://", 1), nil, activities.ErrTypeTLS, false},
+		{"connection refused", refused, nil, workflows.ErrTypeNetworkError, true},
+		{"slow response", slow.URL, &http.Client{Timeout: 50 * time.Millisecond}, workflows.ErrTypeNetworkError, true},
+		{"body cut short", cut.URL, nil, workflows.ErrTypeNetworkError, true},
+		{"untrusted certificate", tlsSrv.URL, nil, workflows.ErrTypeTLSCertificateError, false},
+		{"https to a plain http server", strings.Replace(plain.URL, "http://", "https://", 1), nil, workflows.ErrTypeTLSCertificateError, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -371,7 +372,7 @@ func TestNetworkErrors(t *testing.T) {
 			if tt.retry {
 				assert.Greater(t, appErr.NextRetryDelay(), time.Duration(0))
 			}
-			d, ok := activities.Details(err)
+			d, ok := workflows.AsFailure(err)
 			require.True(t, ok)
 			if tt.name != "body cut short" {
 				assert.Zero(t, d.Status, "no response status")
@@ -437,10 +438,10 @@ func TestRedirects(t *testing.T) {
 				return
 			}
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeRedirect, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeRedirectNotFollowed, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
 			assert.Contains(t, appErr.Message(), tt.wantLocation)
-			d, _ := activities.Details(err)
+			d, _ := workflows.AsFailure(err)
 			assert.Contains(t, d.Location, tt.wantLocation)
 		})
 	}
@@ -472,7 +473,7 @@ func TestCredentialsStayOnTheWorker(t *testing.T) {
 			assert.NotContains(t, string(out), token, "result")
 			if err != nil {
 				assert.NotContains(t, err.Error(), token, "error message")
-				d, _ := activities.Details(err)
+				d, _ := workflows.AsFailure(err)
 				dj, _ := json.Marshal(d)
 				assert.NotContains(t, string(dj), token, "error details")
 			}
@@ -545,7 +546,7 @@ func TestCredentialsInLocationAndSchemeLikeValues(t *testing.T) {
 			}}}
 			_, err, _ := run(t, cfg, req(srv.URL+"/payments"))
 			require.Error(t, err)
-			d, _ := activities.Details(err)
+			d, _ := workflows.AsFailure(err)
 			all := err.Error() + " " + d.Location + " " + d.Body
 			for _, secret := range []string{token, "0123456789abcdef01234567", "1700000000"} {
 				for i := 0; i+8 <= len(secret); i++ {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // defaultThrottles are the statuses that Admission treats as throttles by
@@ -53,11 +54,11 @@ func (c Admission) validate() error {
 // waits inside the attempt while the waits add up to at most MaxWait (and a
 // fifth of the attempt's time): a short turn of the rate, or the answer of
 // the breaker's probe; otherwise it ends the attempt with a retryable
-// ErrTypeNotAdmitted whose NextRetryDelay brings the next attempt back
+// workflows.ErrTypeNotAdmitted whose NextRetryDelay brings the next attempt back
 // shortly before its turn (or the breaker's next probe), recording the
 // progress (ticket included; the attempt is not counted against the
 // budget). A wait that cannot end before the schedule-to-close deadline
-// fails with ErrTypeDeadline: nothing was sent by this attempt.
+// fails with workflows.ErrTypeRetryWouldExceedDeadline: nothing was sent by this attempt.
 func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev *progress) error {
 	if a.limiter == nil {
 		return nil
@@ -105,7 +106,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	delay = max(delay, request.MinInFlightWait)
 	next := *prev
 	next.Attempt, next.Ticket = info.Attempt, d.Ticket
-	fd := FailureDetails{
+	fd := workflows.Failure{
 		Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
 		Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount,
 		OutcomeUnknown: prev.hint(), NextRetryDelay: delay,
@@ -130,14 +131,14 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 		if left := deadline.Sub(now); d.Wait+margin >= left {
 			logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
 			return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
-				msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), ErrTypeDeadline, fd)
+				msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, fd)
 		}
 	}
 	m.WithTags(map[string]string{"reason": reasonLabel(d.Reason)}).Counter(metricAdmissionDelays).Inc(1)
 	m.Timer(metricRetryDelay).Record(delay)
 	activity.RecordHeartbeat(ctx, next)
 	logger.Info("HTTP request not admitted yet, Temporal will retry", "key", fd.IdempotencyKey, "attempt", info.Attempt, "delay", delay, "wait", d.Wait, "reason", string(d.Reason))
-	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond))), ErrTypeNotAdmitted,
+	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond))), workflows.ErrTypeNotAdmitted,
 		temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{fd}})
 }
 

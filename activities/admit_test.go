@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // TestAdmissionPacesThrottles: with admission on (the default), a throttle
@@ -29,10 +30,10 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 		wantDelay time.Duration // 0: the backoff's, in (0, 200 ms]
 		wantMsg   string
 	}{
-		{"429", status(429, ""), activities.Admission{}, activities.MinRetryDelay, "adaptive admission after a throttle"},
+		{"429", status(429, ""), activities.Admission{}, request.MinRetryDelay, "adaptive admission after a throttle"},
 		{"429 Retry-After", status(429, "", "Retry-After", "7"), activities.Admission{}, 7 * time.Second, `Retry-After "7"`},
 		{"503 keeps the backoff by default", status(503, ""), activities.Admission{}, 0, "full jitter"},
-		{"503 listed in Throttles", status(503, ""), with503, activities.MinRetryDelay, "adaptive admission after a throttle"},
+		{"503 listed in Throttles", status(503, ""), with503, request.MinRetryDelay, "adaptive admission after a throttle"},
 		{"502 keeps the backoff", status(502, ""), with503, 0, "full jitter"},
 	}
 	for _, tt := range tests {
@@ -42,7 +43,7 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
 			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission}, r)
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 			assert.False(t, appErr.NonRetryable())
 			assert.Contains(t, appErr.Message(), tt.wantMsg)
 			if tt.wantDelay > 0 {
@@ -120,7 +121,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 			}
 			var appErr *temporal.ApplicationError
 			if errors.As(errs[0], &appErr) {
-				require.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type(), "the first request is admitted")
+				require.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type(), "the first request is admitted")
 			}
 			assert.Equal(t, tt.wantSent, srv.count(), "requests sent")
 			if tt.wantInMsg == "" {
@@ -128,7 +129,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 				return
 			}
 			appErr = appError(t, errs[1])
-			assert.Equal(t, activities.ErrTypeNotAdmitted, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeNotAdmitted, appErr.Type())
 			assert.False(t, appErr.NonRetryable(), "a wait for admission is retried")
 			assert.Contains(t, appErr.Message(), tt.wantInMsg)
 			assert.Contains(t, appErr.Message(), "not sent yet")
@@ -139,7 +140,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 				assert.Greater(t, appErr.NextRetryDelay(), time.Duration(0))
 				assert.LessOrEqual(t, appErr.NextRetryDelay(), 10*time.Second)
 			}
-			d, ok := activities.Details(errs[1])
+			d, ok := workflows.AsFailure(errs[1])
 			require.True(t, ok)
 			assert.Equal(t, "key-2", d.IdempotencyKey)
 			assert.Zero(t, d.Status, "nothing was sent")

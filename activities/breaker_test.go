@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // fakeClock is a Config.Now that moves only when told to.
@@ -54,7 +55,7 @@ func TestBreaker(t *testing.T) {
 		return as
 	}
 	refused := func(min, max time.Duration) attempt {
-		return attempt{errType: activities.ErrTypeNotAdmitted, delayMin: min, delayMax: max}
+		return attempt{errType: workflows.ErrTypeNotAdmitted, delayMin: min, delayMax: max}
 	}
 	tests := []struct {
 		name    string
@@ -64,38 +65,38 @@ func TestBreaker(t *testing.T) {
 	}{
 		{"five 503s open it: a first attempt sends nothing", func(int) (int, []string) { return 503, nil },
 			activities.Breaker{OpenTime: openTime},
-			append(failures(5, activities.ErrTypeRetryableStatus),
+			append(failures(5, workflows.ErrTypeHTTPRetryableStatus),
 				refused(openTime-time.Second, openTime),
-				attempt{advance: 5 * time.Second, errType: activities.ErrTypeNotAdmitted, delayMin: 4 * time.Second, delayMax: 5 * time.Second})},
+				attempt{advance: 5 * time.Second, errType: workflows.ErrTypeNotAdmitted, delayMin: 4 * time.Second, delayMax: 5 * time.Second})},
 		{"the probe's 201 closes it", func(n int) (int, []string) {
 			if n <= 5 {
 				return 503, nil
 			}
 			return 201, nil
 		}, activities.Breaker{OpenTime: openTime},
-			append(failures(5, activities.ErrTypeRetryableStatus),
+			append(failures(5, workflows.ErrTypeHTTPRetryableStatus),
 				refused(openTime-time.Second, openTime),
 				attempt{advance: openTime, sent: true}, // the probe
 				attempt{sent: true}, attempt{sent: true})},
 		{"a failed probe keeps it open, twice as long", func(int) (int, []string) { return 502, nil },
 			activities.Breaker{OpenTime: openTime, MaxOpenTime: time.Minute},
-			append(failures(5, activities.ErrTypeRetryableStatus),
-				attempt{advance: openTime, sent: true, errType: activities.ErrTypeRetryableStatus}, // the probe
+			append(failures(5, workflows.ErrTypeHTTPRetryableStatus),
+				attempt{advance: openTime, sent: true, errType: workflows.ErrTypeHTTPRetryableStatus}, // the probe
 				refused(2*openTime-time.Second, 2*openTime))},
 		{"Retry-After on the 503 sets the open time", func(int) (int, []string) { return 503, []string{"Retry-After", "40"} },
 			activities.Breaker{OpenTime: openTime},
-			append(failures(5, activities.ErrTypeRetryableStatus),
+			append(failures(5, workflows.ErrTypeHTTPRetryableStatus),
 				refused(40*time.Second-time.Second, 40*time.Second))},
 		{"no answer at all is a failure", nil, activities.Breaker{OpenTime: openTime},
-			append(failures(5, activities.ErrTypeNetwork), refused(openTime-time.Second, openTime))},
+			append(failures(5, workflows.ErrTypeNetworkError), refused(openTime-time.Second, openTime))},
 		{"4xx answers are not failures", func(int) (int, []string) { return 400, nil },
 			activities.Breaker{OpenTime: openTime},
-			append(failures(6, activities.ErrTypeClientError), attempt{sent: true, errType: activities.ErrTypeClientError})},
+			append(failures(6, workflows.ErrTypeHTTPClientError), attempt{sent: true, errType: workflows.ErrTypeHTTPClientError})},
 		{"501 is about the request, not the origin", func(int) (int, []string) { return 501, nil },
 			activities.Breaker{OpenTime: openTime},
-			append(failures(6, activities.ErrTypeServerError), attempt{sent: true, errType: activities.ErrTypeServerError})},
+			append(failures(6, workflows.ErrTypeHTTPNonRetryableStatus), attempt{sent: true, errType: workflows.ErrTypeHTTPNonRetryableStatus})},
 		{"off", func(int) (int, []string) { return 503, nil }, activities.Breaker{Off: true},
-			failures(8, activities.ErrTypeRetryableStatus)},
+			failures(8, workflows.ErrTypeHTTPRetryableStatus)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,14 +140,14 @@ func TestBreaker(t *testing.T) {
 				}
 				appErr := appError(t, err)
 				require.Equal(t, st.errType, appErr.Type(), "step %d: %v", i, err)
-				if st.errType != activities.ErrTypeNotAdmitted {
+				if st.errType != workflows.ErrTypeNotAdmitted {
 					continue
 				}
 				assert.False(t, appErr.NonRetryable(), "step %d: an open breaker's wait is retried", i)
 				assert.Contains(t, appErr.Message(), "circuit breaker is open")
 				assert.GreaterOrEqual(t, appErr.NextRetryDelay(), st.delayMin, "step %d", i)
 				assert.LessOrEqual(t, appErr.NextRetryDelay(), st.delayMax, "step %d", i)
-				d, ok := activities.Details(err)
+				d, ok := workflows.AsFailure(err)
 				require.True(t, ok)
 				assert.Equal(t, "waiting for admission: circuit open", d.Reason)
 				assert.Zero(t, d.Status, "nothing was sent")
@@ -156,7 +157,7 @@ func TestBreaker(t *testing.T) {
 			open := gauges["idempotent_http_circuit_open{origin="+url+"}"]
 			refusals := counts["idempotent_http_admission_delays_total{operation=charge,origin="+url+",reason=circuit_open}"]
 			last := tt.steps[len(tt.steps)-1]
-			if last.errType == activities.ErrTypeNotAdmitted {
+			if last.errType == workflows.ErrTypeNotAdmitted {
 				assert.Equal(t, 1.0, open, "circuit gauge while open")
 				assert.Positive(t, refusals)
 			} else {
@@ -206,9 +207,9 @@ func TestSharedRate(t *testing.T) {
 		// the next attempts would wait 2 s, longer than MaxWait; with the
 		// server's limit in force they go.
 		{"in force: the server paces", 5, queue, []int{429, 201, 201}, 3, ""},
-		{"none in force: the worker's own rate", 0, queue, []int{429, 201, 201}, 1, activities.ErrTypeNotAdmitted},
-		{"another queue's limit", 5, "other", []int{429, 201, 201}, 1, activities.ErrTypeNotAdmitted},
-		{"the breaker still opens", 5, queue, []int{503, 503, 503, 503, 503, 503}, 5, activities.ErrTypeNotAdmitted},
+		{"none in force: the worker's own rate", 0, queue, []int{429, 201, 201}, 1, workflows.ErrTypeNotAdmitted},
+		{"another queue's limit", 5, "other", []int{429, 201, 201}, 1, workflows.ErrTypeNotAdmitted},
+		{"the breaker still opens", 5, queue, []int{503, 503, 503, 503, 503, 503}, 5, workflows.ErrTypeNotAdmitted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ const (
 
 // Config configures the activity on the worker. Its zero value is usable and
 // safe: it allows no origin at all, so every request fails with
-// ErrTypeOriginNotAllowed until AllowedOrigins names one.
+// workflows.ErrTypeOriginNotAllowed until AllowedOrigins names one.
 type Config struct {
 	// HTTPClient sends the requests. nil uses a client with a Transport cloned
 	// from http.DefaultTransport. The activity never lets the client follow
@@ -116,7 +116,7 @@ type Config struct {
 //
 // An attempt that must wait sends nothing: it waits inside the attempt when
 // the wait is at most MaxWait, else it ends with the retryable
-// ErrTypeNotAdmitted and NextRetryDelay set to come back shortly before its
+// workflows.ErrTypeNotAdmitted and NextRetryDelay set to come back shortly before its
 // turn (at most MaxDelay later, to ask again). Such waits do not use up the
 // attempt budget, and a Retry-After is still honoured first. With
 // admission on, a throttle without Retry-After is retried as soon as the
@@ -190,7 +190,7 @@ type SharedRate interface {
 // breaker opens when, within the last FailureWindow, at least MinFailures
 // requests failed and they are at least FailureRatio of the answered ones.
 // Open, every attempt to the origin sends nothing and ends with the
-// retryable ErrTypeNotAdmitted (not counted against the attempt budget),
+// retryable workflows.ErrTypeNotAdmitted (not counted against the attempt budget),
 // its NextRetryDelay bringing it back when the breaker lets a probe
 // through: after OpenTime, or the failing answer's Retry-After (at most
 // Config.MaxRetryAfter). Then the first attempt to come is the probe and

@@ -47,7 +47,7 @@ type Convention struct {
 	// being processed". They are waited out (see Activities.Do).
 	InFlight []Signal
 	// KeyReused lists the answers that mean "this key was already used with a
-	// different request"; they fail with ErrTypeKeyReused.
+	// different request"; they fail with workflows.ErrTypeIdempotencyKeyReused.
 	KeyReused []Signal
 	// KeyQuoted sends the key as a quoted string (default false: the bare
 	// key, which Stripe-style servers expect). The IETF draft "The

@@ -24,6 +24,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.
@@ -339,14 +340,14 @@ func FuzzDo(f *testing.F) {
 		mu.Unlock()
 		logs.take()
 
-		var resp *activities.Response
+		var resp *workflows.Response
 		dog := time.AfterFunc(20*time.Second, func() {
 			panic(fmt.Sprintf("the attempt did not end in 20 s: %#v, answer headers %q, body %q", r, headers, respBody))
 		})
 		val, err := env.ExecuteActivity(activities.ActivityName, r)
 		dog.Stop()
 		if err == nil {
-			resp = new(activities.Response)
+			resp = new(workflows.Response)
 			if derr := val.Get(resp); derr != nil {
 				t.Fatalf("result does not decode: %v", derr)
 			}
@@ -382,11 +383,11 @@ func FuzzDo(f *testing.F) {
 		if !errors.As(err, &appErr) {
 			t.Fatalf("not an ApplicationError: %T %v", err, err)
 		}
-		if _, ok := activities.Details(err); !ok {
+		if _, ok := workflows.AsFailure(err); !ok {
 			t.Fatalf("no FailureDetails, not the activity's own error: %v", err)
 		}
 		switch appErr.Type() {
-		case activities.ErrTypeInvalidRequest, activities.ErrTypeOriginNotAllowed, activities.ErrTypeNotAdmitted:
+		case workflows.ErrTypeInvalidRequest, workflows.ErrTypeOriginNotAllowed, workflows.ErrTypeNotAdmitted:
 			if n != 0 {
 				t.Fatalf("%s, but %d requests were sent: %v", appErr.Type(), n, err)
 			}

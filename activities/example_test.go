@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 func ExampleNew() {
@@ -58,7 +59,7 @@ func ExampleParseRetryAfter() {
 }
 
 func ExampleBackoff_Ceiling() {
-	b := activities.Backoff{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second}
+	b := request.Backoff{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second}
 	for attempt := int32(1); attempt <= 7; attempt++ {
 		fmt.Print(b.Ceiling(attempt), " ")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // These tests are the third hardening round: outcomes that must not be
@@ -26,7 +27,7 @@ import (
 // runAfter is run for an attempt that follows earlier ones: details are
 // the heartbeat details the earlier attempts left (what the activity keeps
 // across attempts, as JSON field names).
-func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[string]any) (*activities.Response, error, string) {
+func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[string]any) (*workflows.Response, error, string) {
 	t.Helper()
 	var logs bytes.Buffer
 	var s testsuite.WorkflowTestSuite
@@ -42,7 +43,7 @@ func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[
 	if err != nil {
 		return nil, err, logs.String()
 	}
-	var resp activities.Response
+	var resp workflows.Response
 	require.NoError(t, val.Get(&resp))
 	return &resp, nil, logs.String()
 }
@@ -84,10 +85,10 @@ func TestCutSuccessBodyIsRetried(t *testing.T) {
 			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			require.Nil(t, resp, "a 201 without its whole body is not a success")
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeNetwork, appErr.Type(), appErr.Message())
+			assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), appErr.Message())
 			assert.Equal(t, tt.final, appErr.NonRetryable(), appErr.Message())
 			assert.Contains(t, appErr.Message(), "201")
-			d, ok := activities.Details(err)
+			d, ok := workflows.AsFailure(err)
 			require.True(t, ok)
 			assert.True(t, d.OutcomeUnknown, "the server did the work, the answer was lost")
 			assert.Equal(t, 201, d.Status)
@@ -114,22 +115,22 @@ func TestFinalErrorAfterUnansweredAttempt(t *testing.T) {
 		wantFinal   bool
 		wantUnknown bool
 	}{
-		{"400 after an unanswered attempt", status(400, `{"error":"bad"}`), unanswered, activities.ErrTypeClientError, true, true},
-		{"400 after a key in flight", status(400, `{"error":"bad"}`), inFlight, activities.ErrTypeClientError, true, true},
-		{"400 after an answered attempt", status(400, `{"error":"bad"}`), answered, activities.ErrTypeClientError, true, false},
-		{"400 on the first attempt", status(400, `{"error":"bad"}`), nil, activities.ErrTypeClientError, true, false},
-		{"501 after an unanswered attempt", status(501, ""), unanswered, activities.ErrTypeServerError, true, true},
-		{"501 on the first attempt", status(501, ""), nil, activities.ErrTypeServerError, true, false},
-		{"redirect after an unanswered attempt", status(302, "", "Location", "https://elsewhere.example/x"), unanswered, activities.ErrTypeRedirect, true, true},
-		{"key reused after an unanswered attempt", status(422, `{"title":"Idempotency-Key is already used"}`), unanswered, activities.ErrTypeKeyReused, true, true},
-		{"a gateway's 502 the server advises not to retry", status(502, "", "X-Should-Retry", "false"), nil, activities.ErrTypeServerError, true, true},
-		{"507 is final and may have been half done", status(507, ""), nil, activities.ErrTypeServerError, true, true},
-		{"520 is retried", status(520, ""), nil, activities.ErrTypeRetryableStatus, false, true},
-		{"521 is retried", status(521, ""), nil, activities.ErrTypeRetryableStatus, false, true},
-		{"522 is retried", status(522, ""), nil, activities.ErrTypeRetryableStatus, false, true},
-		{"523 is retried", status(523, ""), nil, activities.ErrTypeRetryableStatus, false, true},
-		{"524 is retried", status(524, ""), nil, activities.ErrTypeRetryableStatus, false, true},
-		{"524 on the last attempt after an unanswered one", status(524, ""), map[string]any{"attempt": 1, "counted": 4, "unknown": true, "sent": 1}, activities.ErrTypeRetryableStatus, true, true},
+		{"400 after an unanswered attempt", status(400, `{"error":"bad"}`), unanswered, workflows.ErrTypeHTTPClientError, true, true},
+		{"400 after a key in flight", status(400, `{"error":"bad"}`), inFlight, workflows.ErrTypeHTTPClientError, true, true},
+		{"400 after an answered attempt", status(400, `{"error":"bad"}`), answered, workflows.ErrTypeHTTPClientError, true, false},
+		{"400 on the first attempt", status(400, `{"error":"bad"}`), nil, workflows.ErrTypeHTTPClientError, true, false},
+		{"501 after an unanswered attempt", status(501, ""), unanswered, workflows.ErrTypeHTTPNonRetryableStatus, true, true},
+		{"501 on the first attempt", status(501, ""), nil, workflows.ErrTypeHTTPNonRetryableStatus, true, false},
+		{"redirect after an unanswered attempt", status(302, "", "Location", "https://elsewhere.example/x"), unanswered, workflows.ErrTypeRedirectNotFollowed, true, true},
+		{"key reused after an unanswered attempt", status(422, `{"title":"Idempotency-Key is already used"}`), unanswered, workflows.ErrTypeIdempotencyKeyReused, true, true},
+		{"a gateway's 502 the server advises not to retry", status(502, "", "X-Should-Retry", "false"), nil, workflows.ErrTypeHTTPNonRetryableStatus, true, true},
+		{"507 is final and may have been half done", status(507, ""), nil, workflows.ErrTypeHTTPNonRetryableStatus, true, true},
+		{"520 is retried", status(520, ""), nil, workflows.ErrTypeHTTPRetryableStatus, false, true},
+		{"521 is retried", status(521, ""), nil, workflows.ErrTypeHTTPRetryableStatus, false, true},
+		{"522 is retried", status(522, ""), nil, workflows.ErrTypeHTTPRetryableStatus, false, true},
+		{"523 is retried", status(523, ""), nil, workflows.ErrTypeHTTPRetryableStatus, false, true},
+		{"524 is retried", status(524, ""), nil, workflows.ErrTypeHTTPRetryableStatus, false, true},
+		{"524 on the last attempt after an unanswered one", status(524, ""), map[string]any{"attempt": 1, "counted": 4, "unknown": true, "sent": 1}, workflows.ErrTypeHTTPRetryableStatus, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,7 +141,7 @@ func TestFinalErrorAfterUnansweredAttempt(t *testing.T) {
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type(), appErr.Message())
 			assert.Equal(t, tt.wantFinal, appErr.NonRetryable(), appErr.Message())
-			d, ok := activities.Details(err)
+			d, ok := workflows.AsFailure(err)
 			require.True(t, ok)
 			assert.Equal(t, tt.wantUnknown, d.OutcomeUnknown, appErr.Message())
 			if !tt.wantFinal {
@@ -162,7 +163,7 @@ func TestEncodedBodiesAreRedacted(t *testing.T) {
 			r.Headers = map[string]string{name: "gzip"}
 			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.Contains(t, appErr.Message(), "Accept-Encoding")
 			assert.Zero(t, srv.count(), "nothing sent")
 		}
@@ -223,7 +224,7 @@ func TestEncodedBodiesAreRedacted(t *testing.T) {
 				}
 				return
 			}
-			d, ok := activities.Details(err)
+			d, ok := workflows.AsFailure(err)
 			require.True(t, ok)
 			if tt.wantBody {
 				assert.Contains(t, d.Body, `"ok":true`)
@@ -256,7 +257,7 @@ func TestRedirectQueryValuesRedacted(t *testing.T) {
 			r.MaximumAttempts = final
 			_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeClientError, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeHTTPClientError, appErr.Type())
 			assert.Contains(t, appErr.Message(), "/v2/pay?X-Amz-Signature=REDACTED")
 			assertNoPiece(t, err, nil, logs, signature, "AKIAIOSFODNN7EXAMPLE")
 		}
@@ -265,7 +266,7 @@ func TestRedirectQueryValuesRedacted(t *testing.T) {
 		r := req(srv.URL + "/v2/slow?sig=" + signature)
 		_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 		appErr := appError(t, err)
-		assert.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type())
+		assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 		assertNoPiece(t, err, nil, logs, signature)
 	})
 }
@@ -355,7 +356,7 @@ func TestWorkflowHeadersAreSentOrRefused(t *testing.T) {
 			r.Headers = map[string]string{name: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 			_, err, _ := run(t, cfg, r)
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.Contains(t, appErr.Message(), http.CanonicalHeaderKey(name))
 			assert.Equal(t, before, srv.count(), "nothing sent")
 		})
@@ -383,7 +384,7 @@ func rawResponse(status int, headers string, body []byte) http.HandlerFunc {
 // used to undo one layer and drop Content-Encoding, hiding the other); a
 // close-delimited coded body cut in transit (reported as a success); a
 // thousand layers of deflate (a decompressor each, 85 MiB); a server's
-// words in Content-Encoding shown in FailureDetails.
+// words in Content-Encoding shown in the Failure.
 func TestEncodedBodiesReview(t *testing.T) {
 	cfg := func(url string) activities.Config {
 		return activities.Config{
@@ -405,7 +406,7 @@ func TestEncodedBodiesReview(t *testing.T) {
 		srv := newRecorder(t, rawResponse(201, "Content-Type: application/json\r\nContent-Encoding: deflate\r\nConnection: close\r\n", enc[:len(enc)/2]))
 		resp, err, _ := run(t, cfg(srv.URL), req(srv.URL))
 		require.Nil(t, resp, "a 201 cut in transit is not a success")
-		assert.Equal(t, activities.ErrTypeNetwork, appError(t, err).Type())
+		assert.Equal(t, workflows.ErrTypeNetworkError, appError(t, err).Type())
 	})
 	t.Run("more layers than decoded", func(t *testing.T) {
 		wire := echo
@@ -424,7 +425,7 @@ func TestEncodedBodiesReview(t *testing.T) {
 		srv := newRecorder(t, rawResponse(400, "Content-Encoding: "+strings.ToLower(token)+"\r\nContent-Length: 2\r\n", []byte("xx")))
 		_, err, logs := run(t, cfg(srv.URL), req(srv.URL))
 		assertNoPiece(t, err, nil, logs, strings.ToLower(token))
-		d, ok := activities.Details(err)
+		d, ok := workflows.AsFailure(err)
 		require.True(t, ok)
 		assert.Contains(t, d.Body, "unknown coding")
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // pieces returns the 8-byte pieces of secrets (every run of
@@ -73,11 +74,11 @@ func jsonText(b []byte) string {
 // the error message, the FailureDetails (every field), the result (as
 // encoded, and its body, raw body and headers decoded) and each log line
 // (as written and decoded).
-func exposed(err error, resp *activities.Response, logs string) map[string]string {
+func exposed(err error, resp *workflows.Response, logs string) map[string]string {
 	out := map[string]string{}
 	if err != nil {
 		out["error"] = err.Error()
-		if d, ok := activities.Details(err); ok {
+		if d, ok := workflows.AsFailure(err); ok {
 			enc, _ := json.Marshal(d)
 			out["details"] = fmt.Sprintf("%+v", d) + "\n" + string(enc) + "\n" + jsonText(enc) + jsonText([]byte(d.Body))
 		}
@@ -95,7 +96,7 @@ func exposed(err error, resp *activities.Response, logs string) map[string]strin
 }
 
 // assertNoPiece fails when a piece of a secret is in any exposed text.
-func assertNoPiece(t *testing.T, err error, resp *activities.Response, logs string, secrets ...string) {
+func assertNoPiece(t *testing.T, err error, resp *workflows.Response, logs string, secrets ...string) {
 	t.Helper()
 	for where, text := range exposed(err, resp, logs) {
 		if p := pieces(text, secrets...); len(p) > 0 {
@@ -150,7 +151,7 @@ func TestErrorSnippetRedactedBeforeTruncation(t *testing.T) {
 						r := req(fmt.Sprintf("%s/pay?status=%d&part=%s&json=%s&at=%d", srv.URL, code, strings.ReplaceAll(name, " ", "+"), asJSON, at))
 						_, err, logs := run(t, cfg, r)
 						require.Error(t, err)
-						d, ok := activities.Details(err)
+						d, ok := workflows.AsFailure(err)
 						require.True(t, ok)
 						assert.Equal(t, code, d.Status)
 						assert.NotEmpty(t, d.Body)
@@ -226,8 +227,8 @@ func TestServerURLSecretsRedacted(t *testing.T) {
 				return
 			}
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeRedirect, appErr.Type())
-			d, ok := activities.Details(err)
+			assert.Equal(t, workflows.ErrTypeRedirectNotFollowed, appErr.Type())
+			d, ok := workflows.AsFailure(err)
 			require.True(t, ok)
 			assert.Contains(t, d.Location, tt.wantHost)
 			assert.Contains(t, d.Location, "REDACTED")
@@ -261,7 +262,7 @@ func TestConfiguredCredentialHeaderInAnyCase(t *testing.T) {
 			r.Headers = map[string]string{name: "from-the-workflow"}
 			_, err, _ := run(t, cfg, r)
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
 			assert.Equal(t, before, srv.count(), "nothing sent")
 		})
@@ -531,7 +532,7 @@ func TestInputAndAnswerHardening(t *testing.T) {
 				before := srv.count()
 				_, err, _ := run(t, cfg, tt.req)
 				appErr := appError(t, err)
-				assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type(), appErr.Message())
+				assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type(), appErr.Message())
 				assert.True(t, appErr.NonRetryable())
 				assert.Contains(t, appErr.Message(), tt.want)
 				assert.Equal(t, before, srv.count(), "nothing sent")
@@ -553,11 +554,11 @@ func TestInputAndAnswerHardening(t *testing.T) {
 			wantType  string
 			wantDelay time.Duration // 0: any backoff
 		}{
-			{"425 Too Early is retried", 425, nil, activities.ErrTypeRetryableStatus, 0},
-			{"425 with Retry-After", 425, http.Header{"Retry-After": {"3"}}, activities.ErrTypeRetryableStatus, 3 * time.Second},
-			{"several Retry-After: the longest valid", 503, http.Header{"Retry-After": {"2", "garbage", "7"}}, activities.ErrTypeRetryableStatus, 7 * time.Second},
-			{"several Retry-After: garbage first", 429, http.Header{"Retry-After": {"soon", "4"}}, activities.ErrTypeRetryableStatus, 4 * time.Second},
-			{"several Retry-After: a date and seconds", 503, http.Header{"Retry-After": {"1", time.Now().Add(9 * time.Second).UTC().Format(http.TimeFormat)}}, activities.ErrTypeRetryableStatus, 9 * time.Second},
+			{"425 Too Early is retried", 425, nil, workflows.ErrTypeHTTPRetryableStatus, 0},
+			{"425 with Retry-After", 425, http.Header{"Retry-After": {"3"}}, workflows.ErrTypeHTTPRetryableStatus, 3 * time.Second},
+			{"several Retry-After: the longest valid", 503, http.Header{"Retry-After": {"2", "garbage", "7"}}, workflows.ErrTypeHTTPRetryableStatus, 7 * time.Second},
+			{"several Retry-After: garbage first", 429, http.Header{"Retry-After": {"soon", "4"}}, workflows.ErrTypeHTTPRetryableStatus, 4 * time.Second},
+			{"several Retry-After: a date and seconds", 503, http.Header{"Retry-After": {"1", time.Now().Add(9 * time.Second).UTC().Format(http.TimeFormat)}}, workflows.ErrTypeHTTPRetryableStatus, 9 * time.Second},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

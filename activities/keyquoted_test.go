@@ -71,7 +71,7 @@ func TestKeyQuoted(t *testing.T) {
 func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 	for _, key := range []string{"8e03978e-40d5-43e8-bc93-6894a57f9324", `k"1\2`, `"`, `\`} {
 		t.Run(key, func(t *testing.T) {
-			api := testsuite.NewServer(testsuite.Options{Dialect: testsuite.IETF()})
+			api := testsuite.NewServer(testsuite.Options{Dialect: testsuite.IETFDialect()})
 			var mu sync.Mutex
 			var sent []string // the key headers as they arrived
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -183,7 +183,7 @@ func TestRetryMetrics(t *testing.T) {
 		{name: "429 Retry-After 2", handler: status(429, "", "Retry-After", "2"), retryAfter: 2 * time.Second, delay: true},
 		{name: "503 backoff", handler: status(503, ""), delay: true},
 		{name: "503 without jitter leaves the delay to Temporal", handler: status(503, ""), req: func(r request.Input) request.Input {
-			r.Backoff.Jitter = string(activities.JitterNone)
+			r.Backoff.Jitter = request.JitterNone
 			return r
 		}},
 		{name: "409 in flight", handler: status(409, "", "Retry-After", "1"), retryAfter: time.Second, delay: true, inFlight: true},

@@ -9,13 +9,15 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // verdict is the outcome of one attempt and why.
 type verdict struct {
 	outcome outcome
 	errType string
-	// reason says which rule applied, for messages and FailureDetails.
+	// reason says which rule applied, for messages and workflows.Failure.
 	reason string
 	// inFlight: the server is still processing a request with this key. The
 	// wait does not count against the attempt budget.
@@ -74,17 +76,17 @@ func unknownStatus(status int) bool {
 //     the server advises against retrying: its explicit word beats the
 //     activity's guess (the final error then says OutcomeUnknown). It is
 //     retried with the same key and not counted.
-//  5. key reused: a Convention.KeyReused signal: ErrTypeKeyReused.
+//  5. key reused: a Convention.KeyReused signal: workflows.ErrTypeIdempotencyKeyReused.
 //  6. server advice (Stripe-Should-Retry, X-Should-Retry: true or false)
 //     decides over the status table.
 //  7. the status table: retryableStatus retried; other 4xx
-//     ErrTypeClientError; anything else ErrTypeServerError.
+//     workflows.ErrTypeHTTPClientError; anything else workflows.ErrTypeHTTPNonRetryableStatus.
 //
 // unknownStatus marks the answers after which the outcome is unknown.
 func decide(ans *answer, conv *Convention, hint bool) verdict {
 	if ans.err != nil {
 		if ans.status >= 200 && ans.status <= 299 {
-			return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, unknown: true,
+			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true,
 				reason: fmt.Sprintf("the %d answer's body broke off after %d bytes: the server has most likely done the work; retrying with the same key to get its whole stored answer", ans.status, ans.size)}
 		}
 		return decideError(ans.err)
@@ -94,7 +96,7 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	case status >= 200 && status <= 299:
 		return verdict{outcome: outcomeSuccess}
 	case status >= 300 && status <= 399 && ans.header.Get("Location") != "":
-		return verdict{outcome: outcomeFinal, errType: ErrTypeRedirect,
+		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeRedirectNotFollowed,
 			reason: "a redirect the activity does not follow: only 307 and 308 to the same origin are followed, so a request is never turned into a GET or sent with its key or credentials elsewhere"}
 	}
 	advice, adviceName, adviceSet := serverAdvice(ans.header)
@@ -115,22 +117,22 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 			why = "an earlier attempt with this key ended without an answer, so the server is most likely still processing it"
 		}
 		if why != "" {
-			return verdict{outcome: outcomeRetry, errType: ErrTypeKeyInFlight, inFlight: true,
+			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeIdempotencyKeyInFlight, inFlight: true,
 				reason: fmt.Sprintf("%d: a request with this key is still being processed (%s); waiting for it with the same key", status, why)}
 		}
 	}
 	if sig, ok := match(conv.KeyReused, status, body); ok {
-		return verdict{outcome: outcomeFinal, errType: ErrTypeKeyReused,
+		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeIdempotencyKeyReused,
 			reason: fmt.Sprintf("%d matches the key-reused signal %d %q: the server saw this key with a different request (body, method or path); two operations share a key, or the request changed between runs of the same workflow ID", status, sig.Status, sig.Body)}
 	}
 	if adviceSet {
 		if advice {
-			return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
+			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
 		}
 		return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
 	}
 	if retryableStatus[status] {
-		return verdict{outcome: outcomeRetry, errType: ErrTypeRetryableStatus, unknown: unknownStatus(status), reason: fmt.Sprintf("%d is retryable", status)}
+		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: unknownStatus(status), reason: fmt.Sprintf("%d is retryable", status)}
 	}
 	reason := fmt.Sprintf("%d is not retryable: the same request cannot succeed; fix the request", status)
 	switch {
@@ -144,9 +146,9 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 
 func statusType(status int) string {
 	if status >= 400 && status <= 499 {
-		return ErrTypeClientError
+		return workflows.ErrTypeHTTPClientError
 	}
-	return ErrTypeServerError
+	return workflows.ErrTypeHTTPNonRetryableStatus
 }
 
 // serverAdvice reads the retry advice headers; the first one present wins.
@@ -176,14 +178,14 @@ func decideError(err error) verdict {
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uaerr), errors.As(err, &herr), errors.As(err, &cerr):
-		return verdict{outcome: outcomeFinal, errType: ErrTypeTLS, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
+		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
 	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return verdict{outcome: outcomeFinal, errType: ErrTypeTLS, reason: "the server does not speak TLS: fix the URL's scheme"}
+		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server does not speak TLS: fix the URL's scheme"}
 	case errors.As(err, &dns), errors.As(err, &op) && op.Op == "dial":
-		return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, reason: "the connection could not be made; nothing was sent"}
+		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, reason: "the connection could not be made; nothing was sent"}
 	case errors.Is(err, context.DeadlineExceeded):
-		return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
+		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
 	default:
-		return verdict{outcome: outcomeRetry, errType: ErrTypeNetwork, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
+		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // Reasons a successful response's body is not in the result.
@@ -22,8 +23,8 @@ var urlHeaders = map[string]bool{"Location": true, "Content-Location": true}
 // of credentials (redacted inside JSON strings, or omitted when that is not
 // possible) and small enough that the encoded result stays within
 // MaxResultBytes; otherwise omitted, with its size and SHA-256.
-func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
-	r := &Response{
+func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.Response {
+	r := &workflows.Response{
 		Status:         ans.status,
 		Attempt:        attempt,
 		IdempotencyKey: p.req.IdempotencyKey,
@@ -96,7 +97,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *Response {
 }
 
 // fits reports whether r encodes within MaxResultBytes.
-func (a *Activities) fits(r *Response) bool {
+func (a *Activities) fits(r *workflows.Response) bool {
 	enc, err := json.Marshal(r)
 	return err == nil && len(enc) <= a.cfg.MaxResultBytes
 }

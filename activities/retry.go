@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // progress is what one attempt leaves for the next, as the activity's
@@ -67,10 +68,10 @@ func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
 // delay (Retry-After, else jittered backoff) as NextRetryDelay, or a final
 // error when the attempt budget is spent (ErrType of the verdict, marked
 // non-retryable), or when the delay cannot end before the schedule-to-close
-// deadline (ErrTypeKeyLocked for a key still in flight, else ErrTypeDeadline).
+// deadline (workflows.ErrTypeIdempotencyKeyLocked for a key still in flight, else workflows.ErrTypeRetryWouldExceedDeadline).
 // It records this attempt's progress for the next, and in m the retry it
 // hands to Temporal.
-func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress, v verdict, d FailureDetails, msg string, header http.Header) error {
+func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress, v verdict, d workflows.Failure, msg string, header http.Header) error {
 	now := a.cfg.Now()
 	next := progress{Attempt: info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || v.unknown,
 		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, Sent: prev.Sent, Deadline: prev.Deadline}
@@ -95,30 +96,30 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 		return a.fail(fmt.Sprintf("%s; that was the last of %d attempts (%s)", msg, budget, budgetSource), v.errType, d)
 	}
 
-	b := backoffOf(p.req.Backoff)
+	b := p.req.Backoff
 	if rp := info.RetryPolicy; rp != nil && rp.InitialInterval > 0 {
 		b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval = rp.InitialInterval, rp.BackoffCoefficient, rp.MaximumInterval
 	}
-	b = b.withDefaults()
+	b = b.WithDefaults()
 	var delay time.Duration
-	source := "backoff (" + string(b.Jitter) + " jitter)"
+	source := "backoff (" + b.Jitter + " jitter)"
 	paced := a.limiter != nil && a.throttle(d.Status)
 	raValue := strings.Join(header.Values("Retry-After"), ", ")
 	ra, fromRetryAfter := retryAfter(header, now)
 	switch {
 	case fromRetryAfter:
 		d.RetryAfter = ra
-		delay, source = max(min(ra, a.cfg.MaxRetryAfter), MinRetryDelay), fmt.Sprintf("Retry-After %q", raValue)
+		delay, source = max(min(ra, a.cfg.MaxRetryAfter), request.MinRetryDelay), fmt.Sprintf("Retry-After %q", raValue)
 		if v.inFlight {
 			delay = max(delay, request.MinInFlightWait)
 		}
 	case v.inFlight:
-		delay, source = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))), "in-flight backoff ("+string(b.Jitter)+" jitter)"
+		delay, source = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, request.DecorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))), "in-flight backoff ("+b.Jitter+" jitter)"
 	case paced:
 		// The limiter has cut the origin's rate: it paces the retry.
-		delay, source = MinRetryDelay, "adaptive admission after a throttle"
+		delay, source = request.MinRetryDelay, "adaptive admission after a throttle"
 	default:
-		delay = b.Delay(next.Counted, a.cfg.Uniform, decorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
+		delay = b.Delay(next.Counted, a.cfg.Uniform, request.DecorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
 	}
 	if info.ScheduleToCloseTimeout > 0 {
 		deadline, margin := scheduleDeadline(info, prev, now)
@@ -129,15 +130,15 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 			if v.inFlight {
 				logger.Error("HTTP idempotency key still locked at the server", "key", d.IdempotencyKey, "in_flight_since", next.InFlightSince, "in_flight_count", next.InFlightCount)
 				return a.fail(fmt.Sprintf("%s; the key is still locked at the server: it has answered that a request with this key is in progress %d times since %s (%s ago), and the next wait (%s, %s) cannot end before the schedule-to-close deadline (%s left). The first request may still complete: never retry with a new key. Wait out the server's lock expiry, then run the same workflow ID again (it sends the same key)",
-					msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), now.Sub(next.InFlightSince).Round(time.Millisecond), delay, source, left), ErrTypeKeyLocked, d)
+					msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), now.Sub(next.InFlightSince).Round(time.Millisecond), delay, source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
 			}
 			logger.Error("HTTP retry cannot fit before the deadline", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", delay, "left", left)
 			return a.fail(fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now instead of waiting; raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
-				msg, delay, source, left, info.ScheduleToCloseTimeout), ErrTypeDeadline, d)
+				msg, delay, source, left, info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, d)
 		}
 	}
 	opts := temporal.ApplicationErrorOptions{}
-	handed := fromRetryAfter || v.inFlight || b.Jitter != JitterNone || paced
+	handed := fromRetryAfter || v.inFlight || b.Jitter != request.JitterNone || paced
 	if handed {
 		// JitterNone without Retry-After leaves the interval to Temporal.
 		d.NextRetryDelay = delay
@@ -185,7 +186,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // fail returns a non-retryable ApplicationError of errType with d.
-func (a *Activities) fail(msg, errType string, d FailureDetails) error {
+func (a *Activities) fail(msg, errType string, d workflows.Failure) error {
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(msg), errType, temporal.ApplicationErrorOptions{
 		NonRetryable: true, Details: []any{d},
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -44,7 +45,7 @@ const (
 	// metricAdmissionWait is each wait for admission spent inside an attempt.
 	metricAdmissionWait = "idempotent_http_admission_wait_seconds"
 	// metricAdmissionDelays counts attempts that ended to wait for
-	// admission (ErrTypeNotAdmitted): they sent nothing. Labelled reason:
+	// admission (workflows.ErrTypeNotAdmitted): they sent nothing. Labelled reason:
 	// rate, retry_budget or circuit_open.
 	metricAdmissionDelays = "idempotent_http_admission_delays_total"
 	// metricCircuitOpen is 1 while the origin's circuit breaker is open or
@@ -185,7 +186,7 @@ func (a *Activities) startSpan(ctx context.Context, p *prepared, attempt int32) 
 // endSpan sets what the attempt got and ends the span: the status code,
 // the outcome, and for a failure error.type (the status code from 400 up,
 // the error type otherwise) with the span's status set to Error.
-func endSpan(span trace.Span, status int, resp *Response, err error) {
+func endSpan(span trace.Span, status int, resp *workflows.Response, err error) {
 	defer span.End()
 	if !span.IsRecording() {
 		return

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -42,7 +41,7 @@ func TestAdmissionUnderOverload(t *testing.T) {
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			var errs []error
-			var resps []*activities.Response
+			var resps []*workflows.Response
 			for i := range workflowsN {
 				wg.Go(func() {
 					body, _ := json.Marshal(map[string]int{"order": i})

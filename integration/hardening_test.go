@@ -158,10 +158,10 @@ func TestHardeningRedactionAfterTruncation(t *testing.T) {
 	err := run.Get(ctx, nil)
 	took := time.Since(began)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeClientError {
-		t.Fatalf("workflow error %v; want a %s for the 400", err, activities.ErrTypeClientError)
+	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeHTTPClientError {
+		t.Fatalf("workflow error %v; want a %s for the 400", err, workflows.ErrTypeHTTPClientError)
 	}
-	d, _ := activities.Details(err)
+	d, _ := workflows.AsFailure(err)
 	if d.Status != 400 || d.Attempt != failing+1 {
 		t.Errorf("details: status %d on attempt %d; want 400 on attempt %d", d.Status, d.Attempt, failing+1)
 	}
@@ -248,8 +248,8 @@ func TestHardeningUserInfoInURL(t *testing.T) {
 			t.Fatalf("workflow succeeded (%+v); want InvalidRequest", resp)
 		}
 		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeInvalidRequest {
-			t.Fatalf("workflow error %v; want %s", err, activities.ErrTypeInvalidRequest)
+		if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeInvalidRequest {
+			t.Fatalf("workflow error %v; want %s", err, workflows.ErrTypeInvalidRequest)
 		}
 		if msg := err.Error(); strings.Contains(msg, password) || !strings.Contains(msg, "user info") {
 			t.Errorf("error %q: want it to name the user info without the password", msg)
@@ -273,8 +273,8 @@ func TestHardeningUserInfoInURL(t *testing.T) {
 		if bytes.Contains(fail, []byte(password)) {
 			t.Errorf("the workflow's failure in history holds the password: %s", fail)
 		}
-		if !bytes.Contains(fail, []byte(activities.ErrTypeInvalidRequest)) {
-			t.Errorf("the workflow's failure in history is not %s: %s", activities.ErrTypeInvalidRequest, fail)
+		if !bytes.Contains(fail, []byte(workflows.ErrTypeInvalidRequest)) {
+			t.Errorf("the workflow's failure in history is not %s: %s", workflows.ErrTypeInvalidRequest, fail)
 		}
 	})
 
@@ -456,8 +456,8 @@ func TestHardeningStuckKeyStarter(t *testing.T) {
 	if res.Code != 1 {
 		t.Errorf("the starter exited %d; want 1", res.Code)
 	}
-	if !strings.Contains(res.Stderr, "type="+activities.ErrTypeKeyLocked) {
-		t.Errorf("the starter's stderr does not name %s:\n%s", activities.ErrTypeKeyLocked, res.Stderr)
+	if !strings.Contains(res.Stderr, "type="+workflows.ErrTypeIdempotencyKeyLocked) {
+		t.Errorf("the starter's stderr does not name %s:\n%s", workflows.ErrTypeIdempotencyKeyLocked, res.Stderr)
 	}
 	desc, err := tc.DescribeWorkflowExecution(ctx, wid, "")
 	if err != nil {
@@ -489,8 +489,8 @@ func TestHardeningStuckKeyStarter(t *testing.T) {
 			break
 		}
 	}
-	if errType != activities.ErrTypeKeyLocked {
-		t.Errorf("the workflow's failure is %q; want %s", errType, activities.ErrTypeKeyLocked)
+	if errType != workflows.ErrTypeIdempotencyKeyLocked {
+		t.Errorf("the workflow's failure is %q; want %s", errType, workflows.ErrTypeIdempotencyKeyLocked)
 	}
 	st := apiStats(t, api)
 	if st.Orphaned != 1 || st.Records != 0 || st.InFlight < 1 || st.DistinctKeys != 1 {

@@ -186,10 +186,10 @@ func start(t testing.TB, ctx context.Context, taskQueue, workflowID string, req 
 }
 
 // call runs the ready workflow with req to its end.
-func call(t testing.TB, ctx context.Context, taskQueue, workflowID string, req workflows.Request) (client.WorkflowRun, *activities.Response, error) {
+func call(t testing.TB, ctx context.Context, taskQueue, workflowID string, req workflows.Request) (client.WorkflowRun, *workflows.Response, error) {
 	t.Helper()
 	run := start(t, ctx, taskQueue, workflowID, req)
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		return run, nil, err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -48,7 +47,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	type outcome struct {
-		resp    activities.Response
+		resp    workflows.Response
 		err     error
 		latency time.Duration
 	}

@@ -286,7 +286,7 @@ func TestObservabilityTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil || resp.Attempt != 3 {
 		t.Fatalf("workflow: attempt %d, %v; want success on attempt 3\nlog:\n%s", resp.Attempt, err, logs.String())
 	}

@@ -81,8 +81,8 @@ func TestRepeatedKeyOnARealServer(t *testing.T) {
 	if err := run.Get(ctx, &got); err != nil {
 		t.Fatalf("the run failed (non-determinism?): %v", err)
 	}
-	if got != activities.ErrTypeInvalidRequest {
-		t.Errorf("the second call ended with %q, want %q", got, activities.ErrTypeInvalidRequest)
+	if got != workflows.ErrTypeInvalidRequest {
+		t.Errorf("the second call ended with %q, want %q", got, workflows.ErrTypeInvalidRequest)
 	}
 	if st := srv.Stats(); st.Requests != 1 || st.Records != 1 {
 		t.Errorf("the server saw %d requests and made %d records, want 1 and 1", st.Requests, st.Records)
@@ -137,8 +137,8 @@ func TestRepeatedChildOnARealServer(t *testing.T) {
 	if err := run.Get(ctx, &got); err != nil {
 		t.Fatalf("the run failed: %v", err)
 	}
-	if got[2] != activities.ErrTypeInvalidRequest {
-		t.Errorf("the calls ended %q; want the third refused as %s", got, activities.ErrTypeInvalidRequest)
+	if got[2] != workflows.ErrTypeInvalidRequest {
+		t.Errorf("the calls ended %q; want the third refused as %s", got, workflows.ErrTypeInvalidRequest)
 	}
 	if n := countOK(got[:2]); n != 1 {
 		t.Errorf("the calls side by side ended %q; want exactly one success", got[:2])

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -55,7 +54,7 @@ func TestResetKeepsKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reset: %v", err)
 	}
-	var resp2 activities.Response
+	var resp2 workflows.Response
 	if err := tc.GetWorkflow(ctx, wid, reset.GetRunId()).Get(ctx, &resp2); err != nil {
 		t.Fatalf("reset run: %v", err)
 	}

@@ -87,10 +87,10 @@ func TestClientErrorFailsAtOnce(t *testing.T) {
 		t.Fatal("workflow succeeded; want it failed by the 400")
 	}
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeClientError || !appErr.NonRetryable() {
-		t.Fatalf("error %v; want a non-retryable ApplicationError of type %s", err, activities.ErrTypeClientError)
+	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeHTTPClientError || !appErr.NonRetryable() {
+		t.Fatalf("error %v; want a non-retryable ApplicationError of type %s", err, workflows.ErrTypeHTTPClientError)
 	}
-	if d, ok := activities.Details(err); !ok || d.Status != 400 || d.Attempt != 1 || d.IdempotencyKey != keyOf(wid, "charge") {
+	if d, ok := workflows.AsFailure(err); !ok || d.Status != 400 || d.Attempt != 1 || d.IdempotencyKey != keyOf(wid, "charge") {
 		t.Errorf("failure details %+v (found: %v); want status 400 on attempt 1 with the workflow's key", d, ok)
 	}
 	checkStats(t, srv.Stats(), testsuite.Stats{Requests: 1, DistinctKeys: 0, Records: 0, Replays: -1, InFlight: -1, Failures: 1})
@@ -108,12 +108,12 @@ func TestClientErrorFailsAtOnce(t *testing.T) {
 	var found bool
 	for f := attrs.GetFailure(); f != nil; f = f.GetCause() {
 		if info := f.GetApplicationFailureInfo(); info != nil {
-			found = info.GetType() == activities.ErrTypeClientError && info.GetNonRetryable() && strings.Contains(f.GetMessage(), "400")
+			found = info.GetType() == workflows.ErrTypeHTTPClientError && info.GetNonRetryable() && strings.Contains(f.GetMessage(), "400")
 			break
 		}
 	}
 	if !found {
-		t.Errorf("workflow failure in history: %v; want a non-retryable %s about the 400 in its causes", attrs.GetFailure(), activities.ErrTypeClientError)
+		t.Errorf("workflow failure in history: %v; want a non-retryable %s about the 400 in its causes", attrs.GetFailure(), workflows.ErrTypeHTTPClientError)
 	}
 }
 
@@ -161,7 +161,7 @@ func TestWorkerCrashMidRequest(t *testing.T) {
 
 	survivorID := uniqueName(t, "survivor")
 	startWorker(t, workerOptions{TaskQueue: tq, Origins: []string{api}, Identity: survivorID})
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		t.Fatalf("workflow failed after the worker crash: %v", err)
 	}
@@ -310,7 +310,7 @@ func TestRerunSameWorkflowID(t *testing.T) {
 
 // TestDeadlineFailsFast: the API asks to come back in an hour; with 30 s
 // left before schedule-to-close, the activity fails at once with
-// ErrTypeDeadline instead of waiting out the deadline.
+// ErrTypeRetryWouldExceedDeadline instead of waiting out the deadline.
 func TestDeadlineFailsFast(t *testing.T) {
 	t.Parallel()
 	srv := testsuite.StartServer(t, testsuite.Options{FailureRate: 1, FailureRetryAfter: "3600"})
@@ -327,13 +327,13 @@ func TestDeadlineFailsFast(t *testing.T) {
 		t.Fatal("workflow succeeded against an API that always answers 503")
 	}
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeDeadline || !appErr.NonRetryable() {
-		t.Fatalf("error %v; want a non-retryable %s", err, activities.ErrTypeDeadline)
+	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeRetryWouldExceedDeadline || !appErr.NonRetryable() {
+		t.Fatalf("error %v; want a non-retryable %s", err, workflows.ErrTypeRetryWouldExceedDeadline)
 	}
 	if msg := appErr.Error(); !strings.Contains(msg, "schedule-to-close") || !strings.Contains(msg, "503") {
 		t.Errorf("message %q should name the 503 and the schedule-to-close deadline", msg)
 	}
-	if d, ok := activities.Details(err); !ok || d.RetryAfter != time.Hour {
+	if d, ok := workflows.AsFailure(err); !ok || d.RetryAfter != time.Hour {
 		t.Errorf("details %+v: want RetryAfter 1h", d)
 	}
 	if took > 15*time.Second {
@@ -359,7 +359,7 @@ func TestNoSecretsInHistory(t *testing.T) {
 		wantErrType string // "" for success
 	}{
 		{"with the token", token, ""},
-		{"without the token", "", activities.ErrTypeClientError},
+		{"without the token", "", workflows.ErrTypeHTTPClientError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,7 +377,7 @@ func TestNoSecretsInHistory(t *testing.T) {
 				}
 			} else {
 				var appErr *temporal.ApplicationError
-				if d, _ := activities.Details(err); !errors.As(err, &appErr) || appErr.Type() != tt.wantErrType || d.Status != 401 {
+				if d, _ := workflows.AsFailure(err); !errors.As(err, &appErr) || appErr.Type() != tt.wantErrType || d.Status != 401 {
 					t.Fatalf("error %v (details %+v); want a %s for the API's 401", err, d, tt.wantErrType)
 				}
 			}
@@ -456,8 +456,8 @@ func TestInspectable(t *testing.T) {
 		if msg := a.GetLastFailure().GetMessage(); !strings.Contains(msg, "503") {
 			t.Errorf("last failure %q should say 503", msg)
 		}
-		if typ := a.GetLastFailure().GetApplicationFailureInfo().GetType(); typ != activities.ErrTypeRetryableStatus {
-			t.Errorf("last failure type %q, want %s", typ, activities.ErrTypeRetryableStatus)
+		if typ := a.GetLastFailure().GetApplicationFailureInfo().GetType(); typ != workflows.ErrTypeHTTPRetryableStatus {
+			t.Errorf("last failure type %q, want %s", typ, workflows.ErrTypeHTTPRetryableStatus)
 		}
 		if got := decode(t, desc.GetExecutionConfig().GetUserMetadata().GetSummary()); got != wantSummary {
 			t.Errorf("workflow summary %q, want %q", got, wantSummary)
@@ -480,7 +480,7 @@ func TestInspectable(t *testing.T) {
 		t.Errorf("current details %q should hold the summary %q and the key %s", d, wantSummary, key)
 	}
 
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		t.Fatalf("workflow failed: %v", err)
 	}

@@ -34,7 +34,7 @@ type execFunc func(t *testing.T, workflowID string, req workflows.Request) resul
 
 // result is how one workflow ended.
 type result struct {
-	resp *activities.Response
+	resp *workflows.Response
 	err  error
 	// activity is the time from the activity's scheduling to its end, all
 	// attempts and waits included, as Temporal recorded them (0 where the
@@ -70,7 +70,7 @@ func (testEnv) prepare(t *testing.T, cfg activities.Config) execFunc {
 		if err := env.GetWorkflowError(); err != nil {
 			return result{err: err}
 		}
-		var resp activities.Response
+		var resp workflows.Response
 		if err := env.GetWorkflowResult(&resp); err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func (devServer) prepare(t *testing.T, cfg activities.Config) execFunc {
 			t.Fatal(err)
 		}
 		var r result
-		var resp activities.Response
+		var resp workflows.Response
 		if err := run.Get(ctx, &resp); err != nil {
 			if ctx.Err() != nil {
 				t.Fatalf("workflow %s: %v", workflowID, err)
@@ -178,7 +178,7 @@ func nonRetryable(err error) bool {
 
 // describe is the outcome column: "success", "success, replayed", or the
 // failure's error type ("timeout (StartToClose)" for a timeout).
-func describe(resp *activities.Response, err error) string {
+func describe(resp *workflows.Response, err error) string {
 	if err == nil {
 		if resp != nil && resp.Replayed {
 			return "success, replayed"

@@ -55,7 +55,7 @@ func (c *cell) request(body string, mod func(*workflows.Request)) workflows.Requ
 }
 
 // call runs the workflow and adds its outcome to the row.
-func (c *cell) call(t *testing.T, req workflows.Request) (*activities.Response, error, result) {
+func (c *cell) call(t *testing.T, req workflows.Request) (*workflows.Response, error, result) {
 	t.Helper()
 	start := time.Now()
 	r := c.exec(t, c.wfID, req)
@@ -144,7 +144,7 @@ var scenarios = []scenario{
 				return
 			}
 			_, err, _ = c.call(t, c.request(bodyB, nil))
-			wantErrType(t, err, activities.ErrTypeKeyReused, true)
+			wantErrType(t, err, workflows.ErrTypeIdempotencyKeyReused, true)
 			if req, rec := c.counts(t, 5*time.Second); req != 2 || rec != 1 {
 				t.Errorf("%d requests and %d records, want 2 and 1", req, rec)
 			}
@@ -200,7 +200,7 @@ var scenarios = []scenario{
 			// The activity gives up itself: a schedule-to-close timeout
 			// would fail it with a TimeoutError, or with the last attempt's
 			// IdempotencyKeyInFlight.
-			wantErrType(t, err, activities.ErrTypeKeyLocked, false)
+			wantErrType(t, err, workflows.ErrTypeIdempotencyKeyLocked, false)
 			if r.activity >= budget {
 				t.Errorf("the activity ended %s after it was scheduled: want before the %s schedule-to-close deadline", r.activity.Round(time.Millisecond), budget)
 			}
@@ -228,7 +228,7 @@ var scenarios = []scenario{
 				return
 			}
 			// The server refuses a request without its key: 400, at once.
-			wantErrType(t, err1, activities.ErrTypeClientError, true)
+			wantErrType(t, err1, workflows.ErrTypeHTTPClientError, true)
 			if req, rec := c.counts(t, 5*time.Second); req != 1 || rec != 0 {
 				t.Errorf("%d requests and %d records, want 1 and 0", req, rec)
 			}

@@ -63,9 +63,9 @@ type server struct {
 var servers = []server{
 	{name: interop.ExpressIdempotency, conv: activities.IETF(), keyOptional: true, boot: bootNode(interop.ExpressIdempotency)},
 	{name: interop.NodeIdempotency, conv: activities.IETF(), marksReplay: true, boot: bootNode(interop.NodeIdempotency)},
-	{name: "reference/ietf", conv: activities.IETF(), marksReplay: true, boot: bootReference(testsuite.IETF())},
-	{name: "reference/stripe", conv: activities.Stripe(), marksReplay: true, keyOptional: true, boot: bootReference(testsuite.Stripe())},
-	{name: "reference/express", conv: activities.IETF(), keyOptional: true, boot: bootReference(testsuite.Express())},
+	{name: "reference/ietf", conv: activities.IETF(), marksReplay: true, boot: bootReference(testsuite.IETFDialect())},
+	{name: "reference/stripe", conv: activities.Stripe(), marksReplay: true, keyOptional: true, boot: bootReference(testsuite.StripeDialect())},
+	{name: "reference/express", conv: activities.IETF(), keyOptional: true, boot: bootReference(testsuite.ExpressDialect())},
 }
 
 // nodeTarget is an npm server (internal/interop).

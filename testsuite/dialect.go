@@ -32,7 +32,7 @@ const (
 // zero status is the IETF one (409, 422, 400). Start from a preset and change
 // fields:
 //
-//	d := testsuite.IETF()
+//	d := testsuite.IETFDialect()
 //	d.KeyHeader, d.ReplayHeader = "PayPal-Request-Id", ""
 type Dialect struct {
 	// Name names the dialect in logs ("ietf", "stripe", "express").
@@ -81,12 +81,12 @@ type Dialect struct {
 	ShouldRetryHeader string
 }
 
-// IETF is the default dialect, after the IETF draft "The Idempotency-Key HTTP
+// IETFDialect is the default dialect, after the IETF draft "The Idempotency-Key HTTP
 // Header Field": key in Idempotency-Key, required, quoted as an sf-string or
 // bare (KeyString); 409 with Retry-After while in flight, 422 on misuse, 400
 // without a valid key, all application/problem+json; replays marked
 // Idempotent-Replayed: true.
-func IETF() Dialect {
+func IETFDialect() Dialect {
 	return Dialect{
 		Name:               "ietf",
 		KeyHeader:          "Idempotency-Key",
@@ -100,12 +100,12 @@ func IETF() Dialect {
 	}
 }
 
-// Stripe is Stripe's convention: key in Idempotency-Key, optional, taken as
+// StripeDialect is Stripe's convention: key in Idempotency-Key, optional, taken as
 // written (a quoted key is another key, quotes included); 409
 // idempotency_key_in_use without Retry-After while in flight, 400
 // idempotency_error on misuse; Stripe-Should-Retry: true on the 409 and on
 // 429/5xx failures, false on misuse; replays marked Idempotent-Replayed: true.
-func Stripe() Dialect {
+func StripeDialect() Dialect {
 	return Dialect{
 		Name:              "stripe",
 		KeyHeader:         "Idempotency-Key",
@@ -119,7 +119,7 @@ func Stripe() Dialect {
 	}
 }
 
-// Express is the npm middleware express-idempotency's convention (read from
+// ExpressDialect is the npm middleware express-idempotency's convention (read from
 // its source, 1.0.6): key in Idempotency-Key, optional, taken as written
 // (a quoted key is another key, quotes included); 409 without
 // Retry-After while in flight, 417 Expectation Failed on misuse (its intent
@@ -128,7 +128,7 @@ func Stripe() Dialect {
 // middleware hands them to Express's default error handler (a small
 // text/html page, "Conflict" or "Expectation Failed" in production); its
 // echo of the key header on every answer is not played.
-func Express() Dialect {
+func ExpressDialect() Dialect {
 	return Dialect{
 		Name:             "express",
 		KeyHeader:        "Idempotency-Key",
@@ -144,11 +144,11 @@ func Express() Dialect {
 func ParseDialect(name string) (Dialect, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "ietf", "":
-		return IETF(), nil
+		return IETFDialect(), nil
 	case "stripe":
-		return Stripe(), nil
+		return StripeDialect(), nil
 	case "express":
-		return Express(), nil
+		return ExpressDialect(), nil
 	}
 	return Dialect{}, fmt.Errorf("dialect %q: want ietf, stripe or express", name)
 }
@@ -156,7 +156,7 @@ func ParseDialect(name string) (Dialect, error) {
 // normalized fills the defaults documented on Dialect.
 func (d Dialect) normalized() Dialect {
 	if d == (Dialect{}) {
-		return IETF()
+		return IETFDialect()
 	}
 	if d.KeyHeader == "" {
 		d.KeyHeader = "Idempotency-Key"

@@ -83,11 +83,11 @@ type dialectCase struct {
 }
 
 func dialectCases() []dialectCase {
-	noRetryAfter := testsuite.IETF()
+	noRetryAfter := testsuite.IETFDialect()
 	noRetryAfter.InFlightRetryAfter = false
-	paypal := testsuite.IETF()
+	paypal := testsuite.IETFDialect()
 	paypal.KeyHeader, paypal.ReplayHeader = "PayPal-Request-Id", ""
-	xkey := testsuite.Stripe()
+	xkey := testsuite.StripeDialect()
 	xkey.KeyHeader, xkey.ReplayHeader = "X-Idempotency-Key", "X-Idempotent-Replay"
 
 	ietfInFlight := func(retryAfter string) want {
@@ -113,12 +113,12 @@ func dialectCases() []dialectCase {
 			missingKey: &want{400, problemCT, ietfMissing, nil},
 		},
 		{
-			name: "stripe", dialect: testsuite.Stripe(), keyHeader: "Idempotency-Key", replay: "Idempotent-Replayed",
+			name: "stripe", dialect: testsuite.StripeDialect(), keyHeader: "Idempotency-Key", replay: "Idempotent-Replayed",
 			inFlight: stripeInFlight,
 			misuse:   stripeMisuse,
 		},
 		{
-			name: "express", dialect: testsuite.Express(), keyHeader: "Idempotency-Key",
+			name: "express", dialect: testsuite.ExpressDialect(), keyHeader: "Idempotency-Key",
 			inFlight: want{409, plainCT, "A previous request is still in progress for this key.\n", map[string]string{"Retry-After": ""}},
 			misuse:   want{417, plainCT, "Misuse of the idempotency key. Please check your request.\n", nil},
 		},

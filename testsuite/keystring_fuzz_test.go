@@ -70,7 +70,7 @@ func FuzzParseKeyString(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	ietf := IETF()
+	ietf := IETFDialect()
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, err := parseKeyString(s); err == nil {
 			for i := 0; i < len(got); i++ {
@@ -108,7 +108,7 @@ func FuzzParseKeyString(f *testing.F) {
 				t.Fatalf("IETF headerKey(bare %q) = %q, %v; want the key itself", key, got, err)
 			}
 		}
-		if got, err := Stripe().headerKey(request.QuoteKey(key)); err != nil || got != request.QuoteKey(key) {
+		if got, err := StripeDialect().headerKey(request.QuoteKey(key)); err != nil || got != request.QuoteKey(key) {
 			t.Fatalf("Stripe headerKey(%q) = %q, %v; want it as written", request.QuoteKey(key), got, err)
 		}
 	})

@@ -27,7 +27,7 @@ func serve(srv *testsuite.Server, keyHeader, value string) reply {
 // then replays); Stripe and Express take the quoted form as written, quotes
 // included: another key.
 func TestKeyString(t *testing.T) {
-	paypal := testsuite.IETF()
+	paypal := testsuite.IETFDialect()
 	paypal.KeyHeader = "PayPal-Request-Id"
 	tests := []struct {
 		name    string
@@ -37,18 +37,18 @@ func TestKeyString(t *testing.T) {
 		// wantKeys are the records' keys; the rest of the values are replays.
 		wantKeys []string
 	}{
-		{"ietf: quoted, then bare", testsuite.IETF(), "", []string{`"k1"`, `k1`}, []string{"k1"}},
-		{"ietf: bare, then quoted", testsuite.IETF(), "", []string{`k1`, `"k1"`}, []string{"k1"}},
-		{"ietf: the draft's example", testsuite.IETF(), "", []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, `8e03978e-40d5-43e8-bc93-6894a57f9324`}, []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}},
-		{"ietf: escapes undone", testsuite.IETF(), "", []string{`"a\"b\\c"`, `a"b\c`}, []string{`a"b\c`}},
-		{"ietf: spaces around the string", testsuite.IETF(), "", []string{`  "k1" `, `"k1"`, `k1`}, []string{"k1"}},
-		{"ietf: a space inside is part of the key", testsuite.IETF(), "", []string{`"k 1"`, `"k 1"`}, []string{"k 1"}},
-		{"ietf: a bare key with a quote inside is taken as written", testsuite.IETF(), "", []string{`k"1`, `"k\"1"`}, []string{`k"1`}},
+		{"ietf: quoted, then bare", testsuite.IETFDialect(), "", []string{`"k1"`, `k1`}, []string{"k1"}},
+		{"ietf: bare, then quoted", testsuite.IETFDialect(), "", []string{`k1`, `"k1"`}, []string{"k1"}},
+		{"ietf: the draft's example", testsuite.IETFDialect(), "", []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, `8e03978e-40d5-43e8-bc93-6894a57f9324`}, []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}},
+		{"ietf: escapes undone", testsuite.IETFDialect(), "", []string{`"a\"b\\c"`, `a"b\c`}, []string{`a"b\c`}},
+		{"ietf: spaces around the string", testsuite.IETFDialect(), "", []string{`  "k1" `, `"k1"`, `k1`}, []string{"k1"}},
+		{"ietf: a space inside is part of the key", testsuite.IETFDialect(), "", []string{`"k 1"`, `"k 1"`}, []string{"k 1"}},
+		{"ietf: a bare key with a quote inside is taken as written", testsuite.IETFDialect(), "", []string{`k"1`, `"k\"1"`}, []string{`k"1`}},
 		{"zero Dialect is ietf", testsuite.Dialect{}, "", []string{`"k1"`, `k1`}, []string{"k1"}},
 		{"ietf preset with another key header", paypal, "PayPal-Request-Id", []string{`"k1"`, `k1`}, []string{"k1"}},
-		{"stripe: quoted is another key", testsuite.Stripe(), "", []string{`"k1"`, `k1`, `"k1"`}, []string{`"k1"`, "k1"}},
-		{"stripe: a malformed quoted key is a key", testsuite.Stripe(), "", []string{`"k1`, `"k1`}, []string{`"k1`}},
-		{"express: quoted is another key", testsuite.Express(), "", []string{`"k1"`, `k1`}, []string{`"k1"`, "k1"}},
+		{"stripe: quoted is another key", testsuite.StripeDialect(), "", []string{`"k1"`, `k1`, `"k1"`}, []string{`"k1"`, "k1"}},
+		{"stripe: a malformed quoted key is a key", testsuite.StripeDialect(), "", []string{`"k1`, `"k1`}, []string{`"k1`}},
+		{"express: quoted is another key", testsuite.ExpressDialect(), "", []string{`"k1"`, `k1`}, []string{`"k1"`, "k1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,10 +89,10 @@ func TestKeyString(t *testing.T) {
 // also in a dialect whose key is otherwise optional.
 func TestKeyStringMalformed(t *testing.T) {
 	ietfInvalid := want{400, problemCT, `{"type":"https://developer.example.com/idempotency","title":"Idempotency-Key is invalid","detail":"Idempotency-Key must be a String Structured Field (RFC 8941), such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", or the bare key."}`, nil}
-	stripeString := testsuite.Stripe()
+	stripeString := testsuite.StripeDialect()
 	stripeString.KeyString = true
 	stripeInvalid := want{400, "application/json", `{"error":{"type":"invalid_request_error","message":"Invalid Idempotency-Key header: send the key bare or as a quoted string."}}`, nil}
-	expressString := testsuite.Express()
+	expressString := testsuite.ExpressDialect()
 	expressString.KeyString = true
 	expressInvalid := want{400, plainCT, "Invalid Idempotency-Key header.\n", nil}
 
@@ -121,7 +121,7 @@ func TestKeyStringMalformed(t *testing.T) {
 		dialect testsuite.Dialect
 		want    want
 	}{
-		{"ietf", testsuite.IETF(), ietfInvalid},
+		{"ietf", testsuite.IETFDialect(), ietfInvalid},
 		{"zero Dialect", testsuite.Dialect{}, ietfInvalid},
 		{"stripe with KeyString (key otherwise optional)", stripeString, stripeInvalid},
 		{"express with KeyString (key otherwise optional)", expressString, expressInvalid},

@@ -291,9 +291,9 @@ func TestServerShouldRetryHeader(t *testing.T) {
 		dialect testsuite.Dialect
 		want    []string // Stripe-Should-Retry of 503, 429, 400, 500
 	}{
-		{testsuite.Stripe(), []string{"true", "true", "", "true"}},
-		{testsuite.IETF(), []string{"", "", "", ""}},
-		{testsuite.Express(), []string{"", "", "", ""}},
+		{testsuite.StripeDialect(), []string{"true", "true", "", "true"}},
+		{testsuite.IETFDialect(), []string{"", "", "", ""}},
+		{testsuite.ExpressDialect(), []string{"", "", "", ""}},
 	} {
 		t.Run(tt.dialect.Name, func(t *testing.T) {
 			srv := testsuite.StartServer(t, testsuite.Options{Dialect: tt.dialect})
@@ -314,7 +314,7 @@ func TestServerShouldRetryHeader(t *testing.T) {
 }
 
 func TestParseDialect(t *testing.T) {
-	for name, want := range map[string]testsuite.Dialect{"ietf": testsuite.IETF(), "": testsuite.IETF(), "Stripe": testsuite.Stripe(), " express ": testsuite.Express()} {
+	for name, want := range map[string]testsuite.Dialect{"ietf": testsuite.IETFDialect(), "": testsuite.IETFDialect(), "Stripe": testsuite.StripeDialect(), " express ": testsuite.ExpressDialect()} {
 		got, err := testsuite.ParseDialect(name)
 		require.NoError(t, err, name)
 		assert.Equal(t, want, got, name)

@@ -51,7 +51,7 @@ func TestSecondCallWithTheSameOperationFails(t *testing.T) {
 			if tt.wantErr != "" {
 				var appErr *temporal.ApplicationError
 				require.True(t, errors.As(err, &appErr), "got %v", err)
-				assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+				assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 				assert.Contains(t, appErr.Message(), tt.wantErr)
 				assert.Contains(t, appErr.Message(), `"charge-2"`)
 			} else {
@@ -134,18 +134,18 @@ func TestDecodeAndAsFailure(t *testing.T) {
 	var p struct{ ID string }
 	require.NoError(t, resp.Decode(&p))
 	assert.Equal(t, "pay_1", p.ID)
-	omitted := activities.Response{Status: 201, BodyOmitted: true, OmittedReason: "too large", BodyBytes: 9, BodySHA256: "abc"}
+	omitted := workflows.Response{Status: 201, BodyOmitted: true, OmittedReason: "too large", BodyBytes: 9, BodySHA256: "abc"}
 	assert.ErrorContains(t, omitted.Decode(&p), "omitted (too large; 9 bytes, sha256 abc)")
 
 	h = newHarness(t, srv, activities.Config{}, "order-declined")
 	_, err = h.call(workflows.Request{Operation: "charge", URL: srv.URL + "/payments", Body: []byte(`{"card":"declined"}`)})
-	f, ok := activities.AsFailure(err)
+	f, ok := workflows.AsFailure(err)
 	require.True(t, ok, "got %v", err)
 	assert.Equal(t, http.StatusPaymentRequired, f.Status)
-	assert.Equal(t, activities.ErrTypeClientError, f.Type)
+	assert.Equal(t, workflows.ErrTypeHTTPClientError, f.Type)
 	assert.False(t, f.Retryable)
 	assert.Contains(t, f.Body, "card_declined")
-	_, ok = activities.AsFailure(errors.New("not ours"))
+	_, ok = workflows.AsFailure(errors.New("not ours"))
 	assert.False(t, ok)
 }
 

@@ -26,8 +26,8 @@ import (
 // succeeded with Replayed=true: the server did the work once, the parent
 // believed it did it twice.
 func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
-	via := map[string]func(workflow.Context, workflows.Request) (*activities.Response, error){
-		"Post": func(ctx workflow.Context, req workflows.Request) (*activities.Response, error) {
+	via := map[string]func(workflow.Context, workflows.Request) (*workflows.Response, error){
+		"Post": func(ctx workflow.Context, req workflows.Request) (*workflows.Response, error) {
 			var opts []workflows.Option
 			if req.Repeat {
 				opts = append(opts, workflows.Repeat())
@@ -65,7 +65,7 @@ func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
 				childIDs = append(childIDs, info.WorkflowExecution.ID)
 			})
 			req := workflows.Request{Operation: "charge", URL: srv.URL + "/payments", Body: json.RawMessage(`{"amount":1}`)}
-			parent := func(ctx workflow.Context) (*activities.Response, error) {
+			parent := func(ctx workflow.Context) (*workflows.Response, error) {
 				_, err := via[tt.first](ctx, req)
 				if tt.firstFails != (err != nil) {
 					return nil, errors.New("first call: unexpected outcome: " + errString(err))
@@ -90,7 +90,7 @@ func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
 				require.True(t, errors.As(err, &appErr), "the second call must fail loudly; got %v", err)
 				var childErr *temporal.ChildWorkflowExecutionError
 				assert.False(t, errors.As(err, &childErr), "refused in the parent, not by a child")
-				assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+				assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 				assert.True(t, appErr.NonRetryable())
 				assert.Contains(t, appErr.Message(), `operation "charge"`)
 				assert.Contains(t, appErr.Message(), "already completed a call with the same idempotency key")
@@ -99,7 +99,7 @@ func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			var resp activities.Response
+			var resp workflows.Response
 			require.NoError(t, h.env.GetWorkflowResult(&resp))
 			assert.Equal(t, 201, resp.Status)
 			assert.Equal(t, tt.repeat, resp.Replayed, "a meant repeat reads the stored answer; a retry does the work")

@@ -20,7 +20,7 @@ import (
 func Charge(ctx workflow.Context, apiURL, orderID string, cents int) (string, error) {
 	resp, err := workflows.Post(ctx, "charge", apiURL+"/payments", map[string]any{"order": orderID, "amount": cents})
 	if err != nil {
-		return "", err // an ActivityError; activities.Details(err) says what happened
+		return "", err // an ActivityError; workflows.AsFailure(err) says what happened
 	}
 	return fmt.Sprintf("status %d after %d attempts", resp.Status, resp.Attempt), nil
 }

@@ -144,7 +144,7 @@ func TestCredentialHeadersRefusedBeforeScheduling(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env, _, started := loggedEnv(t, activities.Config{AllowedOrigins: []string{srv.URL}})
 			before, _ := srv.requests()
-			var got *activities.Response
+			var got *workflows.Response
 			env.ExecuteWorkflow(func(ctx workflow.Context) error {
 				var err error
 				got, err = workflows.Call(ctx, workflows.Request{
@@ -164,7 +164,7 @@ func TestCredentialHeadersRefusedBeforeScheduling(t *testing.T) {
 			}
 			var appErr *temporal.ApplicationError
 			require.True(t, errors.As(err, &appErr), "got %v", err)
-			assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
 			assert.Contains(t, appErr.Message(), "looks like a credential")
 			assert.NotContains(t, appErr.Message(), "secret-value-0123456789", "the value is not repeated")
@@ -213,7 +213,7 @@ func TestOversizedResultsStayUnderThePayloadLimit(t *testing.T) {
 			env, _, _ := loggedEnv(t, cfg)
 			env.ExecuteWorkflow(workflows.WorkflowName, workflows.Request{Operation: "report", URL: srv.URL + "/reports", Body: json.RawMessage(`{}`)})
 			require.NoError(t, env.GetWorkflowError())
-			var resp activities.Response
+			var resp workflows.Response
 			require.NoError(t, env.GetWorkflowResult(&resp))
 			assert.Equal(t, 201, resp.Status)
 			assert.Equal(t, int64(len(tt.body)), resp.BodyBytes)
@@ -393,9 +393,9 @@ func TestRetryAfterDateOnTheEnvironmentClock(t *testing.T) {
 			if tt.wantDeadline {
 				var appErr *temporal.ApplicationError
 				require.True(t, errors.As(err, &appErr), "got %v", err)
-				assert.Equal(t, activities.ErrTypeDeadline, appErr.Type(), appErr.Message())
+				assert.Equal(t, workflows.ErrTypeRetryWouldExceedDeadline, appErr.Type(), appErr.Message())
 				assert.Len(t, payAt, 1, "failed at once, without waiting")
-				d, ok := activities.Details(err)
+				d, ok := workflows.AsFailure(err)
 				require.True(t, ok)
 				assert.InDelta(t, 3*time.Minute, d.RetryAfter, float64(time.Second), "the date read on the environment's clock")
 				return

@@ -119,7 +119,7 @@ func TestConflictOnFirstAttemptIsNotWaited(t *testing.T) {
 	_, err := h.call(workflows.Request{Operation: "charge", URL: hs.URL + "/payments"})
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	assert.Equal(t, activities.ErrTypeClientError, appErr.Type())
+	assert.Equal(t, workflows.ErrTypeHTTPClientError, appErr.Type())
 	assert.Contains(t, appErr.Message(), "no sign that a request with this key is in flight")
 	assert.Equal(t, 1, n)
 }
@@ -138,12 +138,12 @@ func TestStuckKeyFailsBeforeTheDeadline(t *testing.T) {
 	_, err := h.call(req)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	assert.Equal(t, activities.ErrTypeKeyLocked, appErr.Type())
+	assert.Equal(t, workflows.ErrTypeIdempotencyKeyLocked, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, appErr.Message(), "still locked at the server")
 	assert.Contains(t, appErr.Message(), "run the same workflow ID again")
 	assert.Contains(t, appErr.Message(), "never retry with a new key")
-	d, ok := activities.Details(err)
+	d, ok := workflows.AsFailure(err)
 	require.True(t, ok)
 	assert.Greater(t, d.InFlightCount, int32(1))
 	assert.False(t, d.InFlightSince.IsZero())
@@ -173,7 +173,7 @@ func TestBudgetCountsFailuresNotWaits(t *testing.T) {
 	_, err := h.call(req)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	assert.Equal(t, activities.ErrTypeRetryableStatus, appErr.Type())
+	assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 	assert.True(t, appErr.NonRetryable(), "final on the last attempt of the budget")
 	assert.Contains(t, appErr.Message(), "last of 3 attempts")
 	assert.Equal(t, 8, srv.Stats().Requests)

@@ -25,7 +25,7 @@ import (
 // Temporal's retry policy from the same values; the test environment does
 // not hand it to the activity), and set fields pass through.
 func TestRetryDefaultsAreTheActivitys(t *testing.T) {
-	set := workflows.RetryOptions{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, MaximumAttempts: 3, Jitter: activities.JitterEqual}
+	set := workflows.RetryOptions{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, MaximumAttempts: 3, Jitter: workflows.JitterEqual}
 	for _, tt := range []struct {
 		name     string
 		retry    workflows.RetryOptions

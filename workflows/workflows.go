@@ -1,6 +1,9 @@
-// Package workflows holds the workflow-side helpers for idempotent HTTP calls:
-// key derivation, activity options and the ready workflow. Everything here is
-// deterministic workflow code; all I/O happens in package activities.
+// Package workflows holds what workflow code needs for idempotent HTTP
+// calls, and nothing that does I/O: the request ([Request], [RetryOptions]),
+// the calls ([Post], [Call], [ExecuteChild], the ready workflow), key
+// derivation ([Key]), and what a call gives back ([Response], or a
+// [Failure] read with [AsFailure] and one of the ErrType constants). The
+// activity that sends the requests is in package activities.
 //
 // A business workflow calls [Post] or [Call] once per operation:
 //
@@ -28,7 +31,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
@@ -64,12 +66,34 @@ var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-h
 // activity keeps the count; Temporal's own MaximumAttempts is set to a
 // ceiling that every wait before the schedule-to-close deadline fits under).
 type RetryOptions struct {
-	InitialInterval    time.Duration     `json:"initial_interval,omitempty"`
-	BackoffCoefficient float64           `json:"backoff_coefficient,omitempty"`
-	MaximumInterval    time.Duration     `json:"maximum_interval,omitempty"`
-	MaximumAttempts    int32             `json:"maximum_attempts,omitempty"`
-	Jitter             activities.Jitter `json:"jitter,omitempty"`
+	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
+	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
+	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
+	MaximumAttempts    int32         `json:"maximum_attempts,omitempty"`
+	Jitter             Jitter        `json:"jitter,omitempty"`
 }
+
+// Jitter selects how the activity spreads the retries of a failure that
+// carries no Retry-After.
+type Jitter string
+
+// The jitter strategies, after Marc Brooker, "Exponential Backoff And
+// Jitter" (AWS Architecture Blog, 2015); internal/request/backoff.go
+// computes them. With ceiling(n) = min(MaximumInterval, InitialInterval ×
+// BackoffCoefficient^(n−1)) after attempt n:
+const (
+	// JitterFull (the default, also for ""): uniform in [0, ceiling(n)].
+	JitterFull Jitter = request.JitterFull
+	// JitterEqual: ceiling(n)/2 + uniform in [0, ceiling(n)/2].
+	JitterEqual Jitter = request.JitterEqual
+	// JitterDecorrelated: d(n) = min(MaximumInterval, uniform in
+	// [InitialInterval, 3 × d(n−1)]), d(0) = InitialInterval.
+	JitterDecorrelated Jitter = request.JitterDecorrelated
+	// JitterNone leaves the interval to Temporal: ceiling(n), every
+	// client in lockstep. It is the benchmarks' baseline; do not use it
+	// against a shared API.
+	JitterNone Jitter = request.JitterNone
+)
 
 // MarshalJSON encodes r as package wire does: bodies byte for byte
 // (Temporal's JSON converter would compact them and escape <, > and &),
@@ -175,7 +199,7 @@ func DeriveKey(namespace, workflowID, operation string) string {
 // Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
 // sent as-is) to url with POST, under a key derived from operation. It is
 // Call with the defaults, changed by opts.
-func Post(ctx workflow.Context, operation, url string, body any, opts ...Option) (*activities.Response, error) {
+func Post(ctx workflow.Context, operation, url string, body any, opts ...Option) (*Response, error) {
 	raw, err := encodeBody(body)
 	if err != nil {
 		return nil, err
@@ -241,10 +265,10 @@ func encodeBody(v any) (json.RawMessage, error) {
 
 // Call performs one idempotent HTTP operation through the activity and returns
 // its response, or the activity's error unchanged (a *temporal.ActivityError
-// wrapping the *temporal.ApplicationError; see activities.Details). On final
+// wrapping the *temporal.ApplicationError; read it with [AsFailure]). On final
 // failure it logs once with the key, method, URL, body hash, attempts, last
 // status and error.
-func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
+func Call(ctx workflow.Context, req Request) (*Response, error) {
 	in, ao, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
@@ -254,13 +278,13 @@ func Call(ctx workflow.Context, req Request) (*activities.Response, error) {
 
 // execute runs the activity with in, the input prepare made of req, under
 // ao, and logs a final failure.
-func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.ActivityOptions) (*activities.Response, error) {
+func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.ActivityOptions) (*Response, error) {
 	owns, err := refuseRepeat(ctx, in.IdempotencyKey, req)
 	if err != nil {
 		return nil, err
 	}
-	var resp activities.Response
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), activities.ActivityName, in).Get(ctx, &resp); err != nil {
+	var resp Response
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
 		if owns {
 			forget(ctx, in.IdempotencyKey)
@@ -327,7 +351,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		// so that waiting for a request still in flight at the server does
 		// not use up the budget; Temporal's count is only a ceiling.
 		MaximumAttempts:        request.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
-		NonRetryableErrorTypes: activities.NonRetryableErrorTypes(),
+		NonRetryableErrorTypes: nonRetryableErrorTypes,
 	}
 	ao.Summary = Summary(method, req.URL, req.Operation)
 	return in, ao, nil
@@ -339,7 +363,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 // headers (no credentials, no control characters, no duplicates). A client
 // that starts the ready workflow calls it first, so that a bad request
 // never reaches the workflow's input; the error is a non-retryable
-// ApplicationError of type activities.ErrTypeInvalidRequest.
+// ApplicationError of type ErrTypeInvalidRequest.
 func (r Request) Validate() error {
 	key := r.IdempotencyKey
 	if key == "" && strings.TrimSpace(r.Operation) != "" {
@@ -410,7 +434,7 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 		b.BackoffCoefficient = p.BackoffCoefficient
 	}
 	b = b.WithDefaults()
-	r.InitialInterval, r.BackoffCoefficient, r.MaximumInterval, r.Jitter = b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval, activities.Jitter(b.Jitter)
+	r.InitialInterval, r.BackoffCoefficient, r.MaximumInterval, r.Jitter = b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval, Jitter(b.Jitter)
 	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
 	return r
 }
@@ -418,7 +442,7 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 const operationRequired = "Request.Operation is required: it names the call within the workflow and is part of its idempotency key"
 
 func invalid(format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeInvalidRequest, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeInvalidRequest, nil)
 }
 
 func logFailure(ctx workflow.Context, in request.Input, err error) {
@@ -426,7 +450,7 @@ func logFailure(ctx workflow.Context, in request.Input, err error) {
 		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
 		"url", request.RedactURL(in.URL), "body_sha256", request.BodyHash(in.Body), "error", err,
 	}
-	if d, ok := activities.Details(err); ok {
+	if d, ok := AsFailure(err); ok {
 		kv = append(kv, "attempts", d.Attempt, "last_status", d.Status)
 	}
 	var appErr *temporal.ApplicationError
@@ -439,7 +463,7 @@ func logFailure(ctx workflow.Context, in request.Input, err error) {
 // HTTPCallWorkflow is the ready workflow: it performs req with [Call] and
 // returns the response. Start it with the starter CLI or as a child workflow
 // (see [ExecuteChild]).
-func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, error) {
+func HTTPCallWorkflow(ctx workflow.Context, req Request) (*Response, error) {
 	// As Call, validating req once: prepare's activity options carry the summary.
 	in, ao, err := prepare(ctx, req)
 	if err != nil {
@@ -461,7 +485,7 @@ func HTTPCallWorkflow(ctx workflow.Context, req Request) (*activities.Response, 
 // retry and allowed. (Without the rule a second child, with the same
 // workflow ID and key, would get the first's stored response with
 // Replayed set, and the work would silently happen once.)
-func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, error) {
+func ExecuteChild(ctx workflow.Context, req Request) (*Response, error) {
 	if strings.TrimSpace(req.Operation) == "" {
 		return nil, invalid("ExecuteChild needs Request.Operation: it names the child workflow (parent ID + \"/\" + operation); an explicit IdempotencyKey may be set beside it")
 	}
@@ -478,7 +502,7 @@ func ExecuteChild(ctx workflow.Context, req Request) (*activities.Response, erro
 		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + req.Operation,
 		StaticSummary: Summary(method, req.URL, req.Operation),
 	}
-	var resp activities.Response
+	var resp Response
 	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
 		// A child that did not start because its twin runs (started beside

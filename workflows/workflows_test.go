@@ -79,12 +79,12 @@ func newHarness(t *testing.T, srv *idemtest.Server, cfg activities.Config, workf
 	return h
 }
 
-func (h *harness) call(req workflows.Request) (*activities.Response, error) {
+func (h *harness) call(req workflows.Request) (*workflows.Response, error) {
 	h.env.ExecuteWorkflow(workflows.WorkflowName, req)
 	if err := h.env.GetWorkflowError(); err != nil {
 		return nil, err
 	}
-	var resp activities.Response
+	var resp workflows.Response
 	if err := h.env.GetWorkflowResult(&resp); err != nil {
 		return nil, err
 	}
@@ -127,11 +127,11 @@ func TestSeedScenario(t *testing.T) {
 	_, err = h2.call(charge(srv))
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	assert.Equal(t, activities.ErrTypeClientError, appErr.Type())
+	assert.Equal(t, workflows.ErrTypeHTTPClientError, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.Equal(t, 4, srv.Stats().Requests, "exactly one more request")
 	assert.Len(t, h2.starts, 1)
-	d, ok := activities.Details(err)
+	d, ok := workflows.AsFailure(err)
 	require.True(t, ok)
 	assert.Equal(t, 400, d.Status)
 	assert.Equal(t, int32(1), d.Attempt)
@@ -150,7 +150,7 @@ func TestRetryPolicyLimits(t *testing.T) {
 			name:         "attempts run out",
 			opts:         idemtest.Options{FailureRate: 1},
 			req:          func(r workflows.Request) workflows.Request { return r },
-			wantType:     activities.ErrTypeRetryableStatus,
+			wantType:     workflows.ErrTypeHTTPRetryableStatus,
 			wantRequests: workflows.DefaultMaximumAttempts,
 			maxElapsed:   time.Minute,
 		},
@@ -158,7 +158,7 @@ func TestRetryPolicyLimits(t *testing.T) {
 			name:         "custom attempts",
 			opts:         idemtest.Options{FailureRate: 1, FailureStatus: 502},
 			req:          func(r workflows.Request) workflows.Request { r.Retry.MaximumAttempts = 2; return r },
-			wantType:     activities.ErrTypeRetryableStatus,
+			wantType:     workflows.ErrTypeHTTPRetryableStatus,
 			wantRequests: 2,
 			maxElapsed:   time.Minute,
 		},
@@ -170,7 +170,7 @@ func TestRetryPolicyLimits(t *testing.T) {
 				r.Retry.MaximumAttempts = 100
 				return r
 			},
-			wantType:     activities.ErrTypeDeadline,
+			wantType:     workflows.ErrTypeRetryWouldExceedDeadline,
 			wantRequests: 1,
 			maxElapsed:   time.Second,
 		},
@@ -187,7 +187,7 @@ func TestRetryPolicyLimits(t *testing.T) {
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, tt.wantRequests, srv.Stats().Requests)
 			assert.Less(t, h.env.Now().Sub(start), tt.maxElapsed, "test-clock time spent")
-			if tt.wantType == activities.ErrTypeDeadline {
+			if tt.wantType == workflows.ErrTypeRetryWouldExceedDeadline {
 				assert.True(t, appErr.NonRetryable())
 				assert.Contains(t, appErr.Message(), "remain before the schedule-to-close deadline")
 				assert.Contains(t, appErr.Message(), `Retry-After "3600"`)
@@ -263,9 +263,9 @@ func TestSameKeyDifferentBodyIsRejected(t *testing.T) {
 	_, err = newHarness(t, srv, activities.Config{}, "order-5").call(req)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr))
-	assert.Equal(t, activities.ErrTypeKeyReused, appErr.Type(), "a key reused with another body is a bug of the caller, told apart from a rejection")
+	assert.Equal(t, workflows.ErrTypeIdempotencyKeyReused, appErr.Type(), "a key reused with another body is a bug of the caller, told apart from a rejection")
 	assert.True(t, appErr.NonRetryable())
-	d, _ := activities.Details(err)
+	d, _ := workflows.AsFailure(err)
 	assert.Equal(t, http.StatusUnprocessableEntity, d.Status)
 	assert.Equal(t, 1, srv.Stats().Records)
 }
@@ -346,7 +346,7 @@ func TestInvalidWorkflowInputSendsNothing(t *testing.T) {
 			err := h.env.GetWorkflowError()
 			var appErr *temporal.ApplicationError
 			require.True(t, errors.As(err, &appErr), "got %v", err)
-			assert.Equal(t, activities.ErrTypeInvalidRequest, appErr.Type())
+			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.Contains(t, appErr.Message(), tt.want)
 			assert.Empty(t, h.starts, "no activity scheduled")
 			assert.Equal(t, 0, srv.Stats().Requests)
@@ -381,7 +381,7 @@ func TestTokenNeverInInputResultOrError(t *testing.T) {
 			}
 			if err != nil {
 				assert.NotContains(t, err.Error(), token)
-				d, _ := activities.Details(err)
+				d, _ := workflows.AsFailure(err)
 				b, _ := json.Marshal(d)
 				assert.NotContains(t, string(b), token)
 				assert.Contains(t, d.Body, "[REDACTED]")
@@ -544,7 +544,7 @@ func TestFinalFailureLogsOnce(t *testing.T) {
 	assert.Equal(t, workflows.DeriveKey(testNamespace, "default-test-workflow-id", "charge"), l["key"])
 	assert.EqualValues(t, 3, l["attempts"])
 	assert.EqualValues(t, 503, l["last_status"])
-	assert.Equal(t, activities.ErrTypeRetryableStatus, l["error_type"])
+	assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, l["error_type"])
 	assert.NotContains(t, logs.String(), token)
 }
 

@@ -17,15 +17,15 @@ func TestParseFlagsDialect(t *testing.T) {
 		args []string
 		want testsuite.Dialect
 	}{
-		{nil, testsuite.IETF()},
-		{[]string{"--dialect", "stripe"}, testsuite.Stripe()},
-		{[]string{"--dialect=express"}, testsuite.Express()},
-		{[]string{"--in-flight-retry-after=false"}, with(testsuite.IETF(), func(d *testsuite.Dialect) { d.InFlightRetryAfter = false })},
-		{[]string{"--dialect", "stripe", "--in-flight-retry-after"}, with(testsuite.Stripe(), func(d *testsuite.Dialect) { d.InFlightRetryAfter = true })},
-		{[]string{"--key-header", "PayPal-Request-Id", "--replay-header="}, with(testsuite.IETF(), func(d *testsuite.Dialect) {
+		{nil, testsuite.IETFDialect()},
+		{[]string{"--dialect", "stripe"}, testsuite.StripeDialect()},
+		{[]string{"--dialect=express"}, testsuite.ExpressDialect()},
+		{[]string{"--in-flight-retry-after=false"}, with(testsuite.IETFDialect(), func(d *testsuite.Dialect) { d.InFlightRetryAfter = false })},
+		{[]string{"--dialect", "stripe", "--in-flight-retry-after"}, with(testsuite.StripeDialect(), func(d *testsuite.Dialect) { d.InFlightRetryAfter = true })},
+		{[]string{"--key-header", "PayPal-Request-Id", "--replay-header="}, with(testsuite.IETFDialect(), func(d *testsuite.Dialect) {
 			d.KeyHeader, d.ReplayHeader = "PayPal-Request-Id", ""
 		})},
-		{[]string{"--dialect", "express", "--replay-header", "X-Cache"}, with(testsuite.Express(), func(d *testsuite.Dialect) { d.ReplayHeader = "X-Cache" })},
+		{[]string{"--dialect", "express", "--replay-header", "X-Cache"}, with(testsuite.ExpressDialect(), func(d *testsuite.Dialect) { d.ReplayHeader = "X-Cache" })},
 	}
 	for _, tt := range tests {
 		cfg, err := parseFlags(tt.args, "")

@@ -39,7 +39,6 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -89,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	req := workflows.Request{
 		Operation: *operation, Method: *method, URL: *rawURL, IdempotencyKey: *key,
-		Retry:                  workflows.RetryOptions{MaximumAttempts: int32(*attempts), Jitter: activities.Jitter(*jitter)},
+		Retry:                  workflows.RetryOptions{MaximumAttempts: int32(*attempts), Jitter: workflows.Jitter(*jitter)},
 		StartToCloseTimeout:    *perAttempt,
 		ScheduleToCloseTimeout: *overall,
 		OriginQueue:            *originQueue,
@@ -168,7 +167,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if expectedKey == "" {
 		expectedKey = workflows.DeriveKey(ns, run.GetID(), *operation)
 	}
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		span.SetStatus(codes.Error, "the workflow failed")
 		printFailure(stderr, err, expectedKey)
@@ -199,7 +198,7 @@ func printFailure(w io.Writer, err error, key string) {
 	case errors.As(err, &timeoutErr):
 		errType = "Timeout(" + timeoutErr.TimeoutType().String() + ")"
 	}
-	d, _ := activities.Details(err)
+	d, _ := workflows.AsFailure(err)
 	if d.IdempotencyKey != "" {
 		key = d.IdempotencyKey
 	}

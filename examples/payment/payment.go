@@ -36,11 +36,11 @@ type Receipt struct {
 func Charge(ctx workflow.Context, order Order) (Receipt, error) {
 	charge := map[string]any{"order": order.ID, "amount": order.Cents, "card": order.Card}
 	resp, err := workflows.Post(ctx, "charge", order.APIURL+"/payments", charge)
-	if f, ok := activities.AsFailure(err); ok && f.Status == http.StatusPaymentRequired {
+	if f, ok := workflows.AsFailure(err); ok && f.Status == http.StatusPaymentRequired {
 		return Receipt{Declined: true}, nil // a business outcome, not a failure
 	}
 	if err != nil {
-		return Receipt{}, err // activities.AsFailure(err) says what happened
+		return Receipt{}, err // workflows.AsFailure(err) says what happened
 	}
 	var payment struct {
 		ID string `json:"id"`

@@ -23,7 +23,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
@@ -175,7 +174,7 @@ func (s *stack) killInFlight(ctx context.Context, t *testing.T) {
 	s.mu.Unlock()
 	t.Logf("killed %s (SIGKILL) while its request was being processed; %s should finish", victim, survivor)
 
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		t.Fatalf("workflow %s: %v", id, err)
 	}
@@ -207,7 +206,7 @@ func (s *stack) load(ctx context.Context, t *testing.T) {
 	}
 	start := time.Now()
 	ids := make([]string, loadWorkflows)
-	resps := make([]activities.Response, loadWorkflows)
+	resps := make([]workflows.Response, loadWorkflows)
 	errs := make([]error, loadWorkflows)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -284,12 +283,12 @@ func (s *stack) load(ctx context.Context, t *testing.T) {
 }
 
 // run starts the ready workflow with id and waits for its response.
-func (s *stack) run(ctx context.Context, id string, req workflows.Request) (*activities.Response, error) {
+func (s *stack) run(ctx context.Context, id string, req workflows.Request) (*workflows.Response, error) {
 	run, err := s.cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.WorkflowName, req)
 	if err != nil {
 		return nil, err
 	}
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
@@ -149,7 +148,7 @@ func sharedRateTwoWorkers(ctx context.Context, t *testing.T, workerBin, apiBin s
 	}
 	ids := make([]string, sharedWorkflows)
 	errs := make([]error, sharedWorkflows)
-	resps := make([]activities.Response, sharedWorkflows)
+	resps := make([]workflows.Response, sharedWorkflows)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range sharedWorkflows {

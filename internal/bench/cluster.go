@@ -10,7 +10,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -200,5 +199,5 @@ func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, t
 	}
 	logf("cluster contention: %d worker processes on %s (%q), %d workflows", workers, tq, args, p.Clients)
 	h := &harness{Client: cl, TaskQueue: tq, Target: target, OriginQueue: originQueue}
-	return runContention(ctx, h, p, activities.JitterFull, tag)
+	return runContention(ctx, h, p, workflows.JitterFull, tag)
 }

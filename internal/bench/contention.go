@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -54,15 +54,15 @@ const (
 	temporalMinDelay   = time.Second
 )
 
-// backoff is the strategy's activities.Backoff for these parameters.
-func (p ContentionParams) backoff(j activities.Jitter) activities.Backoff {
-	return activities.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: j}
+// backoff is the strategy's request.Backoff for these parameters.
+func (p ContentionParams) backoff(j workflows.Jitter) request.Backoff {
+	return request.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: string(j)}
 }
 
 // simConfig is the pure in-process simulation of the experiment with
 // clients clients, Brooker-style: all start at once, 1 ms ± 0.5 ms one-way
 // network delay, delays exactly as computed.
-func (p ContentionParams) simConfig(clients int, j activities.Jitter, seed uint64) simConfig {
+func (p ContentionParams) simConfig(clients int, j workflows.Jitter, seed uint64) simConfig {
 	return simConfig{
 		Clients:  clients,
 		Backoff:  p.backoff(j),
@@ -75,7 +75,7 @@ func (p ContentionParams) simConfig(clients int, j activities.Jitter, seed uint6
 // temporalSimConfig is simConfig with what the dev server adds: the herd of
 // first attempts spread over temporalHerdSpread and no retry delay below
 // temporalMinDelay. It predicts the dev-server run.
-func (p ContentionParams) temporalSimConfig(clients int, j activities.Jitter, seed uint64) simConfig {
+func (p ContentionParams) temporalSimConfig(clients int, j workflows.Jitter, seed uint64) simConfig {
 	c := p.simConfig(clients, j, seed)
 	c.StartSpread, c.MinRetryDelay = temporalHerdSpread, temporalMinDelay
 	return c
@@ -92,14 +92,14 @@ func (p ContentionParams) sharedSimConfig(clients, workers int, seed uint64) sim
 // admissionSimConfig is temporalSimConfig for full jitter with the
 // activity's adaptive admission (its defaults) on workers workers.
 func (p ContentionParams) admissionSimConfig(clients, workers int, seed uint64) simConfig {
-	c := p.temporalSimConfig(clients, activities.JitterFull, seed)
+	c := p.temporalSimConfig(clients, workflows.JitterFull, seed)
 	c.Admission = &simAdmission{Workers: workers}
 	return c
 }
 
 // ContentionRun is one strategy's run on the dev server.
 type ContentionRun struct {
-	Strategy activities.Jitter `json:"strategy"`
+	Strategy workflows.Jitter `json:"strategy"`
 	// Admission: the worker's adaptive admission was on (a fresh worker).
 	Admission bool `json:"admission,omitempty"`
 	// Peer is the peer activity of a peers-section run (see peers.go),
@@ -134,7 +134,7 @@ type LogEntry struct {
 }
 
 // runContention runs the experiment on h for strategy j.
-func runContention(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, tag string) (ContentionRun, error) {
+func runContention(ctx context.Context, h *harness, p ContentionParams, j workflows.Jitter, tag string) (ContentionRun, error) {
 	run, err := runContentionLoad(ctx, h, p, readyLoad(h, p, j), tag)
 	run.Strategy = j
 	return run, err
@@ -154,7 +154,7 @@ type contentionLoad struct {
 
 // readyLoad is the ready workflow (workflows.HTTPCallWorkflow) with p's
 // retry policy and strategy j, calling h's target.
-func readyLoad(h *harness, p ContentionParams, j activities.Jitter) contentionLoad {
+func readyLoad(h *harness, p ContentionParams, j workflows.Jitter) contentionLoad {
 	return contentionLoad{
 		Name:     string(j),
 		Workflow: workflows.WorkflowName,
@@ -174,7 +174,7 @@ func readyLoad(h *harness, p ContentionParams, j activities.Jitter) contentionLo
 			}}
 		},
 		Wait: func(ctx context.Context, run client.WorkflowRun) (int32, error) {
-			var resp activities.Response
+			var resp workflows.Response
 			err := run.Get(ctx, &resp)
 			return resp.Attempt, err
 		},

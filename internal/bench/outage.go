@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // defaultOutage is how long the API of the outage experiment answers 503
@@ -18,8 +18,8 @@ const defaultOutage = 60 * time.Second
 // 503 without Retry-After to every request for Outage from its first
 // request, then accepts Capacity per Window like the contention server.
 type OutageRun struct {
-	Strategy  activities.Jitter `json:"strategy"`
-	Admission bool              `json:"admission,omitempty"`
+	Strategy  workflows.Jitter `json:"strategy"`
+	Admission bool             `json:"admission,omitempty"`
 	// Breaker: the admission worker's circuit breaker was on (false in
 	// results from before the breaker).
 	Breaker bool          `json:"breaker,omitempty"`
@@ -44,7 +44,7 @@ func (o OutageRun) name() string {
 }
 
 // runOutage runs the outage experiment on h for strategy j.
-func runOutage(ctx context.Context, h *harness, p ContentionParams, j activities.Jitter, outage time.Duration, tag string) (OutageRun, error) {
+func runOutage(ctx context.Context, h *harness, p ContentionParams, j workflows.Jitter, outage time.Duration, tag string) (OutageRun, error) {
 	srv := testsuite.NewServer(testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window})
 	oh := &itest.Outage{Next: srv, Duration: outage}
 	h.Target.Set(oh)
@@ -77,8 +77,8 @@ func runOutage(ctx context.Context, h *harness, p ContentionParams, j activities
 // admission): the mean of Runs seeded runs. Its times run from the start
 // of the simulation, when the outage begins.
 type OutageSim struct {
-	Strategy  activities.Jitter `json:"strategy"`
-	Admission bool              `json:"admission,omitempty"`
+	Strategy  workflows.Jitter `json:"strategy"`
+	Admission bool             `json:"admission,omitempty"`
 	// BreakerOff: adaptive admission with its circuit breaker off, a row
 	// of the simulation only.
 	BreakerOff bool `json:"breaker_off,omitempty"`
@@ -94,7 +94,7 @@ type OutageSim struct {
 // outageSimConfig is the simulation of the outage experiment with p for
 // strategy j: with adaptive admission (adm) at its defaults but for
 // breakerOff, else the retry policy alone.
-func (p ContentionParams) outageSimConfig(j activities.Jitter, adm, breakerOff bool, outage time.Duration, seed uint64) simConfig {
+func (p ContentionParams) outageSimConfig(j workflows.Jitter, adm, breakerOff bool, outage time.Duration, seed uint64) simConfig {
 	c := p.temporalSimConfig(p.Clients, j, seed)
 	if adm {
 		c = p.admissionSimConfig(p.Clients, 1, seed)
@@ -108,7 +108,7 @@ func (p ContentionParams) outageSimConfig(j activities.Jitter, adm, breakerOff b
 // simulateOutage runs cfg (with Outage set) runs times with seeds
 // cfg.Seed, cfg.Seed+1, … and returns the means.
 func simulateOutage(cfg simConfig, runs int) OutageSim {
-	s := OutageSim{Strategy: cfg.Backoff.Jitter, Admission: cfg.Admission != nil, Runs: runs}
+	s := OutageSim{Strategy: workflows.Jitter(cfg.Backoff.Jitter), Admission: cfg.Admission != nil, Runs: runs}
 	if a := cfg.Admission; a != nil {
 		s.BreakerOff = a.Config.Breaker.Off
 	}
@@ -131,13 +131,13 @@ func simulateOutage(cfg simConfig, runs int) OutageSim {
 // strategies of the dev-server runs, in their order, then adaptive
 // admission with its breaker off (simulated only).
 var outageSimRuns = []struct {
-	j               activities.Jitter
+	j               workflows.Jitter
 	adm, breakerOff bool
 }{
-	{activities.JitterNone, false, false},
-	{activities.JitterFull, false, false},
-	{activities.JitterFull, true, false},
-	{activities.JitterFull, true, true},
+	{workflows.JitterNone, false, false},
+	{workflows.JitterFull, false, false},
+	{workflows.JitterFull, true, false},
+	{workflows.JitterFull, true, true},
 }
 
 // runOutageSimulations simulates the outage experiment with p for each of

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // stopwatch is the part of a benchmark timer the overhead loops use:
@@ -186,7 +187,7 @@ func (o *overhead) doPerExecution(sw stopwatch, n int) error {
 		if err != nil {
 			return err
 		}
-		var resp activities.Response
+		var resp workflows.Response
 		if err := v.Get(&resp); err != nil || resp.Status != http.StatusCreated {
 			return fmt.Errorf("activity: %v, status %d", err, resp.Status)
 		}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // The targets the claims of RESULTS.md are checked against.
@@ -43,7 +43,7 @@ func (r *Results) outageParams() ContentionParams {
 
 // outageRun returns the outage run of strategy j with admission adm (and,
 // with admission, the circuit breaker on), if any.
-func (r *Results) outageRun(j activities.Jitter, adm bool) (OutageRun, bool) {
+func (r *Results) outageRun(j workflows.Jitter, adm bool) (OutageRun, bool) {
 	for _, o := range r.Outage {
 		if o.Strategy == j && o.Admission == adm && o.Breaker == adm {
 			return o, true
@@ -54,7 +54,7 @@ func (r *Results) outageRun(j activities.Jitter, adm bool) (OutageRun, bool) {
 
 // outageSim returns the simulation of the outage run of strategy j with
 // admission adm (the breaker on), if any.
-func (r *Results) outageSim(j activities.Jitter, adm bool) (OutageSim, bool) {
+func (r *Results) outageSim(j workflows.Jitter, adm bool) (OutageSim, bool) {
 	for _, s := range r.OutageSim {
 		if s.Strategy == j && s.Admission == adm && !s.BreakerOff {
 			return s, true
@@ -86,8 +86,8 @@ var (
 )
 
 // brookerPublished are the calls at 100 clients from Brooker's post, for comparison.
-var brookerPublished = map[activities.Jitter]float64{
-	activities.JitterNone: 1846, activities.JitterFull: 796, activities.JitterDecorrelated: 998,
+var brookerPublished = map[workflows.Jitter]float64{
+	workflows.JitterNone: 1846, workflows.JitterFull: 796, workflows.JitterDecorrelated: 998,
 }
 
 func met(ok bool) string {
@@ -179,8 +179,8 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("| 6 | Uncontended throughput: ready workflow with adaptive admission ÷ without, workflows/s (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s) | ≥ %.2f | %s |\n",
 			len(t.AdmissionRatios), t.AdmissionRatio, t.AdmissionPerSecond, t.OursPerSecond, targetAdmissionThroughput, met(t.AdmissionRatio >= targetAdmissionThroughput))
 	}
-	if a, ok := r.outageRun(activities.JitterFull, true); ok {
-		if base, ok := r.outageRun(activities.JitterNone, false); ok {
+	if a, ok := r.outageRun(workflows.JitterFull, true); ok {
+		if base, ok := r.outageRun(workflows.JitterNone, false); ok {
 			rq := float64(a.DuringOutage) / float64(max(base.DuringOutage, 1))
 			p("| 7a | Outage: requests during the outage, adaptive admission with the circuit breaker ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n",
 				rq, a.DuringOutage, base.DuringOutage, targetOutageRequests, met(base.DuringOutage > 0 && rq <= targetOutageRequests))
@@ -248,7 +248,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 
 	if len(r.SimBrooker) > 0 || len(r.SimCapacity) > 0 {
 		p("## 1b. Simulation (no Temporal)\n\n")
-		p("A discrete-event simulation in virtual time (`simulate` in `internal/bench`), deterministic per seed, with the strategies' delays from `activities.Backoff.Delay` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
+		p("A discrete-event simulation in virtual time (`simulate` in `internal/bench`), deterministic per seed, with the strategies' delays from `request.Backoff.Delay` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
 		if len(r.SimBrooker) > 0 {
 			p("**Brooker's model** (his simulator: optimistic concurrency on one row, a read and a write per attempt, network delay |N(10 ms, 2 ms)|, base 5 ms, cap 2 s; his backoff(n) = min(cap, base × 2^n) is our Ceiling with InitialInterval 10 ms). Mean of 100 runs (20 at 1000 clients).\n\n")
 			writeSimTable(&b, r.SimBrooker, true)
@@ -394,7 +394,7 @@ func writeSimTable(b *strings.Builder, rows []SimSummary, brooker bool) {
 	}
 	var base SimSummary
 	for _, s := range rows {
-		if s.Strategy == activities.JitterNone {
+		if s.Strategy == workflows.JitterNone {
 			base = s
 		}
 		fmt.Fprintf(b, "| %d | %s | %.0f | %.2f | %s | %.3f |", s.Clients, strategyName(s.Strategy), s.Requests, s.Requests/base.Requests,
@@ -490,7 +490,7 @@ func writeOutage(b *strings.Builder, r *Results) {
 	p("## 1d. Outage and recovery\n\n")
 	p("The contention setup (%d workflows, one success each, dev server, one worker) against an API that answers 503 without Retry-After to every request for %.0f s from its first request, then recovers to %d requests per %s (429 beyond). Requests are counted at the API; the recovery time runs from the recovery to the last success.\n\n",
 		cp.Clients, outage.Seconds(), cp.Capacity, cp.Window)
-	if _, ok := r.outageRun(activities.JitterFull, true); !ok {
+	if _, ok := r.outageRun(workflows.JitterFull, true); !ok {
 		p("These results are from before adaptive admission's circuit breaker: the outage's 503s were failures, not throttles (`Admission.Throttles` holds 429 only), and only the retry budget held the retries back while the API was down.\n\n")
 	} else {
 		p("With adaptive admission the outage's 503s are failures, not throttles (`Admission.Throttles` holds 429 only), and they open the origin's circuit breaker (`Admission.Breaker` at its defaults): once at least %d requests within %s have failed and they are at least %.0f %% of the answers, the worker sends the API nothing but one probe at a time, %s after the breaker opened and then every %s while the probes fail. Every other attempt, first attempts included, sends nothing: it waits inside the attempt for the probe's answer, or goes back to Temporal as not admitted with a NextRetryDelay to the next probe, and such an attempt is not counted against the workflow's attempts. The first probe answered after the recovery closes the breaker; the origin starts again from a slow start at %g requests/s (one more per answer) and the limiter learns the rate from the 429s. Claim 7a is its requests during the outage against Temporal's own backoff's, claim 7b its recovery against the limit (%d workflows ÷ %d per %s = %.1f s).\n\n",
@@ -499,7 +499,7 @@ func writeOutage(b *strings.Builder, r *Results) {
 	}
 	p("![Requests per second over the outage](%s)\n\n", OutageSVG)
 	p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed | Simulated requests during the outage | Simulated recovery |\n|---|---|---|---|---|---|---|---|---|\n")
-	base, _ := r.outageRun(activities.JitterNone, false)
+	base, _ := r.outageRun(workflows.JitterNone, false)
 	for _, o := range r.Outage {
 		simReq, simRec := "—", "—"
 		if s, ok := r.outageSim(o.Strategy, o.Admission); ok {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -55,9 +56,9 @@ type gapCase struct {
 func retryAfterCases() []gapCase {
 	return []gapCase{
 		{Name: "Retry-After: 1 (NextRetryDelay 1 s)", Want: time.Second, Status: http.StatusServiceUnavailable, RetryAfter: "1"},
-		{Name: "Retry-After: 0 (NextRetryDelay 1 ms)", Want: activities.MinRetryDelay, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
+		{Name: "Retry-After: 0 (NextRetryDelay 1 ms)", Want: request.MinRetryDelay, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
 		{Name: "Temporal's own interval 200 ms (JitterNone)", Want: 200 * time.Millisecond, Status: http.StatusServiceUnavailable,
-			Retry: workflows.RetryOptions{InitialInterval: 200 * time.Millisecond, Jitter: activities.JitterNone}},
+			Retry: workflows.RetryOptions{InitialInterval: 200 * time.Millisecond, Jitter: workflows.JitterNone}},
 	}
 }
 
@@ -78,7 +79,7 @@ func runGap(ctx context.Context, h *harness, c gapCase, n int, tag string) (GapS
 		if err != nil {
 			return GapStats{}, err
 		}
-		var resp activities.Response
+		var resp workflows.Response
 		if err := run.Get(ctx, &resp); err != nil {
 			return GapStats{}, fmt.Errorf("%s: %w", c.Name, err)
 		}

@@ -13,8 +13,8 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // Sections of a full run, in the order Run runs them.
@@ -223,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			cr.Runs = append(cr.Runs, run)
 		}
 		run, err := withAdmission(h, "contention-"+tag, func(ha *harness) (ContentionRun, error) {
-			return runContention(ctx, ha, contention, activities.JitterFull, tag+"-admission")
+			return runContention(ctx, ha, contention, workflows.JitterFull, tag+"-admission")
 		})
 		if err != nil {
 			return fmt.Errorf("contention, adaptive admission: %w", err)
@@ -245,9 +245,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		r.OutageSim = runOutageSimulations(contention, defaultOutage, 100)
 		tag := fmt.Sprint(time.Now().Unix())
 		for _, c := range []struct {
-			j   activities.Jitter
+			j   workflows.Jitter
 			adm bool
-		}{{activities.JitterNone, false}, {activities.JitterFull, false}, {activities.JitterFull, true}} {
+		}{{workflows.JitterNone, false}, {workflows.JitterFull, false}, {workflows.JitterFull, true}} {
 			do := func(hh *harness) (OutageRun, error) {
 				return runOutage(ctx, hh, contention, c.j, defaultOutage, fmt.Sprintf("%s-%s-%v", tag, c.j, c.adm))
 			}
@@ -360,8 +360,8 @@ func runAdmissionSimulations(p ContentionParams) []SimSummary {
 			runs = 20
 		}
 		out = append(out,
-			simulateMean(p.temporalSimConfig(n, activities.JitterNone, 1), runs),
-			simulateMean(p.temporalSimConfig(n, activities.JitterFull, 1), runs),
+			simulateMean(p.temporalSimConfig(n, workflows.JitterNone, 1), runs),
+			simulateMean(p.temporalSimConfig(n, workflows.JitterFull, 1), runs),
 			simulateMean(p.admissionSimConfig(n, 1, 1), runs),
 			simulateMean(p.admissionSimConfig(n, 2, 1), runs),
 			simulateMean(p.sharedSimConfig(n, 2, 1), runs),

@@ -6,21 +6,22 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // strategies are the retry strategies compared, in report order: Temporal's
 // own deterministic exponential backoff first (the baseline), then the
 // jittered ones the activity computes.
-var strategies = []activities.Jitter{
-	activities.JitterNone, activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated,
+var strategies = []workflows.Jitter{
+	workflows.JitterNone, workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated,
 }
 
 // runName is the label of a run in tables and plots: its strategy, or
 // adaptive admission (whose retries are paced by the limiter).
-func runName(j activities.Jitter, admission bool) string {
+func runName(j workflows.Jitter, admission bool) string {
 	if admission {
 		return "adaptive admission"
 	}
@@ -28,15 +29,15 @@ func runName(j activities.Jitter, admission bool) string {
 }
 
 // strategyName is the label of a strategy in tables and plots.
-func strategyName(j activities.Jitter) string {
+func strategyName(j workflows.Jitter) string {
 	switch j {
-	case activities.JitterNone:
+	case workflows.JitterNone:
 		return "none (Temporal's backoff)"
-	case activities.JitterFull:
+	case workflows.JitterFull:
 		return "full jitter"
-	case activities.JitterEqual:
+	case workflows.JitterEqual:
 		return "equal jitter"
-	case activities.JitterDecorrelated:
+	case workflows.JitterDecorrelated:
 		return "decorrelated jitter"
 	}
 	return string(j)
@@ -106,7 +107,7 @@ func (m *capacityModel) needsRead() bool { return false }
 // retry policy computes it).
 type simConfig struct {
 	Clients int
-	Backoff activities.Backoff
+	Backoff request.Backoff
 	// NewModel returns a fresh contended resource.
 	NewModel func() model
 	// NetMean and NetSD are the one-way network delay, drawn as
@@ -338,7 +339,7 @@ func simulate(cfg simConfig) simResult {
 		attempts[e.client]++
 		b := cfg.Backoff
 		delay := b.Delay(attempts[e.client], uniform, seeds[e.client])
-		if b.Jitter == activities.JitterNone {
+		if b.Jitter == request.JitterNone {
 			delay = b.Ceiling(attempts[e.client])
 		}
 		if limiters != nil && e.t >= cfg.Outage {
@@ -449,7 +450,7 @@ func simOutcome(ok, outage bool) admission.Outcome {
 // SimSummary is the mean over several seeded runs of one configuration.
 type SimSummary struct {
 	Clients  int
-	Strategy activities.Jitter
+	Strategy workflows.Jitter
 	// Admission: the limiter admitted every request (Workers limiters).
 	Admission bool `json:",omitempty"`
 	Workers   int  `json:",omitempty"`
@@ -463,7 +464,7 @@ type SimSummary struct {
 // simulateMean runs cfg runs times with seeds cfg.Seed, cfg.Seed+1, … and
 // returns the mean requests and duration.
 func simulateMean(cfg simConfig, runs int) SimSummary {
-	s := SimSummary{Clients: cfg.Clients, Strategy: cfg.Backoff.Jitter, Runs: runs}
+	s := SimSummary{Clients: cfg.Clients, Strategy: workflows.Jitter(cfg.Backoff.Jitter), Runs: runs}
 	if a := cfg.Admission; a != nil {
 		s.Admission, s.Workers, s.Shared = true, max(a.Workers, 1), a.Shared != nil
 	}
@@ -485,12 +486,12 @@ func simulateMean(cfg simConfig, runs int) SimSummary {
 // with his backoff(n) = min(cap, base × 2^n), which is our Ceiling with
 // InitialInterval 10 ms (his base × 2). Decorrelated jitter therefore starts
 // from 10 ms here instead of his 5 ms.
-func brookerConfig(n int, j activities.Jitter, seed uint64) simConfig {
+func brookerConfig(n int, j workflows.Jitter, seed uint64) simConfig {
 	return simConfig{
 		Clients: n,
-		Backoff: activities.Backoff{
+		Backoff: request.Backoff{
 			InitialInterval: 10 * time.Millisecond, BackoffCoefficient: 2,
-			MaximumInterval: 2 * time.Second, Jitter: j,
+			MaximumInterval: 2 * time.Second, Jitter: string(j),
 		},
 		NewModel: func() model { return &occModel{} },
 		NetMean:  10 * time.Millisecond, NetSD: 2 * time.Millisecond,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // These tests are fast, deterministic (seeded, virtual time) and never
@@ -16,7 +16,7 @@ import (
 // cmd/bench.
 
 func TestSimulateIsDeterministic(t *testing.T) {
-	cfg := defaultContention.simConfig(30, activities.JitterFull, 7)
+	cfg := defaultContention.simConfig(30, workflows.JitterFull, 7)
 	a, b := simulate(cfg), simulate(cfg)
 	if a.Requests != b.Requests || a.Duration != b.Duration {
 		t.Fatalf("same seed, different results: %+v and %+v", a, b)
@@ -46,7 +46,7 @@ func TestCapacityModel(t *testing.T) {
 // through per round, so the requests are N + (N−K) + … exactly.
 func TestNoJitterIsLockstep(t *testing.T) {
 	p := defaultContention
-	cfg := p.simConfig(20, activities.JitterNone, 1)
+	cfg := p.simConfig(20, workflows.JitterNone, 1)
 	cfg.NetMean, cfg.NetSD = 0, 0
 	r := simulate(cfg)
 	want := 0
@@ -60,7 +60,7 @@ func TestNoJitterIsLockstep(t *testing.T) {
 	var wantDur time.Duration
 	rounds := (20 + p.Capacity - 1) / p.Capacity
 	for a := int32(1); a < int32(rounds); a++ {
-		wantDur += p.backoff(activities.JitterNone).Ceiling(a)
+		wantDur += p.backoff(workflows.JitterNone).Ceiling(a)
 	}
 	if r.Duration != wantDur {
 		t.Errorf("duration = %s, want %s", r.Duration, wantDur)
@@ -71,14 +71,14 @@ func TestNoJitterIsLockstep(t *testing.T) {
 // sooner than Temporal's deterministic backoff, in both models.
 func TestFullJitterBeatsNoJitter(t *testing.T) {
 	const n, runs = 50, 20
-	models := map[string]func(activities.Jitter) simConfig{
-		"capacity": func(j activities.Jitter) simConfig { return defaultContention.simConfig(n, j, 1) },
-		"brooker":  func(j activities.Jitter) simConfig { return brookerConfig(n, j, 1) },
+	models := map[string]func(workflows.Jitter) simConfig{
+		"capacity": func(j workflows.Jitter) simConfig { return defaultContention.simConfig(n, j, 1) },
+		"brooker":  func(j workflows.Jitter) simConfig { return brookerConfig(n, j, 1) },
 	}
 	for name, cfg := range models {
 		t.Run(name, func(t *testing.T) {
-			none := simulateMean(cfg(activities.JitterNone), runs)
-			for _, j := range []activities.Jitter{activities.JitterFull, activities.JitterEqual, activities.JitterDecorrelated} {
+			none := simulateMean(cfg(workflows.JitterNone), runs)
+			for _, j := range []workflows.Jitter{workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated} {
 				s := simulateMean(cfg(j), runs)
 				if s.Requests < n {
 					t.Errorf("%s: %.0f requests for %d clients: every client needs one success", j, s.Requests, n)
@@ -87,7 +87,7 @@ func TestFullJitterBeatsNoJitter(t *testing.T) {
 					t.Errorf("%s: %.0f requests in %s, not less than no jitter's %.0f in %s", j, s.Requests, s.Duration, none.Requests, none.Duration)
 				}
 			}
-			full := simulateMean(cfg(activities.JitterFull), runs)
+			full := simulateMean(cfg(workflows.JitterFull), runs)
 			if r := full.Requests / none.Requests; r > 0.75 {
 				t.Errorf("full jitter does %.2f of no jitter's work, want clearly less", r)
 			}
@@ -102,8 +102,8 @@ func TestFullJitterBeatsNoJitter(t *testing.T) {
 // jitter cuts the calls by about half against exponential backoff without
 // jitter and finishes many times sooner.
 func TestBrookerShape(t *testing.T) {
-	none := simulateMean(brookerConfig(100, activities.JitterNone, 1), 10)
-	full := simulateMean(brookerConfig(100, activities.JitterFull, 1), 10)
+	none := simulateMean(brookerConfig(100, workflows.JitterNone, 1), 10)
+	full := simulateMean(brookerConfig(100, workflows.JitterFull, 1), 10)
 	if r := full.Requests / none.Requests; r < 0.3 || r > 0.6 {
 		t.Errorf("full/none calls = %.2f (%.0f/%.0f), Brooker reports 796/1846 = 0.43", r, full.Requests, none.Requests)
 	}
@@ -113,7 +113,7 @@ func TestBrookerShape(t *testing.T) {
 }
 
 func TestTemporalSimConfigAddsHerdAndFloor(t *testing.T) {
-	c := defaultContention.temporalSimConfig(10, activities.JitterFull, 1)
+	c := defaultContention.temporalSimConfig(10, workflows.JitterFull, 1)
 	if c.StartSpread != temporalHerdSpread || c.MinRetryDelay != temporalMinDelay {
 		t.Fatalf("got spread %s, floor %s", c.StartSpread, c.MinRetryDelay)
 	}
@@ -143,13 +143,13 @@ func TestContentionSVG(t *testing.T) {
 
 	// WriteContentionSVG plots the first two contention runs of a result.
 	r := &Results{Contention: &ContentionResult{Params: defaultContention, Runs: []ContentionRun{
-		{Strategy: activities.JitterNone, Log: log}, {Strategy: activities.JitterFull, Log: log[:2]},
+		{Strategy: workflows.JitterNone, Log: log}, {Strategy: workflows.JitterFull, Log: log[:2]},
 	}}}
 	buf.Reset()
 	if err := WriteContentionSVG(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), strategyName(activities.JitterFull)) {
+	if !strings.Contains(buf.String(), strategyName(workflows.JitterFull)) {
 		t.Errorf("the plot lacks the full-jitter panel")
 	}
 	wellFormed(t, &buf)
@@ -182,8 +182,8 @@ func TestWriteMarkdown(t *testing.T) {
 	r := &Results{
 		SimBrooker: brooker, SimCapacity: capacity,
 		Contention: &ContentionResult{Params: defaultContention, Runs: []ContentionRun{
-			{Strategy: activities.JitterNone, Requests: 800, Successes: 100, ToLastSuccess: 150 * time.Second},
-			{Strategy: activities.JitterFull, Requests: 300, Successes: 100, ToLastSuccess: 20 * time.Second},
+			{Strategy: workflows.JitterNone, Requests: 800, Successes: 100, ToLastSuccess: 150 * time.Second},
+			{Strategy: workflows.JitterFull, Requests: 300, Successes: 100, ToLastSuccess: 20 * time.Second},
 		}},
 		Throughput: &ThroughputResult{OursPerSecond: 90, MinimalPerSec: 100, Ratio: 0.9, Rounds: []ThroughputRound{{Kind: "ours"}, {Kind: "minimal"}}},
 	}

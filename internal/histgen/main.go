@@ -77,7 +77,7 @@ func run(bin, out string) error {
 	if err != nil {
 		return err
 	}
-	var resp activities.Response
+	var resp workflows.Response
 	if err := run.Get(ctx, &resp); err != nil {
 		return err
 	}

@@ -63,14 +63,10 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 	return wire.Unmarshal(data, (*plain)(in))
 }
 
-// JitterFull is the jitter strategy of a Backoff that names none. The
-// strategies themselves are activities.Jitter's constants.
-const JitterFull = "full"
-
-// Backoff is the wire form of activities.Backoff: the retry-policy fields a
-// retry delay is computed from, and the jitter strategy (an
-// activities.Jitter, as a plain string here so that this package does not
-// import activities).
+// Backoff is the activity input's form of workflows.RetryOptions' backoff:
+// the retry-policy fields a retry delay is computed from, and the jitter
+// strategy (a workflows.Jitter, as a plain string here; the strategies are
+// the Jitter constants in backoff.go).
 type Backoff struct {
 	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
@@ -115,3 +111,7 @@ func (b Backoff) WithDefaults() Backoff {
 	b.MaximumInterval = max(b.MaximumInterval, b.InitialInterval)
 	return b
 }
+
+// ActivityName is the name the HTTP activity is registered under
+// (activities.ActivityName), which workflows.Call schedules.
+const ActivityName = "IdempotentHTTPRequest"

@@ -352,8 +352,8 @@ func redactQueries(s string) string {
 }
 
 // The retry and timeout defaults, for workflows.RetryOptions and
-// workflows.Request (which export them) and for an activities.Backoff
-// with zero fields. Backoff.WithDefaults applies the backoff ones for both.
+// workflows.Request (which export them) and for a Backoff with zero
+// fields. Backoff.WithDefaults applies the backoff ones for both.
 const (
 	DefaultInitialInterval        = 200 * time.Millisecond
 	DefaultBackoffCoefficient     = 2.0

@@ -1,4 +1,4 @@
-package activities
+package request
 
 import (
 	"math/rand/v2"
@@ -57,7 +57,7 @@ func TestFullJitterBounds(t *testing.T) {
 func TestJitterStrategies(t *testing.T) {
 	base, cap := 100*time.Millisecond, 5*time.Second
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, j := range []Jitter{JitterFull, JitterEqual, JitterDecorrelated, JitterNone, ""} {
+	for _, j := range []string{JitterFull, JitterEqual, JitterDecorrelated, JitterNone, ""} {
 		b := Backoff{InitialInterval: base, BackoffCoefficient: 2, MaximumInterval: cap, Jitter: j}
 		for attempt := int32(1); attempt <= 20; attempt++ {
 			ceil := b.Ceiling(attempt)
@@ -83,11 +83,11 @@ func TestJitterStrategies(t *testing.T) {
 
 func TestDecorrelatedIsStablePerSeed(t *testing.T) {
 	b := Backoff{InitialInterval: 100 * time.Millisecond, MaximumInterval: 20 * time.Second, Jitter: JitterDecorrelated}
-	seed := decorrelatedSeed("key-1", time.Unix(1700000000, 0))
+	seed := DecorrelatedSeed("key-1", time.Unix(1700000000, 0))
 	for attempt := int32(1); attempt <= 8; attempt++ {
 		assert.Equal(t, b.Delay(attempt, nil, seed), b.Delay(attempt, nil, seed), "same seed, same chain")
 	}
-	other := decorrelatedSeed("key-2", time.Unix(1700000000, 0))
+	other := DecorrelatedSeed("key-2", time.Unix(1700000000, 0))
 	assert.NotEqual(t, seed, other)
 	differ := false
 	for attempt := int32(1); attempt <= 8; attempt++ {

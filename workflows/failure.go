@@ -1,0 +1,186 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+)
+
+// Failure is what a workflow needs to know about an operation that failed,
+// in one value: its type, whether it is final, whether the server may have
+// done the work, and what it answered. Get it from the error of [Call],
+// [Post], [ExecuteChild] or the ready workflow with [AsFailure]:
+//
+//	if f, ok := AsFailure(err); ok && f.Status == http.StatusPaymentRequired {
+//		// the card was declined
+//	}
+//
+// The activity attaches it to every *temporal.ApplicationError it returns
+// (as its first detail, without Type, Retryable and Message, which are the
+// error's own), so the Web UI, the CLI and a log line show it too.
+type Failure struct {
+	// Type is the error type, one of the ErrType constants: what happened
+	// and what to do next.
+	Type string `json:"-"`
+	// Retryable is false when the failure is final: non-retryable, or the
+	// last attempt of the budget.
+	Retryable bool `json:"-"`
+	// Message is the error's message.
+	Message string `json:"-"`
+
+	Operation string `json:"operation,omitempty"`
+	Method    string `json:"method,omitempty"`
+	// URL is the request URL, user info and query values redacted.
+	URL            string `json:"url,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Status is the HTTP status, 0 when no response arrived.
+	Status int `json:"status,omitempty"`
+	// Attempt is the activity attempt (from 1) that failed.
+	Attempt int32 `json:"attempt"`
+	// Reason says why the answer was classified so: the rule of the
+	// README's classification table that applied.
+	Reason string `json:"reason,omitempty"`
+	// OutcomeUnknown is true when a request of this operation may have
+	// reached the server without an answer (a timeout, a lost connection, a
+	// lost worker, a gateway's 408 or 5xx): the server may have done the
+	// work or may still do it. Never retry such an operation with a new
+	// key; run the same workflow ID again (same key) to learn the outcome.
+	OutcomeUnknown bool `json:"outcome_unknown,omitempty"`
+	// RetryAfter is the server's Retry-After, when it sent a valid one.
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// NextRetryDelay is the delay handed to Temporal, for retryable failures.
+	NextRetryDelay time.Duration `json:"next_retry_delay,omitempty"`
+	// InFlightSince is when the server first answered that a request with
+	// this key is still being processed, and InFlightCount how many times it
+	// has answered so, in this activity.
+	InFlightSince time.Time `json:"in_flight_since,omitzero"`
+	InFlightCount int32     `json:"in_flight_count,omitempty"`
+	// Location is the redirect target, for ErrTypeRedirectNotFollowed, with
+	// user info and query values redacted, cut at 1 KiB.
+	Location string `json:"location,omitempty"`
+	// Body is the start of the response body (at most 1 KiB), credentials
+	// redacted before it was cut.
+	Body string `json:"body,omitempty"`
+}
+
+// MarshalJSON encodes f's details as package wire does: durations as
+// strings such as "10s".
+func (f Failure) MarshalJSON() ([]byte, error) {
+	type plain Failure
+	return wire.Marshal(plain(f))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds (histories written before, or input typed by hand).
+func (f *Failure) UnmarshalJSON(data []byte) error {
+	type plain Failure
+	return wire.Unmarshal(data, (*plain)(f))
+}
+
+// AsFailure returns the Failure in err, which may be wrapped (in a
+// *temporal.ActivityError from [Call] or [Post], a *temporal.ChildWorkflowExecutionError
+// from [ExecuteChild], a *temporal.WorkflowExecutionError from a client).
+// ok is false when err holds no failure of this package: a timeout, a
+// cancellation, or another activity's error.
+func AsFailure(err error) (f Failure, ok bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !appErr.HasDetails() {
+		return Failure{}, false
+	}
+	if appErr.Details(&f) != nil {
+		return Failure{}, false
+	}
+	f.Type, f.Retryable, f.Message = appErr.Type(), !appErr.NonRetryable(), appErr.Message()
+	return f, true
+}
+
+// The error types of a [Failure] (its Type, and the Type of the
+// *temporal.ApplicationError it comes in). Each constant's name is
+// "ErrType" and its value; the values are recorded in Temporal's histories
+// and never change. The README's classification table says which answer
+// gets which type; here is what each means and what to do next.
+//
+// Types that Temporal retries, with the same key, until the operation
+// succeeds or its budget (RetryOptions.MaximumAttempts) or deadline
+// (Request.ScheduleToCloseTimeout) runs out; on the last attempt the
+// failure comes back with the same type and Retryable false:
+//
+//   - [ErrTypeHTTPRetryableStatus], [ErrTypeNetworkError]: retry, counted
+//     against the budget.
+//   - [ErrTypeIdempotencyKeyInFlight], [ErrTypeNotAdmitted]: wait, not
+//     counted against the budget.
+//
+// Every other type is final at once. [Failure.OutcomeUnknown] says whether
+// the server may have done the work: if it is true, never call again with
+// another key; run the same workflow ID again, which sends the same key
+// and gets the server's stored answer.
+const (
+	// ErrTypeInvalidRequest: the request is malformed (operation or key,
+	// method, URL, header, body): nothing was sent. Fix the Request; the
+	// message names the field.
+	ErrTypeInvalidRequest = "InvalidRequest"
+	// ErrTypeOriginNotAllowed: the URL's origin is not in the worker's
+	// activities.Config.AllowedOrigins: nothing was sent. Add the origin to
+	// the worker's configuration (worker flag --allow-origin) or fix the URL.
+	ErrTypeOriginNotAllowed = "OriginNotAllowed"
+	// ErrTypeHTTPClientError: the server answered a 4xx that retrying
+	// cannot fix, or told the activity not to retry: fix the request, or
+	// treat the status as a business outcome (a 402: the card was declined).
+	ErrTypeHTTPClientError = "HTTPClientError"
+	// ErrTypeHTTPNonRetryableStatus: the server answered a status that
+	// retrying cannot fix (501, 505 and the 5xx not retried, an unexpected
+	// 1xx or 3xx, or a status outside 100–599). Check OutcomeUnknown.
+	ErrTypeHTTPNonRetryableStatus = "HTTPNonRetryableStatus"
+	// ErrTypeHTTPRetryableStatus: the server answered a retryable status
+	// (408, 425, 429, 500, 502, 503, 504, 520–524) or told the activity to
+	// retry.
+	ErrTypeHTTPRetryableStatus = "HTTPRetryableStatus"
+	// ErrTypeNetworkError: the request or its answer failed in transit
+	// (refused, reset, timed out, a body cut short).
+	ErrTypeNetworkError = "NetworkError"
+	// ErrTypeTLSCertificateError: the server's certificate could not be
+	// verified, or the URL's scheme does not match the server. Fix the URL
+	// or the worker's trust store.
+	ErrTypeTLSCertificateError = "TLSCertificateError"
+	// ErrTypeRedirectNotFollowed: the server redirected somewhere the
+	// activity does not follow (a method-changing redirect, another
+	// origin, user info); Failure.Location says where. Call that URL if it
+	// is right.
+	ErrTypeRedirectNotFollowed = "RedirectNotFollowed"
+	// ErrTypeRetryWouldExceedDeadline: the next retry could not start
+	// before the schedule-to-close deadline, so the activity failed at
+	// once instead of waiting. Raise Request.ScheduleToCloseTimeout, or
+	// run the same workflow ID again later.
+	ErrTypeRetryWouldExceedDeadline = "RetryWouldExceedDeadline"
+	// ErrTypeIdempotencyKeyInFlight: the server is still processing a
+	// request with this key (most likely an earlier attempt of this
+	// operation).
+	ErrTypeIdempotencyKeyInFlight = "IdempotencyKeyInFlight"
+	// ErrTypeNotAdmitted: the attempt sent nothing: the worker's admission
+	// or circuit breaker for the origin (activities.Admission) held it back.
+	ErrTypeNotAdmitted = "NotAdmitted"
+	// ErrTypeIdempotencyKeyLocked: the server kept answering that the key
+	// is in flight until the next wait could not end before the deadline.
+	// The first request may still complete: never retry with another key;
+	// wait out the server's lock, then run the same workflow ID again.
+	ErrTypeIdempotencyKeyLocked = "IdempotencyKeyLocked"
+	// ErrTypeIdempotencyKeyReused: the server says this key was already
+	// used with another request (another body, method or path): a bug in
+	// the caller, such as two operations sharing a name or a key, or a body
+	// that changed between runs of the same workflow ID. Give each call its
+	// own operation name, and build bodies from workflow input only.
+	ErrTypeIdempotencyKeyReused = "IdempotencyKeyReused"
+)
+
+// nonRetryableErrorTypes are the types that are never retried, which Call
+// puts in the RetryPolicy's NonRetryableErrorTypes as a second guard
+// beside the activity's own NonRetryable flag.
+var nonRetryableErrorTypes = []string{
+	ErrTypeInvalidRequest, ErrTypeOriginNotAllowed, ErrTypeHTTPClientError,
+	ErrTypeHTTPNonRetryableStatus, ErrTypeTLSCertificateError,
+	ErrTypeRedirectNotFollowed, ErrTypeRetryWouldExceedDeadline,
+	ErrTypeIdempotencyKeyLocked, ErrTypeIdempotencyKeyReused,
+}

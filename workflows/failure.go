@@ -131,12 +131,11 @@ const (
 	// treat the status as a business outcome (a 402: the card was declined).
 	ErrTypeHTTPClientError = "HTTPClientError"
 	// ErrTypeHTTPNonRetryableStatus: the server answered a status that
-	// retrying cannot fix (501, 505 and the 5xx not retried, an unexpected
-	// 1xx or 3xx, or a status outside 100–599). Check OutcomeUnknown.
+	// retrying cannot fix and that is not a 4xx (the README's table, rule
+	// 7). Check OutcomeUnknown.
 	ErrTypeHTTPNonRetryableStatus = "HTTPNonRetryableStatus"
 	// ErrTypeHTTPRetryableStatus: the server answered a retryable status
-	// (408, 425, 429, 500, 502, 503, 504, 520–524) or told the activity to
-	// retry.
+	// (the README's table, rule 7) or told the activity to retry.
 	ErrTypeHTTPRetryableStatus = "HTTPRetryableStatus"
 	// ErrTypeNetworkError: the request or its answer failed in transit
 	// (refused, reset, timed out, a body cut short).

@@ -41,14 +41,16 @@ const DefaultTaskQueue = "idempotent-http"
 // WorkflowName is the name the ready workflow [HTTPCallWorkflow] is registered under.
 const WorkflowName = "IdempotentHTTPCall"
 
-// Defaults for the zero values of RetryOptions and Request.
+// Defaults for the zero values of RetryOptions and Request, stated here
+// once (the backoff ones in internal/request, where the activity applies
+// them too: 200 ms, 2 and 10 s today) and in the README's Retries section.
 const (
 	DefaultInitialInterval        = request.DefaultInitialInterval
 	DefaultBackoffCoefficient     = request.DefaultBackoffCoefficient
 	DefaultMaximumInterval        = request.DefaultMaximumInterval
-	DefaultMaximumAttempts        = request.DefaultMaximumAttempts
-	DefaultStartToCloseTimeout    = request.DefaultStartToCloseTimeout
-	DefaultScheduleToCloseTimeout = request.DefaultScheduleToCloseTimeout
+	DefaultMaximumAttempts        = 5
+	DefaultStartToCloseTimeout    = 10 * time.Second
+	DefaultScheduleToCloseTimeout = 2 * time.Minute
 )
 
 // keyNamespace is the UUID namespace of derived keys (a UUIDv5 of the name
@@ -58,8 +60,8 @@ var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-h
 
 // RetryOptions become the activity's Temporal RetryPolicy. A zero field
 // takes the value of the RetryPolicy already on ctx (set with
-// workflow.WithActivityOptions), else the default: InitialInterval 200 ms,
-// BackoffCoefficient 2, MaximumInterval 10 s, MaximumAttempts 5, full jitter.
+// workflow.WithActivityOptions), else its Default constant (and
+// JitterFull).
 // A MaximumInterval below InitialInterval is raised to it (Temporal refuses
 // such a policy). MaximumAttempts counts the attempts that fail; waiting for
 // a request that the server is still processing does not count (the
@@ -132,10 +134,12 @@ type Request struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Retry configures the retry policy.
 	Retry RetryOptions `json:"retry,omitzero"`
-	// StartToCloseTimeout bounds each attempt (default 10 s).
+	// StartToCloseTimeout bounds each attempt (default
+	// DefaultStartToCloseTimeout).
 	StartToCloseTimeout time.Duration `json:"start_to_close_timeout,omitempty"`
 	// ScheduleToCloseTimeout bounds the whole operation, all attempts and waits
-	// included (default 2 min). A retry wait that cannot end before it fails at once.
+	// included (default DefaultScheduleToCloseTimeout). A retry wait that
+	// cannot end before it fails at once.
 	ScheduleToCloseTimeout time.Duration `json:"schedule_to_close_timeout,omitempty"`
 	// TaskQueue runs the activity on another task queue (default: the
 	// workflow's, or the one already on ctx).

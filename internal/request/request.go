@@ -351,16 +351,13 @@ func redactQueries(s string) string {
 	}
 }
 
-// The retry and timeout defaults, for workflows.RetryOptions and
-// workflows.Request (which export them) and for a Backoff with zero
-// fields. Backoff.WithDefaults applies the backoff ones for both.
+// The backoff defaults, for workflows.RetryOptions (which exports them)
+// and for a Backoff with zero fields: Backoff.WithDefaults applies them
+// for both sides.
 const (
-	DefaultInitialInterval        = 200 * time.Millisecond
-	DefaultBackoffCoefficient     = 2.0
-	DefaultMaximumInterval        = 10 * time.Second
-	DefaultMaximumAttempts        = 5
-	DefaultStartToCloseTimeout    = 10 * time.Second
-	DefaultScheduleToCloseTimeout = 2 * time.Minute
+	DefaultInitialInterval    = 200 * time.Millisecond
+	DefaultBackoffCoefficient = 2.0
+	DefaultMaximumInterval    = 10 * time.Second
 )
 
 // MinInFlightWait is the shortest wait before asking again about a key the

@@ -573,3 +573,48 @@ func TestExecuteChild(t *testing.T) {
 	assert.Equal(t, []string{"order-11/charge"}, childIDs)
 	assert.Equal(t, 1, srv.Stats().Records)
 }
+
+// TestReplayReadsRecordedFailure replays declined_history.json, recorded
+// by internal/histgen with the code before API v1 (when the details type
+// was activities.FailureDetails): a call the API declined with a 402. The
+// workflow replays without non-determinism, and AsFailure reads the
+// recorded failure, from the activity's and from the workflow's failure
+// events, as the one Failure type.
+func TestReplayReadsRecordedFailure(t *testing.T) {
+	raw, err := os.ReadFile("testdata/declined_history.json")
+	require.NoError(t, err)
+	var hist historypb.History
+	require.NoError(t, protojson.Unmarshal(raw, &hist))
+	const wfID = "histgen-declined-order-2"
+	fc := temporal.GetDefaultFailureConverter()
+
+	var failures []error
+	for _, ev := range hist.Events {
+		if attrs := ev.GetActivityTaskFailedEventAttributes(); attrs != nil {
+			failures = append(failures, fc.FailureToError(attrs.GetFailure()))
+		}
+		if attrs := ev.GetWorkflowExecutionFailedEventAttributes(); attrs != nil {
+			failures = append(failures, fc.FailureToError(attrs.GetFailure()))
+		}
+	}
+	require.Len(t, failures, 2, "the activity's failure and the workflow's")
+	for _, err := range failures {
+		f, ok := workflows.AsFailure(err)
+		require.True(t, ok, "AsFailure(%v)", err)
+		assert.Equal(t, workflows.ErrTypeHTTPClientError, f.Type)
+		assert.False(t, f.Retryable)
+		assert.Equal(t, http.StatusPaymentRequired, f.Status)
+		assert.Equal(t, int32(1), f.Attempt)
+		assert.Equal(t, "charge", f.Operation)
+		assert.Equal(t, workflows.DeriveKey("default", wfID, "charge"), f.IdempotencyKey)
+		assert.Contains(t, f.Message, "402")
+		assert.Contains(t, f.Body, "Payment Required")
+		assert.False(t, f.OutcomeUnknown)
+	}
+
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
+	require.NoError(t, err)
+	workflows.Register(r)
+	svc := historyService{history: &hist}
+	require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
+}

@@ -4,7 +4,9 @@
 // (durations as strings, a body that travels as its exact text). Run it from
 // the repository root after a change to workflow code that is meant to
 // change histories; seed_history.json, recorded with the format before,
-// stays as it is:
+// stays as it is. It also records declined_history.json: a call the API
+// declines with a 402, which fails the workflow with the activity's
+// failure details, so the replay tests read failures recorded before too:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
 //	go run ./internal/histgen -temporal bin/temporal -out workflows/testdata
@@ -81,8 +83,30 @@ func run(bin, out string) error {
 	if err := run.Get(ctx, &resp); err != nil {
 		return err
 	}
+	if err := record(ctx, c, run, filepath.Join(out, "seed_history_v2.json")); err != nil {
+		return err
+	}
+	fmt.Printf("attempt %d, key %s\n", resp.Attempt, resp.IdempotencyKey)
+
+	api.Script(idemtest.Fail(402))
+	run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "histgen-declined-order-2", TaskQueue: "histgen"}, workflows.WorkflowName, workflows.Request{
+		Operation: "charge", URL: hs.URL + "/payments", Body: json.RawMessage(`{"order":"order-2","amount":100}`),
+	})
+	if err != nil {
+		return err
+	}
+	err = run.Get(ctx, nil)
+	f, ok := workflows.AsFailure(err)
+	if !ok || f.Status != 402 {
+		return fmt.Errorf("the declined call: want a 402 failure, got %v", err)
+	}
+	return record(ctx, c, run, filepath.Join(out, "declined_history.json"))
+}
+
+// record writes run's history to path as protojson.
+func record(ctx context.Context, c client.Client, run client.WorkflowRun, path string) error {
 	hist := &historypb.History{}
-	it := c.GetWorkflowHistory(ctx, id, run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -94,10 +118,9 @@ func run(bin, out string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(out, "seed_history_v2.json")
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s: %d events, attempt %d, key %s\n", path, len(hist.Events), resp.Attempt, resp.IdempotencyKey)
+	fmt.Printf("wrote %s: %d events\n", path, len(hist.Events))
 	return nil
 }

@@ -3,22 +3,23 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test check unit integration cluster-test fuzz demo soak bench bin tidy
+.PHONY: test check unit integration cluster-test fuzz demo soak bench bench-test bin tidy
 
 ## test: the test command: gofmt, go vet and every test with -race, the
 ## integration tests on a real Temporal dev server and on a PostgreSQL-backed
 ## Temporal cluster included. Packages run one at a time (-p 1) so the
 ## real-server tests do not compete for this machine's two cores. The first
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
-test: check compose-test rules-test
+test: check compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime 5s -fuzzminimizetime 10x
 
-## check: formatting and vet only.
+## check: formatting and vet only (the library and the bench module).
 check:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && GOWORK=off $(GO) vet ./...
 
 ## unit: the fast tests, without real servers.
 unit:
@@ -79,9 +80,18 @@ soak:
 ## outage, and the peers go-retryablehttp and failsafe-go); writes
 ## bench/results/RESULTS.md, results.json, contention.svg and outage.svg.
 ## About 7 minutes on 2 CPUs plus about 13 for the peers section; builds
-## bin/temporal first if it is missing.
+## bin/temporal first if it is missing. A module of its own (bench/go.mod,
+## cmd/bench and internal/bench under bench/), so the library's go.mod needs
+## none of the peers' dependencies.
 bench:
-	$(GO) run ./cmd/bench -out bench/results
+	cd bench && GOWORK=off $(GO) run ./cmd/bench -out results
+
+## bench-test: the bench module's own tests (simulation, report rendering, a
+## miniature overhead run, the peer activities in Temporal's test
+## environment; no dev server), vetted and with -race. Under a minute; part
+## of test.
+bench-test:
+	cd bench && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -race -count=1 ./...
 
 ## fuzz: fuzz each target for FUZZTIME (default 30s): the Retry-After, URL
 ## origin (the allow-list key) and failure-script parsers; the activity end
@@ -108,3 +118,4 @@ bin:
 tidy:
 	$(GO) mod tidy
 	cd tools && $(GO) mod tidy
+	cd bench && GOWORK=off $(GO) mod tidy

@@ -3,7 +3,7 @@ package bench
 import "testing"
 
 // The per-attempt overhead benchmarks:
-// go test -run '^$' -bench . -benchmem ./internal/bench
+// cd bench && go test -run '^$' -bench . -benchmem ./internal/bench
 // (the bench command times the same loops with its own meter).
 
 func benchOverhead(b *testing.B, f func(*overhead, stopwatch, int) error) {

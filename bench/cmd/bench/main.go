@@ -20,9 +20,11 @@
 //     with go-retryablehttp and with failsafe-go, their per-attempt overhead
 //     beside Activities.Do's and their run of the contention experiment.
 //
-//     go run ./cmd/bench -out bench/results
+//     cd bench && go run ./cmd/bench -out results
 //
-// It uses bin/temporal (building it from tools/go.mod when missing) or -cli.
+// It runs in the bench module (bench/go.mod), whose go-retryablehttp and
+// failsafe-go the library does not need. It uses <repo>/bin/temporal
+// (building it from tools/go.mod when missing) or -cli.
 // The whole run takes about 6–8 minutes on 2 CPUs, plus about 13 for the
 // peers section (its two contention runs wait up to 30 s between retries).
 package main
@@ -41,7 +43,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/bench"
+	"github.com/idemhttp/temporal-idempotent-http/bench/internal/bench"
 )
 
 func main() {
@@ -52,7 +54,7 @@ func main() {
 }
 
 func run() error {
-	out := flag.String("out", "bench/results", "directory for RESULTS.md, results.json, contention.svg and outage.svg")
+	out := flag.String("out", "results", "directory for RESULTS.md, results.json, contention.svg and outage.svg")
 	cli := flag.String("cli", "", "Temporal CLI binary (default: bin/temporal, built from tools/go.mod if missing)")
 	only := flag.String("only", "", "comma-separated sections to run, of "+strings.Join(bench.Sections, ","))
 	gaps := flag.Int("gaps", 10, "retries measured per retry-spacing case")
@@ -117,7 +119,7 @@ func run() error {
 	} else {
 		_ = os.RemoveAll(logDir)
 	}
-	res.Command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " "))
+	res.Command = strings.TrimSpace("cd bench && go run ./cmd/bench " + strings.Join(os.Args[1:], " "))
 	if err := write(*out, res, true); err != nil {
 		return err
 	}

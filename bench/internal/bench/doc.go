@@ -17,7 +17,8 @@
 //     then recovers, beside its simulation (with adaptive admission's
 //     circuit breaker on and off);
 //   - peers: what a user would write instead, plain activities retrying with
-//     go-retryablehttp and failsafe-go (bench-only dependencies): their
+//     go-retryablehttp and failsafe-go (dependencies of this module alone, not
+//     of the library): their
 //     per-attempt overhead beside Activities.Do's, and their contention run.
 //
 // The dev-server sections use the Temporal CLI that [EnsureCLI] finds or

@@ -102,7 +102,7 @@ bench-test:
 ## waits finite); and bodies byte for byte through Temporal's converter.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./activities -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s

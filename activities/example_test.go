@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 func ExampleNew() {
@@ -43,26 +41,4 @@ func ExampleConvention() {
 	})
 	fmt.Println(err)
 	// Output: <nil>
-}
-
-func ExampleParseRetryAfter() {
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	for _, v := range []string{"120", "Wed, 02 Dec 2026 12:00:30 GMT", "-1", "soon"} {
-		d, ok := activities.ParseRetryAfter(v, now)
-		fmt.Println(d, ok)
-	}
-	// Output:
-	// 2m0s true
-	// 30s true
-	// 0s false
-	// 0s false
-}
-
-func ExampleBackoff_Ceiling() {
-	b := request.Backoff{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second}
-	for attempt := int32(1); attempt <= 7; attempt++ {
-		fmt.Print(b.Ceiling(attempt), " ")
-	}
-	fmt.Println()
-	// Output: 200ms 400ms 800ms 1.6s 3.2s 6.4s 10s
 }

@@ -178,7 +178,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	var best time.Duration
 	found := false
 	for _, v := range h.Values("Retry-After") {
-		if d, ok := ParseRetryAfter(v, now); ok && (!found || d > best) {
+		if d, ok := request.ParseRetryAfter(v, now); ok && (!found || d > best) {
 			best, found = d, true
 		}
 	}

@@ -117,7 +117,7 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 	}
 	info := activity.GetInfo(ctx)
 	prev := loadProgress(ctx, info.Attempt)
-	p, err := a.prepare(req, prev.hint())
+	p, err := a.prepare(req, info.Attempt, prev.hint())
 	if err != nil {
 		origin := ""
 		if _, o, perr := request.ParseURL(req.URL); perr == nil && a.origins[o] != nil {
@@ -213,10 +213,10 @@ func withMargin(ctx context.Context) context.Context {
 // prepare validates req with the rules of package request and the origin's
 // convention; its errors are non-retryable ApplicationErrors, of unknown
 // outcome when an earlier attempt may have reached the server (unknown).
-func (a *Activities) prepare(req request.Input, unknown bool) (*prepared, error) {
+func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*prepared, error) {
 	invalid := func(err error) error {
 		return a.fail(err.Error(), workflows.ErrTypeInvalidRequest, workflows.Failure{
-			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown,
+			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown,
 		})
 	}
 	method, err := request.Method(req.Method)
@@ -230,7 +230,7 @@ func (a *Activities) prepare(req request.Input, unknown bool) (*prepared, error)
 	p := &prepared{req: req, method: method, url: u, shown: request.RedactURL(u.String()), origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
-			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, OutcomeUnknown: unknown})
+			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown})
 	}
 	if err := request.Operation(req.Operation); err != nil {
 		return nil, invalid(err)

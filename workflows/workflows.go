@@ -445,8 +445,11 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 
 const operationRequired = "Request.Operation is required: it names the call within the workflow and is part of its idempotency key"
 
+// invalid is the InvalidRequest error of a request refused before it is
+// scheduled. It carries a Failure, as the activity's errors do, so that
+// AsFailure reads every error of a call alike; the message names the field.
 func invalid(format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeInvalidRequest, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeInvalidRequest, nil, Failure{})
 }
 
 func logFailure(ctx workflow.Context, in request.Input, err error) {

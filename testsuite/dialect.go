@@ -249,70 +249,70 @@ type stripeErrorBody struct {
 	Message string `json:"message"`
 }
 
-// inFlightBody is the body of the in-flight answer.
-func (d Dialect) inFlightBody() (ctype string, body []byte) {
+// message is one answer of the server, in each Shape's words.
+type message struct {
+	stripe        stripeErrorBody // StripeJSON
+	plain         string          // PlainText
+	title, detail string          // ProblemJSON
+}
+
+// body is m as d's Shape writes it.
+func (d Dialect) body(m message) (ctype string, body []byte) {
 	switch d.Shape {
 	case StripeJSON:
-		return marshal(stripeError{stripeErrorBody{
+		return marshal(stripeError{m.stripe})
+	case PlainText:
+		return plain(m.plain)
+	}
+	return marshalProblem(problem{problemType, m.title, m.detail})
+}
+
+// inFlightBody is the body of the in-flight answer.
+func (d Dialect) inFlightBody() (ctype string, body []byte) {
+	return d.body(message{
+		stripe: stripeErrorBody{
 			Type:    "idempotency_error",
 			Code:    "idempotency_key_in_use",
 			Message: "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice at the same time). Try again later.",
-		}})
-	case PlainText:
-		return plain("A previous request is still in progress for this key.")
-	}
-	return marshalProblem(problem{problemType,
-		"A request is outstanding for this " + d.KeyHeader,
-		"A request with the same " + d.KeyHeader + " for the same operation is being processed or is outstanding."})
+		},
+		plain:  "A previous request is still in progress for this key.",
+		title:  "A request is outstanding for this " + d.KeyHeader,
+		detail: "A request with the same " + d.KeyHeader + " for the same operation is being processed or is outstanding.",
+	})
 }
 
 // misuseBody is the body of the answer to a key reused for another request.
 func (d Dialect) misuseBody(key string) (ctype string, body []byte) {
-	switch d.Shape {
-	case StripeJSON:
-		return marshal(stripeError{stripeErrorBody{
+	return d.body(message{
+		stripe: stripeErrorBody{
 			Type:    "idempotency_error",
 			Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '" + key + "' if you meant to execute a different request.",
-		}})
-	case PlainText:
-		return plain("Misuse of the idempotency key. Please check your request.")
-	}
-	return marshalProblem(problem{problemType,
-		d.KeyHeader + " is already used",
-		"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."})
+		},
+		plain:  "Misuse of the idempotency key. Please check your request.",
+		title:  d.KeyHeader + " is already used",
+		detail: "This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation.",
+	})
 }
 
 // missingKeyBody is the body of the answer to a request without the key.
 func (d Dialect) missingKeyBody() (ctype string, body []byte) {
-	switch d.Shape {
-	case StripeJSON:
-		return marshal(stripeError{stripeErrorBody{
-			Type:    "invalid_request_error",
-			Message: "Missing required header: " + d.KeyHeader + ".",
-		}})
-	case PlainText:
-		return plain("Missing " + d.KeyHeader + " header.")
-	}
-	return marshalProblem(problem{problemType,
-		d.KeyHeader + " is missing",
-		"This operation is idempotent and it requires correct usage of Idempotency Key."})
+	return d.body(message{
+		stripe: stripeErrorBody{Type: "invalid_request_error", Message: "Missing required header: " + d.KeyHeader + "."},
+		plain:  "Missing " + d.KeyHeader + " header.",
+		title:  d.KeyHeader + " is missing",
+		detail: "This operation is idempotent and it requires correct usage of Idempotency Key.",
+	})
 }
 
 // invalidKeyBody is the body of the answer to a request whose key header
 // starts with a double quote but is not an sf-string (KeyString).
 func (d Dialect) invalidKeyBody() (ctype string, body []byte) {
-	switch d.Shape {
-	case StripeJSON:
-		return marshal(stripeError{stripeErrorBody{
-			Type:    "invalid_request_error",
-			Message: "Invalid " + d.KeyHeader + " header: send the key bare or as a quoted string.",
-		}})
-	case PlainText:
-		return plain("Invalid " + d.KeyHeader + " header.")
-	}
-	return marshalProblem(problem{problemType,
-		d.KeyHeader + " is invalid",
-		d.KeyHeader + " must be a String Structured Field (RFC 8941), such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", or the bare key."})
+	return d.body(message{
+		stripe: stripeErrorBody{Type: "invalid_request_error", Message: "Invalid " + d.KeyHeader + " header: send the key bare or as a quoted string."},
+		plain:  "Invalid " + d.KeyHeader + " header.",
+		title:  d.KeyHeader + " is invalid",
+		detail: d.KeyHeader + " must be a String Structured Field (RFC 8941), such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", or the bare key.",
+	})
 }
 
 func marshal(v any) (string, []byte) {

@@ -40,7 +40,8 @@ import (
 	"time"
 )
 
-// Defaults of Config.
+// Defaults of Config and Breaker: the one place of their values, which
+// activities.Admission and activities.Breaker state for users.
 const (
 	DefaultInitialRate = 10.0
 	DefaultMinRate     = 0.5
@@ -77,36 +78,25 @@ const (
 )
 
 // Config holds the limiter's parameters; zero fields take the defaults.
+// Its fields are activities.Admission's (but Off and Throttles, which the
+// activity applies), which documents them and their defaults for users;
+// the reasons behind the values are here.
 type Config struct {
-	// InitialRate is the rate (requests per second) of an origin that has
-	// not throttled yet (default 10); it grows by one per second for each
-	// answer that is not a throttle.
 	InitialRate float64
-	// MinRate is the lowest rate a throttled origin is held to (default 0.5).
-	MinRate float64
+	MinRate     float64
 	// Burst is how much unused rate an idle origin saves up, as a duration
-	// at the current rate (default 1 s, at least one request).
-	Burst time.Duration
-	// RetryRatio, RetryWindow and MinRetries make the retry budget: within any
-	// RetryWindow (default 10 s), retries to one origin may be at most
-	// RetryRatio (default 0.2) of its requests plus MinRetries (default 100:
-	// 10 a second, as Finagle's RetryBudget). A negative RetryRatio turns the
-	// budget off.
+	// at the current rate (default 1 s, at least one request); the
+	// activity leaves it at its default.
+	Burst       time.Duration
 	RetryRatio  float64
 	RetryWindow time.Duration
 	MinRetries  int
-	// MaxWait is the longest wait spent inside an attempt (default 1 s);
-	// a longer one ends the attempt, which comes back after Hop.
-	MaxWait time.Duration
-	// MaxDelay is the longest an attempt that ended to wait stays away
-	// (default 3 s): it then asks again, so a rate that has grown in the
-	// meantime is used. In the benchmarks' simulation with two workers
-	// (each attempt on either), 5 s made the last success 1.39 × the limit
-	// and 3 s 1.27 ×; each hop is an activity task for Temporal.
+	MaxWait     time.Duration
+	// MaxDelay: in the benchmarks' simulation with two workers (each
+	// attempt on either), 5 s made the last success 1.39 × the limit and
+	// 3 s 1.27 ×; each hop is an activity task for Temporal.
 	MaxDelay time.Duration
-
-	// Breaker configures the circuit breaker (see Breaker).
-	Breaker Breaker
+	Breaker  Breaker
 }
 
 // Hop is how long an attempt that must wait for admission stays away

@@ -3,7 +3,8 @@ package admission
 import "time"
 
 // Breaker configures an origin's circuit breaker; zero fields take the
-// defaults.
+// defaults. Its fields are activities.Breaker's, which documents them and
+// their defaults for users.
 //
 // The breaker is closed while the origin answers. It opens when, within
 // the last FailureWindow, at least MinFailures requests failed and they
@@ -34,27 +35,13 @@ import "time"
 // workflows after a 60 s outage: 176 in all against 182 from 10/s) for
 // about the same time (from 3 to 10/s all within 1.11-1.18 ×).
 type Breaker struct {
-	// Off turns the breaker off: failures only cost backoff.
-	Off bool
-	// FailureRatio is the share of the answered requests within
-	// FailureWindow that must have failed to open the breaker (default 0.5).
-	FailureRatio float64
-	// MinFailures is how many failures within FailureWindow open the
-	// breaker at the least (default 5).
-	MinFailures int
-	// FailureWindow is the sliding window of the failure count (default 10 s).
+	Off           bool
+	FailureRatio  float64
+	MinFailures   int
 	FailureWindow time.Duration
-	// OpenTime is how long the breaker stays open when it opens, before it
-	// admits a probe (default 1 s); a failing answer's Retry-After replaces it.
-	OpenTime time.Duration
-	// MaxOpenTime is the longest open time: each failed probe doubles the
-	// last, up to this (default 1 s, at least OpenTime).
-	MaxOpenTime time.Duration
-	// RestartRate is the rate (requests per second) an origin starts
-	// again at when its breaker closes, growing by one for each answer as
-	// the slow start does (default half of Config.InitialRate, at most
-	// InitialRate).
-	RestartRate float64
+	OpenTime      time.Duration
+	MaxOpenTime   time.Duration
+	RestartRate   float64
 }
 
 // Circuit is the state of an origin's breaker.

@@ -62,7 +62,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	if a.limiter == nil {
 		return nil
 	}
-	cfg := a.cfg.Admission.limiterConfig().WithDefaults()
+	cfg := a.admission
 	now := a.cfg.Now()
 	// With the server's rate limit in force on this attempt's queue, the
 	// server has paced it: only the breaker and the budget decide.
@@ -89,7 +89,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 		now = later(a.cfg.Now(), now.Add(d.Wait))
 		d = ask(now, d.Ticket)
 	}
-	a.gauges(ctx, p.origin, d.Circuit, d.Rate, limit)
+	a.gauges(ctx, p.o, d.Circuit, d.Rate, limit)
 	if d.Admitted {
 		prev.Ticket = admission.Ticket{}
 		return nil
@@ -148,11 +148,11 @@ func reasonLabel(r admission.Reason) string {
 }
 
 // observe tells the origin's limiter what the answer to the request sent
-// at sentAt says about the origin (see Breaker: which answers are
-// failures), and updates the origin's gauges. An attempt whose context
+// at sentAt, by an attempt on task queue tq, says about the origin (see
+// Breaker: which answers are failures), and updates the origin's gauges. An attempt whose context
 // ended (the worker stops, the activity was cancelled) tells it nothing:
 // the origin did not fail.
-func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time, ans *answer) {
+func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt time.Time, ans *answer) {
 	if a.limiter == nil || ctx.Err() != nil {
 		return
 	}
@@ -168,12 +168,11 @@ func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time,
 	}
 	a.limiter.Observe(p.origin, sentAt, now, o)
 	s := a.limiter.State(p.origin, now)
-	tq := activity.GetInfo(ctx).TaskQueue
 	if a.cfg.SharedRate != nil {
 		a.cfg.SharedRate.Record(tq, o.Throttled, o.Failed)
 	}
 	limit, _ := a.sharedLimit(tq)
-	a.gauges(ctx, p.origin, s.Circuit, s.Rate, limit)
+	a.gauges(ctx, p.o, s.Circuit, s.Rate, limit)
 }
 
 // sharedLimit returns the server's rate limit in force on taskQueue
@@ -188,8 +187,8 @@ func (a *Activities) sharedLimit(taskQueue string) (float64, bool) {
 // gauges sets the origin's breaker, rate and limit gauges, labelled by
 // origin only: a gauge per operation would keep the last value of an
 // operation that no longer runs.
-func (a *Activities) gauges(ctx context.Context, origin string, c admission.Circuit, rate, limit float64) {
-	m := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"origin": origin})
+func (a *Activities) gauges(ctx context.Context, o *origin, c admission.Circuit, rate, limit float64) {
+	m := activity.GetMetricsHandler(ctx).WithTags(o.gaugeTags)
 	open := 0.0
 	if c != admission.Closed {
 		open = 1

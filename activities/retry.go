@@ -48,7 +48,10 @@ type progress struct {
 func loadProgress(ctx context.Context, attempt int32) progress {
 	var p progress
 	if activity.HasHeartbeatDetails(ctx) {
-		_ = activity.GetHeartbeatDetails(ctx, &p)
+		// Only this branch pays for a progress on the heap.
+		var details progress
+		_ = activity.GetHeartbeatDetails(ctx, &details)
+		p = details
 	}
 	if lost := attempt - 1 - p.Attempt; lost > 0 {
 		p.Counted += lost

@@ -240,7 +240,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
-	return nil, ans.status, a.retry(ctx, info, p, m, prev, v, d, msg, ans.header)
+	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header})
 }
 
 // withMargin returns ctx with its deadline brought forward by a fifth of

@@ -10,7 +10,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -124,21 +123,16 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	msg := fmt.Sprintf("%s %s: not sent yet: adaptive admission holds requests to %s back (%s); its turn is in %s",
 		p.method, p.shown, p.origin, why, d.Wait.Round(time.Millisecond))
 	logger := activity.GetLogger(ctx)
-	if info.ScheduleToCloseTimeout > 0 {
-		deadline, margin := scheduleDeadline(info, *prev, now)
-		next.Deadline = deadline
-		if left := deadline.Sub(now); d.Wait+margin >= left {
-			logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
-			return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
-				msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), ErrTypeDeadline, fd)
-		}
+	if left, beyond := beyondDeadline(info, *prev, &next, now, d.Wait); beyond {
+		logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
+		return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
+			msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), ErrTypeDeadline, fd)
 	}
 	m.WithTags(map[string]string{"reason": reasonLabel(d.Reason)}).Counter(metricAdmissionDelays).Inc(1)
 	m.Timer(metricRetryDelay).Record(delay)
-	activity.RecordHeartbeat(ctx, next)
+	err := a.handOver(ctx, next, ErrTypeNotAdmitted, fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond)), delay, true, fd)
 	logger.Info("HTTP request not admitted yet, Temporal will retry", "key", fd.IdempotencyKey, "attempt", info.Attempt, "delay", delay, "wait", d.Wait, "reason", string(d.Reason))
-	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond))), ErrTypeNotAdmitted,
-		temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{fd}})
+	return err
 }
 
 // reasonLabel is a wait's reason as a metrics label value: rate,

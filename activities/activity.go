@@ -36,6 +36,16 @@ type Activities struct {
 	// traceHeaders are the canonical names of the headers the propagator
 	// writes: a request may not set them.
 	traceHeaders map[string]bool
+	// admission is Config.Admission's limiter configuration with its
+	// defaults, worked out once.
+	admission admission.Config
+	// userAgent is the User-Agent header's value, shared by every request
+	// (see send).
+	userAgent []string
+	// outcomeTags caches the attempts counter's label sets (see count).
+	outcomeTags tagCache
+	// urls caches the request URLs parsed lately.
+	urls urlCache
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -59,6 +69,7 @@ func New(cfg Config) (*Activities, error) {
 	if a.cfg.UserAgent == "" {
 		a.cfg.UserAgent = "temporal-idempotent-http"
 	}
+	a.userAgent = []string{a.cfg.UserAgent}
 	if a.cfg.Now == nil {
 		a.cfg.Now = time.Now
 	}
@@ -85,6 +96,7 @@ func New(cfg Config) (*Activities, error) {
 		if err := cfg.Admission.validate(); err != nil {
 			return nil, err
 		}
+		a.admission = cfg.Admission.limiterConfig().WithDefaults()
 		a.limiter = admission.New(cfg.Admission.limiterConfig())
 		a.throttles = slices.Clone(cfg.Admission.Throttles)
 		if len(a.throttles) == 0 {
@@ -123,19 +135,20 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 		if _, o, perr := request.ParseURL(req.URL); perr == nil && a.origins[o] != nil {
 			origin = o
 		}
-		count(a.metrics(ctx, origin, req.Operation), err)
+		a.count(a.metrics(ctx, origin, req.Operation), err)
 		return nil, err
 	}
 	m := a.metrics(ctx, p.origin, req.Operation)
 	if err := a.admit(ctx, info, p, m, &prev); err != nil {
 		// Nothing was sent: no client span.
-		count(m, err)
+		a.count(m, err)
 		return nil, err
 	}
 	ctx, span := a.startSpan(ctx, p, info.Attempt)
+	p.inject = a.cfg.Propagator != nil || span.SpanContext().IsValid()
 	resp, status, err := a.do(ctx, info, p, m, prev)
 	endSpan(span, status, resp, err)
-	count(m, err)
+	a.count(m, err)
 	return resp, err
 }
 
@@ -146,10 +159,13 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	req := p.req
 	start := time.Now()
 	sentAt := a.cfg.Now()
-	ans := a.send(withMargin(ctx), p)
+	sendCtx, cancel := withMargin(ctx)
+	ans := a.send(sendCtx, p)
+	// send has read the answer: its context may go.
+	cancel()
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
 	prev.Sent++
-	a.observe(ctx, p, sentAt, &ans)
+	a.observe(ctx, info.TaskQueue, p, sentAt, &ans)
 	v := decide(&ans, &p.o.conv, prev.hint())
 	d := workflows.Failure{
 		Operation: req.Operation, Method: p.method, URL: p.shown,
@@ -159,7 +175,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if v.outcome == outcomeSuccess {
 		r := a.result(&ans, p, info.Attempt)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
-			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
+			"replayed", r.Replayed, "body_sha256", hexSHA256(req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil
 	}
 	var msg string
@@ -191,24 +207,26 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
-	return nil, ans.status, a.retry(ctx, info, p, m, prev, v, d, msg, ans.header)
+	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header})
 }
 
 // withMargin returns ctx with its deadline brought forward by a fifth of
 // the time left (at least 100 ms or half the time left, at most 1 s), so that a request without an answer ends the
 // attempt with a retryable error the activity chose (its delay, its details,
 // its progress for the next attempt) instead of a timeout imposed by Temporal.
-func withMargin(ctx context.Context) context.Context {
+// Call cancel once the answer is read: it stops the context's timer.
+func withMargin(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return ctx
+		return ctx, noCancel
 	}
 	left := time.Until(dl)
 	margin := min(time.Second, max(left/5, min(100*time.Millisecond, left/2)))
-	c, cancel := context.WithDeadline(ctx, dl.Add(-margin))
-	context.AfterFunc(ctx, cancel)
-	return c
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }
+
+// noCancel is withMargin's cancel for a context it did not derive.
+func noCancel() {}
 
 // prepare validates req with the rules of package request and the origin's
 // convention; its errors are non-retryable ApplicationErrors, of unknown
@@ -223,11 +241,12 @@ func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*p
 	if err != nil {
 		return nil, invalid(err)
 	}
-	u, o, err := request.ParseURL(req.URL)
+	pu, err := a.urls.parse(req.URL)
 	if err != nil {
 		return nil, invalid(err)
 	}
-	p := &prepared{req: req, method: method, url: u, shown: request.RedactURL(u.String()), origin: o, o: a.origins[o]}
+	o := pu.origin
+	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
 			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown})
@@ -243,6 +262,10 @@ func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*p
 	}
 	if err := request.Body(req.Body); err != nil {
 		return nil, invalid(err)
+	}
+	if len(req.Headers) == 0 {
+		// Nothing more to check.
+		return p, nil
 	}
 	if err := request.Headers(req.Headers); err != nil {
 		return nil, invalid(err)

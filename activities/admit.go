@@ -10,7 +10,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -63,7 +62,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	if a.limiter == nil {
 		return nil
 	}
-	cfg := a.cfg.Admission.limiterConfig().WithDefaults()
+	cfg := a.admission
 	now := a.cfg.Now()
 	// With the server's rate limit in force on this attempt's queue, the
 	// server has paced it: only the breaker and the budget decide.
@@ -90,7 +89,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 		now = later(a.cfg.Now(), now.Add(d.Wait))
 		d = ask(now, d.Ticket)
 	}
-	a.gauges(ctx, p.origin, d.Circuit, d.Rate, limit)
+	a.gauges(ctx, p.o, d.Circuit, d.Rate, limit)
 	if d.Admitted {
 		prev.Ticket = admission.Ticket{}
 		return nil
@@ -125,21 +124,16 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	msg := fmt.Sprintf("%s %s: not sent yet: adaptive admission holds requests to %s back (%s); its turn is in %s",
 		p.method, p.shown, p.origin, why, d.Wait.Round(time.Millisecond))
 	logger := activity.GetLogger(ctx)
-	if info.ScheduleToCloseTimeout > 0 {
-		deadline, margin := scheduleDeadline(info, *prev, now)
-		next.Deadline = deadline
-		if left := deadline.Sub(now); d.Wait+margin >= left {
-			logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
-			return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
-				msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, fd)
-		}
+	if left, beyond := beyondDeadline(info, *prev, &next, now, d.Wait); beyond {
+		logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
+		return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
+			msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, fd)
 	}
 	m.WithTags(map[string]string{"reason": reasonLabel(d.Reason)}).Counter(metricAdmissionDelays).Inc(1)
 	m.Timer(metricRetryDelay).Record(delay)
-	activity.RecordHeartbeat(ctx, next)
+	err := a.handOver(ctx, next, workflows.ErrTypeNotAdmitted, fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond)), delay, true, fd)
 	logger.Info("HTTP request not admitted yet, Temporal will retry", "key", fd.IdempotencyKey, "attempt", info.Attempt, "delay", delay, "wait", d.Wait, "reason", string(d.Reason))
-	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond))), workflows.ErrTypeNotAdmitted,
-		temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{fd}})
+	return err
 }
 
 // reasonLabel is a wait's reason as a metrics label value: rate,
@@ -149,11 +143,11 @@ func reasonLabel(r admission.Reason) string {
 }
 
 // observe tells the origin's limiter what the answer to the request sent
-// at sentAt says about the origin (see Breaker: which answers are
-// failures), and updates the origin's gauges. An attempt whose context
+// at sentAt, by an attempt on task queue tq, says about the origin (see
+// Breaker: which answers are failures), and updates the origin's gauges. An attempt whose context
 // ended (the worker stops, the activity was cancelled) tells it nothing:
 // the origin did not fail.
-func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time, ans *answer) {
+func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt time.Time, ans *answer) {
 	if a.limiter == nil || ctx.Err() != nil {
 		return
 	}
@@ -169,12 +163,11 @@ func (a *Activities) observe(ctx context.Context, p *prepared, sentAt time.Time,
 	}
 	a.limiter.Observe(p.origin, sentAt, now, o)
 	s := a.limiter.State(p.origin, now)
-	tq := activity.GetInfo(ctx).TaskQueue
 	if a.cfg.SharedRate != nil {
 		a.cfg.SharedRate.Record(tq, o.Throttled, o.Failed)
 	}
 	limit, _ := a.sharedLimit(tq)
-	a.gauges(ctx, p.origin, s.Circuit, s.Rate, limit)
+	a.gauges(ctx, p.o, s.Circuit, s.Rate, limit)
 }
 
 // sharedLimit returns the server's rate limit in force on taskQueue
@@ -189,8 +182,8 @@ func (a *Activities) sharedLimit(taskQueue string) (float64, bool) {
 // gauges sets the origin's breaker, rate and limit gauges, labelled by
 // origin only: a gauge per operation would keep the last value of an
 // operation that no longer runs.
-func (a *Activities) gauges(ctx context.Context, origin string, c admission.Circuit, rate, limit float64) {
-	m := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"origin": origin})
+func (a *Activities) gauges(ctx context.Context, o *origin, c admission.Circuit, rate, limit float64) {
+	m := activity.GetMetricsHandler(ctx).WithTags(o.gaugeTags)
 	open := 0.0
 	if c != admission.Closed {
 		open = 1

@@ -253,6 +253,8 @@ type origin struct {
 	// resultHeaders are the canonical names of the response headers copied
 	// into Response.Headers.
 	resultHeaders []string
+	// gaugeTags label the origin's gauges: {"origin": the origin}.
+	gaugeTags map[string]string
 }
 
 // newOrigins checks the origin-keyed parts of cfg and returns them by
@@ -265,7 +267,7 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 			return nil, nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
 		}
 		c, _ := IETF().withDefaults()
-		origins[o] = &origin{conv: c}
+		origins[o] = &origin{conv: c, gaugeTags: map[string]string{"origin": o}}
 	}
 	lookup := func(field, s string) (*origin, error) {
 		o, err := request.ParseOrigin(s)

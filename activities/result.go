@@ -33,7 +33,11 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.
 		BodyTruncated:  ans.truncated,
 	}
 	for _, canon := range p.o.resultHeaders {
-		v := ans.header.Get(canon)
+		// ans.header.Get(canon), without canonicalizing canon again.
+		var v string
+		if vs := ans.header[canon]; len(vs) > 0 {
+			v = vs[0]
+		}
 		if v == "" {
 			continue
 		}
@@ -50,7 +54,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.
 	}
 	omit := func(reason string) {
 		r.Body, r.RawBody = nil, nil
-		r.BodyOmitted, r.OmittedReason, r.BodySHA256, r.BodyRedacted = true, reason, ans.sha256, false
+		r.BodyOmitted, r.OmittedReason, r.BodySHA256, r.BodyRedacted = true, reason, ans.bodySHA256(), false
 	}
 	body := ans.body
 	switch {
@@ -67,7 +71,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.
 		case !ok:
 			omit(omittedCredential)
 		case changed:
-			r.Body, r.BodyRedacted, r.BodySHA256 = json.RawMessage(red), true, ans.sha256
+			r.Body, r.BodyRedacted, r.BodySHA256 = json.RawMessage(red), true, ans.bodySHA256()
 		default:
 			r.Body = json.RawMessage(body)
 		}
@@ -75,7 +79,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.
 		red, changed := a.redact.bytes(body)
 		r.RawBody, r.BodyRedacted = red, changed
 		if changed {
-			r.BodySHA256 = ans.sha256
+			r.BodySHA256 = ans.bodySHA256()
 		}
 	}
 	// JSON escaping can make a string 6 times longer, base64 4/3: measure

@@ -49,7 +49,10 @@ type progress struct {
 func loadProgress(ctx context.Context, attempt int32) progress {
 	var p progress
 	if activity.HasHeartbeatDetails(ctx) {
-		_ = activity.GetHeartbeatDetails(ctx, &p)
+		// Only this branch pays for a progress on the heap.
+		var details progress
+		_ = activity.GetHeartbeatDetails(ctx, &details)
+		p = details
 	}
 	if lost := attempt - 1 - p.Attempt; lost > 0 {
 		p.Counted += lost
@@ -64,6 +67,21 @@ func loadProgress(ctx context.Context, attempt int32) progress {
 // this activity's own earlier attempts.
 func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
 
+// failure is an attempt's retryable answer on its way to Temporal: the
+// attempt (its Info, request and metrics handler, the progress before it),
+// the verdict, the details and message built for it so far, and the
+// answer's headers (for Retry-After).
+type failure struct {
+	info   activity.Info
+	p      *prepared
+	m      client.MetricsHandler
+	prev   progress
+	v      verdict
+	d      workflows.Failure
+	msg    string
+	header http.Header
+}
+
 // retry turns a retryable verdict into the error handed to Temporal: the
 // delay (Retry-After, else jittered backoff) as NextRetryDelay, or a final
 // error when the attempt budget is spent (ErrType of the verdict, marked
@@ -71,11 +89,34 @@ func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
 // deadline (workflows.ErrTypeIdempotencyKeyLocked for a key still in flight, else workflows.ErrTypeRetryWouldExceedDeadline).
 // It records this attempt's progress for the next, and in m the retry it
 // hands to Temporal.
-func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress, v verdict, d workflows.Failure, msg string, header http.Header) error {
+func (a *Activities) retry(ctx context.Context, f *failure) error {
 	now := a.cfg.Now()
-	next := progress{Attempt: info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || v.unknown,
+	next := f.next(now)
+	f.d.InFlightSince, f.d.InFlightCount = next.InFlightSince, next.InFlightCount
+	f.d.OutcomeUnknown = next.hint()
+	if err := a.checkBudget(ctx, f, next); err != nil {
+		return err
+	}
+	w := a.retryWait(f, next, now)
+	if w.fromRetryAfter {
+		f.d.RetryAfter = w.retryAfter
+	}
+	if left, beyond := beyondDeadline(f.info, f.prev, &next, now, w.delay); beyond {
+		return a.failAtDeadline(ctx, f, next, w, now, left)
+	}
+	observeRetry(f.m, w.delay, w.handed, w.fromRetryAfter, f.v.inFlight)
+	err := a.handOver(ctx, next, f.v.errType, fmt.Sprintf("%s; retrying in %s (%s)", f.msg, w.delay, w.source), w.delay, w.handed, f.d)
+	activity.GetLogger(ctx).Warn("HTTP attempt failed, Temporal will retry", "key", f.d.IdempotencyKey, "status", f.d.Status, "attempt", f.d.Attempt, "delay", w.delay, "source", w.source, "in_flight", f.v.inFlight)
+	return err
+}
+
+// next is the progress this attempt leaves for the next: a wait for a key
+// in flight is counted as such, any other failure against the budget.
+func (f *failure) next(now time.Time) progress {
+	prev := f.prev
+	next := progress{Attempt: f.info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || f.v.unknown,
 		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, Sent: prev.Sent, Deadline: prev.Deadline}
-	if v.inFlight {
+	if f.v.inFlight {
 		next.InFlightCount++
 		if next.InFlightSince.IsZero() {
 			next.InFlightSince = now
@@ -83,74 +124,118 @@ func (a *Activities) retry(ctx context.Context, info activity.Info, p *prepared,
 	} else {
 		next.Counted++
 	}
-	d.InFlightSince, d.InFlightCount = next.InFlightSince, next.InFlightCount
-	d.OutcomeUnknown = next.Unknown || next.InFlightCount > 0
-	logger := activity.GetLogger(ctx)
+	return next
+}
 
-	budget, budgetSource := p.req.MaximumAttempts, "RetryOptions.MaximumAttempts; waits for a key in flight are not counted"
-	if budget <= 0 && info.RetryPolicy != nil {
-		budget, budgetSource = info.RetryPolicy.MaximumAttempts, "the activity's RetryPolicy.MaximumAttempts"
+// checkBudget fails the operation, with the verdict's ErrType made final,
+// when this attempt was the last the budget allows (a wait for a key in
+// flight is never the last).
+func (a *Activities) checkBudget(ctx context.Context, f *failure, next progress) error {
+	budget, source := f.p.req.MaximumAttempts, "RetryOptions.MaximumAttempts; waits for a key in flight are not counted"
+	if budget <= 0 && f.info.RetryPolicy != nil {
+		budget, source = f.info.RetryPolicy.MaximumAttempts, "the activity's RetryPolicy.MaximumAttempts"
 	}
-	if !v.inFlight && budget > 0 && next.Counted >= budget {
-		logger.Error("HTTP attempt failed, no attempts left", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "counted", next.Counted)
-		return a.fail(fmt.Sprintf("%s; that was the last of %d attempts (%s)", msg, budget, budgetSource), v.errType, d)
+	if f.v.inFlight || budget <= 0 || next.Counted < budget {
+		return nil
 	}
+	activity.GetLogger(ctx).Error("HTTP attempt failed, no attempts left", "key", f.d.IdempotencyKey, "status", f.d.Status, "attempt", f.d.Attempt, "counted", next.Counted)
+	return a.fail(fmt.Sprintf("%s; that was the last of %d attempts (%s)", f.msg, budget, source), f.v.errType, f.d)
+}
 
-	b := p.req.Backoff
-	if rp := info.RetryPolicy; rp != nil && rp.InitialInterval > 0 {
+// wait is the delay before the next attempt and what chose it.
+type wait struct {
+	delay time.Duration
+	// source names what chose delay, for messages and logs.
+	source string
+	// fromRetryAfter: the server's Retry-After chose it; retryAfter is
+	// the server's value, before the MaxRetryAfter cap.
+	fromRetryAfter bool
+	retryAfter     time.Duration
+	// handed: the delay is handed to Temporal as NextRetryDelay (else
+	// Temporal's own retry policy spaces the attempts).
+	handed bool
+}
+
+// retryWait chooses the delay before the next attempt: the server's
+// Retry-After (capped by MaxRetryAfter), else for a key in flight its own
+// backoff, else after a throttle with admission on the limiter's pace,
+// else the backoff of the request (or of the activity's RetryPolicy).
+func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
+	b := f.p.req.Backoff
+	if rp := f.info.RetryPolicy; rp != nil && rp.InitialInterval > 0 {
 		b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval = rp.InitialInterval, rp.BackoffCoefficient, rp.MaximumInterval
 	}
 	b = b.WithDefaults()
-	var delay time.Duration
-	source := "backoff (" + b.Jitter + " jitter)"
-	paced := a.limiter != nil && a.throttle(d.Status)
-	raValue := strings.Join(header.Values("Retry-After"), ", ")
-	ra, fromRetryAfter := retryAfter(header, now)
+	w := wait{source: "backoff (" + b.Jitter + " jitter)"}
+	paced := a.limiter != nil && a.throttle(f.d.Status)
+	w.retryAfter, w.fromRetryAfter = retryAfter(f.header, now)
 	switch {
-	case fromRetryAfter:
-		d.RetryAfter = ra
-		delay, source = max(min(ra, a.cfg.MaxRetryAfter), request.MinRetryDelay), fmt.Sprintf("Retry-After %q", raValue)
-		if v.inFlight {
-			delay = max(delay, request.MinInFlightWait)
+	case w.fromRetryAfter:
+		w.delay = max(min(w.retryAfter, a.cfg.MaxRetryAfter), request.MinRetryDelay)
+		w.source = fmt.Sprintf("Retry-After %q", strings.Join(f.header.Values("Retry-After"), ", "))
+		if f.v.inFlight {
+			w.delay = max(w.delay, request.MinInFlightWait)
 		}
-	case v.inFlight:
-		delay, source = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, request.DecorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))), "in-flight backoff ("+b.Jitter+" jitter)"
+	case f.v.inFlight:
+		w.delay = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime)))
+		w.source = "in-flight backoff (" + b.Jitter + " jitter)"
 	case paced:
 		// The limiter has cut the origin's rate: it paces the retry.
-		delay, source = request.MinRetryDelay, "adaptive admission after a throttle"
+		w.delay, w.source = request.MinRetryDelay, "adaptive admission after a throttle"
 	default:
-		delay = b.Delay(next.Counted, a.cfg.Uniform, request.DecorrelatedSeed(p.req.IdempotencyKey, info.ScheduledTime))
+		w.delay = b.Delay(next.Counted, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime))
 	}
-	if info.ScheduleToCloseTimeout > 0 {
-		deadline, margin := scheduleDeadline(info, prev, now)
-		next.Deadline = deadline
-		if left := deadline.Sub(now); delay+margin >= left {
-			d.NextRetryDelay = delay
-			left = max(left, 0).Round(time.Millisecond)
-			if v.inFlight {
-				logger.Error("HTTP idempotency key still locked at the server", "key", d.IdempotencyKey, "in_flight_since", next.InFlightSince, "in_flight_count", next.InFlightCount)
-				return a.fail(fmt.Sprintf("%s; the key is still locked at the server: it has answered that a request with this key is in progress %d times since %s (%s ago), and the next wait (%s, %s) cannot end before the schedule-to-close deadline (%s left). The first request may still complete: never retry with a new key. Wait out the server's lock expiry, then run the same workflow ID again (it sends the same key)",
-					msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), now.Sub(next.InFlightSince).Round(time.Millisecond), delay, source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
-			}
-			logger.Error("HTTP retry cannot fit before the deadline", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", delay, "left", left)
-			return a.fail(fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now instead of waiting; raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
-				msg, delay, source, left, info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, d)
-		}
+	// request.JitterNone without Retry-After leaves the interval to Temporal.
+	w.handed = w.fromRetryAfter || f.v.inFlight || b.Jitter != request.JitterNone || paced
+	return w
+}
+
+// failAtDeadline fails the operation whose next attempt, after w, could not
+// start before the schedule-to-close deadline (left away): workflows.ErrTypeIdempotencyKeyLocked
+// for a key still in flight at the server, else workflows.ErrTypeRetryWouldExceedDeadline.
+func (a *Activities) failAtDeadline(ctx context.Context, f *failure, next progress, w wait, now time.Time, left time.Duration) error {
+	d := f.d
+	d.NextRetryDelay = w.delay
+	left = max(left, 0).Round(time.Millisecond)
+	logger := activity.GetLogger(ctx)
+	if f.v.inFlight {
+		logger.Error("HTTP idempotency key still locked at the server", "key", d.IdempotencyKey, "in_flight_since", next.InFlightSince, "in_flight_count", next.InFlightCount)
+		return a.fail(fmt.Sprintf("%s; the key is still locked at the server: it has answered that a request with this key is in progress %d times since %s (%s ago), and the next wait (%s, %s) cannot end before the schedule-to-close deadline (%s left). The first request may still complete: never retry with a new key. Wait out the server's lock expiry, then run the same workflow ID again (it sends the same key)",
+			f.msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), now.Sub(next.InFlightSince).Round(time.Millisecond), w.delay, w.source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
 	}
-	opts := temporal.ApplicationErrorOptions{}
-	handed := fromRetryAfter || v.inFlight || b.Jitter != request.JitterNone || paced
+	logger.Error("HTTP retry cannot fit before the deadline", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", w.delay, "left", left)
+	return a.fail(fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now instead of waiting; raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
+		f.msg, w.delay, w.source, left, f.info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, d)
+}
+
+// beyondDeadline reports whether a wait of wait from now cannot end before
+// the schedule-to-close deadline (keeping scheduleDeadline's margin), with
+// the time left before it; it records the deadline in next. Without a
+// ScheduleToCloseTimeout every wait fits.
+func beyondDeadline(info activity.Info, prev progress, next *progress, now time.Time, wait time.Duration) (left time.Duration, beyond bool) {
+	if info.ScheduleToCloseTimeout <= 0 {
+		return 0, false
+	}
+	deadline, margin := scheduleDeadline(info, prev, now)
+	next.Deadline = deadline
+	left = deadline.Sub(now)
+	return left, wait+margin >= left
+}
+
+// handOver ends the attempt with the retryable error of errType that
+// Temporal retries: msg (redacted) with d, and delay as NextRetryDelay
+// when handed. It records next, the progress the next attempt reads; a
+// failure to record it only makes the next attempt count this one as lost
+// (a failure of unknown outcome).
+func (a *Activities) handOver(ctx context.Context, next progress, errType, msg string, delay time.Duration, handed bool, d workflows.Failure) error {
+	var opts temporal.ApplicationErrorOptions
 	if handed {
-		// JitterNone without Retry-After leaves the interval to Temporal.
 		d.NextRetryDelay = delay
 		opts.NextRetryDelay = delay
 	}
-	observeRetry(m, delay, handed, fromRetryAfter, v.inFlight)
 	opts.Details = []any{d}
-	// The next attempt reads this; a failure to record it only makes the
-	// next attempt count this one as lost (a failure of unknown outcome).
 	activity.RecordHeartbeat(ctx, next)
-	logger.Warn("HTTP attempt failed, Temporal will retry", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", delay, "source", source, "in_flight", v.inFlight)
-	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; retrying in %s (%s)", msg, delay, source)), v.errType, opts)
+	return temporal.NewApplicationErrorWithOptions(a.redact.string(msg), errType, opts)
 }
 
 // scheduleDeadline returns the schedule-to-close deadline on Config.Now's

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -26,12 +27,65 @@ type prepared struct {
 	req    request.Input
 	method string
 	url    *url.URL
+	// raw is url as a string, as sent.
+	raw string
 	// shown is url as messages, details, spans and logs may show it: with
 	// its query values redacted (request.RedactURL, the one rule).
 	shown  string
 	origin string
 	o      *origin
+	// inject: the attempt's trace context goes into the request's
+	// headers (set by Do: false only when the default propagator, W3C
+	// Trace Context, would write nothing, the span context being invalid).
+	inject bool
 }
+
+// parsedURL is a request URL as prepare needs it: parsed
+// (request.ParseURL), with its origin, as sent (raw) and as shown
+// (request.RedactURL). It is never modified.
+type parsedURL struct {
+	url                *url.URL
+	origin, raw, shown string
+}
+
+// urlCache keeps the request URLs parsed lately: the attempts of one
+// operation, and the operations of one endpoint, send the same URL. It
+// forgets them all when it holds maxCachedURLs.
+type urlCache struct {
+	mu   sync.RWMutex
+	urls map[string]*parsedURL
+}
+
+const maxCachedURLs = 512
+
+// parse returns s parsed, from the cache when it was parsed lately.
+func (c *urlCache) parse(s string) (*parsedURL, error) {
+	c.mu.RLock()
+	pu, ok := c.urls[s]
+	c.mu.RUnlock()
+	if ok {
+		return pu, nil
+	}
+	u, o, err := request.ParseURL(s)
+	if err != nil {
+		return nil, err
+	}
+	raw := u.String()
+	pu = &parsedURL{url: u, origin: o, raw: raw, shown: request.RedactURL(raw)}
+	if len(s) > maxCachedURLBytes {
+		return pu, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.urls == nil || len(c.urls) >= maxCachedURLs {
+		c.urls = make(map[string]*parsedURL)
+	}
+	c.urls[s] = pu
+	return pu, nil
+}
+
+// maxCachedURLBytes bounds the URLs kept: a longer one is parsed anew.
+const maxCachedURLBytes = 2 << 10
 
 // answer is what one attempt got back: a response (after same-origin
 // 307/308 redirects) with the start of its body, or the error that ended it.
@@ -40,7 +94,8 @@ type answer struct {
 	header http.Header
 	// body holds at most MaxResponseBytes+1 bytes of the body.
 	body []byte
-	// size and sha256 cover the whole body (up to maxHashedBody) of a 2xx.
+	// size covers the whole body (up to maxHashedBody) of a 2xx; so does
+	// sha256 when it is too large to keep (else bodySHA256 computes it).
 	size      int64
 	sha256    string
 	truncated bool
@@ -58,34 +113,47 @@ type answer struct {
 func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	target := p.url
 	for hop := 0; ; hop++ {
-		hr, err := http.NewRequestWithContext(ctx, p.method, target.String(), nil)
+		raw := p.raw
+		if hop > 0 {
+			raw = target.String()
+		}
+		hr, err := http.NewRequestWithContext(ctx, p.method, raw, nil)
 		if err != nil {
 			return answer{from: target, err: err}
 		}
+		// The worker's own values are shared by every request: the HTTP
+		// client and transports only read a request's header (a
+		// RoundTripper may not modify its request), as with credentials.
+		h := hr.Header
 		if len(p.req.Body) > 0 {
 			body := p.req.Body
+			// A NopCloser of a bytes.Reader, which net/http knows to be in
+			// memory: it writes the headers and the body in one packet
+			// (any other type costs a write of its own to the headers).
 			hr.Body = io.NopCloser(bytes.NewReader(body))
 			hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 			hr.ContentLength = int64(len(body))
-			hr.Header.Set("Content-Type", "application/json")
+			h["Content-Type"] = jsonValue
 		}
 		// Defaults first: a workflow's Accept or User-Agent is sent as set.
 		// What the worker sets after them, the request may not set
 		// (request.Headers and prepare refuse it).
-		hr.Header.Set("User-Agent", a.cfg.UserAgent)
-		hr.Header.Set("Accept", "application/json")
+		h["User-Agent"] = a.userAgent
+		h["Accept"] = jsonValue
 		// Asked for here, the codings are left to read's decoder by the
 		// HTTP client, which would otherwise undo one gzip layer and drop
 		// Content-Encoding, hiding a second one from redaction.
-		hr.Header.Set("Accept-Encoding", "gzip, deflate")
+		h["Accept-Encoding"] = codingsValue
 		for k, v := range p.req.Headers {
-			hr.Header[http.CanonicalHeaderKey(k)] = []string{v}
+			h[http.CanonicalHeaderKey(k)] = []string{v}
 		}
 		for k, vs := range p.o.creds {
-			hr.Header[k] = vs
+			h[k] = vs
 		}
-		hr.Header.Set(p.o.conv.KeyHeader, p.o.conv.keyValue(p.req.IdempotencyKey))
-		a.inject(ctx, propagation.HeaderCarrier(hr.Header))
+		h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
+		if p.inject {
+			a.inject(ctx, propagation.HeaderCarrier(hr.Header))
+		}
 		resp, err := a.client.Do(hr)
 		if err != nil {
 			return answer{from: target, err: err}
@@ -108,6 +176,12 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	}
 }
 
+// Header values the worker sends with every request (see send).
+var (
+	jsonValue    = []string{"application/json"}
+	codingsValue = []string{"gzip, deflate"}
+)
+
 // read reads the response body, decoded when the server sent it with a
 // content coding that the client did not decode (see decoder): up to
 // MaxResponseBytes+1 bytes are kept; the body of a 2xx is read on (up to
@@ -116,15 +190,20 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 func (a *Activities) read(resp *http.Response) answer {
 	defer resp.Body.Close()
 	ans := answer{status: resp.StatusCode, header: resp.Header}
-	wire := &wireReader{r: resp.Body}
-	body, coding := decoder(resp.Header, wire)
-	if coding != "" {
-		ans.encoded = coding
+	// Without a content coding the body is read as it comes: there is no
+	// decoder whose errors must be told from the connection's.
+	var wire *wireReader
+	body := io.Reader(resp.Body)
+	if len(resp.Header["Content-Encoding"]) > 0 {
+		wire = &wireReader{r: resp.Body}
+		body, ans.encoded = decoder(resp.Header, wire)
 	}
-	h := sha256.New()
-	data, err := io.ReadAll(io.TeeReader(io.LimitReader(body, a.cfg.MaxResponseBytes+1), h))
+	data, err := readAtMost(body, a.cfg.MaxResponseBytes+1)
 	ans.body, ans.size = data, int64(len(data))
 	if err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 && ans.size > a.cfg.MaxResponseBytes {
+		// Too large to keep: the rest is only measured and hashed.
+		h := sha256.New()
+		h.Write(data)
 		var n int64
 		n, err = io.Copy(h, io.LimitReader(body, maxHashedBody-ans.size))
 		ans.size += n
@@ -134,9 +213,10 @@ func (a *Activities) read(resp *http.Response) answer {
 				ans.truncated = true
 			}
 		}
+		ans.sha256 = hex.EncodeToString(h.Sum(nil))
 	}
 	switch {
-	case err != nil && wire.err == nil && ans.encoded == "" && body != io.Reader(wire) && !errors.Is(err, io.ErrUnexpectedEOF):
+	case err != nil && wire != nil && wire.err == nil && ans.encoded == "" && body != io.Reader(wire) && !errors.Is(err, io.ErrUnexpectedEOF):
 		// The connection delivered the whole body, but its coding is
 		// broken (a bad header or checksum; a stream that stops early is
 		// a body cut short, whatever the connection said): it is kept as
@@ -145,8 +225,64 @@ func (a *Activities) read(resp *http.Response) answer {
 	case err != nil:
 		ans.err = fmt.Errorf("reading the %d response body: %w", resp.StatusCode, err)
 	}
-	ans.sha256 = hex.EncodeToString(h.Sum(nil))
 	return ans
+}
+
+// readBufs are read's buffers: a body is read into one, then copied out
+// at its size. Buffers that grew beyond maxPooledRead are let go.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooledRead = 64 << 10
+
+// readAtMost reads r to its end or to limit bytes, whichever comes first,
+// as io.ReadAll(io.LimitReader(r, limit)) does: what was read comes with
+// the error that ended reading (nil at the end or at limit).
+func readAtMost(r io.Reader, limit int64) ([]byte, error) {
+	bp := readBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	var err error
+	for int64(len(b)) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		end := cap(b)
+		if room := limit - int64(len(b)); room < int64(end-len(b)) {
+			end = len(b) + int(room)
+		}
+		var n int
+		n, err = r.Read(b[len(b):end])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			break
+		}
+	}
+	out := append(make([]byte, 0, len(b)), b...)
+	if cap(b) <= maxPooledRead {
+		*bp = b[:0]
+		readBufs.Put(bp)
+	}
+	return out, err
+}
+
+// bodySHA256 is the hex SHA-256 of the body: of the whole body (up to
+// maxHashedBody) for one too large to keep, else of the bytes read.
+func (ans *answer) bodySHA256() string {
+	if ans.sha256 == "" {
+		ans.sha256 = hexSHA256(ans.body)
+	}
+	return ans.sha256
+}
+
+// hexSHA256 is the hex SHA-256 of b (as request.BodyHash), in one
+// allocation.
+func hexSHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }
 
 // wireReader remembers the error that ended reading from the connection,

@@ -74,6 +74,42 @@ const (
 type labels struct {
 	mu  sync.Mutex
 	ops map[string]struct{}
+	// tags are the label sets of metrics, by origin and operation label.
+	tags tagCache
+}
+
+// tagCache keeps the label sets handed to MetricsHandler.WithTags, built
+// once per pair of values: a handler only reads the map it is given (the
+// SDK's OpenTelemetry, tally and capturing handlers copy it), so one map
+// serves every attempt. It holds at most
+// maxCachedTags sets; beyond, each call builds its own.
+type tagCache struct {
+	mu   sync.RWMutex
+	sets map[[2]string]map[string]string
+}
+
+const maxCachedTags = 1024
+
+// get returns the label set {k1: v1, k2: v2}. Every call of one cache uses
+// the same k1 and k2.
+func (c *tagCache) get(k1, v1, k2, v2 string) map[string]string {
+	key := [2]string{v1, v2}
+	c.mu.RLock()
+	tags, ok := c.sets[key]
+	c.mu.RUnlock()
+	if ok {
+		return tags
+	}
+	tags = map[string]string{k1: v1, k2: v2}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sets) < maxCachedTags {
+		if c.sets == nil {
+			c.sets = map[[2]string]map[string]string{}
+		}
+		c.sets[key] = tags
+	}
+	return tags
 }
 
 // operationLabel returns the metrics label for an operation name: the name
@@ -107,19 +143,18 @@ func (a *Activities) metrics(ctx context.Context, origin, operation string) clie
 	if origin == "" {
 		origin = otherLabel
 	}
-	return activity.GetMetricsHandler(ctx).WithTags(map[string]string{
-		"origin": origin, "operation": a.labels.operationLabel(operation),
-	})
+	return activity.GetMetricsHandler(ctx).WithTags(a.labels.tags.get("origin", origin, "operation", a.labels.operationLabel(operation)))
 }
 
 // resultOf returns an attempt's outcome and error type as metrics, spans and
 // logs name them: Do's error decides, so that a retryable type made final
 // on the last attempt counts as non_retryable.
 func resultOf(err error) (outcome, string) {
+	if err == nil {
+		return outcomeSuccess, "none"
+	}
 	var appErr *temporal.ApplicationError
 	switch {
-	case err == nil:
-		return outcomeSuccess, "none"
 	case errors.As(err, &appErr) && appErr.NonRetryable():
 		return outcomeFinal, appErr.Type()
 	case errors.As(err, &appErr):
@@ -130,9 +165,9 @@ func resultOf(err error) (outcome, string) {
 }
 
 // count adds one to the attempts counter.
-func count(m client.MetricsHandler, err error) {
+func (a *Activities) count(m client.MetricsHandler, err error) {
 	outcome, errType := resultOf(err)
-	m.WithTags(map[string]string{"outcome": outcome.String(), "error_type": errType}).Counter(metricAttempts).Inc(1)
+	m.WithTags(a.outcomeTags.get("outcome", outcome.String(), "error_type", errType)).Counter(metricAttempts).Inc(1)
 }
 
 // tracerName is the instrumentation scope of the attempts' spans.
@@ -149,6 +184,9 @@ const (
 	attrReplayed   = attribute.Key("idempotent_http.replayed")
 )
 
+// clientSpan are the options of every attempt's span.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
 // startSpan starts the attempt's HTTP client span, a child of the span in
 // ctx (the activity's, with the SDK's tracing interceptor), after
 // OpenTelemetry's HTTP client conventions: named by the method, with the
@@ -157,7 +195,7 @@ const (
 // own records. A span that records nothing (no tracer provider set) gets
 // no attributes: they cost a URL parse per attempt.
 func (a *Activities) startSpan(ctx context.Context, p *prepared, attempt int32) (context.Context, trace.Span) {
-	ctx, span := a.tracer.Start(ctx, p.method, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := a.tracer.Start(ctx, p.method, clientSpan...)
 	if !span.IsRecording() {
 		return ctx, span
 	}

@@ -312,144 +312,209 @@ func (s *Server) Log() []RequestLog {
 	return append([]RequestLog(nil), s.log...)
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. The request is read, then decided on
+// under the lock (counted, logged, looked up and, for a new key, claimed);
+// the work, if due, runs outside the lock, and the answer is written outside
+// it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		switch r.URL.Path {
-		case "/stats":
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(s.Stats())
-			return
-		case "/healthz":
-			_, _ = io.WriteString(w, "ok\n")
-			return
-		}
+	if r.Method == http.MethodGet && s.serveInfo(w, r.URL.Path) {
+		return
 	}
+	c := s.read(r)
+	d := s.decide(c)
+	switch d.verdict {
+	case orphaned:
+		s.hold(r)
+		return
+	case workWithoutKey, workNewKey:
+		d = s.process(c, d.entry)
+	}
+	s.answer(c, d).write(w, s.opts.Dialect)
+}
+
+// serveInfo answers GET /stats and GET /healthz; it reports whether path
+// is one of them.
+func (s *Server) serveInfo(w http.ResponseWriter, path string) bool {
+	switch path {
+	case "/stats":
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Stats())
+	case "/healthz":
+		_, _ = io.WriteString(w, "ok\n")
+	default:
+		return false
+	}
+	return true
+}
+
+// call is a request as the server reads it before taking the lock.
+type call struct {
+	r       *http.Request
+	key     string // the key as read, or the header as received when invalid
+	keyErr  error  // the key header is not a valid key
+	now     time.Time
+	body    []byte
+	readErr error
+	hash    string // hex SHA-256 of body, set once the request is valid
+	logged  int    // index of the request in s.log, -1 if not logged
+}
+
+// read reads the key and the body (up to one byte past maxBody) of r.
+func (s *Server) read(r *http.Request) *call {
 	d := s.opts.Dialect
 	key, keyErr := d.headerKey(r.Header.Get(d.KeyHeader))
 	now := s.opts.Now()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	return &call{r: r, key: key, keyErr: keyErr, now: now, body: body, readErr: readErr, logged: -1}
+}
 
+// verdict is what the server decided to do with a request.
+type verdict int
+
+const (
+	failed         verdict = iota // a scripted, random or over-capacity failure
+	badMethod                     // not POST, PUT, PATCH or DELETE
+	missingKey                    // no key where the dialect wants one
+	invalidKey                    // a malformed key
+	tooLarge                      // the body is unreadable or over 1 MiB
+	misuse                        // the key was used for another operation or payload
+	inFlight                      // the key's first request is still being processed
+	replay                        // the key's stored response is sent again
+	workWithoutKey                // the dialect's key is optional: the work, no idempotency
+	workNewKey                    // a new key: its entry is claimed, the work is due
+	orphaned                      // a new key whose work is abandoned (Options.Orphan)
+	worked                        // the work was done: its response is the answer
+)
+
+// decision is a verdict with what its answer needs.
+type decision struct {
+	verdict verdict
+	status  int    // the status answered, when answered
+	step    Step   // failed: the failure
+	ctype   string // replay, worked: the response
+	body    []byte
+	entry   *entry // workNewKey: the entry claimed
+}
+
+// decide counts and logs c and decides what to do with it, under the lock.
+func (s *Server) decide(c *call) decision {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.stats.Requests++
-	logged := -1
 	if len(s.log) < maxLog {
-		logged = len(s.log)
-		s.log = append(s.log, RequestLog{Time: now, IdempotencyKey: key, Authorization: r.Header.Get("Authorization") != ""})
+		c.logged = len(s.log)
+		s.log = append(s.log, RequestLog{Time: c.now, IdempotencyKey: c.key, Authorization: c.r.Header.Get("Authorization") != ""})
 	}
-	status := func(code int) {
-		if logged >= 0 {
-			s.log[logged].Status = code
-		}
+	d := s.judge(c)
+	if d.answered() {
+		s.logAnswer(c, d.status, d.verdict == replay)
 	}
-	if step, ok := s.nextFailure(now); ok {
+	return d
+}
+
+// answered reports whether d is answered at once: neither the work nor an
+// orphaned request, whose status is logged when it ends, or never.
+func (d decision) answered() bool {
+	return d.verdict != workWithoutKey && d.verdict != workNewKey && d.verdict != orphaned
+}
+
+// judge decides what to do with c: a failure in front of the key logic, a
+// rejection, the work without a key, or what the key's entry calls for.
+// s.mu is held.
+func (s *Server) judge(c *call) decision {
+	if step, ok := s.nextFailure(c.now); ok {
 		s.stats.Failures++
-		status(step.Status)
-		s.mu.Unlock()
-		if step.RetryAfter != "" {
-			w.Header().Set("Retry-After", step.RetryAfter)
-		}
-		if d.ShouldRetryHeader != "" && (step.Status == http.StatusTooManyRequests || step.Status >= 500) {
-			w.Header().Set(d.ShouldRetryHeader, "true")
-		}
-		writeJSON(w, step.Status, map[string]string{"error": http.StatusText(step.Status)})
-		return
+		return decision{verdict: failed, status: step.Status, step: step}
 	}
-	switch {
-	case r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch && r.Method != http.MethodDelete:
-		status(http.StatusMethodNotAllowed)
-		s.mu.Unlock()
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST, PUT, PATCH or DELETE"})
-		return
-	case keyErr != nil, key == "" && !d.KeyOptional:
-		s.stats.MissingKey++
-		status(d.MissingKeyStatus)
-		s.mu.Unlock()
-		ct, b := d.missingKeyBody()
-		if keyErr != nil {
-			ct, b = d.invalidKeyBody()
-		}
-		write(w, d.MissingKeyStatus, ct, b)
-		return
-	case readErr != nil || len(body) > maxBody:
-		status(http.StatusRequestEntityTooLarge)
-		s.mu.Unlock()
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "body unreadable or larger than 1 MiB"})
-		return
+	if d, ok := s.reject(c); ok {
+		return d
 	}
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	if key == "" {
+	sum := sha256.Sum256(c.body)
+	c.hash = hex.EncodeToString(sum[:])
+	if c.key == "" {
 		// The dialect's key is optional: no idempotency, the work every time.
 		s.stats.MissingKey++
-		s.mu.Unlock()
-		st, ct, b, _ := s.work(r, body, key, hash, now)
-		s.mu.Lock()
-		status(st)
-		s.mu.Unlock()
-		write(w, st, ct, b)
-		return
+		return decision{verdict: workWithoutKey}
 	}
-	s.sweep(now)
-	uri := r.URL.RequestURI()
-	e := s.entries[key]
-	if e != nil && s.expired(e, now) {
-		s.drop(key, e)
+	return s.lookup(c)
+}
+
+// reject reports whether c cannot be processed, and how it is answered: a
+// method that is no operation, a missing or invalid key, an unreadable or
+// too large body. s.mu is held.
+func (s *Server) reject(c *call) (decision, bool) {
+	d := s.opts.Dialect
+	switch {
+	case c.r.Method != http.MethodPost && c.r.Method != http.MethodPut && c.r.Method != http.MethodPatch && c.r.Method != http.MethodDelete:
+		return decision{verdict: badMethod, status: http.StatusMethodNotAllowed}, true
+	case c.keyErr != nil:
+		s.stats.MissingKey++
+		return decision{verdict: invalidKey, status: d.MissingKeyStatus}, true
+	case c.key == "" && !d.KeyOptional:
+		s.stats.MissingKey++
+		return decision{verdict: missingKey, status: d.MissingKeyStatus}, true
+	case c.readErr != nil || len(c.body) > maxBody:
+		return decision{verdict: tooLarge, status: http.StatusRequestEntityTooLarge}, true
+	}
+	return decision{}, false
+}
+
+// lookup decides by the entry of c's key: misuse, in flight or replay, or,
+// for a key new (or new again after it expired), claim it. s.mu is held.
+func (s *Server) lookup(c *call) decision {
+	s.sweep(c.now)
+	uri := c.r.URL.RequestURI()
+	e := s.entries[c.key]
+	if e != nil && s.expired(e, c.now) {
+		s.drop(c.key, e)
 		e = nil
 	}
-	if e != nil {
-		switch {
-		case e.method != r.Method || e.uri != uri || e.hash != hash:
-			// Another operation or payload: never the first one's response.
-			s.stats.Mismatches++
-			status(d.MisuseStatus)
-			s.mu.Unlock()
-			if d.ShouldRetryHeader != "" {
-				w.Header().Set(d.ShouldRetryHeader, "false")
-			}
-			ct, b := d.misuseBody(key)
-			write(w, d.MisuseStatus, ct, b)
-		case !e.done:
-			s.stats.InFlight++
-			status(d.InFlightStatus)
-			s.mu.Unlock()
-			if d.InFlightRetryAfter {
-				w.Header().Set("Retry-After", strconv.Itoa(s.opts.InFlightRetryAfter))
-			}
-			if d.ShouldRetryHeader != "" {
-				w.Header().Set(d.ShouldRetryHeader, "true")
-			}
-			ct, b := d.inFlightBody()
-			write(w, d.InFlightStatus, ct, b)
-		default:
-			s.stats.Replays++
-			status(e.status)
-			if logged >= 0 {
-				s.log[logged].Replayed = true
-			}
-			st, ct, b := e.status, e.ctype, e.body
-			s.mu.Unlock()
-			if d.ReplayHeader != "" {
-				w.Header().Set(d.ReplayHeader, "true")
-			}
-			write(w, st, ct, b)
-		}
-		return
+	d := s.opts.Dialect
+	switch {
+	case e == nil:
+		return s.claim(c, uri)
+	case e.method != c.r.Method || e.uri != uri || e.hash != c.hash:
+		// Another operation or payload: never the first one's response.
+		s.stats.Mismatches++
+		return decision{verdict: misuse, status: d.MisuseStatus}
+	case !e.done:
+		s.stats.InFlight++
+		return decision{verdict: inFlight, status: d.InFlightStatus}
+	default:
+		s.stats.Replays++
+		return decision{verdict: replay, status: e.status, ctype: e.ctype, body: e.body}
 	}
-	e = &entry{method: r.Method, uri: uri, hash: hash, created: now, rec: -1}
-	s.entries[key] = e
+}
+
+// claim stores a new entry for c's key, not done: the lock on the key that
+// its work, or its orphaning, holds. s.mu is held.
+func (s *Server) claim(c *call, uri string) decision {
+	e := &entry{method: c.r.Method, uri: uri, hash: c.hash, created: c.now, rec: -1}
+	s.entries[c.key] = e
 	s.stats.DistinctKeys++
-	if s.opts.Orphan != nil && s.opts.Orphan(key) {
+	if s.opts.Orphan != nil && s.opts.Orphan(c.key) {
 		s.stats.Orphaned++
-		s.mu.Unlock()
-		s.hold(r)
-		return
+		return decision{verdict: orphaned}
 	}
-	s.mu.Unlock()
+	return decision{verdict: workNewKey, entry: e}
+}
 
-	st, ct, b, rec := s.work(r, body, key, hash, now)
-
+// process does the work of c outside the lock, then, under it, stores its
+// outcome in e (the entry claimed for a new key; nil without a key) and
+// logs the status.
+func (s *Server) process(c *call, e *entry) decision {
+	st, ct, b, rec := s.work(c.r, c.body, c.key, c.hash, c.now)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e != nil {
+		s.complete(c.key, e, st, ct, b, rec)
+	}
+	s.logAnswer(c, st, false)
+	return decision{verdict: worked, status: st, ctype: ct, body: b}
+}
+
+// complete ends the work of key's entry e with its response. s.mu is held.
+func (s *Server) complete(key string, e *entry, st int, ct string, b []byte, rec int) {
 	current := s.entries[key] == e
 	switch {
 	case st >= 200 && st <= 299:
@@ -464,9 +529,94 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// belong to a newer request.
 		delete(s.entries, key)
 	}
-	status(st)
-	s.mu.Unlock()
-	write(w, st, ct, b)
+}
+
+// logAnswer sets the status answered to c, and whether it was a replay, in
+// its log entry. s.mu is held.
+func (s *Server) logAnswer(c *call, status int, replayed bool) {
+	if c.logged < 0 {
+		return
+	}
+	s.log[c.logged].Status = status
+	if replayed {
+		s.log[c.logged].Replayed = true
+	}
+}
+
+// response is an answer ready to be written.
+type response struct {
+	status      int
+	ctype       string
+	body        []byte
+	retryAfter  string // the Retry-After header, if set
+	shouldRetry string // the dialect's ShouldRetryHeader, if set and the dialect has one
+	replayed    bool   // the dialect's ReplayHeader, if it has one
+}
+
+// answer makes the response of decision d to c, outside the lock.
+func (s *Server) answer(c *call, d decision) response {
+	dl := s.opts.Dialect
+	switch d.verdict {
+	case failed:
+		return failure(d.step)
+	case badMethod:
+		return jsonError(d.status, "use POST, PUT, PATCH or DELETE")
+	case missingKey:
+		return withBody(d.status, dl.missingKeyBody)
+	case invalidKey:
+		return withBody(d.status, dl.invalidKeyBody)
+	case tooLarge:
+		return jsonError(d.status, "body unreadable or larger than 1 MiB")
+	case misuse:
+		ct, b := dl.misuseBody(c.key)
+		return response{status: d.status, ctype: ct, body: b, shouldRetry: "false"}
+	case inFlight:
+		a := withBody(d.status, dl.inFlightBody)
+		a.shouldRetry = "true"
+		if dl.InFlightRetryAfter {
+			a.retryAfter = strconv.Itoa(s.opts.InFlightRetryAfter)
+		}
+		return a
+	}
+	// replay, worked: the stored or the fresh response.
+	return response{status: d.status, ctype: d.ctype, body: d.body, replayed: d.verdict == replay}
+}
+
+// failure is the answer of a scripted, random or over-capacity failure:
+// it should be retried when the status is 429 or 5xx.
+func failure(step Step) response {
+	a := jsonError(step.Status, http.StatusText(step.Status))
+	a.retryAfter = step.RetryAfter
+	if step.Status == http.StatusTooManyRequests || step.Status >= 500 {
+		a.shouldRetry = "true"
+	}
+	return a
+}
+
+// withBody is the answer status with the dialect's body made by body.
+func withBody(status int, body func() (ctype string, b []byte)) response {
+	ct, b := body()
+	return response{status: status, ctype: ct, body: b}
+}
+
+// jsonError is the answer status with {"error":msg}, as json.Encoder writes it.
+func jsonError(status int, msg string) response {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return response{status: status, ctype: "application/json", body: append(b, '\n')}
+}
+
+// write writes a with the headers dialect d sends.
+func (a response) write(w http.ResponseWriter, d Dialect) {
+	if a.retryAfter != "" {
+		w.Header().Set("Retry-After", a.retryAfter)
+	}
+	if a.shouldRetry != "" && d.ShouldRetryHeader != "" {
+		w.Header().Set(d.ShouldRetryHeader, a.shouldRetry)
+	}
+	if a.replayed && d.ReplayHeader != "" {
+		w.Header().Set(d.ReplayHeader, "true")
+	}
+	write(w, a.status, a.ctype, a.body)
 }
 
 // hold keeps an orphaned request unanswered until its client gives up or the
@@ -528,23 +678,30 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 			return st, "application/json", b, -1
 		}
 	}
-	s.mu.Lock()
-	s.stats.Records++
-	record.ID = fmt.Sprintf("rec_%d", s.stats.Records)
-	rec = -1
-	if len(s.records) < maxLog {
-		rec = len(s.records)
-		kept := record
-		if key == "" {
-			kept.Request = nil // no key to expire with
-		}
-		s.records = append(s.records, kept)
-	}
-	s.mu.Unlock()
+	rec = s.keep(&record)
 	if b == nil {
 		b, _ = json.Marshal(record)
 	}
 	return st, "application/json", b, rec
+}
+
+// keep counts the work of record, names it and keeps it in s.records,
+// without the request body when there is no key to expire with; it returns
+// its index, -1 if not kept.
+func (s *Server) keep(record *Record) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Records++
+	record.ID = fmt.Sprintf("rec_%d", s.stats.Records)
+	if len(s.records) >= maxLog {
+		return -1
+	}
+	kept := *record
+	if kept.IdempotencyKey == "" {
+		kept.Request = nil // no key to expire with
+	}
+	s.records = append(s.records, kept)
+	return len(s.records) - 1
 }
 
 // expired reports whether e is past its window or, not done, past its lock.
@@ -595,10 +752,4 @@ func write(w http.ResponseWriter, status int, ct string, b []byte) {
 	w.Header().Set("Content-Type", ct)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

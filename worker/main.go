@@ -26,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -54,104 +55,33 @@ func main() {
 	}
 }
 
+// run polls the task queue with the activity and the workflow until SIGINT
+// or SIGTERM.
 func run() error {
-	taskQueue := flag.String("task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
-	allow := flag.String("allow-origin", os.Getenv("ALLOW_ORIGINS"), "comma-separated origins the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS)")
-	maxBody := flag.Int64("max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
-	maxRetryAfter := flag.Duration("max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
-	logLevel := flag.String("log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	conventions := flag.String("convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[+quoted][:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted (env CONVENTIONS)")
-	identity := flag.String("identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
-	metricsAddr := flag.String("metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
-	admissionOn := flag.Bool("admission", cliutil.Env("ADMISSION", "on") != "off", "adaptive admission per origin and the retry budget; --admission=false (or ADMISSION=off) sends every attempt at once")
-	initialRate := flag.Float64("admission-initial-rate", admission.DefaultInitialRate, "requests/s of an origin that has not throttled yet")
-	minRate := flag.Float64("admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
-	retryRatio := flag.Float64("retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 100 per 10 s); negative: no retry budget")
-	throttles := flag.String("admission-throttles", "429", "comma-separated statuses that mean \"too fast\" and cut an origin's rate; add 503 for an API that sheds load with it")
-	breakerOn := flag.Bool("breaker", cliutil.Env("BREAKER", "on") != "off", "circuit breaker per origin (part of admission): an origin that is failing gets one probe at a time and nothing else; --breaker=false (or BREAKER=off) turns it off")
-	failureRatio := flag.Float64("breaker-failure-ratio", admission.DefaultFailureRatio, "share of an origin's answered requests within --breaker-window that must have failed (5xx or no answer) to open its breaker")
-	minFailures := flag.Int("breaker-min-failures", admission.DefaultMinFailures, "least number of failures within --breaker-window that opens an origin's breaker")
-	failureWindow := flag.Duration("breaker-window", admission.DefaultFailureWindow, "sliding window the breaker counts failures in")
-	openTime := flag.Duration("breaker-open-time", admission.DefaultOpenTime, "how long a breaker stays open before its first probe (a failing answer's Retry-After replaces it)")
-	maxOpenTime := flag.Duration("breaker-max-open-time", admission.DefaultMaxOpenTime, "longest open time between probes: each failed probe doubles the last up to this")
-	restartRate := flag.Float64("breaker-restart-rate", 0, "requests/s an origin starts again at when its breaker closes, growing by one per answer (default: half of --admission-initial-rate)")
-	sharedRate := flag.Bool("shared-rate", cliutil.Env("SHARED_RATE", "") == "on", "one learned rate per origin for every worker of --task-queue, kept by the Temporal server: poll each allowed origin's own task queue (TASK-QUEUE@ORIGIN, where requests with origin_queue run: starter --origin-queue) and run the governor that sets its rate limit from every worker's reports (env SHARED_RATE=on)")
-	queueRate := flag.Float64("task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
-	flag.Parse()
-
-	if *queueRate < 0 {
-		return fmt.Errorf("--task-queue-activities-per-second %g: use a positive rate, or 0 for no limit", *queueRate)
-	}
-	token := os.Getenv("API_TOKEN")
-	logger, err := cliutil.NewLogger(*logLevel, token, "Bearer "+token)
+	cfg, err := parseFlags()
 	if err != nil {
 		return err
 	}
-	origins := cliutil.SplitList(*allow)
-	if len(origins) == 0 {
-		return fmt.Errorf("no origin allowed: pass --allow-origin http://host:port (or set ALLOW_ORIGINS); the worker calls nothing else")
-	}
-	cfg := activityConfig(origins, token)
-	cfg.MaxResponseBytes, cfg.MaxRetryAfter = *maxBody, *maxRetryAfter
-	cfg.Admission = activities.Admission{Off: !*admissionOn, InitialRate: *initialRate, MinRate: *minRate, RetryRatio: *retryRatio,
-		Breaker: activities.Breaker{Off: !*breakerOn, FailureRatio: *failureRatio, MinFailures: *minFailures,
-			FailureWindow: *failureWindow, OpenTime: *openTime, MaxOpenTime: *maxOpenTime, RestartRate: *restartRate}}
-	for _, st := range cliutil.SplitList(*throttles) {
-		n, err := strconv.Atoi(st)
-		if err != nil {
-			return fmt.Errorf("--admission-throttles: %q is not a status code: list statuses such as 429,503", st)
-		}
-		cfg.Admission.Throttles = append(cfg.Admission.Throttles, n)
-	}
-	if cfg.Conventions, err = parseConventions(*conventions); err != nil {
-		return fmt.Errorf("--convention: %w", err)
-	}
-	var shared *originQueues
-	if *sharedRate {
-		if *queueRate > 0 {
-			return fmt.Errorf("--shared-rate and --task-queue-activities-per-second: choose one; the shared rate sets each origin queue's limit itself")
-		}
-		shared = newOriginQueues(*taskQueue, origins)
-		cfg.SharedRate = shared
-	}
-	acts, err := activities.New(cfg)
-	if err != nil {
-		return fmt.Errorf("configuration (--allow-origin, --convention, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
-	}
-
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return fmt.Errorf("loading Temporal client options (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, profile): %w", err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(logger)
-	if *identity != "" {
-		opts.Identity = *identity
-	}
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-worker", MetricsAddr: *metricsAddr, Logger: logger})
+	logger, err := cliutil.NewLogger(cfg.logLevel, cfg.token, "Bearer "+cfg.token)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(ctx); err != nil {
-			logger.Warn("telemetry shutdown", slog.String("error", err.Error()))
-		}
-	}()
-	tel.Apply(&opts)
-	if tel.MetricsURL != "" {
-		logger.Info("serving metrics", slog.String("url", tel.MetricsURL))
+	acts, shared, err := newActivities(cfg)
+	if err != nil {
+		return err
 	}
-	if tel.TracesExporter != "" {
-		logger.Info("exporting traces with OTLP", slog.String("protocol", tel.TracesExporter))
+	opts, tel, err := clientOptions(cfg, logger)
+	if err != nil {
+		return err
 	}
+	defer flush(tel, logger)
 	c, err := client.Dial(opts)
 	if err != nil {
 		return fmt.Errorf("connecting to Temporal at %q: %w", opts.HostPort, err)
 	}
 	defer c.Close()
 
-	w := worker.New(c, *taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: *queueRate})
+	w := worker.New(c, cfg.taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: cfg.queueRate})
 	acts.Register(w)
 	workflows.Register(w)
 	if shared != nil {
@@ -161,7 +91,147 @@ func run() error {
 		}
 		defer stop()
 	}
-	logger.Info("worker starting", slog.String("task_queue", *taskQueue), slog.Any("allowed_origins", origins), slog.Bool("api_token", token != ""), slog.Bool("shared_rate", shared != nil))
+	return poll(w, cfg, shared != nil, logger)
+}
+
+// config is what the flags and the environment ask for.
+type config struct {
+	taskQueue, allow, conventions   string
+	logLevel, identity, metricsAddr string
+	token                           string // API_TOKEN
+	maxBody                         int64
+	maxRetryAfter                   time.Duration
+	queueRate                       float64
+	sharedRate                      bool
+
+	admissionOn, breakerOn bool
+	throttles              string
+	admission              activities.Admission // the rest of --admission-*, --breaker-*, --retry-budget-ratio
+}
+
+// parseFlags reads the command line and API_TOKEN into a config.
+func parseFlags() (config, error) {
+	var cfg config
+	flag.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
+	flag.StringVar(&cfg.allow, "allow-origin", os.Getenv("ALLOW_ORIGINS"), "comma-separated origins the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS)")
+	flag.Int64Var(&cfg.maxBody, "max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
+	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
+	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	flag.StringVar(&cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[+quoted][:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted (env CONVENTIONS)")
+	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
+	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
+	admissionFlags(&cfg)
+	flag.BoolVar(&cfg.sharedRate, "shared-rate", cliutil.Env("SHARED_RATE", "") == "on", "one learned rate per origin for every worker of --task-queue, kept by the Temporal server: poll each allowed origin's own task queue (TASK-QUEUE@ORIGIN, where requests with origin_queue run: starter --origin-queue) and run the governor that sets its rate limit from every worker's reports (env SHARED_RATE=on)")
+	flag.Float64Var(&cfg.queueRate, "task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
+	flag.Parse()
+
+	if cfg.queueRate < 0 {
+		return cfg, fmt.Errorf("--task-queue-activities-per-second %g: use a positive rate, or 0 for no limit", cfg.queueRate)
+	}
+	cfg.admission.Off, cfg.admission.Breaker.Off = !cfg.admissionOn, !cfg.breakerOn
+	cfg.token = os.Getenv("API_TOKEN")
+	return cfg, nil
+}
+
+// admissionFlags defines the flags of adaptive admission, the retry budget
+// and the circuit breaker.
+func admissionFlags(cfg *config) {
+	a, b := &cfg.admission, &cfg.admission.Breaker
+	flag.BoolVar(&cfg.admissionOn, "admission", cliutil.Env("ADMISSION", "on") != "off", "adaptive admission per origin and the retry budget; --admission=false (or ADMISSION=off) sends every attempt at once")
+	flag.Float64Var(&a.InitialRate, "admission-initial-rate", admission.DefaultInitialRate, "requests/s of an origin that has not throttled yet")
+	flag.Float64Var(&a.MinRate, "admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
+	flag.Float64Var(&a.RetryRatio, "retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 100 per 10 s); negative: no retry budget")
+	flag.StringVar(&cfg.throttles, "admission-throttles", "429", "comma-separated statuses that mean \"too fast\" and cut an origin's rate; add 503 for an API that sheds load with it")
+	flag.BoolVar(&cfg.breakerOn, "breaker", cliutil.Env("BREAKER", "on") != "off", "circuit breaker per origin (part of admission): an origin that is failing gets one probe at a time and nothing else; --breaker=false (or BREAKER=off) turns it off")
+	flag.Float64Var(&b.FailureRatio, "breaker-failure-ratio", admission.DefaultFailureRatio, "share of an origin's answered requests within --breaker-window that must have failed (5xx or no answer) to open its breaker")
+	flag.IntVar(&b.MinFailures, "breaker-min-failures", admission.DefaultMinFailures, "least number of failures within --breaker-window that opens an origin's breaker")
+	flag.DurationVar(&b.FailureWindow, "breaker-window", admission.DefaultFailureWindow, "sliding window the breaker counts failures in")
+	flag.DurationVar(&b.OpenTime, "breaker-open-time", admission.DefaultOpenTime, "how long a breaker stays open before its first probe (a failing answer's Retry-After replaces it)")
+	flag.DurationVar(&b.MaxOpenTime, "breaker-max-open-time", admission.DefaultMaxOpenTime, "longest open time between probes: each failed probe doubles the last up to this")
+	flag.Float64Var(&b.RestartRate, "breaker-restart-rate", 0, "requests/s an origin starts again at when its breaker closes, growing by one per answer (default: half of --admission-initial-rate)")
+}
+
+// newActivities makes the activity cfg asks for and, with --shared-rate,
+// the origins' task queues whose shared rates it follows (nil without).
+func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
+	origins := cliutil.SplitList(cfg.allow)
+	if len(origins) == 0 {
+		return nil, nil, errors.New("no origin allowed: pass --allow-origin http://host:port (or set ALLOW_ORIGINS); the worker calls nothing else")
+	}
+	ac := activityConfig(origins, cfg.token)
+	ac.MaxResponseBytes, ac.MaxRetryAfter, ac.Admission = cfg.maxBody, cfg.maxRetryAfter, cfg.admission
+	var err error
+	if ac.Admission.Throttles, err = parseThrottles(cfg.throttles); err != nil {
+		return nil, nil, err
+	}
+	if ac.Conventions, err = parseConventions(cfg.conventions); err != nil {
+		return nil, nil, fmt.Errorf("--convention: %w", err)
+	}
+	var shared *originQueues
+	if cfg.sharedRate {
+		if cfg.queueRate > 0 {
+			return nil, nil, errors.New("--shared-rate and --task-queue-activities-per-second: choose one; the shared rate sets each origin queue's limit itself")
+		}
+		shared = newOriginQueues(cfg.taskQueue, origins)
+		ac.SharedRate = shared
+	}
+	acts, err := activities.New(ac)
+	if err != nil {
+		return nil, nil, fmt.Errorf("configuration (--allow-origin, --convention, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
+	}
+	return acts, shared, nil
+}
+
+// parseThrottles reads --admission-throttles, a list of statuses.
+func parseThrottles(list string) ([]int, error) {
+	var out []int
+	for _, st := range cliutil.SplitList(list) {
+		n, err := strconv.Atoi(st)
+		if err != nil {
+			return nil, fmt.Errorf("--admission-throttles: %q is not a status code: list statuses such as 429,503", st)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// clientOptions loads the client options from the environment or a profile,
+// with logger, --identity and the telemetry's interceptor and metrics.
+func clientOptions(cfg config, logger *slog.Logger) (client.Options, *telemetry.Telemetry, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return opts, nil, fmt.Errorf("loading Temporal client options (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, profile): %w", err)
+	}
+	opts.Logger = sdklog.NewStructuredLogger(logger)
+	if cfg.identity != "" {
+		opts.Identity = cfg.identity
+	}
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-worker", MetricsAddr: cfg.metricsAddr, Logger: logger})
+	if err != nil {
+		return opts, nil, err
+	}
+	tel.Apply(&opts)
+	if tel.MetricsURL != "" {
+		logger.Info("serving metrics", slog.String("url", tel.MetricsURL))
+	}
+	if tel.TracesExporter != "" {
+		logger.Info("exporting traces with OTLP", slog.String("protocol", tel.TracesExporter))
+	}
+	return opts, tel, nil
+}
+
+// flush exports the telemetry not yet exported and stops serving metrics.
+func flush(tel *telemetry.Telemetry, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		logger.Warn("telemetry shutdown", slog.String("error", err.Error()))
+	}
+}
+
+// poll runs w until SIGINT or SIGTERM.
+func poll(w worker.Worker, cfg config, sharedRate bool, logger *slog.Logger) error {
+	logger.Info("worker starting", slog.String("task_queue", cfg.taskQueue), slog.Any("allowed_origins", cliutil.SplitList(cfg.allow)), slog.Bool("api_token", cfg.token != ""), slog.Bool("shared_rate", sharedRate))
 	// worker.InterruptCh closes on SIGINT or SIGTERM; Run then stops polling
 	// and waits for running activities up to WorkerStopTimeout.
 	if err := w.Run(worker.InterruptCh()); err != nil {

@@ -72,12 +72,23 @@ func (q *originQueues) Record(taskQueue string, throttled, failed bool) {
 // stops them.
 func (q *originQueues) start(c client.Client, w worker.Worker, acts *activities.Activities, opts client.Options, logger *slog.Logger) (stop func(), err error) {
 	(&governor.Activities{Client: c}).Register(w)
-	host, _ := os.Hostname()
-	identity := cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host))
+	stopWorkers, err := q.startWorkers(c, acts, logger)
+	if err != nil {
+		return nil, err
+	}
+	stopReporter := q.startReporter(c, opts, logger)
+	return func() {
+		stopWorkers()
+		stopReporter()
+	}, nil
+}
+
+// startWorkers starts a worker of acts on each origin's queue. stop stops
+// them side by side: each waits for its running activities up to
+// WorkerStopTimeout.
+func (q *originQueues) startWorkers(c client.Client, acts *activities.Activities, logger *slog.Logger) (stop func(), err error) {
 	var workers []worker.Worker
-	// The workers stop side by side: each waits for its running
-	// activities up to WorkerStopTimeout.
-	stopAll := func() {
+	stop = func() {
 		var wg sync.WaitGroup
 		for _, ow := range workers {
 			wg.Go(ow.Stop)
@@ -88,12 +99,20 @@ func (q *originQueues) start(c client.Client, w worker.Worker, acts *activities.
 		ow := worker.New(c, tq, worker.Options{WorkerStopTimeout: 15 * time.Second})
 		acts.Register(ow)
 		if err := ow.Start(); err != nil {
-			stopAll()
+			stop()
 			return nil, fmt.Errorf("--shared-rate: starting the worker of %s's task queue %q: %w", origin, tq, err)
 		}
 		workers = append(workers, ow)
 		logger.Info("polling origin task queue", slog.String("task_queue", tq), slog.String("origin", origin))
 	}
+	return stop, nil
+}
+
+// startReporter starts the reporter of the origins' queues to their
+// governors, as the worker's identity (default pid@host); stop stops it.
+func (q *originQueues) startReporter(c client.Client, opts client.Options, logger *slog.Logger) (stop func()) {
+	host, _ := os.Hostname()
+	identity := cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host))
 	// The limit in force is read every second, so that a worker stops
 	// pacing attempts itself soon after the server does.
 	r := governor.NewReporter(c, q.base, cmp.Or(opts.Namespace, client.DefaultNamespace), identity,
@@ -104,8 +123,7 @@ func (q *originQueues) start(c client.Client, w worker.Worker, acts *activities.
 	ctx, cancel := context.WithCancel(context.Background())
 	r.Start(ctx)
 	return func() {
-		stopAll()
 		cancel()
 		r.Close()
-	}, nil
+	}
 }

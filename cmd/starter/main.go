@@ -19,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -60,132 +62,198 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run starts the workflow cfg asks for, waits for it and prints its result;
+// it returns the exit code: 2 for a bad flag, 1 for any other failure.
 func run(args []string, stdout, stderr io.Writer) int {
+	cfg, ok := parseFlags(args, stderr)
+	if !ok {
+		return 2
+	}
+	opts, tel, err := clientOptions()
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer flush(tel)
+	c, err := client.Dial(opts)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("connecting to Temporal at %q: %w", opts.HostPort, err))
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.wait)
+	defer cancel()
+	ctx, span := startTrace(ctx, cfg.req.Operation, tel, stderr)
+	defer span.End()
+	we, err := c.ExecuteWorkflow(ctx, cfg.startOptions(), workflows.WorkflowName, cfg.req)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("starting the workflow: %w", err))
+	}
+	ns := cmp.Or(opts.Namespace, client.DefaultNamespace)
+	printUILink(stderr, cfg.uiURL, ns, we)
+	var resp workflows.Response
+	if err := we.Get(ctx, &resp); err != nil {
+		span.SetStatus(codes.Error, "the workflow failed")
+		printFailure(stderr, err, cfg.expectedKey(ns, we.GetID()))
+		return 1
+	}
+	if err := json.NewEncoder(stdout).Encode(output(we, resp)); err != nil {
+		return fail(stderr, err)
+	}
+	return 0
+}
+
+// config is what the flags ask for.
+type config struct {
+	url, method, body          string // the call
+	workflowID, operation, key string // what the idempotency key is made of, or the key
+	attempts                   int
+	perAttempt, overall        time.Duration
+	jitter                     string
+	originQueue                bool
+	taskQueue, uiURL           string
+	wait                       time.Duration
+
+	req workflows.Request // the workflow's input, made of the above
+}
+
+// parseFlags reads args into a config with a valid request. It reports a bad
+// flag on stderr and returns false.
+func parseFlags(args []string, stderr io.Writer) (config, bool) {
+	var cfg config
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		rawURL      = fs.String("url", "", "URL to call (required), e.g. http://127.0.0.1:8081/payments")
-		method      = fs.String("method", "POST", "POST, PUT, PATCH or DELETE")
-		body        = fs.String("body", "", "JSON request body")
-		workflowID  = fs.String("workflow-id", "", "business workflow ID (default: a new one); the same ID and operation give the same key")
-		operation   = fs.String("operation", "call", "operation name, part of the idempotency key")
-		key         = fs.String("key", "", "explicit idempotency key (default: derived from namespace, workflow ID and operation)")
-		taskQueue   = fs.String("task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue of the worker (env TASK_QUEUE)")
-		attempts    = fs.Int("max-attempts", workflows.DefaultMaximumAttempts, "maximum attempts")
-		perAttempt  = fs.Duration("start-to-close", workflows.DefaultStartToCloseTimeout, "timeout of each attempt")
-		overall     = fs.Duration("schedule-to-close", workflows.DefaultScheduleToCloseTimeout, "deadline of the whole operation")
-		jitter      = fs.String("jitter", "full", "backoff jitter: full, equal, decorrelated or none (Temporal's own)")
-		uiURL       = fs.String("ui", cliutil.Env("TEMPORAL_UI_URL", "http://localhost:8233"), "Temporal Web UI base URL, for the link (env TEMPORAL_UI_URL)")
-		waitTimeout = fs.Duration("wait", 10*time.Minute, "how long to wait for the result")
-		originQueue = fs.Bool("origin-queue", cliutil.Env("ORIGIN_QUEUE", "") == "on", "run the request on its origin's own task queue, whose rate the Temporal server keeps for every worker (the workers need --shared-rate; env ORIGIN_QUEUE=on)")
-	)
+	fs.StringVar(&cfg.url, "url", "", "URL to call (required), e.g. http://127.0.0.1:8081/payments")
+	fs.StringVar(&cfg.method, "method", "POST", "POST, PUT, PATCH or DELETE")
+	fs.StringVar(&cfg.body, "body", "", "JSON request body")
+	fs.StringVar(&cfg.workflowID, "workflow-id", "", "business workflow ID (default: a new one); the same ID and operation give the same key")
+	fs.StringVar(&cfg.operation, "operation", "call", "operation name, part of the idempotency key")
+	fs.StringVar(&cfg.key, "key", "", "explicit idempotency key (default: derived from namespace, workflow ID and operation)")
+	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue of the worker (env TASK_QUEUE)")
+	fs.IntVar(&cfg.attempts, "max-attempts", workflows.DefaultMaximumAttempts, "maximum attempts")
+	fs.DurationVar(&cfg.perAttempt, "start-to-close", workflows.DefaultStartToCloseTimeout, "timeout of each attempt")
+	fs.DurationVar(&cfg.overall, "schedule-to-close", workflows.DefaultScheduleToCloseTimeout, "deadline of the whole operation")
+	fs.StringVar(&cfg.jitter, "jitter", "full", "backoff jitter: full, equal, decorrelated or none (Temporal's own)")
+	fs.StringVar(&cfg.uiURL, "ui", cliutil.Env("TEMPORAL_UI_URL", "http://localhost:8233"), "Temporal Web UI base URL, for the link (env TEMPORAL_UI_URL)")
+	fs.DurationVar(&cfg.wait, "wait", 10*time.Minute, "how long to wait for the result")
+	fs.BoolVar(&cfg.originQueue, "origin-queue", cliutil.Env("ORIGIN_QUEUE", "") == "on", "run the request on its origin's own task queue, whose rate the Temporal server keeps for every worker (the workers need --shared-rate; env ORIGIN_QUEUE=on)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cfg, false // the flag set printed it
 	}
-	if *rawURL == "" {
-		fmt.Fprintln(stderr, "starter: --url is required")
-		return 2
+	var err error
+	if cfg.req, err = cfg.request(); err != nil {
+		fmt.Fprintf(stderr, "starter: %v\n", err)
+		return cfg, false
+	}
+	if cfg.workflowID == "" {
+		cfg.workflowID = "http-" + uuid.NewString()
+	}
+	return cfg, true
+}
+
+// request is the workflow's input. It is stored in Temporal's history: it
+// is refused here, before the workflow starts, by the workflow's own rules.
+func (cfg config) request() (workflows.Request, error) {
+	if cfg.url == "" {
+		return workflows.Request{}, errors.New("--url is required")
 	}
 	req := workflows.Request{
-		Operation: *operation, Method: *method, URL: *rawURL, IdempotencyKey: *key,
-		Retry:                  workflows.RetryOptions{MaximumAttempts: int32(*attempts), Jitter: workflows.Jitter(*jitter)},
-		StartToCloseTimeout:    *perAttempt,
-		ScheduleToCloseTimeout: *overall,
-		OriginQueue:            *originQueue,
+		Operation: cfg.operation, Method: cfg.method, URL: cfg.url, IdempotencyKey: cfg.key,
+		Retry:                  workflows.RetryOptions{MaximumAttempts: int32(cfg.attempts), Jitter: workflows.Jitter(cfg.jitter)},
+		StartToCloseTimeout:    cfg.perAttempt,
+		ScheduleToCloseTimeout: cfg.overall,
+		OriginQueue:            cfg.originQueue,
 	}
-	if *body != "" {
-		req.Body = json.RawMessage(*body)
+	if cfg.body != "" {
+		req.Body = json.RawMessage(cfg.body)
 	}
-	// The request becomes the workflow's input, stored in Temporal's history:
-	// refuse it here, before the workflow starts, with the workflow's own rules.
 	if err := req.Validate(); err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
 			err = errors.New(appErr.Message())
 		}
-		fmt.Fprintf(stderr, "starter: %v\n", err)
-		return 2
+		return req, err
 	}
-	if *workflowID == "" {
-		*workflowID = "http-" + uuid.NewString()
-	}
+	return req, nil
+}
 
+// startOptions starts the workflow cfg.workflowID, or joins it if it runs.
+func (cfg config) startOptions() client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       cfg.workflowID,
+		TaskQueue:                cfg.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            workflows.Summary(strings.ToUpper(cfg.method), cfg.url, cfg.operation),
+	}
+}
+
+// expectedKey is the idempotency key of the workflow workflowID in
+// namespace ns: --key, or the one the workflow derives.
+func (cfg config) expectedKey(ns, workflowID string) string {
+	if cfg.key != "" {
+		return cfg.key
+	}
+	return workflows.DeriveKey(ns, workflowID, cfg.operation)
+}
+
+// clientOptions loads the client options from the environment or a profile,
+// with a logger of warnings and the telemetry's interceptor and metrics.
+func clientOptions() (client.Options, *telemetry.Telemetry, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		fmt.Fprintln(stderr, "starter: loading Temporal client options:", err)
-		return 1
+		return opts, nil, fmt.Errorf("loading Temporal client options: %w", err)
 	}
 	logger, _ := cliutil.NewLogger("warn")
 	opts.Logger = sdklog.NewStructuredLogger(logger)
 	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-starter", Logger: logger})
 	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return 1
+		return opts, nil, err
 	}
-	defer func() {
-		// Flush the spans before exiting.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(ctx)
-	}()
 	tel.Apply(&opts)
-	c, err := client.Dial(opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "starter: connecting to Temporal at %q: %v\n", opts.HostPort, err)
-		return 1
-	}
-	defer c.Close()
+	return opts, tel, nil
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), *waitTimeout)
+// flush exports the spans not yet exported, before the starter exits.
+func flush(tel *telemetry.Telemetry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// The trace's root: the interceptor's StartWorkflow span, and through
-	// it the workflow, its activity attempts and the API's requests, are
-	// its descendants.
-	ctx, span := otel.Tracer("github.com/idemhttp/temporal-idempotent-http/cmd/starter").Start(ctx, "starter "+*operation)
-	defer span.End()
+	_ = tel.Shutdown(ctx)
+}
+
+// startTrace starts the trace's root span: the interceptor's StartWorkflow
+// span, and through it the workflow, its activity attempts and the API's
+// requests, are its descendants. The trace ID goes to stderr when the trace
+// is exported.
+func startTrace(ctx context.Context, operation string, tel *telemetry.Telemetry, stderr io.Writer) (context.Context, trace.Span) {
+	ctx, span := otel.Tracer("github.com/idemhttp/temporal-idempotent-http/cmd/starter").Start(ctx, "starter "+operation)
 	if sc := span.SpanContext(); sc.IsSampled() && tel.TracesExporter != "" {
 		fmt.Fprintf(stderr, "Trace: %s\n", sc.TraceID())
 	}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       *workflowID,
-		TaskQueue:                *taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            workflows.Summary(strings.ToUpper(*method), *rawURL, *operation),
-	}, workflows.WorkflowName, req)
-	if err != nil {
-		fmt.Fprintln(stderr, "starter: starting the workflow:", err)
-		return 1
-	}
-	ns := opts.Namespace
-	if ns == "" {
-		ns = client.DefaultNamespace
-	}
-	fmt.Fprintf(stderr, "Web UI: %s/namespaces/%s/workflows/%s/%s/history\n",
-		strings.TrimRight(*uiURL, "/"), url.PathEscape(ns), url.PathEscape(run.GetID()), url.PathEscape(run.GetRunID()))
+	return ctx, span
+}
 
-	expectedKey := *key
-	if expectedKey == "" {
-		expectedKey = workflows.DeriveKey(ns, run.GetID(), *operation)
-	}
-	var resp workflows.Response
-	if err := run.Get(ctx, &resp); err != nil {
-		span.SetStatus(codes.Error, "the workflow failed")
-		printFailure(stderr, err, expectedKey)
-		return 1
-	}
+// printUILink prints the Web UI's link to the workflow run we.
+func printUILink(w io.Writer, uiURL, ns string, we client.WorkflowRun) {
+	fmt.Fprintf(w, "Web UI: %s/namespaces/%s/workflows/%s/%s/history\n",
+		strings.TrimRight(uiURL, "/"), url.PathEscape(ns), url.PathEscape(we.GetID()), url.PathEscape(we.GetRunID()))
+}
+
+// output is what the starter prints of the result of we: a body that is
+// not JSON is printed as a JSON string.
+func output(we client.WorkflowRun, resp workflows.Response) Output {
 	out := Output{
-		WorkflowID: run.GetID(), RunID: run.GetRunID(), IdempotencyKey: resp.IdempotencyKey,
+		WorkflowID: we.GetID(), RunID: we.GetRunID(), IdempotencyKey: resp.IdempotencyKey,
 		Status: resp.Status, Attempts: resp.Attempt, Replayed: resp.Replayed, Body: resp.Body, BodyOmitted: resp.BodyOmitted,
 	}
 	if out.Body == nil && resp.RawBody != nil {
 		out.Body, _ = json.Marshal(string(resp.RawBody))
 	}
-	enc := json.NewEncoder(stdout)
-	if err := enc.Encode(out); err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return 1
-	}
-	return 0
+	return out
+}
+
+// fail prints err and returns the exit code of a failure.
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "starter:", err)
+	return 1
 }
 
 func printFailure(w io.Writer, err error, key string) {

@@ -74,9 +74,12 @@ func Setup(ctx context.Context, o Options) (t *Telemetry, err error) {
 		o.Logger = slog.Default()
 	}
 	t = &Telemetry{}
+	// A failed Setup returns nil: shut down what it started through its
+	// own reference.
+	started := t
 	defer func() {
 		if err != nil {
-			_ = t.Shutdown(context.Background())
+			_ = started.Shutdown(context.Background())
 		}
 	}()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {

@@ -102,3 +102,15 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Logf("/metrics:\n%s", text)
 	}
 }
+
+// TestSetupFailsCleanly: a Setup that fails (here, on a metrics address
+// that cannot be listened on) returns its error; it used to panic in its
+// own clean-up, on the nil *Telemetry it had just returned.
+func TestSetupFailsCleanly(t *testing.T) {
+	for _, addr := range []string{"256.1.1.1:99999", "no-port"} {
+		tel, err := Setup(t.Context(), Options{MetricsAddr: addr})
+		if err == nil || tel != nil || !strings.Contains(err.Error(), addr) {
+			t.Errorf("Setup(MetricsAddr %q) = %v, %v; want nil and an error naming the address", addr, tel, err)
+		}
+	}
+}

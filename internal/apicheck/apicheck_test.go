@@ -245,12 +245,7 @@ func helper() int { return 1 }
 // TestPackages checks which directories of a module are listed.
 func TestPackages(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-	}
+	write := func(rel, content string) { writeFile(t, root, rel, content) }
 	write("go.mod", "module example.com/m // the module\n\ngo 1.26\n")
 	write("m.go", "package m\n\nfunc Root() {}\n")
 	write("pub/a.go", "package pub\n\nfunc A() {}\n")
@@ -289,12 +284,7 @@ func TestPackages(t *testing.T) {
 // so that changing the value there changes the listing.
 func TestModuleConstants(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-	}
+	write := func(rel, content string) { writeFile(t, root, rel, content) }
 	write("go.mod", "module example.com/m\n\ngo 1.26\n")
 	write("internal/req/req.go", "package req\n\nimport \"time\"\n\nconst Interval = 200 * time.Millisecond\n\nfunc Unused() {}\n")
 	write("pub/p.go", "package pub\n\nimport \"example.com/m/internal/req\"\n\nconst Interval = req.Interval\n")
@@ -318,4 +308,12 @@ func TestParseRender(t *testing.T) {
 	data := Render("example.com/m", lines)
 	assert.True(t, strings.HasPrefix(string(data), "# "))
 	assert.Equal(t, lines, Parse(data))
+}
+
+// writeFile writes content to rel below root, making its directories.
+func writeFile(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 }

@@ -23,7 +23,7 @@ check:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/cliutil/... ./internal/telemetry/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/admission/... ./internal/apicheck/... ./internal/cliutil/... ./internal/telemetry/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:

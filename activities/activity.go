@@ -112,13 +112,14 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 }
 
 // Do performs one attempt of req, the input workflows.Call schedules it
-// with (the type is internal: workflows build it, users do not). It sends
+// with. It is exported to be registered (Register does that); its input
+// type is internal: workflows build it, users do not. It sends
 // nothing for an invalid request or one its origin's admission holds back
 // (Config.Admission); otherwise it sends the request once with the
 // idempotency key and the origin's credentials, follows a 307 or 308 to
 // the same origin, and classifies the answer by the README's
 // classification table, implemented once in outcome.go: a 2xx is the
-// Response; every failure is a *temporal.ApplicationError of a
+// workflows.Response; every failure is a *temporal.ApplicationError of a
 // workflows.ErrType… type carrying a workflows.Failure, retryable ones with
 // their NextRetryDelay (retry.go says which delay wins). Each attempt that
 // sends is an HTTP client span and is counted in the worker's metrics (the
@@ -152,7 +153,7 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 	return resp, err
 }
 
-// do sends p once, classifies the answer and returns the Response or the
+// do sends p once, classifies the answer and returns the workflows.Response or the
 // error for Temporal, with the status the server answered (0 for none).
 // prev is the progress of the attempts before this one.
 func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*workflows.Response, int, error) {

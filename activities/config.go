@@ -43,7 +43,9 @@ type Config struct {
 	// from http.DefaultTransport. The activity never lets the client follow
 	// redirects itself (it handles them as documented on Activities.Do); the
 	// client's Timeout, if any, bounds each attempt together with the activity
-	// context.
+	// context. Its Transport must not modify a request's headers in place
+	// (http.RoundTripper's contract): the activity shares their values
+	// between attempts.
 	HTTPClient *http.Client
 	// AllowedOrigins lists the origins ("https://api.example.com",
 	// "http://127.0.0.1:8081") the worker may call, hosts in ASCII (punycode)
@@ -71,9 +73,9 @@ type Config struct {
 	// MaxRetryAfter caps the wait a server can ask for with Retry-After
 	// (default 5 minutes).
 	MaxRetryAfter time.Duration
-	// ResultHeaders names the response headers copied into Response.Headers
-	// (default Content-Type, Location, the origin's replay header, Request-Id
-	// and X-Request-Id).
+	// ResultHeaders names the response headers copied into
+	// workflows.Response.Headers (default Content-Type, Location, the
+	// origin's replay header, Request-Id and X-Request-Id).
 	ResultHeaders []string
 	// UserAgent is sent as User-Agent (default "temporal-idempotent-http").
 	UserAgent string
@@ -251,7 +253,7 @@ type origin struct {
 	creds http.Header
 	conv  Convention
 	// resultHeaders are the canonical names of the response headers copied
-	// into Response.Headers.
+	// into workflows.Response.Headers.
 	resultHeaders []string
 	// gaugeTags label the origin's gauges: {"origin": the origin}.
 	gaugeTags map[string]string

@@ -34,7 +34,7 @@ type Convention struct {
 	KeyHeader string
 	// ReplayedHeaders name response headers whose value "true" marks a
 	// stored response replayed for a key the server had seen (default
-	// "Idempotent-Replayed"). Response.Replayed reports it.
+	// "Idempotent-Replayed"). workflows.Response.Replayed reports it.
 	ReplayedHeaders []string
 	// KeyMaxBytes is the longest key the server accepts (default and at most
 	// 255). A longer explicit key is refused before anything is sent.
@@ -66,8 +66,8 @@ type Convention struct {
 // case-insensitive substring of its body (the first 64 KiB); when AnyOf is
 // set, the body must hold one of its substrings too.
 type Signal struct {
-	Status int
-	Body   string
+	Status int    // the answer's status
+	Body   string // a case-insensitive substring of its body; "" matches any
 	// AnyOf narrows Body: {422, "idempoten", {"already used", …}} matches
 	// a 422 about the key being reused, not a validation error that
 	// merely names an idempotency_key field.

@@ -197,7 +197,7 @@ func (a fuzzAnswer) write(w http.ResponseWriter, r *http.Request) {
 // codings asked for or not, after a same-origin 307 to a presigned URL or
 // not. Invariants: no panic; no 8-byte piece of a credential, nor of a
 // query value of a URL the server sent, in an error message,
-// FailureDetails, result or log line, whatever headers the request sets;
+// Failure, result or log line, whatever headers the request sets;
 // success only on a 2xx whose body arrived whole; every result encodes
 // within MaxResultBytes; an invalid request (or one to an origin not
 // allowed) sends nothing.
@@ -384,7 +384,7 @@ func FuzzDo(f *testing.F) {
 			t.Fatalf("not an ApplicationError: %T %v", err, err)
 		}
 		if _, ok := workflows.AsFailure(err); !ok {
-			t.Fatalf("no FailureDetails, not the activity's own error: %v", err)
+			t.Fatalf("no Failure, not the activity's own error: %v", err)
 		}
 		switch appErr.Type() {
 		case workflows.ErrTypeInvalidRequest, workflows.ErrTypeOriginNotAllowed, workflows.ErrTypeNotAdmitted:

@@ -71,7 +71,7 @@ func jsonText(b []byte) string {
 }
 
 // exposed returns, by place, every text the activity let out of one attempt:
-// the error message, the FailureDetails (every field), the result (as
+// the error message, the Failure (every field), the result (as
 // encoded, and its body, raw body and headers decoded) and each log line
 // (as written and decoded).
 func exposed(err error, resp *workflows.Response, logs string) map[string]string {
@@ -113,7 +113,7 @@ func hexSHA256(b []byte) string {
 // TestErrorSnippetRedactedBeforeTruncation (hardening issue, class 1): a
 // server echoing the worker's token (whole, or a part of it) where the
 // 1 KiB error snippet is cut leaves no piece of it in the error message,
-// the FailureDetails or any log line, for the token split at every offset.
+// the Failure or any log line, for the token split at every offset.
 func TestErrorSnippetRedactedBeforeTruncation(t *testing.T) {
 	const cut = 1024
 	parts := map[string]func(tok string) string{
@@ -166,7 +166,7 @@ func TestErrorSnippetRedactedBeforeTruncation(t *testing.T) {
 
 // TestServerURLSecretsRedacted (class 3): user info and query values in a
 // URL the server sends (a redirect's Location, a presigned URL in a 201's
-// Location or Content-Location) are redacted in FailureDetails.Location,
+// Location or Content-Location) are redacted in Failure.Location,
 // the message, the logs and Response.Headers; a same-origin 307 to a URL
 // with user info is not followed.
 func TestServerURLSecretsRedacted(t *testing.T) {

@@ -19,7 +19,7 @@ const (
 // are redacted before they are stored.
 var urlHeaders = map[string]bool{"Location": true, "Content-Location": true}
 
-// result builds the Response of a 2xx: the body kept if it is complete, free
+// result builds the workflows.Response of a 2xx: the body kept if it is complete, free
 // of credentials (redacted inside JSON strings, or omitted when that is not
 // possible) and small enough that the encoded result stays within
 // MaxResultBytes; otherwise omitted, with its size and SHA-256.

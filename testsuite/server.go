@@ -4,8 +4,8 @@
 //
 // The reference server does what a server must do for idempotency keys to
 // protect anything. By default it plays the IETF draft "The Idempotency-Key
-// HTTP Header Field" ([IETF]); [Options.Dialect] makes it play Stripe's
-// ([Stripe]) or express-idempotency's ([Express]) answers, another key
+// HTTP Header Field" ([IETFDialect]); [Options.Dialect] makes it play Stripe's
+// ([StripeDialect]) or express-idempotency's ([ExpressDialect]) answers, another key
 // header or no replay marker:
 //
 //   - A request without the key is rejected with 400 (problem+json), or, in a
@@ -102,7 +102,7 @@ type Options struct {
 	// benchmarks.
 	Capacity       int
 	CapacityWindow time.Duration
-	CapacityStatus int
+	CapacityStatus int // the status of an answer over capacity
 	// Rand returns a uniform number in [0, 1) for FailureRate (default math/rand/v2).
 	Rand func() float64
 	// Work, if set, is the work for a new key instead of the default (which
@@ -115,8 +115,8 @@ type Options struct {
 // to normal processing; any other status is answered as is, with RetryAfter
 // as the Retry-After header when set.
 type Step struct {
-	Status     int
-	RetryAfter string
+	Status     int    // the status to answer; 0 or a 2xx: process the request
+	RetryAfter string // the Retry-After header's value, if any
 }
 
 // Fail is a Step answering status, with an optional Retry-After value.
@@ -149,28 +149,37 @@ func ParseScript(s string) ([]Step, error) {
 
 // Record is one unit of work done by the server: one per distinct key.
 type Record struct {
-	ID             string `json:"id"`
+	// ID is the record's own ID ("rec_1", "rec_2", …), in the order made.
+	ID string `json:"id"`
+	// IdempotencyKey is the key the record was made under ("" without one);
+	// BodySHA256 the hex SHA-256 of the request body that made it.
 	IdempotencyKey string `json:"idempotency_key"`
 	BodySHA256     string `json:"body_sha256"`
 	// Request is the request body. It is kept while the key is stored and
 	// dropped when the key expires (never kept for a request without a key),
 	// so that memory follows the live keys.
 	Request json.RawMessage `json:"request,omitempty"`
-	Method  string          `json:"method"`
-	Path    string          `json:"path"`
-	Created time.Time       `json:"created"`
+	// Method, Path and Created are the request's method and path and when
+	// the record was made.
+	Method  string    `json:"method"`
+	Path    string    `json:"path"`
+	Created time.Time `json:"created"`
 }
 
 // RequestLog is one request the server received.
 type RequestLog struct {
+	// Time is when the request arrived.
 	Time time.Time `json:"time"`
 	// IdempotencyKey is the key as the server read it (the content of a
 	// quoted key, see Dialect.KeyString), or the header as received when it
 	// is an invalid key.
 	IdempotencyKey string `json:"idempotency_key"`
 	// Status is the status answered; 0 for an orphaned request (never answered).
-	Status        int  `json:"status"`
-	Replayed      bool `json:"replayed,omitempty"`
+	Status int `json:"status"`
+	// Replayed is true when the answer was a stored response.
+	Replayed bool `json:"replayed,omitempty"`
+	// Authorization is true when the request carried an Authorization
+	// header (its value is never kept).
 	Authorization bool `json:"authorization,omitempty"`
 }
 

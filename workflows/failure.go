@@ -31,9 +31,13 @@ type Failure struct {
 	// Message is the error's message.
 	Message string `json:"-"`
 
-	Operation string `json:"operation,omitempty"`
-	Method    string `json:"method,omitempty"`
-	// URL is the request URL, user info and query values redacted.
+	// Operation, Method, URL (user info and query values redacted) and
+	// IdempotencyKey are the request's. They and Attempt are unset (0)
+	// when the workflow refused the request before scheduling it (an
+	// InvalidRequest from Call, Post or ExecuteChild): the Message then
+	// names the field to fix.
+	Operation      string `json:"operation,omitempty"`
+	Method         string `json:"method,omitempty"`
 	URL            string `json:"url,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Status is the HTTP status, 0 when no response arrived.
@@ -67,7 +71,8 @@ type Failure struct {
 }
 
 // MarshalJSON encodes f's details as package wire does: durations as
-// strings such as "10s".
+// strings such as "10s". Type, Retryable and Message are not encoded:
+// they are the ApplicationError's own, which AsFailure copies back.
 func (f Failure) MarshalJSON() ([]byte, error) {
 	type plain Failure
 	return wire.Marshal(plain(f))
@@ -84,17 +89,30 @@ func (f *Failure) UnmarshalJSON(data []byte) error {
 // *temporal.ActivityError from [Call] or [Post], a *temporal.ChildWorkflowExecutionError
 // from [ExecuteChild], a *temporal.WorkflowExecutionError from a client).
 // ok is false when err holds no failure of this package: a timeout, a
-// cancellation, or another activity's error.
+// cancellation, or another activity's error (an ApplicationError whose
+// type is none of the ErrType constants, or without a Failure).
 func AsFailure(err error) (f Failure, ok bool) {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || !appErr.HasDetails() {
+	if !errors.As(err, &appErr) || !appErr.HasDetails() || !errTypes[appErr.Type()] {
 		return Failure{}, false
 	}
-	if appErr.Details(&f) != nil {
+	if !decodeFailure(appErr, &f) {
 		return Failure{}, false
 	}
 	f.Type, f.Retryable, f.Message = appErr.Type(), !appErr.NonRetryable(), appErr.Message()
 	return f, true
+}
+
+// decodeFailure decodes appErr's first detail into f. An ApplicationError
+// made in the workflow itself holds its details as Go values, and the
+// SDK panics when the first is not a Failure: that is not a Failure.
+func decodeFailure(appErr *temporal.ApplicationError, f *Failure) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return appErr.Details(f) == nil
 }
 
 // The error types of a [Failure] (its Type, and the Type of the
@@ -105,13 +123,15 @@ func AsFailure(err error) (f Failure, ok bool) {
 //
 // Types that Temporal retries, with the same key, until the operation
 // succeeds or its budget (RetryOptions.MaximumAttempts) or deadline
-// (Request.ScheduleToCloseTimeout) runs out; on the last attempt the
-// failure comes back with the same type and Retryable false:
+// (Request.ScheduleToCloseTimeout) runs out:
 //
 //   - [ErrTypeHTTPRetryableStatus], [ErrTypeNetworkError]: retry, counted
-//     against the budget.
+//     against the budget; on the last attempt of the budget the failure
+//     comes back with the same type and Retryable false.
 //   - [ErrTypeIdempotencyKeyInFlight], [ErrTypeNotAdmitted]: wait, not
-//     counted against the budget.
+//     counted against the budget; a wait that cannot end before the
+//     deadline ends as [ErrTypeIdempotencyKeyLocked] or
+//     [ErrTypeRetryWouldExceedDeadline].
 //
 // Every other type is final at once. [Failure.OutcomeUnknown] says whether
 // the server may have done the work: if it is true, never call again with
@@ -173,6 +193,15 @@ const (
 	// own operation name, and build bodies from workflow input only.
 	ErrTypeIdempotencyKeyReused = "IdempotencyKeyReused"
 )
+
+// errTypes are the ErrType constants: the types of this package's failures.
+var errTypes = map[string]bool{
+	ErrTypeInvalidRequest: true, ErrTypeOriginNotAllowed: true, ErrTypeHTTPClientError: true,
+	ErrTypeHTTPNonRetryableStatus: true, ErrTypeHTTPRetryableStatus: true, ErrTypeNetworkError: true,
+	ErrTypeTLSCertificateError: true, ErrTypeRedirectNotFollowed: true, ErrTypeRetryWouldExceedDeadline: true,
+	ErrTypeIdempotencyKeyInFlight: true, ErrTypeNotAdmitted: true, ErrTypeIdempotencyKeyLocked: true,
+	ErrTypeIdempotencyKeyReused: true,
+}
 
 // nonRetryableErrorTypes are the types that are never retried, which Call
 // puts in the RetryPolicy's NonRetryableErrorTypes as a second guard

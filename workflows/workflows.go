@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,21 +59,27 @@ const (
 // key and would repeat work already done: never change it.
 var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-http"))
 
-// RetryOptions become the activity's Temporal RetryPolicy. A zero field
-// takes the value of the RetryPolicy already on ctx (set with
-// workflow.WithActivityOptions), else its Default constant (and
-// JitterFull).
-// A MaximumInterval below InitialInterval is raised to it (Temporal refuses
-// such a policy). MaximumAttempts counts the attempts that fail; waiting for
-// a request that the server is still processing does not count (the
-// activity keeps the count; Temporal's own MaximumAttempts is set to a
-// ceiling that every wait before the schedule-to-close deadline fits under).
+// RetryOptions are the one retry policy of a call; they become the
+// activity's Temporal RetryPolicy. A zero field takes the value of the
+// RetryPolicy already on ctx (set with workflow.WithActivityOptions), else
+// its Default constant (and JitterFull).
 type RetryOptions struct {
+	// InitialInterval, BackoffCoefficient and MaximumInterval shape the
+	// backoff, as Temporal's RetryPolicy does: the wait after failure n is
+	// at most min(MaximumInterval, InitialInterval ×
+	// BackoffCoefficient^(n−1)). A MaximumInterval below InitialInterval
+	// is raised to it (Temporal refuses such a policy).
 	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
 	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
-	MaximumAttempts    int32         `json:"maximum_attempts,omitempty"`
-	Jitter             Jitter        `json:"jitter,omitempty"`
+	// MaximumAttempts counts the attempts that fail; waiting for a
+	// request the server is still processing, or for admission, does not
+	// count (the activity keeps the count; Temporal's own MaximumAttempts
+	// is a ceiling every wait before the schedule-to-close deadline fits
+	// under).
+	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+	// Jitter spreads the waits within that bound.
+	Jitter Jitter `json:"jitter,omitempty"`
 }
 
 // Jitter selects how the activity spreads the retries of a failure that
@@ -355,7 +362,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		// so that waiting for a request still in flight at the server does
 		// not use up the budget; Temporal's count is only a ceiling.
 		MaximumAttempts:        request.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
-		NonRetryableErrorTypes: nonRetryableErrorTypes,
+		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
 	ao.Summary = Summary(method, req.URL, req.Operation)
 	return in, ao, nil

@@ -574,14 +574,21 @@ func TestExecuteChild(t *testing.T) {
 	assert.Equal(t, 1, srv.Stats().Records)
 }
 
-// TestReplayReadsRecordedFailure replays declined_history.json, recorded
-// by internal/histgen with the code before API v1 (when the details type
-// was activities.FailureDetails): a call the API declined with a 402. The
-// workflow replays without non-determinism, and AsFailure reads the
-// recorded failure, from the activity's and from the workflow's failure
-// events, as the one Failure type.
+// TestReplayReadsRecordedFailure replays a call the API declined with a
+// 402, recorded by internal/histgen: declined_history.json with the code
+// before API v1 (when the details type was activities.FailureDetails),
+// declined_history_v2.json with today's. The workflow replays without
+// non-determinism, and AsFailure reads the recorded failure, from the
+// activity's and from the workflow's failure events, as the one Failure
+// type.
 func TestReplayReadsRecordedFailure(t *testing.T) {
-	raw, err := os.ReadFile("testdata/declined_history.json")
+	for _, file := range []string{"testdata/declined_history.json", "testdata/declined_history_v2.json"} {
+		t.Run(file, func(t *testing.T) { replayDeclined(t, file) })
+	}
+}
+
+func replayDeclined(t *testing.T, file string) {
+	raw, err := os.ReadFile(file)
 	require.NoError(t, err)
 	var hist historypb.History
 	require.NoError(t, protojson.Unmarshal(raw, &hist))

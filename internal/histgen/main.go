@@ -4,9 +4,10 @@
 // (durations as strings, a body that travels as its exact text). Run it from
 // the repository root after a change to workflow code that is meant to
 // change histories; seed_history.json, recorded with the format before,
-// stays as it is. It also records declined_history.json: a call the API
-// declines with a 402, which fails the workflow with the activity's
-// failure details, so the replay tests read failures recorded before too:
+// stays as it is. It also records declined_history_v2.json: a call the
+// API declines with a 402, which fails the workflow with the activity's
+// failure details; declined_history.json, recorded the same way with the
+// code before API v1 (activities.FailureDetails), stays as it is:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
 //	go run ./internal/histgen -temporal bin/temporal -out workflows/testdata
@@ -100,7 +101,7 @@ func run(bin, out string) error {
 	if !ok || f.Status != 402 {
 		return fmt.Errorf("the declined call: want a 402 failure, got %v", err)
 	}
-	return record(ctx, c, run, filepath.Join(out, "declined_history.json"))
+	return record(ctx, c, run, filepath.Join(out, "declined_history_v2.json"))
 }
 
 // record writes run's history to path as protojson.

@@ -97,7 +97,7 @@ func New(cfg Config) (*Activities, error) {
 			return nil, err
 		}
 		a.admission = cfg.Admission.limiterConfig().WithDefaults()
-		a.limiter = admission.New(cfg.Admission.limiterConfig())
+		a.limiter = admission.New(a.admission)
 		a.throttles = slices.Clone(cfg.Admission.Throttles)
 		if len(a.throttles) == 0 {
 			a.throttles = defaultThrottles
@@ -133,8 +133,8 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 	p, err := a.prepare(req, info.Attempt, prev.hint())
 	if err != nil {
 		origin := ""
-		if _, o, perr := request.ParseURL(req.URL); perr == nil && a.origins[o] != nil {
-			origin = o
+		if pu, perr := a.urls.parse(req.URL); perr == nil && a.origins[pu.origin] != nil {
+			origin = pu.origin
 		}
 		a.count(a.metrics(ctx, origin, req.Operation), err)
 		return nil, err
@@ -176,7 +176,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if v.outcome == outcomeSuccess {
 		r := a.result(&ans, p, info.Attempt)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
-			"replayed", r.Replayed, "body_sha256", hexSHA256(req.Body), "body_omitted", r.OmittedReason)
+			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil
 	}
 	var msg string

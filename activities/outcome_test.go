@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // decideStatus classifies a response with the default convention.

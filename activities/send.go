@@ -271,18 +271,9 @@ func readAtMost(r io.Reader, limit int64) ([]byte, error) {
 // maxHashedBody) for one too large to keep, else of the bytes read.
 func (ans *answer) bodySHA256() string {
 	if ans.sha256 == "" {
-		ans.sha256 = hexSHA256(ans.body)
+		ans.sha256 = request.BodyHash(ans.body)
 	}
 	return ans.sha256
-}
-
-// hexSHA256 is the hex SHA-256 of b (as request.BodyHash), in one
-// allocation.
-func hexSHA256(b []byte) string {
-	sum := sha256.Sum256(b)
-	var buf [2 * sha256.Size]byte
-	hex.Encode(buf[:], sum[:])
-	return string(buf[:])
 }
 
 // wireReader remembers the error that ended reading from the connection,

@@ -186,7 +186,9 @@ func Body(b []byte) error {
 // BodyHash is the hex SHA-256 of a request body: the bytes sent.
 func BodyHash(body []byte) string {
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
+	var buf [2 * sha256.Size]byte // one allocation: the string
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }
 
 // setByClient are headers the activity or the HTTP client sets itself.

@@ -85,10 +85,11 @@ type failure struct {
 // retry turns a retryable verdict into the error handed to Temporal: the
 // delay (Retry-After, else jittered backoff) as NextRetryDelay, or a final
 // error when the attempt budget is spent (ErrType of the verdict, marked
-// non-retryable), or when the delay cannot end before the schedule-to-close
-// deadline (workflows.ErrTypeIdempotencyKeyLocked for a key still in flight, else workflows.ErrTypeRetryWouldExceedDeadline).
-// It records this attempt's progress for the next, and in m the retry it
-// hands to Temporal.
+// non-retryable), or when the delay cannot end before the
+// schedule-to-close deadline (IdempotencyKeyLocked for a key still in
+// flight, else RetryWouldExceedDeadline: failAtDeadline). It records this
+// attempt's progress for the next, and in f.m the retry it hands to
+// Temporal.
 func (a *Activities) retry(ctx context.Context, f *failure) error {
 	now := a.cfg.Now()
 	next := f.next(now)

@@ -106,9 +106,11 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Register registers the activity under ActivityName.
+// Register registers the HTTP activity under ActivityName and the poll
+// activity, which follows long-running operations, under PollActivityName.
 func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: ActivityName})
+	r.RegisterActivityWithOptions(a.Poll, activity.RegisterOptions{Name: PollActivityName})
 }
 
 // Do performs one attempt of req, the input workflows.Call schedules it
@@ -168,13 +170,26 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	prev.Sent++
 	a.observe(ctx, info.TaskQueue, p, sentAt, &ans)
 	v := decide(&ans, &p.o.conv, prev.hint())
+	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
+		// RFC 9110's 303: the result is at Location, which the poll
+		// activity reads (accepted checks it as a monitor).
+		v = verdict{outcome: outcomeSuccess}
+	}
 	d := workflows.Failure{
 		Operation: req.Operation, Method: p.method, URL: p.shown,
 		IdempotencyKey: req.IdempotencyKey, Attempt: info.Attempt, Status: ans.status, Reason: v.reason,
 	}
 	logger := activity.GetLogger(ctx)
 	if v.outcome == outcomeSuccess {
-		r := a.result(&ans, p, info.Attempt)
+		var acc *workflows.Accepted
+		if req.Follow {
+			var err error
+			if acc, err = a.accepted(&ans, p, info.Attempt); err != nil {
+				logger.Error("HTTP request accepted an operation whose monitor this worker will not follow", "key", req.IdempotencyKey, "status", ans.status, "error", err)
+				return nil, ans.status, err
+			}
+		}
+		r := a.result(&ans, p, info.Attempt, acc)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
 			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil

@@ -60,6 +60,10 @@ type Convention struct {
 	// The key itself (what KeyMaxBytes and KeyUUID check, and what history
 	// and logs hold) is unchanged.
 	KeyQuoted bool
+	// LongRunning is how the server reports operations that outlive their
+	// request, for calls that follow them (workflows.Request.Follow); the
+	// zero value is AcceptedLocation.
+	LongRunning LongRunning
 }
 
 // Signal matches an answer: its status and, when Body is set, a
@@ -159,6 +163,10 @@ func (c Convention) withDefaults() (Convention, error) {
 	}
 	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > request.MaxKeyBytes {
 		c.KeyMaxBytes = request.MaxKeyBytes
+	}
+	var err error
+	if c.LongRunning, err = c.LongRunning.withDefaults(); err != nil {
+		return c, err
 	}
 	for _, s := range append(append([]Signal(nil), c.InFlight...), c.KeyReused...) {
 		if s.Status < 400 || s.Status > 599 {

@@ -5,7 +5,13 @@
 // NextRetryDelay). It never loops: every attempt is one request, and
 // Temporal schedules, counts and bounds the attempts.
 //
-// Register it on a worker with [New] and [Activities.Register]; workflow
+// A second activity, [Activities.Poll], follows a long-running operation
+// that a call asked to follow (workflows.Request.Follow): one GET of its
+// status monitor per attempt, read by the origin's [LongRunning]
+// convention (longrunning.go, poll.go), the wait between polls held by
+// Temporal's retry timer.
+//
+// Register both on a worker with [New] and [Activities.Register]; workflow
 // code calls it through package workflows, whose [workflows.Response] and
 // [workflows.Failure] are what it returns. The rules live in one place
 // each: the classification in outcome.go (the README's table), the retry

@@ -22,8 +22,9 @@ var urlHeaders = map[string]bool{"Location": true, "Content-Location": true}
 // result builds the workflows.Response of a 2xx: the body kept if it is complete, free
 // of credentials (redacted inside JSON strings, or omitted when that is not
 // possible) and small enough that the encoded result stays within
-// MaxResultBytes; otherwise omitted, with its size and SHA-256.
-func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.Response {
+// MaxResultBytes; otherwise omitted, with its size and SHA-256. acc is
+// the long-running operation the answer accepted or ended, if any.
+func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workflows.Accepted) *workflows.Response {
 	r := &workflows.Response{
 		Status:         ans.status,
 		Attempt:        attempt,
@@ -31,6 +32,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.
 		BodyBytes:      ans.size,
 		Replayed:       p.o.conv.replayed(ans.header),
 		BodyTruncated:  ans.truncated,
+		Accepted:       acc,
 	}
 	for _, canon := range p.o.resultHeaders {
 		// ans.header.Get(canon), without canonicalizing canon again.
@@ -88,6 +90,9 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32) *workflows.
 	n := len(r.Body) + len(r.RawBody)
 	for k, v := range r.Headers {
 		n += len(k) + len(v)
+	}
+	if acc != nil {
+		n += len(acc.URL) + len(acc.Monitor) + len(acc.ResultURL) + len(acc.State) + len(acc.Operation)
 	}
 	if n > 0 && 6*n+2<<10 > a.cfg.MaxResultBytes && !a.fits(r) {
 		if len(r.Body)+len(r.RawBody) > 0 {

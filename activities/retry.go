@@ -42,6 +42,10 @@ type progress struct {
 	// Ticket is the place in the origin's admission queue of an attempt
 	// that ended to wait for admission.
 	Ticket admission.Ticket `json:"ticket,omitzero"`
+	// Monitor is where the poll activity polls next when a poll's 202
+	// moved the monitor (its Location), checked as the start's monitor
+	// is; empty: the monitor of its input.
+	Monitor string `json:"monitor,omitempty"`
 }
 
 // loadProgress returns the progress of the attempts before this one, with

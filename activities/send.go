@@ -38,6 +38,8 @@ type prepared struct {
 	// headers (set by Do: false only when the default propagator, W3C
 	// Trace Context, would write nothing, the span context being invalid).
 	inject bool
+	// noKey: the request carries no idempotency key (a poll's GET).
+	noKey bool
 }
 
 // parsedURL is a request URL as prepare needs it: parsed
@@ -150,7 +152,9 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		for k, vs := range p.o.creds {
 			h[k] = vs
 		}
-		h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
+		if !p.noKey {
+			h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
+		}
 		if p.inject {
 			a.inject(ctx, propagation.HeaderCarrier(hr.Header))
 		}

@@ -60,6 +60,11 @@ const (
 	// for the origin's task queue (Config.SharedRate), requests per
 	// second; 0 while none is (labelled origin only).
 	metricRateLimit = "idempotent_http_rate_limit"
+	// metricPolls counts the poll activity's attempts (one poll of a
+	// long-running operation's monitor each), labelled as the attempts
+	// counter: a poll that found the operation still running is retryable
+	// with error_type OperationRunning.
+	metricPolls = "idempotent_http_polls_total"
 )
 
 // Bounds of the operation label: caller-chosen names keep their own value
@@ -167,8 +172,13 @@ func resultOf(err error) (outcome, string) {
 
 // count adds one to the attempts counter.
 func (a *Activities) count(m client.MetricsHandler, err error) {
+	a.countIn(m, metricAttempts, err)
+}
+
+// countIn adds one to the counter name, labelled by how err ends the attempt.
+func (a *Activities) countIn(m client.MetricsHandler, name string, err error) {
 	outcome, errType := resultOf(err)
-	m.WithTags(a.outcomeTags.get("outcome", outcome.String(), "error_type", errType)).Counter(metricAttempts).Inc(1)
+	m.WithTags(a.outcomeTags.get("outcome", outcome.String(), "error_type", errType)).Counter(name).Inc(1)
 }
 
 // tracerName is the instrumentation scope of the attempts' spans.

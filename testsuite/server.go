@@ -109,6 +109,11 @@ type Options struct {
 	// answers 201 with the record). It is called once per new key; a 2xx
 	// answer creates a record, a nil respBody answers with the record.
 	Work func(r *http.Request, body []byte) (status int, respBody []byte)
+	// Async, if set, makes the work a long-running operation: the record
+	// is made at once, the answer is the Async.Style's acceptance (a 202
+	// with a status monitor) and the monitor reports the operation's
+	// state until it ends (see Async). Work is not called.
+	Async *Async
 }
 
 // Step is one scripted answer. Status 0 or any 2xx lets the request through
@@ -210,6 +215,12 @@ type Stats struct {
 	// Expired is how many stored keys were trimmed after their window or
 	// lock expired.
 	Expired int `json:"expired"`
+	// Operations is how many long-running operations were accepted
+	// (Options.Async), Polls how many requests their monitors and results
+	// got, Cancels how many asked to cancel one.
+	Operations int `json:"operations,omitempty"`
+	Polls      int `json:"polls,omitempty"`
+	Cancels    int `json:"cancels,omitempty"`
 }
 
 // entry is what the server stores for a key.
@@ -221,7 +232,8 @@ type entry struct {
 	status      int
 	ctype       string
 	body        []byte
-	rec         int // index in Server.records, -1 if none
+	rec         int         // index in Server.records, -1 if none
+	header      http.Header // headers of the stored response (an accepted operation's monitor)
 }
 
 // Server is the reference idempotent server, an http.Handler safe for
@@ -243,6 +255,7 @@ type Server struct {
 	winAt     time.Time
 	winN      int
 	swept     time.Time
+	ops       map[string]*operation
 }
 
 // NewServer returns the reference server as an http.Handler.
@@ -329,6 +342,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && s.serveInfo(w, r.URL.Path) {
 		return
 	}
+	if s.opts.Async != nil && s.serveOperation(w, r) {
+		return
+	}
 	c := s.read(r)
 	d := s.decide(c)
 	switch d.verdict {
@@ -402,6 +418,7 @@ type decision struct {
 	step    Step   // failed: the failure
 	ctype   string // replay, worked: the response
 	body    []byte
+	header  http.Header
 	entry   *entry // workNewKey: the entry claimed
 }
 
@@ -491,7 +508,7 @@ func (s *Server) lookup(c *call) decision {
 		return decision{verdict: inFlight, status: d.InFlightStatus}
 	default:
 		s.stats.Replays++
-		return decision{verdict: replay, status: e.status, ctype: e.ctype, body: e.body}
+		return decision{verdict: replay, status: e.status, ctype: e.ctype, body: e.body, header: e.header}
 	}
 }
 
@@ -513,13 +530,18 @@ func (s *Server) claim(c *call, uri string) decision {
 // logs the status.
 func (s *Server) process(c *call, e *entry) decision {
 	st, ct, b, rec := s.work(c.r, c.body, c.key, c.hash, c.now)
+	var h http.Header
+	if s.opts.Async != nil && st >= 200 && st <= 299 {
+		st, b, h = s.accept(c.r, b, c.now)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e != nil {
 		s.complete(c.key, e, st, ct, b, rec)
+		e.header = h
 	}
 	s.logAnswer(c, st, false)
-	return decision{verdict: worked, status: st, ctype: ct, body: b}
+	return decision{verdict: worked, status: st, ctype: ct, body: b, header: h}
 }
 
 // complete ends the work of key's entry e with its response. s.mu is held.
@@ -560,6 +582,7 @@ type response struct {
 	retryAfter  string // the Retry-After header, if set
 	shouldRetry string // the dialect's ShouldRetryHeader, if set and the dialect has one
 	replayed    bool   // the dialect's ReplayHeader, if it has one
+	header      http.Header
 }
 
 // answer makes the response of decision d to c, outside the lock.
@@ -588,7 +611,7 @@ func (s *Server) answer(c *call, d decision) response {
 		return a
 	}
 	// replay, worked: the stored or the fresh response.
-	return response{status: d.status, ctype: d.ctype, body: d.body, replayed: d.verdict == replay}
+	return response{status: d.status, ctype: d.ctype, body: d.body, replayed: d.verdict == replay, header: d.header}
 }
 
 // failure is the answer of a scripted, random or over-capacity failure:
@@ -616,6 +639,9 @@ func jsonError(status int, msg string) response {
 
 // write writes a with the headers dialect d sends.
 func (a response) write(w http.ResponseWriter, d Dialect) {
+	for k, vs := range a.header {
+		w.Header()[k] = vs
+	}
 	if a.retryAfter != "" {
 		w.Header().Set("Retry-After", a.retryAfter)
 	}
@@ -682,7 +708,7 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 		record.Request = json.RawMessage(bytes.Clone(body))
 	}
 	st = http.StatusCreated
-	if s.opts.Work != nil {
+	if s.opts.Work != nil && s.opts.Async == nil {
 		if st, b = s.opts.Work(r, body); st < 200 || st > 299 {
 			return st, "application/json", b, -1
 		}

@@ -117,7 +117,7 @@ func parseFlags() (config, error) {
 	flag.Int64Var(&cfg.maxBody, "max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
 	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	flag.StringVar(&cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[+quoted][:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted (env CONVENTIONS)")
+	flag.StringVar(&cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); +azure, +operation-location or +google choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure (env CONVENTIONS)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
@@ -254,17 +254,16 @@ func activityConfig(origins []string, token string) activities.Config {
 	return cfg
 }
 
-// parseConventions reads ORIGIN=PRESET[+quoted][:KEY-HEADER] items; +quoted
-// sets Convention.KeyQuoted.
+// parseConventions reads ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] items:
+// +quoted sets Convention.KeyQuoted; +azure, +operation-location and
+// +google set Convention.LongRunning to AzureAsyncOperation,
+// OperationLocation or GoogleOperation(ORIGIN + "/v1/").
 func parseConventions(list string) (map[string]activities.Convention, error) {
 	out := map[string]activities.Convention{}
 	for _, item := range cliutil.SplitList(list) {
 		origin, spec, ok := strings.Cut(item, "=")
 		preset, keyHeader, _ := strings.Cut(spec, ":")
-		preset, suffix, quoted := strings.Cut(preset, "+")
-		if quoted && !strings.EqualFold(strings.TrimSpace(suffix), "quoted") {
-			ok = false
-		}
+		preset, modifiers, hasModifiers := strings.Cut(preset, "+")
 		var c activities.Convention
 		switch strings.ToLower(strings.TrimSpace(preset)) {
 		case "ietf":
@@ -274,14 +273,38 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 		default:
 			ok = false
 		}
-		if !ok {
-			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+quoted][:KEY-HEADER] with PRESET ietf or stripe, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted", item)
+		origin = strings.TrimSpace(origin)
+		seen, lroSet := map[string]bool{}, false
+		for m := range strings.SplitSeq(modifiers, "+") {
+			if !hasModifiers {
+				break
+			}
+			m = strings.ToLower(strings.TrimSpace(m))
+			lro := m == "azure" || m == "operation-location" || m == "google"
+			if seen[m] || lro && lroSet {
+				ok = false // twice, or two long-running conventions
+			}
+			seen[m], lroSet = true, lroSet || lro
+			switch m {
+			case "quoted":
+				c.KeyQuoted = true
+			case "azure":
+				c.LongRunning = activities.AzureAsyncOperation()
+			case "operation-location":
+				c.LongRunning = activities.OperationLocation()
+			case "google":
+				c.LongRunning = activities.GoogleOperation(origin + "/v1/")
+			default:
+				ok = false
+			}
 		}
-		c.KeyQuoted = quoted
+		if !ok {
+			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] with PRESET ietf or stripe and MODIFIER quoted, azure, operation-location or google, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted+azure", item)
+		}
 		if keyHeader != "" {
 			c.KeyHeader = strings.TrimSpace(keyHeader)
 		}
-		out[strings.TrimSpace(origin)] = c
+		out[origin] = c
 	}
 	return out, nil
 }

@@ -42,6 +42,10 @@ func TestParseConventions(t *testing.T) {
 		c.KeyQuoted = quoted
 		return c
 	}
+	lro := func(c activities.Convention, l activities.LongRunning) activities.Convention {
+		c.LongRunning = l
+		return c
+	}
 	tests := []struct {
 		name    string
 		list    string
@@ -63,9 +67,17 @@ func TestParseConventions(t *testing.T) {
 			map[string]activities.Convention{"https://api.stripe.com": with(activities.Stripe(), "", true)}, ""},
 		{"no preset", "https://x", nil, "ORIGIN=PRESET"},
 		{"unknown preset", "https://x=paypal", nil, "ORIGIN=PRESET"},
-		{"unknown suffix", "https://x=ietf+strict", nil, "ORIGIN=PRESET[+quoted]"},
-		{"empty suffix", "https://x=ietf+", nil, "ORIGIN=PRESET[+quoted]"},
-		{"suffix twice", "https://x=ietf+quoted+quoted", nil, "ORIGIN=PRESET[+quoted]"},
+		{"long-running presets", "https://a.example=ietf+azure, https://b.example=stripe+quoted+operation-location, https://c.example=ietf+google",
+			map[string]activities.Convention{
+				"https://a.example": lro(activities.IETF(), activities.AzureAsyncOperation()),
+				"https://b.example": lro(with(activities.Stripe(), "", true), activities.OperationLocation()),
+				"https://c.example": lro(activities.IETF(), activities.GoogleOperation("https://c.example/v1/")),
+			}, ""},
+		{"unknown suffix", "https://x=ietf+strict", nil, "ORIGIN=PRESET[+MODIFIER...]"},
+		{"empty suffix", "https://x=ietf+", nil, "ORIGIN=PRESET[+MODIFIER...]"},
+		{"empty suffix between", "https://x=ietf++quoted", nil, "ORIGIN=PRESET[+MODIFIER...]"},
+		{"suffix twice", "https://x=ietf+quoted+quoted", nil, "ORIGIN=PRESET[+MODIFIER...]"},
+		{"two long-running presets", "https://x=ietf+azure+google", nil, "ORIGIN=PRESET[+MODIFIER...]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

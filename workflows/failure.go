@@ -66,8 +66,15 @@ type Failure struct {
 	// user info and query values redacted, cut at 1 KiB.
 	Location string `json:"location,omitempty"`
 	// Body is the start of the response body (at most 1 KiB), credentials
-	// redacted before it was cut.
+	// redacted before it was cut; for ErrTypeOperationFailed, the error the
+	// server's status document reported.
 	Body string `json:"body,omitempty"`
+	// Accepted is the long-running operation the server accepted, when the
+	// failure came while following it (ErrTypeOperationFailed,
+	// ErrTypeOperationCanceled, ErrTypeOperationStillRunning, a poll's
+	// final error): FollowAccepted(ctx, *f.Accepted, opts) resumes
+	// following it.
+	Accepted *Accepted `json:"accepted,omitempty"`
 }
 
 // MarshalJSON encodes f's details as package wire does: durations as
@@ -192,6 +199,41 @@ const (
 	// that changed between runs of the same workflow ID. Give each call its
 	// own operation name, and build bodies from workflow input only.
 	ErrTypeIdempotencyKeyReused = "IdempotencyKeyReused"
+
+	// Types of following a long-running operation (Request.Follow,
+	// FollowAccepted); Failure.Accepted is the operation, but for
+	// ErrTypeMonitorNotFollowed.
+
+	// ErrTypeOperationRunning: the monitor says the operation is still
+	// running. Temporal polls again after the monitor's Retry-After or the
+	// poll backoff (FollowOptions); it is never final: at
+	// FollowOptions.Timeout it becomes ErrTypeOperationStillRunning.
+	ErrTypeOperationRunning = "OperationRunning"
+	// ErrTypeOperationStillRunning: the operation had not ended (or its
+	// monitor could not be read) when the next poll could not happen before
+	// FollowOptions.Timeout. It may still succeed: resume with
+	// FollowAccepted(ctx, *f.Accepted, opts); never start it again with
+	// another key.
+	ErrTypeOperationStillRunning = "OperationStillRunning"
+	// ErrTypeOperationFailed: the monitor says the operation failed
+	// (Azure's "Failed", Google's error); Failure.Body is the server's
+	// error. The server did not do the work, by its own word; a call again
+	// with the same key gets the same accepted operation: start anew under
+	// another operation name once the cause is fixed.
+	ErrTypeOperationFailed = "OperationFailed"
+	// ErrTypeOperationCanceled: the monitor says the operation was
+	// cancelled.
+	ErrTypeOperationCanceled = "OperationCanceled"
+	// ErrTypeMonitorNotFollowed: the server accepted the operation, but
+	// named no status monitor (a 202 without one), or one (Failure.Location,
+	// redacted) the worker will not follow: another origin not in the
+	// origin's LongRunning.MonitorOrigins or the worker's AllowedOrigins,
+	// user info, longer than 8 KiB, or query values whose names
+	// LongRunning.KeepQuery does not allow into history. The
+	// operation goes on at the server (OutcomeUnknown): fix the worker's
+	// configuration, then run the same workflow ID again (the same key
+	// gets the stored answer, and the operation is followed).
+	ErrTypeMonitorNotFollowed = "MonitorNotFollowed"
 )
 
 // errTypes are the ErrType constants: the types of this package's failures.
@@ -200,7 +242,8 @@ var errTypes = map[string]bool{
 	ErrTypeHTTPNonRetryableStatus: true, ErrTypeHTTPRetryableStatus: true, ErrTypeNetworkError: true,
 	ErrTypeTLSCertificateError: true, ErrTypeRedirectNotFollowed: true, ErrTypeRetryWouldExceedDeadline: true,
 	ErrTypeIdempotencyKeyInFlight: true, ErrTypeNotAdmitted: true, ErrTypeIdempotencyKeyLocked: true,
-	ErrTypeIdempotencyKeyReused: true,
+	ErrTypeIdempotencyKeyReused: true, ErrTypeOperationRunning: true, ErrTypeOperationStillRunning: true,
+	ErrTypeOperationFailed: true, ErrTypeOperationCanceled: true, ErrTypeMonitorNotFollowed: true,
 }
 
 // nonRetryableErrorTypes are the types that are never retried, which Call
@@ -211,4 +254,6 @@ var nonRetryableErrorTypes = []string{
 	ErrTypeHTTPNonRetryableStatus, ErrTypeTLSCertificateError,
 	ErrTypeRedirectNotFollowed, ErrTypeRetryWouldExceedDeadline,
 	ErrTypeIdempotencyKeyLocked, ErrTypeIdempotencyKeyReused,
+	ErrTypeOperationStillRunning, ErrTypeOperationFailed, ErrTypeOperationCanceled,
+	ErrTypeMonitorNotFollowed,
 }

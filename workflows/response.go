@@ -55,6 +55,11 @@ type Response struct {
 	Attempt int32 `json:"attempt"`
 	// IdempotencyKey is the key the request carried.
 	IdempotencyKey string `json:"idempotency_key"`
+	// Operation is set when the call followed a long-running operation
+	// (Request.Follow): the start answer of a call that asked to follow
+	// names it, and the final Response carries it with its last State and
+	// Polls. Nil for an answer that was the result at once.
+	Accepted *Accepted `json:"accepted,omitempty"`
 }
 
 // MarshalJSON encodes r as package wire does: bodies byte for byte

@@ -168,6 +168,12 @@ type Request struct {
 	// be on for the workers of that task queue; they poll the origins'
 	// queues). Default false: the workflow's own queue.
 	OriginQueue bool `json:"origin_queue,omitempty"`
+	// Follow, when set, follows a long-running operation to its end: if
+	// the server answers with a status monitor (by the origin's
+	// activities.LongRunning: a 202 with Location by default), the call
+	// polls it and returns the final result instead of the 202 (see
+	// FollowOptions). Nil: the answer is returned as it is.
+	Follow *FollowOptions `json:"follow,omitempty"`
 }
 
 // MarshalJSON encodes r as package wire does: bodies byte for byte
@@ -303,6 +309,12 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 		logFailure(ctx, in, err)
 		return nil, err
 	}
+	if req.Follow != nil {
+		// The start succeeded: its key stays used whatever the following
+		// gives (a call again would get the stored start answer; resume
+		// with FollowAccepted).
+		return followStart(ctx, ao, in, &resp, *req.Follow)
+	}
 	return &resp, nil
 }
 
@@ -343,6 +355,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 			InitialInterval: r.InitialInterval, BackoffCoefficient: r.BackoffCoefficient,
 			MaximumInterval: r.MaximumInterval, Jitter: string(r.Jitter),
 		},
+		Follow: req.Follow != nil,
 	}
 	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
 	if req.OriginQueue {
@@ -406,6 +419,9 @@ func validate(req Request, key string) (string, error) {
 	}
 	if err == nil {
 		err = request.Headers(req.Headers)
+	}
+	if err == nil && req.Follow != nil {
+		err = req.Follow.validate()
 	}
 	if err != nil {
 		return "", invalid("%v", err)

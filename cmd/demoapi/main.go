@@ -66,6 +66,11 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	inFlightRetryAfter := fs.Bool("in-flight-retry-after", false, "send Retry-After: 1 with the in-flight 409, or not with =false (default: the dialect's, on for ietf only)")
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long an unfinished first request keeps its key locked (0: until the window ends)")
 	orphanPrefix := fs.String("orphan-prefix", "", "keys starting with this prefix are orphaned: their first request is never answered and the key stays locked")
+	asyncStyle := fs.String("async", "", "make every new key's work a long-running operation, followed at a status monitor in this style: location, see-other, azure, operation-location or google (default: none, the work is done at once)")
+	asyncDuration := fs.Duration("async-duration", 30*time.Second, "how long each long-running operation runs (with --async)")
+	asyncRetryAfter := fs.Int("async-retry-after", 2, "Retry-After, in seconds, of the acceptance and of each poll while running; 0 for none (with --async)")
+	asyncOutcome := fs.String("async-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed, canceled or never (with --async)")
+	asyncFlaky := fs.Int("async-flaky-polls", 0, "answer every n-th poll 503 (with --async; 0: none)")
 	token := fs.String("require-token", apiToken, "if set, requests must carry Authorization: Bearer TOKEN (env API_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -97,6 +102,19 @@ func parseFlags(args []string, apiToken string) (config, error) {
 			dialect.InFlightRetryAfter = *inFlightRetryAfter
 		}
 	})
+	var async *testsuite.Async
+	if *asyncStyle != "" {
+		style, err := testsuite.ParseAsyncStyle(*asyncStyle)
+		if err != nil {
+			return config{}, fmt.Errorf("--async: %w", err)
+		}
+		switch *asyncOutcome {
+		case testsuite.OutcomeSucceeded, testsuite.OutcomeFailed, testsuite.OutcomeCanceled, testsuite.OutcomeNever:
+		default:
+			return config{}, fmt.Errorf("--async-outcome %q: want succeeded, failed, canceled or never", *asyncOutcome)
+		}
+		async = &testsuite.Async{Style: style, Duration: *asyncDuration, RetryAfter: *asyncRetryAfter, Outcome: *asyncOutcome, FlakyPolls: *asyncFlaky}
+	}
 	var orphan func(string) bool
 	if prefix := *orphanPrefix; prefix != "" {
 		orphan = func(key string) bool { return strings.HasPrefix(key, prefix) }
@@ -106,7 +124,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 		opts: testsuite.Options{
 			Dialect: dialect, Window: *window, ProcessingTime: *processing, FailureRate: *failureRate,
 			FailureRetryAfter: *failureRetryAfter, Capacity: *capacity, CapacityWindow: *capacityWindow,
-			LockTimeout: *lockTimeout, Orphan: orphan,
+			LockTimeout: *lockTimeout, Orphan: orphan, Async: async,
 		},
 	}, nil
 }

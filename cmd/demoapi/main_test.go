@@ -50,6 +50,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"--script", "abc"},
 		{"--no-such-flag"},
 		{"stray"},
+		{"--async", "soap"},
+		{"--async", "azure", "--async-outcome", "maybe"},
 	} {
 		if _, err := parseFlags(args, ""); err == nil {
 			t.Errorf("%q: no error", args)
@@ -95,5 +97,19 @@ func TestOrphanPrefix(t *testing.T) {
 	}
 	if resp, _, err := post(http.DefaultClient, "other"); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Errorf("a key without the prefix: %v %v", resp, err)
+	}
+}
+
+func TestParseFlagsAsync(t *testing.T) {
+	cfg, err := parseFlags([]string{"--async", "operation-location", "--async-duration", "5s", "--async-retry-after", "1", "--async-outcome", "failed", "--async-flaky-polls", "3"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testsuite.Async{Style: testsuite.AsyncOperationLocation, Duration: 5 * time.Second, RetryAfter: 1, Outcome: testsuite.OutcomeFailed, FlakyPolls: 3}
+	if cfg.opts.Async == nil || *cfg.opts.Async != want {
+		t.Errorf("async %+v, want %+v", cfg.opts.Async, want)
+	}
+	if cfg, _ := parseFlags(nil, ""); cfg.opts.Async != nil {
+		t.Errorf("async without --async: %+v", cfg.opts.Async)
 	}
 }

@@ -56,6 +56,10 @@ type Output struct {
 	Replayed       bool            `json:"replayed"`
 	Body           json.RawMessage `json:"body,omitempty"`
 	BodyOmitted    bool            `json:"body_omitted,omitempty"`
+	// Polls and State: how following a long-running operation went
+	// (--follow), when the server accepted one.
+	Polls int32  `json:"polls,omitempty"`
+	State string `json:"state,omitempty"`
 }
 
 func main() {
@@ -110,6 +114,8 @@ type config struct {
 	perAttempt, overall        time.Duration
 	jitter                     string
 	originQueue                bool
+	follow                     bool
+	followTimeout              time.Duration
 	taskQueue, uiURL           string
 	wait                       time.Duration
 
@@ -135,6 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.StringVar(&cfg.jitter, "jitter", "full", "backoff jitter: full, equal, decorrelated or none (Temporal's own)")
 	fs.StringVar(&cfg.uiURL, "ui", cliutil.Env("TEMPORAL_UI_URL", "http://localhost:8233"), "Temporal Web UI base URL, for the link (env TEMPORAL_UI_URL)")
 	fs.DurationVar(&cfg.wait, "wait", 10*time.Minute, "how long to wait for the result")
+	fs.BoolVar(&cfg.follow, "follow", false, "follow a long-running operation: when the server answers with a status monitor (a 202 with Location, or what the worker's --convention names), poll it to the operation's end and print the final result")
+	fs.DurationVar(&cfg.followTimeout, "follow-timeout", workflows.DefaultFollowTimeout, "how long to follow the operation, all polls included (with --follow)")
 	fs.BoolVar(&cfg.originQueue, "origin-queue", cliutil.Env("ORIGIN_QUEUE", "") == "on", "run the request on its origin's own task queue, whose rate the Temporal server keeps for every worker (the workers need --shared-rate; env ORIGIN_QUEUE=on)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false // the flag set printed it
@@ -162,6 +170,9 @@ func (cfg config) request() (workflows.Request, error) {
 		StartToCloseTimeout:    cfg.perAttempt,
 		ScheduleToCloseTimeout: cfg.overall,
 		OriginQueue:            cfg.originQueue,
+	}
+	if cfg.follow {
+		req.Follow = &workflows.FollowOptions{Timeout: cfg.followTimeout}
 	}
 	if cfg.body != "" {
 		req.Body = json.RawMessage(cfg.body)
@@ -243,6 +254,9 @@ func output(we client.WorkflowRun, resp workflows.Response) Output {
 	out := Output{
 		WorkflowID: we.GetID(), RunID: we.GetRunID(), IdempotencyKey: resp.IdempotencyKey,
 		Status: resp.Status, Attempts: resp.Attempt, Replayed: resp.Replayed, Body: resp.Body, BodyOmitted: resp.BodyOmitted,
+	}
+	if resp.Accepted != nil {
+		out.Polls, out.State = resp.Accepted.Polls, resp.Accepted.State
 	}
 	if out.Body == nil && resp.RawBody != nil {
 		out.Body, _ = json.Marshal(string(resp.RawBody))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -26,4 +27,16 @@ func TestRunRejectsBadFlags(t *testing.T) {
 			assert.Empty(t, stdout.String(), "nothing on stdout on failure")
 		})
 	}
+}
+
+func TestParseFlagsFollow(t *testing.T) {
+	var stderr bytes.Buffer
+	cfg, ok := parseFlags([]string{"--url", "http://127.0.0.1:1/transfers", "--follow", "--follow-timeout", "2h"}, &stderr)
+	assert.True(t, ok, stderr.String())
+	if assert.NotNil(t, cfg.req.Follow) {
+		assert.Equal(t, 2*time.Hour, cfg.req.Follow.Timeout)
+	}
+	cfg, ok = parseFlags([]string{"--url", "http://127.0.0.1:1/transfers"}, &stderr)
+	assert.True(t, ok)
+	assert.Nil(t, cfg.req.Follow, "no following without --follow")
 }

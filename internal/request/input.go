@@ -45,6 +45,11 @@ type Input struct {
 	// workflow side sets it and leaves Temporal's own MaximumAttempts at
 	// AttemptCeiling.
 	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+	// Follow: the caller will follow a long-running operation, so a 2xx
+	// that names a status monitor (by the origin's
+	// activities.LongRunning) is returned with its
+	// workflows.Response.Operation set.
+	Follow bool `json:"follow,omitempty"`
 }
 
 // MarshalJSON encodes in as package wire does: bodies byte for byte

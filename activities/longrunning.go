@@ -1,0 +1,401 @@
+package activities
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// LongRunning is how a server reports an operation that does not finish
+// within its request: where the start answer names the status monitor,
+// how the monitor tells the operation's state, and where the final result
+// is. It is the Convention's LongRunning, read when a call asks to follow
+// (workflows.Request.Follow). The zero value is AcceptedLocation (a 202
+// with Location, polled by status code). Start from a preset:
+//
+//	c := activities.IETF()
+//	c.LongRunning = activities.AzureAsyncOperation()
+type LongRunning struct {
+	// MonitorHeaders name the start answer's headers that hold the status
+	// monitor's URL, the first present wins (default {"Location"}). A 202
+	// with one of them is followed; so is a 200 or 201 with one other than
+	// Location (Azure's PUT answers 201 with Azure-AsyncOperation). The
+	// monitor answers a status document when StatusField or DoneField is
+	// set, except a Location behind another monitor header (Azure's
+	// fallback); else its status code decides (RFC 9110): 202 running (a
+	// Location on it moves the monitor: the next poll goes there), 303 the
+	// result's URL, another 2xx the result. A 202 that names no monitor
+	// fails with workflows.ErrTypeMonitorNotFollowed: it is no result.
+	MonitorHeaders []string
+	// NameField, when set, reads the monitor from the start answer's JSON
+	// body instead (Google's "name"): the monitor is MonitorBase + the
+	// field's value, and the body is a status document.
+	NameField   string
+	MonitorBase string
+	// StatusField is the field of the monitor's JSON status document that
+	// holds the state (Azure's "status"; dots reach into objects, as in
+	// "properties.provisioningState"). Its values in Succeeded, Failed and
+	// Canceled (compared case-insensitively; defaults "Succeeded",
+	// "Failed", "Canceled" and "Cancelled") end the operation; any other
+	// value means it is still running.
+	StatusField                 string
+	Succeeded, Failed, Canceled []string
+	// DoneField, instead of StatusField, is a field that is true once the
+	// operation ended (Google's "done"): it failed when ErrorField is set
+	// and not null, else it succeeded.
+	DoneField string
+	// ErrorField holds the server's error in a failed operation's status
+	// document (default "error"); it becomes Failure.Body (redacted, at most
+	// 1 KiB).
+	ErrorField string
+	// ResultField holds the result in a succeeded operation's status
+	// document (Google's "response", Azure's "result"); the whole document
+	// is the result when it is empty or absent.
+	ResultField string
+	// ResultAtLocation: a succeeded operation's result is read with a GET
+	// of the start URL for a PUT or PATCH (the resource), of the start
+	// answer's Location for a POST (Azure Resource Manager's rule, as
+	// Azure SDKs apply it); else (a DELETE) it is the status document.
+	ResultAtLocation bool
+	// KeepQuery names the query parameters a monitor URL may carry into
+	// Temporal's history (for example "api-version"). The monitor is
+	// written to history to be polled by later attempts, so a monitor with
+	// any other query parameter, which may be a signature or a token, is
+	// refused (workflows.ErrTypeMonitorNotFollowed), as is one with user
+	// info.
+	KeepQuery []string
+	// MonitorOrigins are the origins, besides the start request's, that a
+	// monitor, a result URL or a 303 may point to (each must be in
+	// Config.AllowedOrigins too). Requests to each origin carry that
+	// origin's own credentials, never the start origin's.
+	MonitorOrigins []string
+	// CancelMethod and CancelSuffix are the request that asks the server to
+	// cancel the operation (workflows.FollowOptions.CancelOperation): the
+	// method ("POST", "DELETE") sent to the monitor's URL plus the suffix
+	// (Google: POST name:cancel). An empty CancelMethod: the convention has
+	// none.
+	CancelMethod string
+	CancelSuffix string
+}
+
+// AcceptedLocation is the convention of RFC 9110: a 202 Accepted (section
+// 15.3.3) whose Location names a status monitor, polled with GET until it
+// answers something other than 202: a 303 See Other (section 15.4.4)
+// points to the result, another 2xx is the result. It is the default.
+func AcceptedLocation() LongRunning {
+	return LongRunning{MonitorHeaders: []string{"Location"}}
+}
+
+// AzureAsyncOperation is Azure Resource Manager's convention for
+// asynchronous operations (the ARM resource provider contract, "Asynchronous
+// operations"): the start answers 201 or 202 with Azure-AsyncOperation,
+// whose status document's "status" ends as Succeeded, Failed (with
+// "error") or Canceled, or only with Location, polled by status code. A
+// succeeded operation's result is read at the resource's URL for PUT and
+// PATCH, else at the start answer's Location. api-version may stay in
+// monitor URLs.
+func AzureAsyncOperation() LongRunning {
+	return LongRunning{
+		MonitorHeaders: []string{"Azure-AsyncOperation", "Location"},
+		StatusField:    "status", Succeeded: []string{"Succeeded"}, Failed: []string{"Failed"}, Canceled: []string{"Canceled"},
+		ErrorField: "error", ResultAtLocation: true, KeepQuery: []string{"api-version"},
+	}
+}
+
+// OperationLocation is the status monitor of the Microsoft REST API
+// Guidelines ("Long-running operations", used by Azure's data-plane
+// services): the start answers 202 (or 200/201) with Operation-Location,
+// whose status document's "status" goes NotStarted, Running, then
+// Succeeded, Failed (with "error") or Canceled. A succeeded operation's
+// result is read at the resource's URL for PUT and PATCH, else at the
+// start answer's Location, else it is the document's "result" (else the
+// document). api-version may stay in monitor URLs.
+func OperationLocation() LongRunning {
+	return LongRunning{
+		MonitorHeaders: []string{"Operation-Location"},
+		StatusField:    "status", Succeeded: []string{"Succeeded"}, Failed: []string{"Failed"}, Canceled: []string{"Canceled"},
+		ErrorField: "error", ResultField: "result", ResultAtLocation: true, KeepQuery: []string{"api-version"},
+	}
+}
+
+// GoogleOperation is Google's long-running operations (AIP-151,
+// google.longrunning.Operation): the start answers an Operation, {"name":
+// …, "done": false}, polled at base + name (base such as
+// "https://example.googleapis.com/v1/") until "done" is true, with the
+// result in "response" or the failure in "error" (code 1, CANCELLED: a
+// cancelled operation); POST base + name + ":cancel" cancels it.
+func GoogleOperation(base string) LongRunning {
+	return LongRunning{
+		NameField: "name", MonitorBase: base, DoneField: "done", ErrorField: "error", ResultField: "response",
+		CancelMethod: http.MethodPost, CancelSuffix: ":cancel",
+	}
+}
+
+// withDefaults fills the zero fields of l and checks it.
+func (l LongRunning) withDefaults() (LongRunning, error) {
+	if l.NameField == "" && len(l.MonitorHeaders) == 0 {
+		l.MonitorHeaders = []string{"Location"}
+	}
+	l.MonitorHeaders = slices.Clone(l.MonitorHeaders)
+	for i, h := range l.MonitorHeaders {
+		l.MonitorHeaders[i] = http.CanonicalHeaderKey(h)
+		if !request.ValidHeaderName(l.MonitorHeaders[i]) {
+			return l, fmt.Errorf("LongRunning.MonitorHeaders: %q is not a valid header name", h)
+		}
+	}
+	if l.NameField != "" {
+		if _, _, err := request.ParseURL(l.MonitorBase); err != nil {
+			return l, fmt.Errorf("LongRunning.MonitorBase (for NameField %q): %w", l.NameField, err)
+		}
+	}
+	if l.StatusField != "" {
+		if len(l.Succeeded) == 0 {
+			l.Succeeded = []string{"Succeeded"}
+		}
+		if len(l.Failed) == 0 {
+			l.Failed = []string{"Failed"}
+		}
+		if len(l.Canceled) == 0 {
+			l.Canceled = []string{"Canceled", "Cancelled"}
+		}
+	}
+	if l.ErrorField == "" {
+		l.ErrorField = "error"
+	}
+	origins := make([]string, len(l.MonitorOrigins))
+	for i, s := range l.MonitorOrigins {
+		o, err := request.ParseOrigin(s)
+		if err != nil {
+			return l, fmt.Errorf("LongRunning.MonitorOrigins: %w", err)
+		}
+		origins[i] = o
+	}
+	l.MonitorOrigins = origins
+	switch l.CancelMethod = strings.ToUpper(l.CancelMethod); l.CancelMethod {
+	case "", http.MethodPost, http.MethodDelete:
+	default:
+		return l, fmt.Errorf("LongRunning.CancelMethod %q: POST, DELETE or none", l.CancelMethod)
+	}
+	return l, nil
+}
+
+// statusDocument reports whether a monitor named by header (or by the
+// body's NameField, header "") answers a status document: when the
+// convention reads one, unless it is Location behind another monitor
+// header (Azure's fallback, polled by status code).
+func (l *LongRunning) statusDocument(header string) bool {
+	return (l.StatusField != "" || l.DoneField != "") && !(header == "Location" && len(l.MonitorHeaders) > 1)
+}
+
+// accepted returns the long-running operation that the start answer ans
+// (a 2xx to p) names, or nil when it names none: a monitor header (see
+// MonitorHeaders), or the body's NameField. It fails with
+// workflows.ErrTypeMonitorNotFollowed for a monitor the worker will not
+// follow (see KeepQuery, MonitorOrigins).
+func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflows.Accepted, error) {
+	l := &p.o.conv.LongRunning
+	var raw, header string
+	switch {
+	case ans.status == http.StatusSeeOther:
+		// RFC 9110's 303 to the result: read it with a GET.
+		raw, header = ans.header.Get("Location"), "Location"
+	case l.NameField != "":
+		name, ok := stringField(ans.body, l.NameField)
+		if !ok || name == "" {
+			return nil, nil
+		}
+		raw = strings.TrimSuffix(l.MonitorBase, "/") + "/" + strings.TrimPrefix(name, "/")
+	default:
+		for _, h := range l.MonitorHeaders {
+			if v := ans.header.Get(h); v != "" {
+				raw, header = v, h
+				break
+			}
+		}
+		if raw == "" || ans.status != http.StatusAccepted && header == "Location" {
+			if ans.status == http.StatusAccepted {
+				return nil, a.fail(fmt.Sprintf("%s %s answered 202 Accepted without a status monitor (none of %s): the operation goes on at the server, and a 202 is no result. Name the monitor header in the origin's Convention.LongRunning, then run the same workflow ID again (the same key gets the stored answer)",
+					p.method, p.shown, strings.Join(l.MonitorHeaders, ", ")), workflows.ErrTypeMonitorNotFollowed, workflows.Failure{
+					Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
+					Attempt: attempt, Status: ans.status, OutcomeUnknown: true,
+				})
+			}
+			return nil, nil
+		}
+	}
+	op := &workflows.Accepted{
+		Operation: p.req.Operation, Method: p.method, URL: p.raw, IdempotencyKey: p.req.IdempotencyKey,
+		StartStatus: ans.status, StatusDocument: l.statusDocument(header) && ans.status != http.StatusSeeOther, RetryAfter: request.MinPollInterval,
+	}
+	if ra, ok := retryAfter(ans.header, a.cfg.Now()); ok {
+		op.RetryAfter = min(max(ra, request.MinPollInterval), a.cfg.MaxRetryAfter)
+	}
+	refuse := func(what, shown string, err error) error {
+		return a.fail(fmt.Sprintf("%s %s answered %d, accepting the operation, with %s %s, which this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then run the same workflow ID again (the same key gets the stored answer)",
+			p.method, p.shown, ans.status, what, shown, err), workflows.ErrTypeMonitorNotFollowed, workflows.Failure{
+			Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
+			Attempt: attempt, Status: ans.status, Location: shown, OutcomeUnknown: true,
+		})
+	}
+	var err error
+	if op.Monitor, err = a.followable(l, p.origin, ans.from, raw, true); err != nil {
+		return nil, refuse("the status monitor", request.RedactURL(raw), err)
+	}
+	if op.StatusDocument && l.ResultAtLocation {
+		if p.method == http.MethodPut || p.method == http.MethodPatch {
+			// The resource itself, whatever Location says (on a PUT it
+			// is often the monitor again).
+			op.ResultURL = p.raw
+		} else if loc := ans.header.Get("Location"); loc != "" && header != "Location" && p.method == http.MethodPost {
+			// A POST's result is at Location; a DELETE has none to read
+			// (azcore's pollers do no final GET for it).
+			if op.ResultURL, err = a.followable(l, p.origin, ans.from, loc, true); err != nil {
+				return nil, refuse("the result's Location", request.RedactURL(loc), err)
+			}
+		}
+	}
+	return op, nil
+}
+
+// followable resolves raw against base and checks that the worker may
+// request it for an operation started at origin: an absolute http(s) URL
+// without user info, on origin or one of l.MonitorOrigins, allowed by
+// Config.AllowedOrigins, and, when it goes to history, with no query
+// parameter but those of l.KeepQuery. It returns the URL without its
+// fragment.
+func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, raw string, history bool) (string, error) {
+	if len(raw) > maxFollowedURL {
+		return "", fmt.Errorf("it is %d bytes long, more than the %d a URL written to history may be", len(raw), maxFollowedURL)
+	}
+	u, err := base.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", fmt.Errorf("it does not parse as a URL")
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("it carries user info")
+	}
+	u.Fragment, u.RawFragment = "", ""
+	s := u.String()
+	_, o, err := request.ParseURL(s)
+	if err != nil {
+		return "", err
+	}
+	if o != origin && !slices.Contains(l.MonitorOrigins, o) {
+		return "", fmt.Errorf("its origin %s is not the start request's (%s) nor in Convention.LongRunning.MonitorOrigins", o, origin)
+	}
+	if a.origins[o] == nil {
+		return "", fmt.Errorf("its origin %s is not in Config.AllowedOrigins", o)
+	}
+	if history && u.RawQuery != "" {
+		// Read as RedactURL does, not as url.Values, which drops what it
+		// cannot parse ("a;b=…", "%zz"): every part must be name=value,
+		// its name allowed.
+		for part := range strings.SplitSeq(u.RawQuery, "&") {
+			name, value, ok := strings.Cut(part, "=")
+			_, verr := url.QueryUnescape(value)
+			switch {
+			case !ok || !request.ValidHeaderName(name):
+				return "", fmt.Errorf("its query holds a value without a name, which would be written to Temporal's history (a token must not be)")
+			case !slices.Contains(l.KeepQuery, name) || verr != nil || strings.Contains(value, ";"):
+				return "", fmt.Errorf("its query parameter %q would be written to Temporal's history (a signature or token must not be): allow it with Convention.LongRunning.KeepQuery if its value is no secret", name)
+			}
+		}
+	}
+	return s, nil
+}
+
+// maxFollowedURL bounds a monitor or result URL: it is written to history
+// in the start's result and the poll's input.
+const maxFollowedURL = 8 << 10
+
+// field returns the JSON value at path (names joined by dots) in the
+// JSON object body, and whether it is there and not null.
+func field(body []byte, path string) (json.RawMessage, bool) {
+	v := json.RawMessage(body)
+	for name := range strings.SplitSeq(path, ".") {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(v, &obj) != nil {
+			return nil, false
+		}
+		if v = obj[name]; v == nil {
+			return nil, false
+		}
+	}
+	v = bytes.TrimSpace(v)
+	return v, len(v) > 0 && string(v) != "null"
+}
+
+// stringField returns the string at path in body.
+func stringField(body []byte, path string) (string, bool) {
+	v, ok := field(body, path)
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// The ends of an operation a status document can report.
+type state int
+
+const (
+	stateUnreadable state = iota
+	stateRunning
+	stateSucceeded
+	stateFailed
+	stateCanceled
+)
+
+// state reads a status document: the operation's state and its name as
+// the server wrote it.
+func (l *LongRunning) state(body []byte) (state, string) {
+	if l.DoneField != "" {
+		v, ok := field(body, l.DoneField)
+		var done bool
+		if ok && json.Unmarshal(v, &done) != nil {
+			return stateUnreadable, ""
+		}
+		if json.Unmarshal(body, new(map[string]json.RawMessage)) != nil {
+			return stateUnreadable, ""
+		}
+		switch e, failed := field(body, l.ErrorField); {
+		case !done:
+			return stateRunning, l.DoneField + ": false"
+		case failed:
+			var status struct{ Code int }
+			if json.Unmarshal(e, &status) == nil && status.Code == 1 {
+				// google.rpc.Code CANCELLED.
+				return stateCanceled, l.DoneField + ": true, " + l.ErrorField + " CANCELLED"
+			}
+			return stateFailed, l.DoneField + ": true, " + l.ErrorField
+		default:
+			return stateSucceeded, l.DoneField + ": true"
+		}
+	}
+	s, ok := stringField(body, l.StatusField)
+	if !ok {
+		return stateUnreadable, ""
+	}
+	in := func(values []string) bool {
+		return slices.ContainsFunc(values, func(v string) bool { return strings.EqualFold(v, s) })
+	}
+	switch {
+	case in(l.Succeeded):
+		return stateSucceeded, s
+	case in(l.Failed):
+		return stateFailed, s
+	case in(l.Canceled):
+		return stateCanceled, s
+	}
+	return stateRunning, s
+}

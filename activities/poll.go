@@ -1,0 +1,356 @@
+package activities
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// Poll follows a long-running operation, one GET of its status monitor
+// per attempt, the input workflows.Call (with Request.Follow) and
+// workflows.FollowAccepted schedule it with; Register registers it. Its
+// input type is internal: workflows build it, users do not.
+//
+// The start request's origin's Convention.LongRunning reads the answer. An
+// operation still running ends the attempt with a retryable
+// workflows.ErrTypeOperationRunning whose NextRetryDelay is the monitor's
+// Retry-After (at least workflows.MinPollInterval, at most
+// Config.MaxRetryAfter), else the poll backoff: Temporal's retry timer, not
+// the worker, holds the wait, so a waiting operation costs the worker no
+// goroutine and survives a worker's or the Temporal server's restart. A
+// failed read of the monitor is classified as any answer is (the README's
+// table) and retried at the same pace. A succeeded operation returns its
+// final result (the monitor's answer, its ResultField, the result URL's, or
+// a 303's target's); a failed or cancelled one fails with
+// workflows.ErrTypeOperationFailed or ErrTypeOperationCanceled; one still
+// running when the next poll could not happen before the schedule-to-close
+// deadline fails with ErrTypeOperationStillRunning. Polls carry the
+// monitor origin's credentials, never the idempotency key.
+func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
+	if !activity.IsActivity(ctx) {
+		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
+	}
+	info := activity.GetInfo(ctx)
+	pl := &poller{a: a, info: info, in: in, op: &workflows.Accepted{
+		Operation: in.Operation, Method: in.Method, URL: in.URL, IdempotencyKey: in.IdempotencyKey,
+		Monitor: in.Monitor, StatusDocument: in.StatusDocument, ResultURL: in.ResultURL, Polls: info.Attempt,
+		StartStatus: in.StartStatus, RetryAfter: in.RetryAfter,
+	}}
+	resp, status, origin, err := pl.poll(ctx)
+	m := a.metrics(ctx, origin, in.Operation)
+	a.countIn(m, metricPolls, err)
+	if status > 0 {
+		m.Timer(metricAttemptDuration).Record(pl.took)
+	}
+	return resp, err
+}
+
+// poller is one attempt of the poll activity.
+type poller struct {
+	a    *Activities
+	info activity.Info
+	in   request.Monitor
+	op   *workflows.Accepted
+	// l is the start origin's convention, start that origin.
+	l     *LongRunning
+	start string
+	took  time.Duration
+	// ended: the status document said the operation succeeded (its 202
+	// is then no "still running").
+	ended bool
+	// prev is the progress of the attempts before this one.
+	prev progress
+	// succeeded: the status document said so; what fails after (reading
+	// the result) says it.
+	succeeded bool
+}
+
+// poll runs the attempt and returns its result or error, the status of
+// the last answer and the monitor's origin (for metrics).
+func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, error) {
+	a, in := pl.a, pl.in
+	su, err := a.urls.parse(in.URL)
+	if err != nil {
+		return nil, 0, "", pl.final(nil, workflows.ErrTypeInvalidRequest, 0, "the operation's start URL: "+err.Error(), "")
+	}
+	so := a.origins[su.origin]
+	if so == nil {
+		return nil, 0, "", pl.final(nil, workflows.ErrTypeOriginNotAllowed, 0, fmt.Sprintf("origin %s of the operation's start request is not allowed by this worker: add it to Config.AllowedOrigins", su.origin), "")
+	}
+	pl.l, pl.start = &so.conv.LongRunning, su.origin
+	if pl.prev = loadProgress(ctx, pl.info.Attempt); pl.prev.Monitor != "" && !in.Cancel {
+		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
+	}
+	mon, err := a.followable(pl.l, su.origin, su.url, pl.op.Monitor, true)
+	if err != nil {
+		return nil, 0, "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", request.RedactURL(pl.op.Monitor), err), "")
+	}
+	method := http.MethodGet
+	if in.Cancel {
+		if pl.l.CancelMethod == "" {
+			activity.GetLogger(ctx).Info("operation not cancelled: its convention has no cancel request", "key", in.IdempotencyKey)
+			return nil, 0, su.origin, nil
+		}
+		u, _ := url.Parse(mon) // followable parsed it
+		u.Path, u.RawPath = u.Path+pl.l.CancelSuffix, ""
+		method, mon = pl.l.CancelMethod, u.String()
+	}
+	p := pl.prepare(method, mon)
+	ans := pl.send(ctx, p)
+	if ans.err == nil && ans.status == http.StatusSeeOther && !in.Cancel {
+		// The operation ended; its result is at the 303's target.
+		loc := ans.header.Get("Location")
+		target, err := a.followable(pl.l, pl.start, ans.from, loc, false)
+		if err != nil {
+			return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(loc), err), "")
+		}
+		p = pl.prepare(http.MethodGet, target)
+		ans = pl.send(ctx, p)
+		return pl.result(ctx, p, &ans, "")
+	}
+	switch {
+	case in.Cancel || ans.err != nil || ans.status < 200 || ans.status > 299:
+		return pl.result(ctx, p, &ans, "")
+	case !in.StatusDocument && ans.status == http.StatusAccepted:
+		if loc := ans.header.Get("Location"); loc != "" {
+			// The monitor moved: the next poll goes there (RFC 9110's 202
+			// names the monitor in Location; Azure SDKs follow the newest).
+			moved, err := a.followable(pl.l, pl.start, ans.from, loc, true)
+			if err != nil {
+				return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then resume with workflows.FollowAccepted and the Failure's Accepted", request.RedactURL(loc), err), "")
+			}
+			pl.op.Monitor = moved
+		}
+		return nil, ans.status, p.origin, pl.running(ctx, p, &ans, "")
+	case !in.StatusDocument:
+		return pl.result(ctx, p, &ans, "")
+	case ans.size > a.cfg.MaxResponseBytes || ans.truncated || ans.encoded != "":
+		return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeHTTPNonRetryableStatus, ans.status,
+			fmt.Sprintf("the monitor's %d status document (%d bytes, content coding %q) cannot be read: it is larger than Config.MaxResponseBytes (%d) or in a coding the worker cannot decode; raise MaxResponseBytes, then resume with workflows.FollowAccepted and the Failure's Accepted",
+				ans.status, ans.size, ans.encoded, a.cfg.MaxResponseBytes), "")
+	}
+	st, name := pl.state(ans.body)
+	pl.op.State = name
+	if ans.status == http.StatusAccepted && st == stateUnreadable {
+		// A 202 without a readable state is still running.
+		st = stateRunning
+	}
+	switch st {
+	case stateRunning:
+		return nil, ans.status, p.origin, pl.running(ctx, p, &ans, name)
+	case stateUnreadable:
+		return nil, ans.status, p.origin, pl.retry(ctx, p, &ans, workflows.ErrTypeHTTPRetryableStatus,
+			fmt.Sprintf("the monitor's %d answer is not a status document this origin's Convention.LongRunning reads (no %s): polling again", ans.status, cmp.Or(pl.l.StatusField, pl.l.DoneField)))
+	case stateFailed, stateCanceled:
+		t, what := workflows.ErrTypeOperationFailed, "failed"
+		if st == stateCanceled {
+			t, what = workflows.ErrTypeOperationCanceled, "was cancelled"
+		}
+		body := ans.body
+		if e, ok := field(ans.body, pl.l.ErrorField); ok {
+			body = e
+		}
+		shown := a.redact.snippet(body)
+		return nil, ans.status, p.origin, pl.final(p, t, ans.status, fmt.Sprintf("the operation %s (status %q): %s", what, name, shown), shown)
+	}
+	pl.succeeded = true
+	if in.ResultURL != "" {
+		target, err := a.followable(pl.l, pl.start, su.url, in.ResultURL, false)
+		if err != nil {
+			return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", request.RedactURL(in.ResultURL), err), "")
+		}
+		p = pl.prepare(http.MethodGet, target)
+		ans = pl.send(ctx, p)
+		return pl.result(ctx, p, &ans, name)
+	}
+	pl.ended = true
+	if pl.l.ResultField != "" {
+		if v, ok := field(ans.body, pl.l.ResultField); ok {
+			ans.body, ans.size, ans.sha256 = v, int64(len(v)), ""
+		}
+	}
+	return pl.result(ctx, p, &ans, name)
+}
+
+// state reads a status document: the state, and its name as the server
+// wrote it, redacted and cut to maxStateBytes (it goes to history, logs
+// and messages).
+func (pl *poller) state(body []byte) (state, string) {
+	st, name := pl.l.state(body)
+	name = pl.a.redact.string(name)
+	if len(name) > maxStateBytes {
+		name = strings.ToValidUTF8(name[:maxStateBytes], "") + "…"
+	}
+	return st, name
+}
+
+// maxStateBytes bounds a state's name as the server wrote it.
+const maxStateBytes = 64
+
+// prepare is the request of method to raw (an URL followable has
+// checked): the monitor origin's credentials, no key.
+func (pl *poller) prepare(method, raw string) *prepared {
+	pu, err := pl.a.urls.parse(raw)
+	if err != nil {
+		// followable parsed it.
+		panic(err)
+	}
+	req := request.Input{Operation: pl.in.Operation, Method: method, URL: pu.raw, IdempotencyKey: pl.in.IdempotencyKey}
+	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
+}
+
+// send sends p once in its own client span.
+func (pl *poller) send(ctx context.Context, p *prepared) answer {
+	ctx, span := pl.a.startSpan(ctx, p, pl.info.Attempt)
+	p.inject = pl.a.cfg.Propagator != nil || span.SpanContext().IsValid()
+	sendCtx, cancel := withMargin(ctx)
+	start := time.Now()
+	ans := pl.a.send(sendCtx, p)
+	pl.took += time.Since(start)
+	cancel()
+	var err error
+	if ans.err != nil {
+		err = ans.err
+	}
+	endSpan(span, ans.status, nil, err)
+	return ans
+}
+
+// result ends the attempt with the answer ans to p: a 2xx is the final
+// result (a 202 still running), anything else is classified as any
+// answer is.
+func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state string) (*workflows.Response, int, string, error) {
+	if ans.err == nil && ans.status == http.StatusAccepted && !pl.in.Cancel && !pl.ended {
+		return nil, ans.status, p.origin, pl.running(ctx, p, ans, state)
+	}
+	// A poll carries no key: no answer of it is about a key, and a 409 is
+	// only a conflict (retried, as the monitor may settle).
+	v := decide(ans, &Convention{}, false)
+	if v.inFlight {
+		v.errType, v.reason = workflows.ErrTypeHTTPRetryableStatus, fmt.Sprintf("%d from the monitor, marked to retry", ans.status)
+	}
+	switch v.outcome {
+	case outcomeSuccess:
+		pl.op.State = state
+		r := pl.a.result(ans, p, pl.info.Attempt, pl.op)
+		r.Replayed = false
+		activity.GetLogger(ctx).Info("long-running operation ended", "key", pl.in.IdempotencyKey, "monitor", request.RedactURL(pl.op.Monitor), "status", ans.status, "polls", pl.info.Attempt, "state", state)
+		return r, ans.status, p.origin, nil
+	case outcomeFinal:
+		return nil, ans.status, p.origin, pl.final(p, v.errType, ans.status, pl.describe(p, ans, v.reason), pl.a.redact.snippet(ans.body))
+	}
+	return nil, ans.status, p.origin, pl.retry(ctx, p, ans, v.errType, pl.describe(p, ans, v.reason))
+}
+
+// describe says what ans to p was, for an error's message.
+func (pl *poller) describe(p *prepared, ans *answer, reason string) string {
+	if ans.err != nil {
+		return fmt.Sprintf("%s %s: %s (%s)", p.method, p.shown, request.RedactErr(ans.err), reason)
+	}
+	return fmt.Sprintf("%s %s answered %d: %s", p.method, p.shown, ans.status, reason)
+}
+
+// details are the Failure of this attempt.
+func (pl *poller) details(p *prepared, status int) workflows.Failure {
+	d := workflows.Failure{
+		Operation: pl.in.Operation, Method: http.MethodGet, URL: request.RedactURL(pl.op.Monitor), IdempotencyKey: pl.in.IdempotencyKey,
+		Attempt: pl.info.Attempt, Status: status, Accepted: pl.op, Location: request.RedactURL(pl.op.Monitor),
+	}
+	if p != nil {
+		d.Method, d.URL = p.method, p.shown
+	}
+	return d
+}
+
+// final fails the following for good: the operation's outcome is not
+// known to the workflow unless the monitor said it (failed, cancelled).
+func (pl *poller) final(p *prepared, errType string, status int, msg, body string) error {
+	if pl.succeeded {
+		msg = fmt.Sprintf("the operation succeeded (status %q), but its result could not be read: %s; the result is still at the server: resume with workflows.FollowAccepted and the Failure's Accepted", pl.op.State, msg)
+	}
+	d := pl.details(p, status)
+	d.Body = body
+	d.OutcomeUnknown = errType != workflows.ErrTypeOperationFailed && errType != workflows.ErrTypeOperationCanceled
+	d.Reason = msg
+	return pl.a.fail(msg, errType, d)
+}
+
+// running ends the attempt of an operation still running: Temporal polls
+// again after the wait.
+func (pl *poller) running(ctx context.Context, p *prepared, ans *answer, state string) error {
+	pl.op.State = state
+	shown := state
+	if shown == "" {
+		shown = fmt.Sprint(ans.status)
+	}
+	return pl.retry(ctx, p, ans, workflows.ErrTypeOperationRunning, fmt.Sprintf("the operation is still running (%s, poll %d)", shown, pl.info.Attempt))
+}
+
+// retry ends the attempt with a retryable error of errType: the next poll
+// waits the monitor's Retry-After (bounded by MinPollInterval and
+// Config.MaxRetryAfter), else the poll backoff; if it could not happen
+// before the deadline, the following fails with
+// ErrTypeOperationStillRunning.
+func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, msg string) error {
+	a := pl.a
+	now := a.cfg.Now()
+	d := pl.details(p, ans.status)
+	d.Reason = msg
+	delay, source := time.Duration(0), ""
+	if ra, ok := retryAfter(ans.header, now); ok {
+		d.RetryAfter = ra
+		delay = min(max(ra, request.MinPollInterval), a.cfg.MaxRetryAfter)
+		source = fmt.Sprintf("Retry-After %q", strings.Join(ans.header.Values("Retry-After"), ", "))
+	} else {
+		b := pl.in.Backoff
+		if b.InitialInterval <= 0 {
+			b = request.PollBackoff(0, 0)
+		}
+		delay = max(b.Delay(pl.info.Attempt, a.cfg.Uniform, 0), request.MinPollInterval)
+		source = "poll backoff"
+	}
+	// The deadline is carried over to Config.Now's clock once and kept in
+	// the heartbeat, as the HTTP activity does (see scheduleDeadline).
+	prev := pl.prev
+	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline}
+	if pl.op.Monitor != pl.in.Monitor && !pl.in.Cancel {
+		next.Monitor = pl.op.Monitor
+	}
+	left, beyond := beyondDeadline(pl.info, prev, &next, now, delay)
+	activity.RecordHeartbeat(ctx, next)
+	if beyond {
+		d.NextRetryDelay = delay
+		d.OutcomeUnknown = true
+		activity.GetLogger(ctx).Error("long-running operation still running at the deadline", "key", d.IdempotencyKey, "monitor", d.Location, "polls", pl.info.Attempt)
+		return a.fail(fmt.Sprintf("%s; the next poll would wait %s (%s) but only %s remain before following it times out (FollowOptions.Timeout %s): the operation may still end at the server; resume with workflows.FollowAccepted and Failure.Accepted",
+			msg, delay, source, max(left, 0).Round(time.Millisecond), pl.info.ScheduleToCloseTimeout), workflows.ErrTypeOperationStillRunning, d)
+	}
+	d.NextRetryDelay = delay
+	m := a.metrics(ctx, p.origin, pl.in.Operation)
+	observeRetry(m, delay, true, source != "poll backoff", false)
+	logger := activity.GetLogger(ctx)
+	if errType == workflows.ErrTypeOperationRunning {
+		logger.Debug("long-running operation still running", "key", d.IdempotencyKey, "poll", pl.info.Attempt, "state", pl.op.State, "delay", delay)
+	} else {
+		logger.Warn("poll of a long-running operation failed, Temporal will poll again", "key", d.IdempotencyKey, "status", d.Status, "poll", pl.info.Attempt, "delay", delay)
+	}
+	opts := temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{d}}
+	if errType == workflows.ErrTypeOperationRunning {
+		// Waiting is no failure: the SDK logs a benign error at Debug and
+		// leaves it out of its failure metrics (1000 operations polled
+		// every 5 s logged 10,863 "Activity error." lines otherwise).
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+	}
+	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s; next poll in %s (%s)", msg, delay, source)), errType, opts)
+}

@@ -1,0 +1,83 @@
+package request
+
+import (
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+)
+
+// PollActivityName is the name the poll activity is registered under
+// (activities.PollActivityName), which workflows schedule to follow a
+// long-running operation.
+const PollActivityName = "IdempotentHTTPPoll"
+
+// The pace of the polls of a long-running operation whose monitor sends no
+// Retry-After, and its bounds (workflows.FollowOptions states them): poll
+// n waits PollBackoff(n) with equal jitter, never less than MinPollInterval
+// (a Retry-After below it too).
+const (
+	DefaultPollInterval    = time.Second
+	DefaultMaxPollInterval = time.Minute
+	MinPollInterval        = time.Second
+	DefaultFollowTimeout   = 24 * time.Hour
+)
+
+// PollBackoff is the backoff of the polls without Retry-After: from
+// interval (default DefaultPollInterval) doubling up to maxInterval
+// (default DefaultMaxPollInterval), equal jitter.
+func PollBackoff(interval, maxInterval time.Duration) Backoff {
+	interval = max(interval, MinPollInterval)
+	if maxInterval <= 0 {
+		maxInterval = DefaultMaxPollInterval
+	}
+	return Backoff{InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: max(maxInterval, interval), Jitter: JitterEqual}
+}
+
+// Monitor is a long-running operation as the poll activity follows it:
+// the activity input the workflow side (workflows.Call,
+// workflows.FollowAccepted) writes from a workflows.Accepted. It is a
+// wire type, not public API: never rename a field.
+//
+// It is stored in Temporal's history: its URLs hold no user info and no
+// query values but those their origin's activities.LongRunning.KeepQuery
+// names (the start activity refuses other monitors).
+type Monitor struct {
+	// Operation and IdempotencyKey are the start request's, for logs,
+	// metrics and errors; the key is never sent with a poll.
+	Operation      string `json:"operation,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Method and URL are the start request's; its origin's Convention
+	// reads the monitor.
+	Method string `json:"method,omitempty"`
+	URL    string `json:"url"`
+	// Monitor is the URL polled.
+	Monitor string `json:"monitor"`
+	// StatusDocument: the monitor answers a status document (the origin's
+	// LongRunning.StatusField or DoneField reads it); false: the status
+	// code decides (202 running, another 2xx the result, 303 see other).
+	StatusDocument bool `json:"status_document,omitempty"`
+	// ResultURL, when set, is read with a GET for the final result once the
+	// status document says the operation succeeded.
+	ResultURL string `json:"result_url,omitempty"`
+	// StartStatus and RetryAfter are the start answer's (its status, its
+	// first wait), handed back in Accepted; they change no poll.
+	StartStatus int           `json:"start_status,omitempty"`
+	RetryAfter  time.Duration `json:"retry_after,omitempty"`
+	// Backoff paces polls without Retry-After (PollBackoff).
+	Backoff Backoff `json:"backoff,omitzero"`
+	// Cancel asks the poll activity to send the convention's cancel
+	// request instead of polling.
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// MarshalJSON encodes m as package wire does (durations as strings).
+func (m Monitor) MarshalJSON() ([]byte, error) {
+	type plain Monitor
+	return wire.Marshal(plain(m))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (m *Monitor) UnmarshalJSON(data []byte) error {
+	type plain Monitor
+	return wire.Unmarshal(data, (*plain)(m))
+}

@@ -1,0 +1,260 @@
+package testsuite
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The conventions the reference server plays for long-running operations
+// (Async.Style); the activities package's LongRunning presets of the same
+// names follow them.
+const (
+	// AsyncLocation (the default): 202 with Location: /operations/{id};
+	// the monitor answers 202 while running, 200 with the record once
+	// succeeded, 422 with {"error": …} once failed, 410 once cancelled
+	// (RFC 9110; activities.AcceptedLocation).
+	AsyncLocation = "location"
+	// AsyncSeeOther: as AsyncLocation, but the ended monitor answers 303
+	// See Other to /results/{id}, which answers the record.
+	AsyncSeeOther = "see-other"
+	// AsyncAzure: 202 with Azure-AsyncOperation: /operations/{id}?api-version=…
+	// and Location: /results/{id}?api-version=…; the monitor answers 200
+	// {"status": "InProgress" | "Succeeded" | "Failed" | "Canceled",
+	// "error": …}; the result is at Location (activities.AzureAsyncOperation).
+	AsyncAzure = "azure"
+	// AsyncOperationLocation: 202 with Operation-Location:
+	// /operations/{id}?api-version=…; the monitor answers 200 {"status":
+	// "NotStarted" | "Running" | "Succeeded" (with "result") | "Failed" |
+	// "Canceled"} (activities.OperationLocation).
+	AsyncOperationLocation = "operation-location"
+	// AsyncGoogle: 200 with the Operation {"name": "operations/{id}",
+	// "done": false}; GET /v1/operations/{id} answers it, with "response"
+	// or "error" once done; POST /v1/operations/{id}:cancel cancels
+	// (activities.GoogleOperation(server URL + "/v1/")).
+	AsyncGoogle = "google"
+)
+
+// The outcomes of an accepted operation (Async.Outcome).
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeCanceled  = "canceled"
+	// OutcomeNever: the operation runs until cancelled.
+	OutcomeNever = "never"
+)
+
+// Async makes the reference server's work long-running (Options.Async):
+// each new key's request is accepted, its record made at once, and the
+// operation followed at the monitor the Style names, which answers
+// "running" for Duration after the acceptance, then the Outcome. A
+// replayed key gets the same acceptance, naming the same monitor. Every
+// operation can be cancelled: DELETE on its monitor, or Google's POST
+// :cancel.
+type Async struct {
+	// Style is the convention played: AsyncLocation (default),
+	// AsyncSeeOther, AsyncAzure, AsyncOperationLocation or AsyncGoogle.
+	Style string
+	// Duration is how long an operation runs (default 0: it has ended at
+	// the first poll).
+	Duration time.Duration
+	// RetryAfter is the Retry-After, in seconds, of the acceptance and of
+	// every answer while running (0: none is sent).
+	RetryAfter int
+	// Outcome is how operations end: OutcomeSucceeded (default),
+	// OutcomeFailed, OutcomeCanceled or OutcomeNever.
+	Outcome string
+	// FlakyPolls, if positive, answers every FlakyPolls-th request to a
+	// monitor 503 with Retry-After: 1, as an overloaded API would.
+	FlakyPolls int
+}
+
+// ParseAsyncStyle checks a Style name ("" is AsyncLocation).
+func ParseAsyncStyle(s string) (string, error) {
+	switch s {
+	case "":
+		return AsyncLocation, nil
+	case AsyncLocation, AsyncSeeOther, AsyncAzure, AsyncOperationLocation, AsyncGoogle:
+		return s, nil
+	}
+	return "", fmt.Errorf("async style %q: want %s, %s, %s, %s or %s", s, AsyncLocation, AsyncSeeOther, AsyncAzure, AsyncOperationLocation, AsyncGoogle)
+}
+
+// apiVersion is the query parameter the Azure styles put in their URLs.
+const apiVersion = "?api-version=2024-01-01"
+
+// operation is an accepted operation.
+type operation struct {
+	id       string
+	result   json.RawMessage // the record
+	accepted time.Time
+	canceled bool
+}
+
+// state is op's state at now: running, succeeded, failed or canceled.
+func (s *Server) state(op *operation, now time.Time) string {
+	a := s.opts.Async
+	switch {
+	case op.canceled:
+		return OutcomeCanceled
+	case a.Outcome == OutcomeNever || now.Sub(op.accepted) < a.Duration:
+		return "running"
+	case a.Outcome == "":
+		return OutcomeSucceeded
+	}
+	return a.Outcome
+}
+
+// accept makes the acceptance of a new operation whose result is the
+// record answer b (its work is done: the record exists).
+func (s *Server) accept(r *http.Request, b []byte, now time.Time) (int, []byte, http.Header) {
+	a := s.opts.Async
+	s.mu.Lock()
+	if s.ops == nil {
+		s.ops = map[string]*operation{}
+	}
+	s.stats.Operations++
+	op := &operation{id: fmt.Sprintf("op_%d", s.stats.Operations), result: json.RawMessage(b), accepted: now}
+	s.ops[op.id] = op
+	s.mu.Unlock()
+	base := "http://" + r.Host
+	h := http.Header{}
+	if a.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(a.RetryAfter))
+	}
+	status := http.StatusAccepted
+	var body any = map[string]string{"id": op.id, "status": "Accepted"}
+	switch a.Style {
+	case AsyncAzure:
+		h.Set("Azure-AsyncOperation", base+"/operations/"+op.id+apiVersion)
+		h.Set("Location", base+"/results/"+op.id+apiVersion)
+	case AsyncOperationLocation:
+		h.Set("Operation-Location", base+"/operations/"+op.id+apiVersion)
+	case AsyncGoogle:
+		status, body = http.StatusOK, map[string]any{"name": "operations/" + op.id, "done": false}
+	default:
+		h.Set("Location", base+"/operations/"+op.id)
+	}
+	out, _ := json.Marshal(body)
+	return status, out, h
+}
+
+// serveOperation answers the requests to monitors and results
+// (/operations/{id}, /results/{id}, /v1/operations/{id}[:cancel]); it
+// reports whether r was one.
+func (s *Server) serveOperation(w http.ResponseWriter, r *http.Request) bool {
+	path := strings.TrimPrefix(r.URL.Path, "/v1")
+	var id string
+	var result bool
+	switch {
+	case strings.HasPrefix(path, "/operations/"):
+		id = strings.TrimPrefix(path, "/operations/")
+	case strings.HasPrefix(path, "/results/"):
+		id, result = strings.TrimPrefix(path, "/results/"), true
+	default:
+		return false
+	}
+	cancel := r.Method == http.MethodDelete || r.Method == http.MethodPost && strings.HasSuffix(id, ":cancel")
+	id = strings.TrimSuffix(id, ":cancel")
+	now := s.opts.Now()
+	s.mu.Lock()
+	s.stats.Requests++
+	op := s.ops[id]
+	if cancel {
+		s.stats.Cancels++
+		if op != nil && s.state(op, now) == "running" {
+			op.canceled = true
+		}
+	} else {
+		s.stats.Polls++
+	}
+	flaky := s.opts.Async.FlakyPolls > 0 && s.stats.Polls%s.opts.Async.FlakyPolls == 0 && !cancel
+	var st string
+	if op != nil {
+		st = s.state(op, now)
+	}
+	s.mu.Unlock()
+	switch {
+	case op == nil:
+		jsonError(http.StatusNotFound, "no such operation").write(w, Dialect{})
+	case cancel:
+		write(w, http.StatusOK, "application/json", []byte("{}\n"))
+	case flaky:
+		a := failure(Fail(http.StatusServiceUnavailable, "1"))
+		a.write(w, Dialect{})
+	case result && st == "running":
+		// Azure's Location answers 202 until the operation ends.
+		if s.opts.Async.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s.opts.Async.RetryAfter))
+		}
+		write(w, http.StatusAccepted, "application/json", []byte("{}\n"))
+	case result:
+		if st != OutcomeSucceeded {
+			jsonError(http.StatusNotFound, "no result: the operation is "+st).write(w, Dialect{})
+			return true
+		}
+		write(w, http.StatusOK, "application/json", op.result)
+	default:
+		s.monitor(w, r, op, st)
+	}
+	return true
+}
+
+// monitor answers a poll of op, whose state is st, as the style does.
+func (s *Server) monitor(w http.ResponseWriter, r *http.Request, op *operation, st string) {
+	a := s.opts.Async
+	if st == "running" && a.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(a.RetryAfter))
+	}
+	failure := map[string]any{"code": "OperationFailed", "message": "the reference server failed the operation as told (Async.Outcome)"}
+	doc := map[string]any{"id": op.id}
+	status := http.StatusOK
+	switch a.Style {
+	case AsyncAzure, AsyncOperationLocation:
+		names := map[string]string{"running": "InProgress", OutcomeSucceeded: "Succeeded", OutcomeFailed: "Failed", OutcomeCanceled: "Canceled"}
+		if a.Style == AsyncOperationLocation {
+			names["running"] = "Running"
+		}
+		doc["status"] = names[st]
+		switch st {
+		case OutcomeFailed:
+			doc["error"] = failure
+		case OutcomeSucceeded:
+			if a.Style == AsyncOperationLocation {
+				doc["result"] = op.result
+			}
+		}
+	case AsyncGoogle:
+		doc = map[string]any{"name": "operations/" + op.id, "done": st != "running"}
+		switch st {
+		case OutcomeSucceeded:
+			doc["response"] = op.result
+		case OutcomeFailed:
+			doc["error"] = map[string]any{"code": 9, "message": failure["message"]}
+		case OutcomeCanceled:
+			doc["error"] = map[string]any{"code": 1, "message": "CANCELLED"}
+		}
+	default:
+		switch st {
+		case "running":
+			status, doc["status"] = http.StatusAccepted, "running"
+		case OutcomeSucceeded:
+			if a.Style == AsyncSeeOther {
+				w.Header().Set("Location", "http://"+r.Host+"/results/"+op.id)
+				write(w, http.StatusSeeOther, "application/json", []byte("{}\n"))
+				return
+			}
+			write(w, http.StatusOK, "application/json", op.result)
+			return
+		case OutcomeFailed:
+			status, doc["error"] = http.StatusUnprocessableEntity, failure
+		case OutcomeCanceled:
+			status, doc["error"] = http.StatusGone, "the operation was cancelled"
+		}
+	}
+	b, _ := json.Marshal(doc)
+	write(w, status, "application/json", append(b, '\n'))
+}

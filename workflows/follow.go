@@ -1,0 +1,255 @@
+package workflows
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+)
+
+// Defaults of FollowOptions (the README's "Long-running operations"
+// section states them too).
+const (
+	// DefaultFollowTimeout bounds following an operation, all polls
+	// included, when FollowOptions.Timeout is 0.
+	DefaultFollowTimeout = request.DefaultFollowTimeout
+	// DefaultPollInterval is the first wait between polls of a monitor that
+	// sends no Retry-After; it doubles up to DefaultMaxPollInterval, with
+	// equal jitter.
+	DefaultPollInterval    = request.DefaultPollInterval
+	DefaultMaxPollInterval = request.DefaultMaxPollInterval
+	// MinPollInterval is the shortest wait before a poll, a Retry-After of
+	// 0 included.
+	MinPollInterval = request.MinPollInterval
+)
+
+// FollowOptions ask a call to follow a long-running operation to its end:
+// when the server accepts the start request with a status monitor (by the
+// origin's activities.LongRunning: a 202 with Location by default;
+// Operation-Location, Azure-AsyncOperation or Google's operation name with
+// its presets), the call polls the monitor, durably, until the operation
+// ends, and returns its final result. The zero value follows with the
+// defaults.
+type FollowOptions struct {
+	// Timeout bounds the following, all polls included (default
+	// DefaultFollowTimeout, 24 h). An operation still running then fails
+	// with ErrTypeOperationStillRunning; its Failure.Accepted resumes it
+	// with FollowAccepted.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Interval and MaximumInterval pace the polls of a monitor that sends
+	// no Retry-After: the wait starts at Interval (default
+	// DefaultPollInterval, 1 s) and doubles up to MaximumInterval (default
+	// DefaultMaxPollInterval, 1 min), with equal jitter; never below
+	// MinPollInterval. A Retry-After is followed as sent, at least
+	// MinPollInterval and at most the worker's Config.MaxRetryAfter; the
+	// first poll waits for the start answer's.
+	Interval        time.Duration `json:"interval,omitempty"`
+	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
+	// CancelOperation: when the workflow is cancelled while following, ask
+	// the server to cancel the operation too, if the origin's convention
+	// has a cancel request (activities.LongRunning.CancelMethod; Google's
+	// ":cancel"). Default false: polling stops, the operation goes on.
+	CancelOperation bool `json:"cancel_operation,omitempty"`
+}
+
+// MarshalJSON encodes o with durations as strings such as "24h0m0s".
+func (o FollowOptions) MarshalJSON() ([]byte, error) {
+	type plain FollowOptions
+	return wire.Marshal(plain(o))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds.
+func (o *FollowOptions) UnmarshalJSON(data []byte) error {
+	type plain FollowOptions
+	return wire.Unmarshal(data, (*plain)(o))
+}
+
+// validate checks o's durations, which become Temporal activity options.
+func (o FollowOptions) validate() error {
+	if o.Timeout < 0 || o.Interval < 0 || o.MaximumInterval < 0 {
+		return fmt.Errorf("Request.Follow: Timeout, Interval and MaximumInterval must be 0 (the default) or more, got %s, %s and %s", o.Timeout, o.Interval, o.MaximumInterval)
+	}
+	return nil
+}
+
+// Follow sets Request.Follow: a status monitor in the answer is polled
+// until the operation ends (see FollowOptions).
+func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } }
+
+// Accepted is a long-running operation the server accepted: where its
+// state is read, and, in a final Response, how following it went. It is
+// Response.Accepted of a followed call, and Failure.Accepted of an
+// operation that failed, was cancelled or was still running at the
+// timeout (resume that one with FollowAccepted).
+//
+// Its URLs are stored in Temporal's history: they never hold user info,
+// and hold query values only for the names the origin's
+// activities.LongRunning.KeepQuery allows (a monitor with others is not
+// followed: ErrTypeMonitorNotFollowed).
+type Accepted struct {
+	// Operation, Method, URL and IdempotencyKey are the start request's.
+	Operation      string `json:"operation,omitempty"`
+	Method         string `json:"method,omitempty"`
+	URL            string `json:"url"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// StartStatus is the status of the answer to the start request (202).
+	StartStatus int `json:"start_status,omitempty"`
+	// RetryAfter is the start answer's Retry-After (at least
+	// MinPollInterval, at most the worker's Config.MaxRetryAfter): the
+	// wait before the first poll.
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// Monitor is the status monitor's URL, polled with GET: in a final
+	// Response or a Failure, the last one polled (a 202 polled by status
+	// code may move it with a new Location).
+	Monitor string `json:"monitor"`
+	// StatusDocument is true when the monitor answers a status document
+	// (Azure's "status", Google's "done"); false when its status code
+	// decides (202 running, another 2xx the result, 303 the result's URL).
+	StatusDocument bool `json:"status_document,omitempty"`
+	// ResultURL, when set, is where the final result is read once the
+	// operation succeeded (Azure: the start URL of a PUT or PATCH, else
+	// the start answer's Location).
+	ResultURL string `json:"result_url,omitempty"`
+	// State is the last state the monitor reported ("InProgress",
+	// "Succeeded", "Failed", "done: true"), redacted and at most 64 bytes;
+	// "" when its status code decides.
+	State string `json:"state,omitempty"`
+	// Polls is how many polls the last following took (the poll
+	// activity's attempts, failed ones included).
+	Polls int32 `json:"polls,omitempty"`
+}
+
+// MarshalJSON encodes a with durations as strings such as "2s".
+func (a Accepted) MarshalJSON() ([]byte, error) {
+	type plain Accepted
+	return wire.Marshal(plain(a))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds.
+func (a *Accepted) UnmarshalJSON(data []byte) error {
+	type plain Accepted
+	return wire.Unmarshal(data, (*plain)(a))
+}
+
+// monitor is op as the poll activity's input.
+func (op Accepted) monitor(o FollowOptions) request.Monitor {
+	return request.Monitor{
+		Operation: op.Operation, IdempotencyKey: op.IdempotencyKey, Method: op.Method, URL: op.URL,
+		Monitor: op.Monitor, StatusDocument: op.StatusDocument, ResultURL: op.ResultURL,
+		StartStatus: op.StartStatus, RetryAfter: op.RetryAfter,
+		Backoff: request.PollBackoff(o.Interval, o.MaximumInterval),
+	}
+}
+
+// FollowAccepted polls op until it ends and returns its final result, as
+// a call with Request.Follow does after its start request: use it to
+// resume an operation whose following failed with
+// ErrTypeOperationStillRunning (its Failure.Accepted). The first poll goes
+// out at once. The polls run on the task queue and with the per-attempt
+// timeout already on ctx (workflow.WithActivityOptions; default the
+// workflow's queue and DefaultStartToCloseTimeout).
+func FollowAccepted(ctx workflow.Context, op Accepted, opts FollowOptions) (*Response, error) {
+	if op.Monitor == "" || op.URL == "" {
+		return nil, invalid("FollowAccepted needs Accepted.Monitor and Accepted.URL: pass the Accepted of a Response or of a Failure")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, invalid("FollowAccepted: %v", err)
+	}
+	return follow(ctx, workflow.GetActivityOptions(ctx), op, opts)
+}
+
+// followStart follows the operation the start answer resp accepted (a
+// call with Request.Follow): it waits the start answer's Retry-After, then
+// polls. A 202 that names no monitor the worker follows (from a worker
+// that predates following, or a server that sends none) is
+// ErrTypeMonitorNotFollowed: the 202 is no result.
+func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.Input, resp *Response, opts FollowOptions) (*Response, error) {
+	if resp.Accepted == nil {
+		if resp.Status != http.StatusAccepted {
+			return resp, nil // the result at once
+		}
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s %s answered 202 Accepted without a status monitor this worker follows (check the origin's Convention.LongRunning, and that every worker runs a version that follows): the operation goes on at the server; run the same workflow ID again once fixed (the same key gets the stored answer)", in.Method, request.RedactURL(in.URL)),
+			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: request.RedactURL(in.URL), IdempotencyKey: in.IdempotencyKey,
+				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
+	}
+	if err := workflow.Sleep(ctx, max(resp.Accepted.RetryAfter, MinPollInterval)); err != nil {
+		return nil, err
+	}
+	return follow(ctx, ao, *resp.Accepted, opts)
+}
+
+// follow polls op with the poll activity under options made from ao, the
+// start request's activity options.
+func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions) (*Response, error) {
+	in := op.monitor(opts)
+	timeout := cmp.Or(opts.Timeout, DefaultFollowTimeout)
+	po := workflow.ActivityOptions{
+		TaskQueue:              ao.TaskQueue,
+		DisableEagerExecution:  ao.DisableEagerExecution,
+		StartToCloseTimeout:    cmp.Or(ao.StartToCloseTimeout, DefaultStartToCloseTimeout),
+		ScheduleToCloseTimeout: timeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: in.Backoff.InitialInterval, BackoffCoefficient: in.Backoff.BackoffCoefficient,
+			MaximumInterval: in.Backoff.MaximumInterval,
+			// The timeout bounds the polls; this ceiling only replaces
+			// Temporal's "0 is unlimited", which its test environment
+			// reads as 10.
+			MaximumAttempts:        int32(min(timeout/MinPollInterval+1, math.MaxInt32)),
+			NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
+		},
+		Summary: "polling " + Summary("GET", op.Monitor, op.Operation),
+	}
+	var resp Response
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, po), request.PollActivityName, in).Get(ctx, &resp)
+	if err == nil {
+		return &resp, nil
+	}
+	var te *temporal.TimeoutError
+	var ce *temporal.CanceledError
+	f, ok := AsFailure(err)
+	switch {
+	case errors.As(err, &ce) || ctx.Err() != nil:
+		if opts.CancelOperation {
+			askToCancel(ctx, po, in)
+		}
+	case errors.As(err, &te) || ok && f.Retryable:
+		// The activity fails itself before the timeout; this is the
+		// backstop (a worker lost at the very end, the attempt ceiling, a
+		// clock off by more than the margin): a poll still to be retried
+		// is an operation not known to have ended.
+		err = temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the operation at %s had not ended when following it timed out (%s): resume with FollowAccepted and the Failure's Accepted", request.RedactURL(op.Monitor), timeout),
+			ErrTypeOperationStillRunning, err,
+			Failure{Operation: op.Operation, Method: http.MethodGet, URL: request.RedactURL(op.Monitor), IdempotencyKey: op.IdempotencyKey,
+				Status: f.Status, Attempt: f.Attempt, Location: request.RedactURL(op.Monitor), OutcomeUnknown: true, Accepted: &op})
+	}
+	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
+		"monitor", request.RedactURL(op.Monitor), "error", err)
+	return nil, err
+}
+
+// askToCancel asks the server to cancel the operation in (the poll
+// activity with Cancel set), in a context the workflow's cancellation
+// does not reach; its failure is logged, not returned.
+func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in request.Monitor) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	in.Cancel = true
+	po.ScheduleToCloseTimeout = time.Minute
+	po.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes)}
+	po.Summary = "cancelling the operation at " + Summary("GET", in.Monitor, in.Operation)[len("GET "):]
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, po), request.PollActivityName, in).Get(dctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("asking the server to cancel the operation failed", "operation", in.Operation, "error", err)
+	}
+}

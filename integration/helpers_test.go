@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,21 +60,42 @@ type workerOptions struct {
 	Token string
 	// Identity is --identity (default: a unique one).
 	Identity string
+	// Server, if set, is the Temporal server the worker connects to
+	// (default: the shared dev server).
+	Server *temporalServer
 }
 
-// startWorker runs the worker binary against the dev server and returns once
-// it polls its task queue. It is stopped when the test ends.
+// temporalServer is a Temporal server other than the shared dev server:
+// the environment that points a process at it and a client of it.
+type temporalServer struct {
+	Env    []string
+	Client client.Client
+}
+
+// startWorker runs the worker binary against the dev server (or o.Server)
+// and returns once it polls its task queue. It is stopped when the test
+// ends.
 func startWorker(t testing.TB, o workerOptions) *itest.Process {
+	t.Helper()
+	return startWorkerWith(t, o, nil)
+}
+
+// startWorkerWith is startWorker with more environment and arguments.
+func startWorkerWith(t testing.TB, o workerOptions, env []string, args ...string) *itest.Process {
 	t.Helper()
 	if o.Identity == "" {
 		o.Identity = uniqueName(t, "worker")
 	}
-	env := append(dev.Env(), "API_TOKEN="+o.Token, "ALLOW_ORIGINS=", "TASK_QUEUE=")
+	server := &temporalServer{Env: dev.Env(), Client: tc}
+	if o.Server != nil {
+		server = o.Server
+	}
+	env = slices.Concat(server.Env, []string{"API_TOKEN=" + o.Token, "ALLOW_ORIGINS=", "TASK_QUEUE=", "METRICS_ADDR="}, env)
 	p := itest.StartT(t, itest.Spec{
 		Name: "worker " + o.Identity, Path: bins.Worker, Env: env,
-		Args: []string{"--task-queue", o.TaskQueue, "--allow-origin", strings.Join(o.Origins, ","), "--identity", o.Identity},
+		Args: append([]string{"--task-queue", o.TaskQueue, "--allow-origin", strings.Join(o.Origins, ","), "--identity", o.Identity}, args...),
 	})
-	if err := itest.WaitForPollers(ctxT(t, 30*time.Second), tc, o.TaskQueue, o.Identity); err != nil {
+	if err := itest.WaitForPollers(ctxT(t, 30*time.Second), server.Client, o.TaskQueue, o.Identity); err != nil {
 		t.Fatalf("%v\nworker %s; output:\n%s", err, p.State(), p.Tail(8<<10))
 	}
 	return p
@@ -173,7 +195,13 @@ func apiStats(t testing.TB, base string) testsuite.Stats {
 // start starts the ready workflow with req under workflowID on taskQueue.
 func start(t testing.TB, ctx context.Context, taskQueue, workflowID string, req workflows.Request) client.WorkflowRun {
 	t.Helper()
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	return startOn(t, ctx, tc, taskQueue, workflowID, req)
+}
+
+// startOn is start on the Temporal server of c.
+func startOn(t testing.TB, ctx context.Context, c client.Client, taskQueue, workflowID string, req workflows.Request) client.WorkflowRun {
+	t.Helper()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflowID, TaskQueue: taskQueue,
 		// A guard: nothing here should run for long.
 		WorkflowExecutionTimeout: 5 * time.Minute,
@@ -264,7 +292,13 @@ func runStarter(t testing.TB, ctx context.Context, taskQueue string, args ...str
 // history returns every event of a workflow run.
 func history(t testing.TB, ctx context.Context, workflowID, runID string) []*historypb.HistoryEvent {
 	t.Helper()
-	it := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	return historyOn(t, ctx, tc, workflowID, runID)
+}
+
+// historyOn is history on the Temporal server of c.
+func historyOn(t testing.TB, ctx context.Context, c client.Client, workflowID, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var events []*historypb.HistoryEvent
 	for it.HasNext() {
 		ev, err := it.Next()

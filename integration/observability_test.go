@@ -40,23 +40,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// startWorkerWith is startWorker with more environment and arguments.
-func startWorkerWith(t testing.TB, o workerOptions, env []string, args ...string) *itest.Process {
-	t.Helper()
-	if o.Identity == "" {
-		o.Identity = uniqueName(t, "worker")
-	}
-	env = append(append(dev.Env(), "API_TOKEN="+o.Token, "ALLOW_ORIGINS=", "TASK_QUEUE=", "METRICS_ADDR="), env...)
-	p := itest.StartT(t, itest.Spec{
-		Name: "worker " + o.Identity, Path: bins.Worker, Env: env,
-		Args: append([]string{"--task-queue", o.TaskQueue, "--allow-origin", strings.Join(o.Origins, ","), "--identity", o.Identity}, args...),
-	})
-	if err := itest.WaitForPollers(ctxT(t, 30*time.Second), tc, o.TaskQueue, o.Identity); err != nil {
-		t.Fatalf("%v\nworker %s; output:\n%s", err, p.State(), p.Tail(8<<10))
-	}
-	return p
-}
-
 // scrape returns the metric families served at url, and the text.
 func scrape(t testing.TB, url string) (map[string]*dto.MetricFamily, string) {
 	t.Helper()

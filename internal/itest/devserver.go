@@ -45,6 +45,23 @@ type DevServerOptions struct {
 	Logger sdklog.Logger
 }
 
+// withDefaults checks that o names a CLI and fills in the defaults of
+// Namespace, LogLevel and Logger.
+func (o DevServerOptions) withDefaults() (DevServerOptions, error) {
+	if o.CLI == "" {
+		return o, errors.New("itest: DevServerOptions.CLI is required (build it with itest.Build or itest.BuildCLI)")
+	}
+	if _, err := os.Stat(o.CLI); err != nil {
+		return o, fmt.Errorf("itest: Temporal CLI: %w", err)
+	}
+	o.Namespace = cmp.Or(o.Namespace, "default")
+	o.LogLevel = cmp.Or(o.LogLevel, "warn")
+	if o.Logger == nil {
+		o.Logger = QuietLogger()
+	}
+	return o, nil
+}
+
 // DevServer is a running `temporal server start-dev` process, started with
 // the SDK's [testsuite.StartDevServer].
 type DevServer struct {
@@ -67,17 +84,9 @@ type DevServer struct {
 // names them) and returns once its frontend answers and the namespace is
 // registered. Stop it with [DevServer.Stop].
 func StartDevServer(ctx context.Context, opts DevServerOptions) (*DevServer, error) {
-	if opts.CLI == "" {
-		return nil, errors.New("itest: DevServerOptions.CLI is required (build it with itest.Build or itest.BuildCLI)")
-	}
-	if _, err := os.Stat(opts.CLI); err != nil {
-		return nil, fmt.Errorf("itest: Temporal CLI: %w", err)
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
-	}
-	if opts.Logger == nil {
-		opts.Logger = QuietLogger()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	need := 0
 	if opts.Port == 0 {
@@ -110,7 +119,7 @@ func StartDevServer(ctx context.Context, opts DevServerOptions) (*DevServer, err
 		ClientOptions: &client.Options{HostPort: d.HostPort, Namespace: opts.Namespace, Logger: opts.Logger},
 		DBFilename:    opts.DBFilename,
 		EnableUI:      opts.UI,
-		LogLevel:      cmp.Or(opts.LogLevel, "warn"),
+		LogLevel:      opts.LogLevel,
 		ExtraArgs:     opts.ExtraArgs,
 		Stdout:        out,
 		Stderr:        out,
@@ -167,9 +176,13 @@ func (d *DevServer) Dial(opts client.Options) (client.Client, error) {
 // Env returns the environment that points a process (the worker, the
 // starter) at the server through Temporal's envconfig, ignoring any
 // Temporal config file or profile of the user running the tests.
-func (d *DevServer) Env() []string {
+func (d *DevServer) Env() []string { return clientEnv(d.HostPort, d.Namespace) }
+
+// clientEnv is the environment of a process that connects to hostPort and
+// namespace through Temporal's envconfig, and to nothing else.
+func clientEnv(hostPort, namespace string) []string {
 	return []string{
-		"TEMPORAL_ADDRESS=" + d.HostPort, "TEMPORAL_NAMESPACE=" + d.Namespace,
+		"TEMPORAL_ADDRESS=" + hostPort, "TEMPORAL_NAMESPACE=" + namespace,
 		"TEMPORAL_CONFIG_FILE=" + os.DevNull, "TEMPORAL_PROFILE=",
 	}
 }

@@ -24,7 +24,9 @@
 //     also dies with the test binary (parent-death signal).
 //   - Readiness: [StartDevServer] (the SDK's testsuite.StartDevServer on
 //     free ports, its output in a log file) returns once the dev server
-//     answers;
+//     answers; [StartRestartableDevServer] runs one as a [Process] of ours
+//     with its state in a SQLite file, which a test can kill and start
+//     again on the same file and port;
 //     [WaitHTTP] waits for an HTTP endpoint such as demoapi's /healthz;
 //     [WaitForPollers] waits until a worker polls its task queue; [Eventually]
 //     polls any condition.

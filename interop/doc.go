@@ -7,5 +7,13 @@
 // suite prints the table scenario × server → outcome, requests, records
 // (`make interop`).
 //
+// The long-running-operation rows (longrunning_test.go) call with
+// Request.Follow, in both environments, routes of two mock APIs Microsoft
+// publishes to test the Azure SDKs' pollers (the AutoRest test server and
+// Spector with azure-http-specs; LRO-SERVERS.md says what each route
+// answers), each with the worker's convention for its origin, and print
+// the table route → outcome, polls, final status, and whether that is the
+// end the route says.
+//
 // The package has tests only.
 package interop

@@ -1,8 +1,9 @@
-// Package interop runs the third-party idempotency servers of the interop
-// suite (../../interop): small payments APIs in interop/node, each built on
-// an npm idempotency middleware, as child processes of a test. It installs
+// Package interop runs the third-party servers of the interop suite
+// (../../interop) as child processes of a test: small payments APIs in
+// interop/node, each built on an npm idempotency middleware, and two mock
+// APIs of long-running operations (AutorestLRO, SpectorLRO). It installs
 // their npm packages (scripts/install-interop.sh), starts one, returns its
-// base URL, and drives its harness: processing delay, a handler that hangs,
+// base URL, and drives the payments APIs' harness: processing delay, a handler that hangs,
 // scripted transient failures in front of the middleware, and counters.
 //
 // Nothing here is idempotency logic: that is the middleware's own.
@@ -35,8 +36,22 @@ const (
 	NodeIdempotency = "node-idempotency"
 )
 
-// Servers are all the third-party servers.
+// Servers are all the third-party idempotency servers (payments APIs with
+// the harness: Tenant, Control, Stats).
 var Servers = []string{ExpressIdempotency, NodeIdempotency}
+
+// The long-running-operation servers: Microsoft's mock APIs, started as
+// published (interop/LRO-SERVERS.md says what each route answers). They
+// have no harness: Tenant, Control and Stats are not for them; URL is their
+// base URL.
+const (
+	// AutorestLRO is the AutoRest test server
+	// (@microsoft.azure/autorest.testserver): /lro/… and /http/redirect/….
+	AutorestLRO = "autorest-lro"
+	// SpectorLRO is Spector (@typespec/spector) serving
+	// @azure-tools/azure-http-specs: Azure.Core and ARM operations.
+	SpectorLRO = "spector-lro"
+)
 
 // DefaultKeyHeader is the header both middlewares read the key from by default.
 const DefaultKeyHeader = "Idempotency-Key"

@@ -13,6 +13,7 @@ GO    ?= go
 test: check compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime 5s -fuzzminimizetime 10x
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzPoll$$' -fuzztime 5s -fuzzminimizetime 10x
 
 ## check: formatting and vet only (the library and the bench module).
 check:
@@ -38,8 +39,9 @@ cluster-test:
 ## interop: the interop suite: the activity, in Temporal's test environment
 ## and on a dev server, against npm idempotency middlewares (installed by
 ## scripts/install-interop.sh into interop/node) and the reference server in
-## each dialect; prints the table scenario x server and writes it to
-## interop/RESULTS.md. Under a minute once installed; part of test.
+## each dialect, and against two LRO mock APIs (AutoRest test server,
+## Spector); prints the tables and writes them to interop/RESULTS.md.
+## Under a minute once installed; part of test.
 .PHONY: interop
 interop:
 	bash scripts/install-interop.sh
@@ -77,9 +79,12 @@ soak:
 
 ## bench: the performance measurements on a real dev server (contention
 ## after Brooker, per-attempt overhead, Retry-After precision, throughput,
-## outage, and the peers go-retryablehttp and failsafe-go); writes
+## outage, the peers go-retryablehttp and failsafe-go, and long-running
+## operations' polls); writes
 ## bench/results/RESULTS.md, results.json, contention.svg and outage.svg.
-## About 7 minutes on 2 CPUs plus about 13 for the peers section; builds
+## About 7 minutes on 2 CPUs plus about 13 for the peers section and 3.5
+## for longrunning (one section alone: go run ./cmd/bench -only
+## longrunning -out DIR in bench/); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies.
@@ -98,6 +103,9 @@ bench-test:
 ## to end against a generated server echoing its credentials (FuzzDo: no
 ## credential piece anywhere, success only on a 2xx, results within
 ## MaxResultBytes, nothing sent for an invalid request or one not admitted);
+## the poll activity against a generated monitor (FuzzPoll: no credential
+## piece, no key sent, a result only from a whole 2xx other than 202, retries
+## never under MinPollInterval) and the status-document reader;
 ## the redactor; the admission limiter (rates finite and above the floor,
 ## waits finite); and bodies byte for byte through Temporal's converter.
 FUZZTIME ?= 30s
@@ -107,6 +115,8 @@ fuzz:
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzPoll$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./activities -run '^$$' -fuzz '^FuzzLongRunningState$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzWireBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzLimiter$$' -fuzztime $(FUZZTIME)
 

@@ -18,7 +18,14 @@
 //
 //  5. what a user would write instead ("peers"): plain activities retrying
 //     with go-retryablehttp and with failsafe-go, their per-attempt overhead
-//     beside Activities.Do's and their run of the contention experiment.
+//     beside Activities.Do's and their run of the contention experiment;
+//
+//  6. long-running operations ("longrunning"): the gap between a status
+//     monitor's Retry-After (or the poll backoff) and the next poll, polls
+//     per operation, and 1000 operations waiting at once on one worker
+//     (goroutines, heap, RSS and CPU against the worker idle and holding as
+//     many workflows waiting on a timer); its reference servers are this
+//     command started again (bench.ServeReferenceChild).
 //
 //     cd bench && go run ./cmd/bench -out results
 //
@@ -26,7 +33,8 @@
 // failsafe-go the library does not need. It uses <repo>/bin/temporal
 // (building it from tools/go.mod when missing) or -cli.
 // The whole run takes about 6–8 minutes on 2 CPUs, plus about 13 for the
-// peers section (its two contention runs wait up to 30 s between retries).
+// peers section (its two contention runs wait up to 30 s between retries)
+// and about 3.5 for longrunning.
 package main
 
 import (
@@ -47,6 +55,14 @@ import (
 )
 
 func main() {
+	if bench.ReferenceChild() {
+		// The longrunning section's reference server, in a process of its own.
+		if err := bench.ServeReferenceChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench reference server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -19,7 +19,13 @@
 //   - peers: what a user would write instead, plain activities retrying with
 //     go-retryablehttp and failsafe-go (dependencies of this module alone, not
 //     of the library): their
-//     per-attempt overhead beside Activities.Do's, and their contention run.
+//     per-attempt overhead beside Activities.Do's, and their contention run;
+//   - longrunning: following long-running operations (Request.Follow) on
+//     the dev server, the reference server in a process of its own: the
+//     gap between a monitor's Retry-After (or the poll backoff) and the
+//     next poll, polls per operation, and 1000 operations waiting at once
+//     on one worker against the same worker idle and holding as many
+//     workflows waiting on a timer (goroutines, heap, RSS, CPU).
 //
 // The dev-server sections use the Temporal CLI that [EnsureCLI] finds or
 // builds. [Results] is what a run measured (results.json); [WriteMarkdown],

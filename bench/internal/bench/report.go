@@ -220,6 +220,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("| 4 | Throughput: ready workflow ÷ minimal workflow, workflows/s with one worker (median of %d rounds) | %.2f (medians %.1f/s and %.1f/s)%s | ≥ %.2f | %s |\n",
 			len(t.Ratios), t.Ratio, t.OursPerSecond, t.MinimalPerSec, cpu, targetThroughputRatio, met(t.Ratio >= targetThroughputRatio))
 	}
+	if lr := r.LongRunning; lr != nil {
+		writeLongRunningClaims(&b, lr)
+	}
 	p("\n")
 
 	if c := r.Contention; c != nil && len(c.Runs) > 0 {
@@ -373,6 +376,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 
 	if pr := r.Peers; pr != nil {
 		writePeers(&b, r, pr)
+	}
+	if lr := r.LongRunning; lr != nil {
+		writeLongRunning(&b, lr)
 	}
 
 	p("## Run\n\nSection wall times:")

@@ -18,13 +18,13 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "cluster"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "cluster"}
 
 // NeedsDevServer reports whether section runs on the Temporal dev server
 // (and so needs the Temporal CLI).
 func NeedsDevServer(section string) bool {
 	switch section {
-	case "retryafter", "throughput", "contention", "outage", "peers":
+	case "retryafter", "throughput", "contention", "outage", "peers", "longrunning":
 		return true
 	}
 	return false
@@ -99,6 +99,9 @@ type Results struct {
 	// Cluster is the contention experiment on the PostgreSQL-backed
 	// cluster with two worker processes, admission off and on.
 	Cluster *ClusterContention `json:"cluster,omitempty"`
+	// LongRunning is the following of long-running operations: the pace
+	// of the polls, and many operations waiting at once on one worker.
+	LongRunning *LongRunningResult `json:"longrunning,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -292,6 +295,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			pr.Contention = append(pr.Contention, run)
 		}
 		return nil
+	}); err != nil {
+		return r, err
+	}
+	if err := section("longrunning", func() error {
+		res, err := runLongRunning(ctx, h, defaultLongRunning, o.LogDir, o.Logf)
+		r.LongRunning = res
+		return err
 	}); err != nil {
 		return r, err
 	}

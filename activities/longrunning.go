@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -234,8 +235,8 @@ func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflo
 		Operation: p.req.Operation, Method: p.method, URL: p.raw, IdempotencyKey: p.req.IdempotencyKey,
 		StartStatus: ans.status, StatusDocument: l.statusDocument(header) && ans.status != http.StatusSeeOther, RetryAfter: request.MinPollInterval,
 	}
-	if ra, ok := retryAfter(ans.header, a.cfg.Now()); ok {
-		op.RetryAfter = min(max(ra, request.MinPollInterval), a.cfg.MaxRetryAfter)
+	if _, wait, ok := a.pollRetryAfter(ans.header, a.cfg.Now()); ok {
+		op.RetryAfter = wait
 	}
 	refuse := func(what, shown string, err error) error {
 		return a.fail(fmt.Sprintf("%s %s answered %d, accepting the operation, with %s %s, which this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then run the same workflow ID again (the same key gets the stored answer)",
@@ -262,6 +263,15 @@ func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflo
 		}
 	}
 	return op, nil
+}
+
+// pollRetryAfter reads the Retry-After of a start answer or a monitor's:
+// the server's value, and the wait before the next poll it asks for, at
+// least MinPollInterval and at most Config.MaxRetryAfter (the one place
+// of that rule).
+func (a *Activities) pollRetryAfter(h http.Header, now time.Time) (asked, wait time.Duration, ok bool) {
+	asked, ok = retryAfter(h, now)
+	return asked, min(max(asked, request.MinPollInterval), a.cfg.MaxRetryAfter), ok
 }
 
 // followable resolves raw against base and checks that the worker may

@@ -263,9 +263,10 @@ func (pl *poller) describe(p *prepared, ans *answer, reason string) string {
 
 // details are the Failure of this attempt.
 func (pl *poller) details(p *prepared, status int) workflows.Failure {
+	shown := request.RedactURL(pl.op.Monitor)
 	d := workflows.Failure{
-		Operation: pl.in.Operation, Method: http.MethodGet, URL: request.RedactURL(pl.op.Monitor), IdempotencyKey: pl.in.IdempotencyKey,
-		Attempt: pl.info.Attempt, Status: status, Accepted: pl.op, Location: request.RedactURL(pl.op.Monitor),
+		Operation: pl.in.Operation, Method: http.MethodGet, URL: shown, IdempotencyKey: pl.in.IdempotencyKey,
+		Attempt: pl.info.Attempt, Status: status, Accepted: pl.op, Location: shown,
 	}
 	if p != nil {
 		d.Method, d.URL = p.method, p.shown
@@ -308,9 +309,8 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	d := pl.details(p, ans.status)
 	d.Reason = msg
 	delay, source := time.Duration(0), ""
-	if ra, ok := retryAfter(ans.header, now); ok {
-		d.RetryAfter = ra
-		delay = min(max(ra, request.MinPollInterval), a.cfg.MaxRetryAfter)
+	if ra, wait, ok := a.pollRetryAfter(ans.header, now); ok {
+		d.RetryAfter, delay = ra, wait
 		source = fmt.Sprintf("Retry-After %q", strings.Join(ans.header.Values("Retry-After"), ", "))
 	} else {
 		b := pl.in.Backoff

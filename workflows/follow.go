@@ -219,6 +219,7 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 	var te *temporal.TimeoutError
 	var ce *temporal.CanceledError
 	f, ok := AsFailure(err)
+	shown := request.RedactURL(op.Monitor)
 	switch {
 	case errors.As(err, &ce) || ctx.Err() != nil:
 		if opts.CancelOperation {
@@ -230,13 +231,13 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 		// clock off by more than the margin): a poll still to be retried
 		// is an operation not known to have ended.
 		err = temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("the operation at %s had not ended when following it timed out (%s): resume with FollowAccepted and the Failure's Accepted", request.RedactURL(op.Monitor), timeout),
+			fmt.Sprintf("the operation at %s had not ended when following it timed out (%s): resume with FollowAccepted and the Failure's Accepted", shown, timeout),
 			ErrTypeOperationStillRunning, err,
-			Failure{Operation: op.Operation, Method: http.MethodGet, URL: request.RedactURL(op.Monitor), IdempotencyKey: op.IdempotencyKey,
-				Status: f.Status, Attempt: f.Attempt, Location: request.RedactURL(op.Monitor), OutcomeUnknown: true, Accepted: &op})
+			Failure{Operation: op.Operation, Method: http.MethodGet, URL: shown, IdempotencyKey: op.IdempotencyKey,
+				Status: f.Status, Attempt: f.Attempt, Location: shown, OutcomeUnknown: true, Accepted: &op})
 	}
 	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
-		"monitor", request.RedactURL(op.Monitor), "error", err)
+		"monitor", shown, "error", err)
 	return nil, err
 }
 

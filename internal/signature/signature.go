@@ -1,0 +1,77 @@
+// Package signature holds the signing rules of the webhook schemes package
+// webhooks verifies, in one place: the signed content and the MAC of each
+// scheme. The verifiers (webhooks) and the reference server's sender
+// (testsuite) both use it, so a rule cannot differ between the two.
+package signature
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The headers of the schemes.
+const (
+	// Standard Webhooks (https://www.standardwebhooks.com/): the message
+	// ID, its Unix time in seconds and space-separated "v1,<base64>"
+	// signatures.
+	StandardID        = "Webhook-Id"
+	StandardTimestamp = "Webhook-Timestamp"
+	StandardSignature = "Webhook-Signature"
+	// StandardSecretPrefix starts a Standard Webhooks secret; the rest is
+	// the key, base64.
+	StandardSecretPrefix = "whsec_"
+	// Stripe: "t=<unix>,v1=<hex>[,v1=<hex>...]".
+	StripeSignature = "Stripe-Signature"
+)
+
+// DefaultTolerance is the timestamp tolerance both Standard Webhooks' and
+// Stripe's official libraries use: 5 minutes either way.
+const DefaultTolerance = 5 * time.Minute
+
+// MAC is HMAC-SHA256 of msg under key.
+func MAC(key []byte, msg ...[]byte) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, p := range msg {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+// StandardKey decodes a Standard Webhooks secret ("whsec_" and base64, or
+// base64 alone) into its key.
+func StandardKey(secret string) ([]byte, error) {
+	return base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, StandardSecretPrefix))
+}
+
+// StandardMAC is the Standard Webhooks MAC of a message: HMAC-SHA256 of
+// "id.timestamp.body" under the decoded key.
+func StandardMAC(key []byte, id string, ts int64, body []byte) []byte {
+	return MAC(key, []byte(id), []byte{'.'}, []byte(strconv.FormatInt(ts, 10)), []byte{'.'}, body)
+}
+
+// Standard is the Webhook-Signature value of one signature: "v1,<base64>".
+func Standard(key []byte, id string, ts int64, body []byte) string {
+	return "v1," + base64.StdEncoding.EncodeToString(StandardMAC(key, id, ts, body))
+}
+
+// StripeMAC is Stripe's MAC: HMAC-SHA256 of "timestamp.body" under the
+// endpoint secret's bytes ("whsec_..." as written, not decoded).
+func StripeMAC(secret string, ts int64, body []byte) []byte {
+	return MAC([]byte(secret), []byte(strconv.FormatInt(ts, 10)), []byte{'.'}, body)
+}
+
+// Stripe is a Stripe-Signature value for one or more secrets:
+// "t=<ts>,v1=<hex>,v1=<hex>".
+func Stripe(ts int64, body []byte, secrets ...string) string {
+	var b strings.Builder
+	b.WriteString("t=" + strconv.FormatInt(ts, 10))
+	for _, s := range secrets {
+		b.WriteString(",v1=" + hex.EncodeToString(StripeMAC(s, ts, body)))
+	}
+	return b.String()
+}

@@ -1,0 +1,45 @@
+package webhooks
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Verifier checks one webhook scheme's signature: StandardWebhooks,
+// Stripe or HMAC. Each holds several secrets at once (rotation: a
+// delivery signed by any of them verifies) and compares in constant time.
+type Verifier interface {
+	// Verify checks the signature the headers h carry over body, read
+	// whole, at now. It returns the event it names, or an error that
+	// wraps ErrSignature or ErrTimestamp and says what to fix.
+	Verify(h http.Header, body []byte, now time.Time) (Event, error)
+	// Scheme names the scheme: "standard-webhooks", "stripe" or "hmac".
+	Scheme() string
+	// RejectStatus is the status the scheme's senders expect for a
+	// delivery that fails verification (they do not retry it as a
+	// transient failure).
+	RejectStatus() int
+}
+
+// Event is what a verified delivery names.
+type Event struct {
+	// ID is the event's ID (Standard Webhooks' webhook-id, Stripe's "id",
+	// HMACOptions.IDHeader or IDField): the receiver delivers each ID to
+	// a workflow once.
+	ID string
+	// Type is the body's event type ("type"; HMACOptions.TypeField).
+	Type string
+	// Time is the signed timestamp, zero for a scheme without one.
+	Time time.Time
+}
+
+// Errors of Verify, for errors.Is.
+var (
+	// ErrSignature: no valid signature by any of the verifier's secrets
+	// (missing, malformed or wrong).
+	ErrSignature = errors.New("webhooks: signature does not verify")
+	// ErrTimestamp: the signed timestamp is missing, malformed or outside
+	// the tolerance (a replay, or a sender's clock off).
+	ErrTimestamp = errors.New("webhooks: timestamp outside the tolerance")
+)

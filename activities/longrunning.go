@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -208,7 +207,7 @@ func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflo
 		// RFC 9110's 303 to the result: read it with a GET.
 		raw, header = ans.header.Get("Location"), "Location"
 	case l.NameField != "":
-		name, ok := stringField(ans.body, l.NameField)
+		name, ok := request.StringField(ans.body, l.NameField)
 		if !ok || name == "" {
 			return nil, nil
 		}
@@ -325,36 +324,6 @@ func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, ra
 // in the start's result and the poll's input.
 const maxFollowedURL = 8 << 10
 
-// field returns the JSON value at path (names joined by dots) in the
-// JSON object body, and whether it is there and not null.
-func field(body []byte, path string) (json.RawMessage, bool) {
-	v := json.RawMessage(body)
-	for name := range strings.SplitSeq(path, ".") {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(v, &obj) != nil {
-			return nil, false
-		}
-		if v = obj[name]; v == nil {
-			return nil, false
-		}
-	}
-	v = bytes.TrimSpace(v)
-	return v, len(v) > 0 && string(v) != "null"
-}
-
-// stringField returns the string at path in body.
-func stringField(body []byte, path string) (string, bool) {
-	v, ok := field(body, path)
-	if !ok {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal(v, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
 // The ends of an operation a status document can report.
 type state int
 
@@ -370,7 +339,7 @@ const (
 // the server wrote it.
 func (l *LongRunning) state(body []byte) (state, string) {
 	if l.DoneField != "" {
-		v, ok := field(body, l.DoneField)
+		v, ok := request.Field(body, l.DoneField)
 		var done bool
 		if ok && json.Unmarshal(v, &done) != nil {
 			return stateUnreadable, ""
@@ -378,7 +347,7 @@ func (l *LongRunning) state(body []byte) (state, string) {
 		if json.Unmarshal(body, new(map[string]json.RawMessage)) != nil {
 			return stateUnreadable, ""
 		}
-		switch e, failed := field(body, l.ErrorField); {
+		switch e, failed := request.Field(body, l.ErrorField); {
 		case !done:
 			return stateRunning, l.DoneField + ": false"
 		case failed:
@@ -392,7 +361,7 @@ func (l *LongRunning) state(body []byte) (state, string) {
 			return stateSucceeded, l.DoneField + ": true"
 		}
 	}
-	s, ok := stringField(body, l.StatusField)
+	s, ok := request.StringField(body, l.StatusField)
 	if !ok {
 		return stateUnreadable, ""
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // FuzzLongRunningState: the status-document reader never panics, reads a
@@ -37,7 +39,7 @@ func FuzzLongRunningState(f *testing.F) {
 					}
 				} else {
 					var done bool
-					v, _ := field(body, l.DoneField)
+					v, _ := request.Field(body, l.DoneField)
 					if json.Unmarshal(v, &done) != nil || !done {
 						t.Fatalf("ended without done: true in %q", body)
 					}
@@ -47,7 +49,7 @@ func FuzzLongRunningState(f *testing.F) {
 				if path == "" {
 					continue
 				}
-				if v, ok := field(body, path); ok && !json.Valid(v) {
+				if v, ok := request.Field(body, path); ok && !json.Valid(v) {
 					t.Fatalf("field %s of %q is not JSON: %q", path, body, v)
 				}
 			}

@@ -89,6 +89,14 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 		return nil, 0, "", pl.final(nil, workflows.ErrTypeOriginNotAllowed, 0, fmt.Sprintf("origin %s of the operation's start request is not allowed by this worker: add it to Config.AllowedOrigins", su.origin), "")
 	}
 	pl.l, pl.start = &so.conv.LongRunning, su.origin
+	if r := in.Status; r != nil {
+		// A webhook's fallback poll reads the resource by the workflow's
+		// rule; the origin's convention still says which monitors to follow.
+		l := *pl.l
+		l.StatusField, l.DoneField, l.ErrorField, l.ResultField = r.Field, "", "", ""
+		l.Succeeded, l.Failed, l.Canceled = r.Succeeded, r.Failed, r.Canceled
+		pl.l = &l
+	}
 	if pl.prev = loadProgress(ctx, pl.info.Attempt); pl.prev.Monitor != "" && !in.Cancel {
 		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
 	}
@@ -158,7 +166,7 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 			t, what = workflows.ErrTypeOperationCanceled, "was cancelled"
 		}
 		body := ans.body
-		if e, ok := field(ans.body, pl.l.ErrorField); ok {
+		if e, ok := request.Field(ans.body, pl.l.ErrorField); ok {
 			body = e
 		}
 		shown := a.redact.snippet(body)
@@ -176,7 +184,7 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 	}
 	pl.ended = true
 	if pl.l.ResultField != "" {
-		if v, ok := field(ans.body, pl.l.ResultField); ok {
+		if v, ok := request.Field(ans.body, pl.l.ResultField); ok {
 			ans.body, ans.size, ans.sha256 = v, int64(len(v)), ""
 		}
 	}

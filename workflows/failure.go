@@ -75,6 +75,10 @@ type Failure struct {
 	// final error): FollowAccepted(ctx, *f.Accepted, opts) resumes
 	// following it.
 	Accepted *Accepted `json:"accepted,omitempty"`
+	// Outcome is set on the failure of Webhook.Await of an operation that
+	// failed or was cancelled: whether a notification (Outcome.Notification)
+	// or the fallback poll said so, and when.
+	Outcome *Outcome `json:"outcome,omitempty"`
 }
 
 // MarshalJSON encodes f's details as package wire does: durations as

@@ -194,7 +194,24 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 // start request's activity options.
 func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions) (*Response, error) {
 	in := op.monitor(opts)
-	timeout := cmp.Or(opts.Timeout, DefaultFollowTimeout)
+	resp, po, err := pollMonitor(ctx, ao, op, in, cmp.Or(opts.Timeout, DefaultFollowTimeout))
+	if err == nil {
+		return resp, nil
+	}
+	var ce *temporal.CanceledError
+	if (errors.As(err, &ce) || ctx.Err() != nil) && opts.CancelOperation {
+		askToCancel(ctx, po, in)
+	}
+	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
+		"monitor", request.RedactURL(op.Monitor), "error", err)
+	return nil, err
+}
+
+// pollMonitor runs the poll activity on in (op's monitor) until the
+// operation ends or timeout passes, under options made from ao; an
+// operation not known to have ended then is ErrTypeOperationStillRunning.
+// It returns the poll's options too.
+func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, in request.Monitor, timeout time.Duration) (*Response, workflow.ActivityOptions, error) {
 	po := workflow.ActivityOptions{
 		TaskQueue:              ao.TaskQueue,
 		DisableEagerExecution:  ao.DisableEagerExecution,
@@ -214,31 +231,24 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 	var resp Response
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, po), request.PollActivityName, in).Get(ctx, &resp)
 	if err == nil {
-		return &resp, nil
+		return &resp, po, nil
 	}
 	var te *temporal.TimeoutError
 	var ce *temporal.CanceledError
 	f, ok := AsFailure(err)
-	shown := request.RedactURL(op.Monitor)
-	switch {
-	case errors.As(err, &ce) || ctx.Err() != nil:
-		if opts.CancelOperation {
-			askToCancel(ctx, po, in)
-		}
-	case errors.As(err, &te) || ok && f.Retryable:
+	if !errors.As(err, &ce) && ctx.Err() == nil && (errors.As(err, &te) || ok && f.Retryable) {
 		// The activity fails itself before the timeout; this is the
 		// backstop (a worker lost at the very end, the attempt ceiling, a
 		// clock off by more than the margin): a poll still to be retried
 		// is an operation not known to have ended.
+		shown := request.RedactURL(op.Monitor)
 		err = temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("the operation at %s had not ended when following it timed out (%s): resume with FollowAccepted and the Failure's Accepted", shown, timeout),
 			ErrTypeOperationStillRunning, err,
 			Failure{Operation: op.Operation, Method: http.MethodGet, URL: shown, IdempotencyKey: op.IdempotencyKey,
 				Status: f.Status, Attempt: f.Attempt, Location: shown, OutcomeUnknown: true, Accepted: &op})
 	}
-	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
-		"monitor", shown, "error", err)
-	return nil, err
+	return nil, po, err
 }
 
 // askToCancel asks the server to cancel the operation in (the poll

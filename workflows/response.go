@@ -60,6 +60,9 @@ type Response struct {
 	// names it, and the final Response carries it with its last State and
 	// Polls. Nil for an answer that was the result at once.
 	Accepted *Accepted `json:"accepted,omitempty"`
+	// Outcome is set on the result of Webhook.Await: how the operation
+	// ended, and whether a notification or the fallback poll said so.
+	Outcome *Outcome `json:"outcome,omitempty"`
 }
 
 // MarshalJSON encodes r as package wire does: bodies byte for byte

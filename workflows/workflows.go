@@ -174,6 +174,11 @@ type Request struct {
 	// polls it and returns the final result instead of the 202 (see
 	// FollowOptions). Nil: the answer is returned as it is.
 	Follow *FollowOptions `json:"follow,omitempty"`
+	// Webhook, when set, awaits the outcome of the operation the call
+	// starts by the provider's webhook, with polling as the fallback (see
+	// WebhookOptions): the Response then carries Outcome. It needs
+	// Operation, which the notifications name, and excludes Follow.
+	Webhook *WebhookOptions `json:"webhook,omitempty"`
 }
 
 // MarshalJSON encodes r as package wire does: bodies byte for byte
@@ -252,6 +257,11 @@ func WithTimeouts(startToClose, scheduleToClose time.Duration) Option {
 // is meant.
 func Repeat() Option { return func(r *Request) { r.Repeat = true } }
 
+// AwaitWebhook sets Request.Webhook: the call awaits the outcome of the
+// operation it starts by webhook, with polling as the fallback (see
+// WebhookOptions).
+func AwaitWebhook(o WebhookOptions) Option { return func(r *Request) { r.Webhook = &o } }
+
 // OnOriginQueue sets Request.OriginQueue: the request runs on its origin's
 // own task queue, whose rate the workers' --shared-rate keeps on the
 // Temporal server.
@@ -300,6 +310,13 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 	if err != nil {
 		return nil, err
 	}
+	var hook *webhook
+	if req.Webhook != nil {
+		// Before the start: a notification may come before its answer.
+		if hook, err = expectWebhook(ctx, req.Operation, *req.Webhook); err != nil {
+			return nil, err
+		}
+	}
 	var resp Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
@@ -314,6 +331,9 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 		// gives (a call again would get the stored start answer; resume
 		// with FollowAccepted).
 		return followStart(ctx, ao, in, &resp, *req.Follow)
+	}
+	if hook != nil {
+		return hook.await(ctx, &resp)
 	}
 	return &resp, nil
 }
@@ -422,6 +442,15 @@ func validate(req Request, key string) (string, error) {
 	}
 	if err == nil && req.Follow != nil {
 		err = req.Follow.validate()
+	}
+	if err == nil && req.Webhook != nil {
+		err = req.Webhook.validate()
+		if err == nil && req.Follow != nil {
+			err = errors.New("Request.Webhook and Request.Follow exclude each other: an operation is followed by polling its monitor or awaited by webhook (whose WebhookPoll is the polling)")
+		}
+		if err == nil && strings.TrimSpace(req.Operation) == "" {
+			err = errors.New("Request.Webhook needs Request.Operation: the notifications name it")
+		}
 	}
 	if err != nil {
 		return "", invalid("%v", err)

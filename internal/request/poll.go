@@ -68,6 +68,20 @@ type Monitor struct {
 	// Cancel asks the poll activity to send the convention's cancel
 	// request instead of polling.
 	Cancel bool `json:"cancel,omitempty"`
+	// Status, when set, reads the monitor as a resource's status document
+	// by this rule instead of the origin's convention: the fallback poll
+	// of an operation awaited by webhook (workflows.WebhookPoll).
+	Status *StatusRule `json:"status,omitempty"`
+}
+
+// StatusRule reads a resource's state from its status document: the
+// string at Field (a dotted path), matched case-insensitively with the
+// values that end the operation; any other value is still running.
+type StatusRule struct {
+	Field     string   `json:"field"`
+	Succeeded []string `json:"succeeded,omitempty"`
+	Failed    []string `json:"failed,omitempty"`
+	Canceled  []string `json:"canceled,omitempty"`
 }
 
 // MarshalJSON encodes m as package wire does (durations as strings).

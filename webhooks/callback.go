@@ -1,0 +1,128 @@
+package webhooks
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
+)
+
+// MinCallbackSecretBytes is the shortest callback token key Callbacks
+// accepts.
+const MinCallbackSecretBytes = 32
+
+// Callbacks makes and checks per-operation callback URLs, for APIs that
+// take one in the request ("callback_url", "notification_url"):
+// BaseURL/{workflow ID}/{operation}/{token}, where the token is an
+// HMAC-SHA256 of the namespace, workflow ID and operation under a key the
+// worker and the receiver hold (never in history). The receiver (with
+// Config.Callbacks) takes the workflow and operation from the path and
+// refuses a token that does not match, before anything reaches Temporal.
+//
+// Register it on the worker so that workflows.CallbackURL can build URLs.
+type Callbacks struct {
+	// BaseURL is where the receiver is reachable from the provider, e.g.
+	// "https://hooks.example.com/callbacks". Required.
+	BaseURL string
+	// Secrets are the token keys, each at least MinCallbackSecretBytes
+	// long: the first makes tokens, any of them is accepted (rotation: add
+	// the new key first, drop the old one once no operation awaits a URL it
+	// made). Required.
+	Secrets []string
+	// Namespace is the Temporal namespace of the workflows (default
+	// "default"); a token is valid in its namespace only.
+	Namespace string
+}
+
+// check validates c.
+func (c *Callbacks) check() error {
+	if c == nil {
+		return errors.New("webhooks: no Callbacks configured")
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		return fmt.Errorf("webhooks: Callbacks.BaseURL %q must be an absolute http(s) URL without user info or query", c.BaseURL)
+	}
+	if len(c.Secrets) == 0 {
+		return errors.New("webhooks: Callbacks.Secrets is empty: give at least one token key of 32 bytes or more (e.g. from openssl rand -base64 32)")
+	}
+	for i, s := range c.Secrets {
+		if len(s) < MinCallbackSecretBytes {
+			return fmt.Errorf("webhooks: Callbacks.Secrets[%d] is %d bytes: a token key needs at least %d", i, len(s), MinCallbackSecretBytes)
+		}
+	}
+	return nil
+}
+
+// namespace is c's namespace or the default.
+func (c *Callbacks) namespace() string {
+	if c.Namespace == "" {
+		return "default"
+	}
+	return c.Namespace
+}
+
+// token is the callback token of (workflowID, operation) under key.
+func (c *Callbacks) token(key, workflowID, operation string) string {
+	mac := signature.MAC([]byte(key), []byte("idemhttp-callback/v1\x00"+c.namespace()+"\x00"+workflowID+"\x00"+operation))
+	return base64.RawURLEncoding.EncodeToString(mac[:24])
+}
+
+// URL is the callback URL of operation in workflowID.
+func (c *Callbacks) URL(workflowID, operation string) (string, error) {
+	if err := c.check(); err != nil {
+		return "", err
+	}
+	if workflowID == "" || operation == "" {
+		return "", errors.New("webhooks: a callback URL needs a workflow ID and an operation")
+	}
+	return strings.TrimSuffix(c.BaseURL, "/") + "/" + url.PathEscape(workflowID) + "/" + url.PathEscape(operation) + "/" +
+		c.token(c.Secrets[0], workflowID, operation), nil
+}
+
+// route reads the workflow ID and operation from a callback URL's path
+// (its last three segments) and checks its token in constant time.
+func (c *Callbacks) route(escapedPath string) (workflowID, operation string, err error) {
+	parts := strings.Split(strings.TrimSuffix(escapedPath, "/"), "/")
+	if len(parts) < 3 {
+		return "", "", errors.New("the path is not …/{workflow ID}/{operation}/{token}")
+	}
+	parts = parts[len(parts)-3:]
+	if workflowID, err = url.PathUnescape(parts[0]); err == nil {
+		operation, err = url.PathUnescape(parts[1])
+	}
+	if err != nil || workflowID == "" || operation == "" {
+		return "", "", errors.New("the path is not …/{workflow ID}/{operation}/{token}")
+	}
+	ok := false
+	for _, key := range c.Secrets {
+		// Every key is tried, so the time does not say which matched.
+		ok = hmac.Equal([]byte(c.token(key, workflowID, operation)), []byte(parts[2])) || ok
+	}
+	if !ok {
+		return "", "", errors.New("the callback token does not match")
+	}
+	return workflowID, operation, nil
+}
+
+// Register registers the local activity that workflows.CallbackURL runs.
+// Its input is the operation alone: the workflow ID comes from the
+// activity's info, so a workflow gets URLs for itself only.
+func (c *Callbacks) Register(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(func(ctx context.Context, operation string) (string, error) {
+		info := activity.GetInfo(ctx)
+		if info.WorkflowNamespace != c.namespace() {
+			return "", fmt.Errorf("webhooks: the workflow runs in namespace %q, but Callbacks.Namespace is %q: the receiver would refuse its token", info.WorkflowNamespace, c.namespace())
+		}
+		return c.URL(info.WorkflowExecution.ID, operation)
+	}, activity.RegisterOptions{Name: request.CallbackActivityName})
+}

@@ -1,0 +1,398 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxEventBytes   = 64 << 10
+	DefaultDeliveryTimeout = 10 * time.Second
+	// DefaultWorkflowIDField and DefaultOperationField are where the
+	// receiver finds the workflow and operation in a fixed endpoint's
+	// event: Stripe's place for the metadata the start request set
+	// (workflows.WebhookMetadata), which the reference server's events
+	// copy.
+	DefaultWorkflowIDField = "data.object.metadata.workflow_id"
+	DefaultOperationField  = "data.object.metadata.operation"
+)
+
+// Config configures a Receiver.
+type Config struct {
+	// Client delivers notifications to workflows (Temporal Updates).
+	// Required.
+	Client client.Client
+	// Verifier checks each delivery's signature: StandardWebhooks, Stripe
+	// or HMAC. Required, but with Callbacks, where nil means that the
+	// callback token alone authenticates (for APIs that do not sign).
+	Verifier Verifier
+	// Callbacks, when set, makes this a callback endpoint: the workflow and
+	// operation come from the callback URL's path, whose token must match
+	// (workflows.CallbackURL made it). Without it, a fixed endpoint: they
+	// come from the event's fields below.
+	Callbacks *Callbacks
+	// WorkflowIDField and OperationField are the dotted paths of the
+	// workflow ID and operation in a fixed endpoint's JSON event (default
+	// DefaultWorkflowIDField and DefaultOperationField). A verified event
+	// without them is answered 200 and ignored: it is no operation's.
+	WorkflowIDField string
+	OperationField  string
+	// MaxBodyBytes bounds a delivery's body (default DefaultMaxBodyBytes,
+	// 1 MiB): a larger one is answered 413 and not read further.
+	MaxBodyBytes int64
+	// MaxEventBytes bounds the event body handed to the workflow, which
+	// history stores (default DefaultMaxEventBytes, 64 KiB): a larger one
+	// is handed without its body (Notification.BodyOmitted).
+	MaxEventBytes int
+	// DeliveryTimeout bounds the delivery to the workflow (default
+	// DefaultDeliveryTimeout, 10 s): a delivery not durably with the
+	// workflow by then is answered 503 with Retry-After, so the provider
+	// retries it.
+	DeliveryTimeout time.Duration
+	// Logger logs each rejected or failed delivery (default
+	// slog.Default()); it never logs a signature, a token or a body.
+	Logger *slog.Logger
+	// MetricsHandler records idempotent_http_webhooks_total (labelled
+	// scheme and outcome) and idempotent_http_webhook_delivery_seconds
+	// (default: none); pass the worker's client.Options.MetricsHandler.
+	MetricsHandler client.MetricsHandler
+	// TracerProvider traces each delivery (default otel's global).
+	TracerProvider trace.TracerProvider
+	// Now is the clock signatures' timestamps are checked against
+	// (default time.Now).
+	Now func() time.Time
+}
+
+// The outcomes of a delivery (the metric's outcome label, the answer's
+// "status").
+const (
+	outcomeDelivered = "delivered" // the workflow took it
+	outcomeDuplicate = "duplicate" // this receiver delivered it already
+	outcomeIgnored   = "ignored"   // verified, but no workflow takes it
+	outcomeRejected  = "rejected"  // signature, timestamp or token refused
+	outcomeTooLarge  = "too_large"
+	outcomeMalformed = "malformed"
+	outcomeFailed    = "failed" // not delivered: the provider retries
+)
+
+// Metrics of the receiver.
+const (
+	metricWebhooks        = "idempotent_http_webhooks_total"
+	metricWebhookDelivery = "idempotent_http_webhook_delivery_seconds"
+)
+
+// Receiver is an http.Handler that takes a provider's signed webhook
+// deliveries and hands each verified one to the workflow awaiting its
+// operation (workflows.Request.Webhook), as a Temporal Update whose ID is
+// the event's: Temporal takes an event once per workflow, and the
+// workflow refuses one after the operation ended.
+//
+// It answers 2xx only once the event is durably with the workflow
+// (accepted and stored in its history), or when no workflow needs it (the
+// workflow ended, or does not await that operation, or the event names
+// none); a delivery that fails verification gets the scheme's reject
+// status and never reaches Temporal; one Temporal could not take in time
+// gets 503 with Retry-After, and the provider retries it.
+type Receiver struct {
+	cfg    Config
+	tracer trace.Tracer
+	// recent holds the update IDs this receiver delivered lately, so a
+	// duplicate is answered without a call to Temporal.
+	mu     sync.Mutex
+	recent map[string]struct{}
+	ring   []string
+	next   int
+}
+
+// recentEvents is how many delivered events a Receiver remembers.
+const recentEvents = 16384
+
+// NewReceiver checks cfg and returns its Receiver.
+func NewReceiver(cfg Config) (*Receiver, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("webhooks: Config.Client is nil: the receiver delivers to workflows through it")
+	}
+	if cfg.Verifier == nil && cfg.Callbacks == nil {
+		return nil, errors.New("webhooks: Config.Verifier is nil: a fixed endpoint must verify signatures (StandardWebhooks, Stripe or HMAC); only a callback endpoint (Config.Callbacks) may rely on its token alone")
+	}
+	if cfg.Callbacks != nil {
+		if err := cfg.Callbacks.check(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.MaxEventBytes < 0 || cfg.DeliveryTimeout < 0 {
+		return nil, errors.New("webhooks: Config.MaxBodyBytes, MaxEventBytes and DeliveryTimeout must be 0 (the default) or more")
+	}
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	def(&cfg.WorkflowIDField, DefaultWorkflowIDField)
+	def(&cfg.OperationField, DefaultOperationField)
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxEventBytes == 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if cfg.DeliveryTimeout == 0 {
+		cfg.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MetricsHandler == nil {
+		cfg.MetricsHandler = client.MetricsNopHandler
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Receiver{
+		cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/idemhttp/temporal-idempotent-http/webhooks"),
+		recent: make(map[string]struct{}, recentEvents), ring: make([]string, recentEvents),
+	}, nil
+}
+
+// answer is how a delivery ends.
+type answer struct {
+	status  int
+	outcome string
+	reason  string
+}
+
+// ServeHTTP takes one delivery.
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	scheme := "callback"
+	if rc.cfg.Verifier != nil {
+		scheme = rc.cfg.Verifier.Scheme()
+	}
+	ctx, span := rc.tracer.Start(r.Context(), "webhook "+scheme, trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	n, a := rc.receive(ctx, r, scheme)
+	m := rc.cfg.MetricsHandler.WithTags(map[string]string{"scheme": scheme, "outcome": a.outcome})
+	m.Counter(metricWebhooks).Inc(1)
+	m.Timer(metricWebhookDelivery).Record(time.Since(start))
+	span.SetAttributes(attribute.String("webhook.outcome", a.outcome), attribute.Int("http.response.status_code", a.status))
+	if n != nil {
+		span.SetAttributes(attribute.String("webhook.event_id", n.ID), attribute.String("webhook.event_type", n.Type),
+			attribute.String("webhook.operation", n.Operation))
+	}
+	if a.status >= 400 {
+		span.SetStatus(codes.Error, a.outcome)
+		rc.cfg.Logger.Warn("webhook delivery not taken", "scheme", scheme, "status", a.status, "outcome", a.outcome, "reason", a.reason,
+			"remote", r.RemoteAddr)
+	} else if a.outcome == outcomeIgnored {
+		rc.cfg.Logger.Info("webhook delivery verified but ignored", "scheme", scheme, "reason", a.reason)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if a.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
+	w.WriteHeader(a.status)
+	body, _ := json.Marshal(map[string]string{"status": a.outcome, "reason": a.reason})
+	w.Write(append(body, '\n'))
+}
+
+// receive reads, verifies, routes and delivers one delivery.
+func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string) (*workflows.Notification, answer) {
+	if r.Method != http.MethodPost {
+		return nil, answer{http.StatusMethodNotAllowed, outcomeMalformed, "webhook deliveries are POSTs"}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, rc.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return nil, answer{http.StatusBadRequest, outcomeMalformed, "the body could not be read"}
+	}
+	if int64(len(body)) > rc.cfg.MaxBodyBytes {
+		return nil, answer{http.StatusRequestEntityTooLarge, outcomeTooLarge, fmt.Sprintf("the body is larger than %d bytes (the receiver's Config.MaxBodyBytes)", rc.cfg.MaxBodyBytes)}
+	}
+	var workflowID, operation string
+	if c := rc.cfg.Callbacks; c != nil {
+		if workflowID, operation, err = c.route(r.URL.EscapedPath()); err != nil {
+			return nil, answer{http.StatusUnauthorized, outcomeRejected, err.Error()}
+		}
+	}
+	now := rc.cfg.Now()
+	var ev Event
+	if v := rc.cfg.Verifier; v != nil {
+		if ev, err = v.Verify(r.Header, body, now); err != nil {
+			return nil, answer{v.RejectStatus(), outcomeRejected, err.Error()}
+		}
+	} else {
+		// A callback that its token alone authenticates: the event's own
+		// ID, else its content's hash, deduplicates.
+		ev.ID, _ = request.StringField(body, "id")
+		ev.Type, _ = request.StringField(body, "type")
+		if ev.ID == "" {
+			sum := sha256.Sum256(body)
+			ev.ID = "sha256:" + hex.EncodeToString(sum[:16])
+		}
+	}
+	if rc.cfg.Callbacks == nil {
+		workflowID, _ = request.StringField(body, rc.cfg.WorkflowIDField)
+		operation, _ = request.StringField(body, rc.cfg.OperationField)
+		if workflowID == "" || operation == "" {
+			return nil, answer{http.StatusOK, outcomeIgnored, fmt.Sprintf("the event names no workflow and operation (%s, %s)", rc.cfg.WorkflowIDField, rc.cfg.OperationField)}
+		}
+	}
+	if len(workflowID) > 1000 || !utf8.ValidString(workflowID) || request.Operation(operation) != nil || len(operation) > 1000 {
+		return nil, answer{http.StatusOK, outcomeIgnored, "the event's workflow ID or operation is not one a workflow could have"}
+	}
+	n := &workflows.Notification{ID: ev.ID, Type: ev.Type, Operation: operation, Scheme: scheme, Sent: ev.Time, Received: now}
+	if len(body) > rc.cfg.MaxEventBytes {
+		n.BodyOmitted = true
+	} else if b, ok := scrub(body); ok {
+		n.Body = b
+	} else {
+		n.BodyOmitted = true // not JSON: history takes JSON events only
+	}
+	return n, rc.deliver(ctx, workflowID, n)
+}
+
+// updateID is the Temporal Update ID of n: the same for every delivery of
+// the event, so that Temporal takes it once per workflow.
+func updateID(n *workflows.Notification) string {
+	id := "webhook/" + n.Scheme + "/" + n.ID
+	if len(id) > 200 || !utf8.ValidString(id) {
+		sum := sha256.Sum256([]byte(n.ID))
+		id = "webhook/" + n.Scheme + "/sha256:" + hex.EncodeToString(sum[:])
+	}
+	return id
+}
+
+// deliver hands n to workflowID as an Update and waits for it to complete.
+func (rc *Receiver) deliver(ctx context.Context, workflowID string, n *workflows.Notification) answer {
+	id := updateID(n)
+	memo := workflowID + "\x00" + id
+	if rc.seen(memo) {
+		return answer{http.StatusOK, outcomeDuplicate, "event " + n.ID + " was delivered already"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, rc.cfg.DeliveryTimeout)
+	defer cancel()
+	h, err := rc.cfg.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID: id, WorkflowID: workflowID, UpdateName: request.WebhookUpdate(n.Operation),
+		Args: []any{n}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		// No such workflow, or it ended: no one needs the event.
+		return answer{http.StatusOK, outcomeIgnored, "no running workflow " + workflowID}
+	case err != nil:
+		rc.cfg.Logger.Error("webhook not delivered to its workflow: the provider will retry", "workflow_id", workflowID,
+			"operation", n.Operation, "event", n.ID, "error", err)
+		return answer{http.StatusServiceUnavailable, outcomeFailed, "the workflow could not take the event in time: retry"}
+	}
+	var took string
+	if err := h.Get(ctx, &took); err != nil {
+		// The workflow refused it (the operation ended, the event was taken,
+		// or it awaits no such operation): verified, but not needed.
+		rc.remember(memo)
+		return answer{http.StatusOK, outcomeIgnored, err.Error()}
+	}
+	rc.remember(memo)
+	return answer{http.StatusOK, outcomeDelivered, took}
+}
+
+// seen reports whether this receiver delivered memo lately.
+func (rc *Receiver) seen(memo string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	_, ok := rc.recent[memo]
+	return ok
+}
+
+// remember records memo, forgetting the oldest beyond recentEvents.
+func (rc *Receiver) remember(memo string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if _, ok := rc.recent[memo]; ok {
+		return
+	}
+	if old := rc.ring[rc.next]; old != "" {
+		delete(rc.recent, old)
+	}
+	rc.ring[rc.next] = memo
+	rc.recent[memo] = struct{}{}
+	rc.next = (rc.next + 1) % len(rc.ring)
+}
+
+// credentialFields are the JSON field names whose values never reach
+// history from an event body (compared case-insensitively).
+var credentialFields = map[string]bool{
+	"client_secret": true, "secret": true, "password": true, "api_key": true, "apikey": true,
+	"access_token": true, "refresh_token": true, "token": true, "authorization": true, "private_key": true,
+}
+
+// scrub returns the JSON body with the values of credentialFields
+// replaced by "[redacted]", and false when body is not JSON.
+func scrub(body []byte) (json.RawMessage, bool) {
+	if !json.Valid(body) || !utf8.Valid(body) {
+		return nil, false
+	}
+	lower := bytes.ToLower(body)
+	found := false
+	for name := range credentialFields {
+		if bytes.Contains(lower, []byte(`"`+name+`"`)) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return body, true
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, x := range t {
+				if credentialFields[strings.ToLower(k)] {
+					t[k] = "[redacted]"
+				} else {
+					t[k] = walk(x)
+				}
+			}
+		case []any:
+			for i, x := range t {
+				t[i] = walk(x)
+			}
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	return out, err == nil
+}

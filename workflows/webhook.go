@@ -1,0 +1,511 @@
+package workflows
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+)
+
+// Defaults of WebhookOptions (the README's "Webhooks" section states them
+// too).
+const (
+	// DefaultWebhookTimeout bounds the wait of a call with
+	// Request.Webhook, fallback polls included, when WebhookOptions.Timeout
+	// is 0: providers retry a delivery for up to three days.
+	DefaultWebhookTimeout = 72 * time.Hour
+	// DefaultPollAfter is how long the call waits for a terminal
+	// notification before it starts polling, when WebhookPoll.After is 0.
+	DefaultPollAfter = 5 * time.Minute
+	// DefaultStatusField is where the fallback poll reads the resource's
+	// state, when WebhookPoll.StatusField is "".
+	DefaultStatusField = "status"
+)
+
+// Where an Outcome came from (Outcome.Source).
+const (
+	SourceWebhook = "webhook"
+	SourcePoll    = "poll"
+)
+
+// The states of an ended operation (Outcome.State).
+const (
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateCanceled  = "canceled"
+)
+
+// WebhookOptions ask a call to await the outcome of the operation it
+// starts (Request.Webhook, AwaitWebhook): from the provider's verified
+// notifications (delivered by webhooks.Receiver), and, when none has ended
+// it by WebhookPoll.After, from polling the resource too. Whichever terminal state comes first wins; a later or
+// duplicate notification changes nothing.
+type WebhookOptions struct {
+	// Succeeded, Failed and Canceled are the event types (the event's
+	// "type", as webhooks.Verifier reads it) that end the operation so,
+	// e.g. "payment_intent.succeeded"; matched exactly. A notification of
+	// another type is counted (Outcome.Notifications) and the wait goes on.
+	// At least one type is required.
+	Succeeded []string `json:"succeeded,omitempty"`
+	Failed    []string `json:"failed,omitempty"`
+	Canceled  []string `json:"canceled,omitempty"`
+	// Timeout bounds the wait after the start answer, polls included (default
+	// DefaultWebhookTimeout, 72 h): an operation not ended by then fails
+	// with ErrTypeOperationStillRunning.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Poll is the fallback; nil: none (only a notification ends the wait).
+	Poll *WebhookPoll `json:"poll,omitempty"`
+}
+
+// WebhookPoll is the fallback of a webhook: GET the resource until its
+// status ends the operation, through the poll activity and its
+// classification (the README's table), paced as FollowOptions.
+type WebhookPoll struct {
+	// URL is the resource read with GET, e.g.
+	// "https://api.example.com/v1/charges/{id}": each {field} (a dotted
+	// path) is replaced by that string or number of the start answer's
+	// JSON body, path-escaped. Its origin must be allowed on the worker,
+	// and its query values reach history: put no secret there. Required.
+	URL string `json:"url"`
+	// After is how long the call waits for a terminal notification after
+	// the start answer before the first poll (default DefaultPollAfter, 5 min; at least
+	// MinPollInterval).
+	After time.Duration `json:"after,omitempty"`
+	// StatusField is the dotted path of the resource's state in its JSON
+	// document (default DefaultStatusField, "status").
+	StatusField string `json:"status_field,omitempty"`
+	// Succeeded, Failed and Canceled are the states that end the operation
+	// (matched case-insensitively); any other is still running. Succeeded
+	// is required.
+	Succeeded []string `json:"succeeded,omitempty"`
+	Failed    []string `json:"failed,omitempty"`
+	Canceled  []string `json:"canceled,omitempty"`
+	// Interval and MaximumInterval pace the polls as in FollowOptions
+	// (defaults DefaultPollInterval, 1 s, doubling to
+	// DefaultMaxPollInterval, 1 min; a Retry-After is followed).
+	Interval        time.Duration `json:"interval,omitempty"`
+	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
+}
+
+// MarshalJSON encodes o with durations as strings such as "72h0m0s".
+func (o WebhookOptions) MarshalJSON() ([]byte, error) {
+	type plain WebhookOptions
+	return wire.Marshal(plain(o))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds.
+func (o *WebhookOptions) UnmarshalJSON(data []byte) error {
+	type plain WebhookOptions
+	return wire.Unmarshal(data, (*plain)(o))
+}
+
+// MarshalJSON encodes p with durations as strings such as "5m0s".
+func (p WebhookPoll) MarshalJSON() ([]byte, error) {
+	type plain WebhookPoll
+	return wire.Marshal(plain(p))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds.
+func (p *WebhookPoll) UnmarshalJSON(data []byte) error {
+	type plain WebhookPoll
+	return wire.Unmarshal(data, (*plain)(p))
+}
+
+// placeholder is a {field} of WebhookPoll.URL.
+var placeholder = regexp.MustCompile(`\{([A-Za-z0-9_.\-]+)\}`)
+
+// validate checks o before anything is written to history.
+func (o WebhookOptions) validate() error {
+	if len(o.Succeeded)+len(o.Failed)+len(o.Canceled) == 0 {
+		return errors.New("WebhookOptions: name the event types that end the operation in Succeeded, Failed or Canceled (e.g. Succeeded: []string{\"payment_intent.succeeded\"})")
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", DefaultWebhookTimeout, o.Timeout)
+	}
+	p := o.Poll
+	if p == nil {
+		return nil
+	}
+	if len(p.Succeeded) == 0 {
+		return errors.New("WebhookPoll.Succeeded: name the resource states that mean the operation succeeded (e.g. \"succeeded\")")
+	}
+	if p.After < 0 || p.Interval < 0 || p.MaximumInterval < 0 {
+		return fmt.Errorf("WebhookPoll: After, Interval and MaximumInterval must be 0 (the default) or more, got %s, %s and %s", p.After, p.Interval, p.MaximumInterval)
+	}
+	if _, _, err := request.ParseURL(placeholder.ReplaceAllString(p.URL, "x")); err != nil {
+		return fmt.Errorf("WebhookPoll.URL: %v", err)
+	}
+	return nil
+}
+
+// pollURL is p.URL with its placeholders filled from the start answer's
+// body, or an error naming the field it lacks.
+func (p *WebhookPoll) pollURL(start *Response) (string, error) {
+	var missing []string
+	u := placeholder.ReplaceAllStringFunc(p.URL, func(m string) string {
+		name := m[1 : len(m)-1]
+		var body []byte
+		if start != nil {
+			body = start.Body
+		}
+		v, ok := request.Field(body, name)
+		var s string
+		if ok && json.Unmarshal(v, &s) != nil {
+			var n json.Number
+			if json.Unmarshal(v, &n) != nil {
+				ok = false
+			}
+			s = n.String()
+		}
+		if !ok || s == "" {
+			missing = append(missing, name)
+			return m
+		}
+		return url.PathEscape(s)
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("the start answer's body has no string or number %s for WebhookPoll.URL", strings.Join(missing, ", "))
+	}
+	return u, nil
+}
+
+// Notification is one verified webhook delivery, as webhooks.Receiver
+// hands it to the workflow awaiting its operation (a Temporal Update,
+// stored in history). It never holds the signature or a secret.
+type Notification struct {
+	// ID is the provider's event ID: a workflow takes each once.
+	ID string `json:"id"`
+	// Type is the event's type ("payment_intent.succeeded").
+	Type string `json:"type,omitempty"`
+	// Operation is the operation it names (the callback URL's, or the
+	// event's routing field).
+	Operation string `json:"operation"`
+	// Scheme is the verifier's ("standard-webhooks", "stripe", "hmac"),
+	// or "callback" for a delivery the callback token alone authenticated.
+	Scheme string `json:"scheme"`
+	// Sent is the signed timestamp (zero for a scheme without one), and
+	// Received when the receiver verified it (its clock).
+	Sent     time.Time `json:"sent,omitzero"`
+	Received time.Time `json:"received"`
+	// Body is the event's JSON body, values of fields named like
+	// credentials ("client_secret", "password", …) redacted; omitted
+	// (BodyOmitted) when it is larger than the receiver's MaxEventBytes.
+	Body        json.RawMessage `json:"body,omitempty"`
+	BodyOmitted bool            `json:"body_omitted,omitempty"`
+}
+
+// MarshalJSON encodes n as package wire does (its body byte for byte).
+func (n Notification) MarshalJSON() ([]byte, error) {
+	type plain Notification
+	return wire.Marshal(plain(n))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (n *Notification) UnmarshalJSON(data []byte) error {
+	type plain Notification
+	return wire.Unmarshal(data, (*plain)(n))
+}
+
+// Outcome is how an awaited operation ended and how the workflow learned
+// it: Response.Outcome of a call with Request.Webhook's result, Failure.Outcome of its
+// failure.
+type Outcome struct {
+	// State is StateSucceeded, StateFailed or StateCanceled.
+	State string `json:"state"`
+	// Source is SourceWebhook or SourcePoll.
+	Source string `json:"source"`
+	// At is when the workflow learned it (workflow time).
+	At time.Time `json:"at"`
+	// Notification is the notification that ended it (Source webhook).
+	Notification *Notification `json:"notification,omitempty"`
+	// Notifications counts the verified notifications the workflow took
+	// for the operation until then, the terminal one included (duplicates
+	// are not taken).
+	Notifications int `json:"notifications,omitempty"`
+	// Polls is how many polls the fallback made (0 when it did not run).
+	Polls int32 `json:"polls,omitempty"`
+}
+
+// webhook is an operation whose outcome the workflow awaits by webhook
+// (Request.Webhook): expectWebhook makes it before the call that starts the
+// operation, so that a notification that comes before the start's answer
+// is kept; await waits for the outcome.
+type webhook struct {
+	operation string
+	opts      WebhookOptions
+	// seen holds the IDs of the notifications taken.
+	seen map[string]bool
+	// count counts them; ended is the terminal one, or the poll's outcome.
+	count int
+	ended *Outcome
+}
+
+// expectWebhook readies the workflow to take verified notifications of
+// operation (the operation name of the call that starts it) from
+// webhooks.Receiver: call it before that call. The notifications are
+// Temporal Updates named for the operation, so a workflow awaits several
+// operations at once; an update is rejected, and leaves nothing in
+// history, when it repeats an event ID already taken or comes after the
+// operation ended.
+func expectWebhook(ctx workflow.Context, operation string, opts WebhookOptions) (*webhook, error) {
+	if strings.TrimSpace(operation) == "" {
+		return nil, invalid("Request.Webhook needs Request.Operation: the notifications name it")
+	}
+	if err := request.Operation(operation); err != nil {
+		return nil, invalid("Request.Webhook: %v", err)
+	}
+	if err := opts.validate(); err != nil {
+		return nil, invalid("Request.Webhook: %v", err)
+	}
+	w := &webhook{operation: operation, opts: opts, seen: map[string]bool{}}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, request.WebhookUpdate(operation), w.take,
+		workflow.UpdateHandlerOptions{Validator: w.admit})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// WebhookMetadata is what a provider's fixed-endpoint events need to name
+// this workflow and operation: put it in the start request's metadata
+// (Stripe's "metadata", …), which the provider copies into its events, and
+// point the receiver's webhooks.Config.WorkflowIDField and OperationField
+// at its "workflow_id" and "operation".
+func WebhookMetadata(ctx workflow.Context, operation string) map[string]string {
+	return map[string]string{"workflow_id": workflow.GetInfo(ctx).WorkflowExecution.ID, "operation": operation}
+}
+
+// CallbackURL returns operation's callback URL, for an API that takes one
+// in the request ("callback_url", "notification_url"): the worker's
+// webhooks.Callbacks builds it from its base URL, this workflow's ID, the
+// operation and an unguessable token that the receiver checks. It runs a
+// local activity (the worker holds the token key); the URL, token
+// included, is stored in history, as the start request's body that
+// carries it is. Register webhooks.Callbacks on the worker first.
+func CallbackURL(ctx workflow.Context, operation string) (string, error) {
+	if err := request.Operation(operation); err != nil || strings.TrimSpace(operation) == "" {
+		return "", invalid("CallbackURL needs the operation name of the call that starts the operation")
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var u string
+	if err := workflow.ExecuteLocalActivity(lctx, request.CallbackActivityName, operation).Get(lctx, &u); err != nil {
+		return "", fmt.Errorf("the callback URL of operation %q could not be built (is webhooks.Callbacks registered on this worker?): %w", operation, err)
+	}
+	return u, nil
+}
+
+// admit is the update's validator: it rejects, before anything reaches
+// history, a notification already taken, one for another operation, and
+// any after the operation ended.
+func (w *webhook) admit(n Notification) error {
+	switch {
+	case n.Operation != w.operation:
+		return fmt.Errorf("notification for operation %q, not %q", n.Operation, w.operation)
+	case n.ID == "":
+		return errors.New("notification without an event ID")
+	case w.seen[n.ID]:
+		return fmt.Errorf("event %s already taken", n.ID)
+	case w.ended != nil:
+		return fmt.Errorf("operation %s already ended (%s, from %s)", w.operation, w.ended.State, w.ended.Source)
+	}
+	return nil
+}
+
+// take is the update's handler: it records n and, when its type ends the
+// operation, the outcome. It returns what it did.
+func (w *webhook) take(ctx workflow.Context, n Notification) (string, error) {
+	if err := w.admit(n); err != nil {
+		// Validators do not run on replay; the handler checks again.
+		return "ignored: " + err.Error(), nil
+	}
+	w.seen[n.ID] = true
+	w.count++
+	state := w.state(n.Type)
+	if state == "" {
+		return "noted", nil
+	}
+	w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
+	return "ended: " + state, nil
+}
+
+// state is the state an event type ends the operation in, "" if none.
+func (w *webhook) state(typ string) string {
+	switch {
+	case slices.Contains(w.opts.Succeeded, typ):
+		return StateSucceeded
+	case slices.Contains(w.opts.Failed, typ):
+		return StateFailed
+	case slices.Contains(w.opts.Canceled, typ):
+		return StateCanceled
+	}
+	return ""
+}
+
+// await waits for the operation's outcome: a terminal notification, or,
+// when none came within WebhookOptions.Poll.After, the first terminal
+// state that either a notification or the fallback poll reports. start is
+// the answer of the call that started the operation (its body fills
+// WebhookPoll.URL's placeholders; nil: none). It returns start (a copy)
+// with Outcome set when a notification ended the operation as succeeded,
+// the poll's final answer with Outcome set when the poll did; a failed or
+// cancelled operation fails with ErrTypeOperationFailed or
+// ErrTypeOperationCanceled, one not ended within WebhookOptions.Timeout
+// with ErrTypeOperationStillRunning, each with Failure.Outcome or the
+// poll's Failure. The polls run with the activity options on ctx (task
+// queue, start-to-close timeout), as FollowAccepted's.
+func (w *webhook) await(ctx workflow.Context, start *Response) (*Response, error) {
+	timeout := cmp.Or(w.opts.Timeout, DefaultWebhookTimeout)
+	deadline := workflow.Now(ctx).Add(timeout)
+	ended := func() bool { return w.ended != nil }
+	p := w.opts.Poll
+	var mon string
+	if p != nil {
+		u, err := p.pollURL(start)
+		if err != nil {
+			// The operation started: no fallback, but no failure either.
+			workflow.GetLogger(ctx).Error("no fallback poll for the operation: awaiting its webhook only", "operation", w.operation, "error", err)
+		}
+		mon = u
+	}
+	first := timeout
+	if mon != "" {
+		first = min(timeout, max(cmp.Or(p.After, DefaultPollAfter), MinPollInterval))
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s", w.operation))
+	if _, err := workflow.AwaitWithTimeout(ctx, first, ended); err != nil {
+		return nil, err
+	}
+	if w.ended == nil && mon != "" {
+		if resp, err, done := w.poll(ctx, mon, deadline, start); done {
+			return resp, err
+		}
+	}
+	if w.ended == nil {
+		left := deadline.Sub(workflow.Now(ctx))
+		if _, err := workflow.AwaitWithTimeout(ctx, max(left, 0), ended); err != nil {
+			return nil, err
+		}
+	}
+	if w.ended == nil {
+		return nil, w.stillRunning(ctx, timeout, start)
+	}
+	return w.result(start)
+}
+
+// poll runs the fallback poll until it or a notification ends the
+// operation, deadline passes, or ctx is cancelled; done reports that the
+// poll decided (its answer or error is the outcome), or that ctx ended.
+func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, start *Response) (resp *Response, err error, done bool) {
+	p := w.opts.Poll
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
+	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true}
+	if start != nil {
+		op.IdempotencyKey = start.IdempotencyKey
+	}
+	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
+	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
+	pctx, cancel := workflow.WithCancel(ctx)
+	defer cancel() // a notification came first: the poll stops
+	var finished bool
+	workflow.Go(pctx, func(gctx workflow.Context) {
+		left := max(deadline.Sub(workflow.Now(gctx)), MinPollInterval)
+		resp, _, err = pollMonitor(gctx, workflow.GetActivityOptions(ctx), op, in, left)
+		finished = true
+	})
+	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil }); err != nil {
+		return nil, err, true
+	}
+	if w.ended != nil {
+		return nil, nil, false
+	}
+	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
+	f, isFailure := AsFailure(err)
+	switch {
+	case err == nil:
+		out.State = StateSucceeded
+		if resp.Accepted != nil {
+			out.Polls = resp.Accepted.Polls
+		}
+	case isFailure && (f.Type == ErrTypeOperationFailed || f.Type == ErrTypeOperationCanceled):
+		out.State = StateFailed
+		if f.Type == ErrTypeOperationCanceled {
+			out.State = StateCanceled
+		}
+		if f.Accepted != nil {
+			out.Polls = f.Accepted.Polls
+		}
+	case isFailure && f.Type == ErrTypeOperationStillRunning:
+		return nil, nil, false // the deadline passed
+	default:
+		// The poll failed (the resource unreadable or not allowed, …): a
+		// notification may still come until the deadline.
+		workflow.GetLogger(ctx).Error("the fallback poll failed: awaiting the webhook only", "operation", w.operation,
+			"key", op.IdempotencyKey, "error", err)
+		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), func() bool { return w.ended != nil }); err != nil {
+			return nil, err, true
+		}
+		return nil, nil, false
+	}
+	w.ended = out
+	if err != nil {
+		f.Outcome = out
+		return nil, temporal.NewNonRetryableApplicationError(f.Message, f.Type, err, f), true
+	}
+	r := *resp
+	r.Outcome = out
+	return &r, nil, true
+}
+
+// result is the Response or error of a notification's outcome.
+func (w *webhook) result(start *Response) (*Response, error) {
+	out := *w.ended
+	if out.Source == SourcePoll {
+		return nil, errors.New("workflows: internal: a poll outcome reached result")
+	}
+	if out.State == StateSucceeded {
+		r := Response{}
+		if start != nil {
+			r = *start
+		}
+		r.Outcome = &out
+		return &r, nil
+	}
+	t, what := ErrTypeOperationFailed, "failed"
+	if out.State == StateCanceled {
+		t, what = ErrTypeOperationCanceled, "was cancelled"
+	}
+	f := Failure{Operation: w.operation, Outcome: &out}
+	if start != nil {
+		f.IdempotencyKey = start.IdempotencyKey
+	}
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("the operation %s %s: the provider's %s event %s said so", w.operation, what, out.Notification.Type, out.Notification.ID), t, nil, f)
+}
+
+// stillRunning is the error of an operation not ended within timeout.
+func (w *webhook) stillRunning(ctx workflow.Context, timeout time.Duration, start *Response) error {
+	f := Failure{Operation: w.operation, OutcomeUnknown: true}
+	if start != nil {
+		f.IdempotencyKey = start.IdempotencyKey
+	}
+	msg := fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count)
+	workflow.GetLogger(ctx).Error("awaiting a webhook timed out", "operation", w.operation, "notifications", w.count)
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationStillRunning, nil, f)
+}

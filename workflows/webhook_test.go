@@ -1,0 +1,255 @@
+package workflows_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdktestsuite "go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// chargeAPI is a provider whose POST /charges starts a charge (201, status
+// processing) and whose GET /charges/ch_1 reports status() then.
+type chargeAPI struct {
+	*httptest.Server
+	starts, polls atomic.Int32
+	status        atomic.Value // string
+}
+
+func newChargeAPI(t *testing.T, status string) *chargeAPI {
+	a := &chargeAPI{}
+	a.status.Store(status)
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/charges":
+			a.starts.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, `{"id":"ch_1","status":"processing"}`)
+		case r.Method == http.MethodGet && r.URL.Path == "/charges/ch_1":
+			a.polls.Add(1)
+			fmt.Fprintf(w, `{"id":"ch_1","status":%q}`, a.status.Load())
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+// notify is a verified notification of operation "charge".
+func notify(id, typ string) workflows.Notification {
+	return workflows.Notification{ID: id, Type: typ, Operation: "charge", Scheme: "stripe", Received: time.Unix(1700000000, 0),
+		Body: []byte(`{"id":"` + id + `","type":"` + typ + `"}`)}
+}
+
+// delivery is a notification sent at a time after the workflow starts.
+type delivery struct {
+	at time.Duration
+	n  workflows.Notification
+	// rejected: the validator must refuse it.
+	rejected bool
+}
+
+// TestWebhookOutcome: the workflow takes the first terminal state, from a
+// notification or the fallback poll, and refuses duplicates and late
+// notifications without recording them.
+func TestWebhookOutcome(t *testing.T) {
+	pollAfter := time.Minute
+	for _, tc := range []struct {
+		name       string
+		status     string // the resource's status when polled
+		poll       bool
+		timeout    time.Duration
+		deliveries []delivery
+		wantSource string
+		wantState  string
+		wantErr    string
+		wantID     string
+		wantPolls  bool
+	}{
+		{name: "webhook before the poll", status: "processing", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_1"},
+		{name: "during the start request", status: "processing", poll: true,
+			deliveries: []delivery{{at: 0, n: notify("evt_1", "charge.succeeded")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_1"},
+		{name: "progress, duplicate, then terminal", status: "processing", poll: true,
+			deliveries: []delivery{
+				{at: 5 * time.Second, n: notify("evt_p", "charge.processing")},
+				{at: 6 * time.Second, n: notify("evt_p", "charge.processing"), rejected: true},
+				{at: 7 * time.Second, n: notify("evt_2", "charge.succeeded")},
+			},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_2"},
+		{name: "failed by webhook", status: "processing", poll: true,
+			deliveries: []delivery{{at: 3 * time.Second, n: notify("evt_f", "charge.failed")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_f"},
+		{name: "another operation's", status: "succeeded", poll: true,
+			deliveries: []delivery{{at: 3 * time.Second, n: func() workflows.Notification {
+				n := notify("evt_x", "charge.succeeded")
+				n.Operation = "refund"
+				return n
+			}(), rejected: true}},
+			wantSource: workflows.SourcePoll, wantState: workflows.StateSucceeded, wantPolls: true},
+		{name: "no webhook: the poll", status: "succeeded", poll: true,
+			wantSource: workflows.SourcePoll, wantState: workflows.StateSucceeded, wantPolls: true},
+		{name: "no webhook: the poll says failed", status: "failed", poll: true,
+			wantSource: workflows.SourcePoll, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantPolls: true},
+		{name: "webhook while polling", status: "processing", poll: true,
+			deliveries: []delivery{{at: pollAfter + 30*time.Second, n: notify("evt_1", "charge.succeeded")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_1", wantPolls: true},
+		{name: "nothing ends it", status: "processing", poll: false, timeout: 10 * time.Minute,
+			wantErr: workflows.ErrTypeOperationStillRunning},
+		{name: "polling until the deadline", status: "processing", poll: true, timeout: 3 * time.Minute,
+			wantErr: workflows.ErrTypeOperationStillRunning, wantPolls: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newChargeAPI(t, tc.status)
+			var s sdktestsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			opts := workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: tc.timeout}
+			if tc.poll {
+				opts.Poll = &workflows.WebhookPoll{URL: api.URL + "/charges/{id}", After: pollAfter,
+					Succeeded: []string{"succeeded"}, Failed: []string{"failed"}}
+			}
+			var rejected, accepted []string
+			for _, d := range tc.deliveries {
+				env.RegisterDelayedCallback(func() {
+					// A distinct update ID each: the workflow itself must refuse
+					// a duplicate event (Temporal's dedup by update ID is the
+					// first guard, not the only one).
+					env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprintf("u%d", d.at), &sdktestsuite.TestUpdateCallback{
+						OnReject:   func(error) { rejected = append(rejected, d.n.ID) },
+						OnAccept:   func() { accepted = append(accepted, d.n.ID) },
+						OnComplete: func(any, error) {},
+					}, d.n)
+				}, d.at)
+			}
+			env.ExecuteWorkflow(workflows.WorkflowName, workflows.Request{Operation: "charge", Method: "POST", URL: api.URL + "/charges",
+				Body: []byte(`{"amount":100}`), Webhook: &opts})
+			require.True(t, env.IsWorkflowCompleted())
+			var want []string
+			for _, d := range tc.deliveries {
+				if d.rejected {
+					want = append(want, d.n.ID)
+				}
+			}
+			assert.Equal(t, want, rejected, "rejected notifications")
+			assert.Equal(t, int32(1), api.starts.Load(), "start requests")
+			if tc.wantPolls {
+				assert.Positive(t, api.polls.Load(), "polls")
+			} else {
+				assert.Zero(t, api.polls.Load(), "polls")
+			}
+			var out *workflows.Outcome
+			if tc.wantErr != "" {
+				f, ok := workflows.AsFailure(env.GetWorkflowError())
+				require.True(t, ok, "%v", env.GetWorkflowError())
+				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				out = f.Outcome
+				if tc.wantState == "" {
+					assert.Nil(t, out)
+					return
+				}
+			} else {
+				require.NoError(t, env.GetWorkflowError())
+				var resp workflows.Response
+				require.NoError(t, env.GetWorkflowResult(&resp))
+				out = resp.Outcome
+				if tc.wantSource == workflows.SourceWebhook {
+					assert.Equal(t, 201, resp.Status, "the start answer carries the webhook's outcome")
+				} else {
+					assert.Contains(t, string(resp.Body), `"succeeded"`, "the poll's answer")
+				}
+			}
+			require.NotNil(t, out)
+			assert.Equal(t, tc.wantSource, out.Source)
+			assert.Equal(t, tc.wantState, out.State)
+			assert.False(t, out.At.IsZero())
+			if tc.wantID != "" {
+				require.NotNil(t, out.Notification)
+				assert.Equal(t, tc.wantID, out.Notification.ID)
+				assert.JSONEq(t, string(notify(tc.wantID, out.Notification.Type).Body), string(out.Notification.Body))
+			} else {
+				assert.Nil(t, out.Notification)
+				assert.Positive(t, out.Polls)
+			}
+		})
+	}
+}
+
+// TestWebhookRefusesBadOptions: options that could never end the wait are
+// InvalidRequest before the start request is sent.
+func TestWebhookRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  workflows.Request
+		want string
+	}{
+		{"no event types", workflows.Request{Operation: "c", URL: "https://a.example/c", Webhook: &workflows.WebhookOptions{}}, "name the event types"},
+		{"no operation", workflows.Request{IdempotencyKey: "k-1234567890", URL: "https://a.example/c", Webhook: &workflows.WebhookOptions{Succeeded: []string{"x"}}}, "needs Request.Operation"},
+		{"with follow", workflows.Request{Operation: "c", URL: "https://a.example/c", Follow: &workflows.FollowOptions{}, Webhook: &workflows.WebhookOptions{Succeeded: []string{"x"}}}, "exclude each other"},
+		{"poll without states", workflows.Request{Operation: "c", URL: "https://a.example/c", Webhook: &workflows.WebhookOptions{Succeeded: []string{"x"}, Poll: &workflows.WebhookPoll{URL: "https://a.example/c/{id}"}}}, "WebhookPoll.Succeeded"},
+		{"poll URL not absolute", workflows.Request{Operation: "c", URL: "https://a.example/c", Webhook: &workflows.WebhookOptions{Succeeded: []string{"x"}, Poll: &workflows.WebhookPoll{URL: "/c/{id}", Succeeded: []string{"ok"}}}}, "WebhookPoll.URL"},
+		{"negative timeout", workflows.Request{Operation: "c", URL: "https://a.example/c", Webhook: &workflows.WebhookOptions{Succeeded: []string{"x"}, Timeout: -1}}, "Timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.req.Validate()
+			require.Error(t, err)
+			assert.True(t, strings.Contains(err.Error(), tc.want), "%v", err)
+		})
+	}
+}
+
+// TestWebhookLateNotification: once the operation ended, a later
+// notification, even of another terminal type, is refused (and so leaves
+// nothing in history) and changes nothing.
+func TestWebhookLateNotification(t *testing.T) {
+	api := newChargeAPI(t, "processing")
+	var s sdktestsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+	wf := func(ctx workflow.Context) (*workflows.Outcome, error) {
+		resp, err := workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100},
+			workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}}))
+		if err != nil {
+			return nil, err
+		}
+		// The workflow goes on: a late notification must not reach it.
+		return resp.Outcome, workflow.Sleep(ctx, time.Hour)
+	}
+	env.RegisterWorkflow(wf)
+	var got []string
+	for i, n := range []workflows.Notification{notify("evt_1", "charge.succeeded"), notify("evt_2", "charge.failed"), notify("evt_1", "charge.succeeded")} {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+				OnReject: func(err error) { got = append(got, n.ID+" rejected: "+err.Error()) },
+				OnAccept: func() { got = append(got, n.ID+" accepted") }, OnComplete: func(any, error) {},
+			}, n)
+		}, time.Duration(i+1)*time.Minute)
+	}
+	env.ExecuteWorkflow(wf)
+	require.NoError(t, env.GetWorkflowError())
+	var out workflows.Outcome
+	require.NoError(t, env.GetWorkflowResult(&out))
+	assert.Equal(t, workflows.StateSucceeded, out.State)
+	assert.Equal(t, "evt_1", out.Notification.ID)
+	require.Len(t, got, 3)
+	assert.Equal(t, "evt_1 accepted", got[0])
+	assert.Contains(t, got[1], "evt_2 rejected: ")
+	assert.Contains(t, got[1], "already ended")
+	assert.Contains(t, got[2], "evt_1 rejected: ")
+}

@@ -15,6 +15,11 @@
 // requests with origin_queue run) and runs the governor workflows that set
 // those queues' rate limits from every worker's reports.
 //
+// --webhook-addr (WEBHOOK_ADDR) serves the webhook receiver: a provider's
+// signed events (--webhook-scheme, secrets in WEBHOOK_SECRETS) and the
+// callback URLs of --callback-base-url (token keys in CALLBACK_SECRETS)
+// go to the workflows awaiting them (workflows.Request.Webhook).
+//
 // --metrics-addr (METRICS_ADDR) serves the SDK's worker metrics and the
 // activity's in Prometheus' format on http://ADDR/metrics. The SDK's
 // OpenTelemetry tracing interceptor is always installed; spans are exported
@@ -62,7 +67,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger, err := cliutil.NewLogger(cfg.logLevel, cfg.token, "Bearer "+cfg.token)
+	secrets := append([]string{cfg.token, "Bearer " + cfg.token}, cfg.webhooks.secrets...)
+	logger, err := cliutil.NewLogger(cfg.logLevel, append(secrets, cfg.webhooks.callbackSecrets...)...)
 	if err != nil {
 		return err
 	}
@@ -84,6 +90,11 @@ func run() error {
 	w := worker.New(c, cfg.taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: cfg.queueRate})
 	acts.Register(w)
 	workflows.Register(w)
+	stopWebhooks, err := startWebhooks(cfg.webhooks, c, w, opts.MetricsHandler, logger)
+	if err != nil {
+		return err
+	}
+	defer stopWebhooks()
 	if shared != nil {
 		stop, err := shared.start(c, w, acts, opts, logger)
 		if err != nil {
@@ -107,6 +118,8 @@ type config struct {
 	admissionOn, breakerOn bool
 	throttles              string
 	admission              activities.Admission // the rest of --admission-*, --breaker-*, --retry-budget-ratio
+
+	webhooks webhookConfig // --webhook-*, --callback-base-url
 }
 
 // parseFlags reads the command line and API_TOKEN into a config.
@@ -121,6 +134,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
+	webhookFlags(flag.CommandLine, &cfg.webhooks)
 	flag.BoolVar(&cfg.sharedRate, "shared-rate", cliutil.Env("SHARED_RATE", "") == "on", "one learned rate per origin for every worker of --task-queue, kept by the Temporal server: poll each allowed origin's own task queue (TASK-QUEUE@ORIGIN, where requests with origin_queue run: starter --origin-queue) and run the governor that sets its rate limit from every worker's reports (env SHARED_RATE=on)")
 	flag.Float64Var(&cfg.queueRate, "task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
@@ -130,6 +144,7 @@ func parseFlags() (config, error) {
 	}
 	cfg.admission.Off, cfg.admission.Breaker.Off = !cfg.admissionOn, !cfg.breakerOn
 	cfg.token = os.Getenv("API_TOKEN")
+	cfg.webhooks.readSecrets(os.Getenv)
 	return cfg, nil
 }
 

@@ -60,6 +60,9 @@ type Output struct {
 	// (--follow), when the server accepted one.
 	Polls int32  `json:"polls,omitempty"`
 	State string `json:"state,omitempty"`
+	// Outcome: how an operation awaited by webhook (--await-webhook) ended,
+	// and whether a notification or the fallback poll said so.
+	Outcome *workflows.Outcome `json:"outcome,omitempty"`
 }
 
 func main() {
@@ -116,6 +119,9 @@ type config struct {
 	originQueue                bool
 	follow                     bool
 	followTimeout              time.Duration
+	awaitWebhook, webhookFail  string // event types
+	webhookPoll                string
+	webhookPollAfter, webhookT time.Duration
 	taskQueue, uiURL           string
 	wait                       time.Duration
 
@@ -144,16 +150,21 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.BoolVar(&cfg.follow, "follow", false, "follow a long-running operation: when the server answers with a status monitor (a 202 with Location, or what the worker's --convention names), poll it to the operation's end and print the final result")
 	fs.DurationVar(&cfg.followTimeout, "follow-timeout", workflows.DefaultFollowTimeout, "how long to follow the operation, all polls included (with --follow)")
 	fs.BoolVar(&cfg.originQueue, "origin-queue", cliutil.Env("ORIGIN_QUEUE", "") == "on", "run the request on its origin's own task queue, whose rate the Temporal server keeps for every worker (the workers need --shared-rate; env ORIGIN_QUEUE=on)")
+	fs.StringVar(&cfg.awaitWebhook, "await-webhook", "", "comma-separated event types that mean the operation succeeded: await the provider's signed webhook (the worker's --webhook-addr receives it); the body gets \"metadata\": {\"workflow_id\", \"operation\"} for the provider to copy into its events")
+	fs.StringVar(&cfg.webhookFail, "webhook-failed", "", "comma-separated event types that mean the operation failed (with --await-webhook)")
+	fs.StringVar(&cfg.webhookPoll, "webhook-poll", "", "the fallback: GET this resource URL when no webhook came within --webhook-poll-after, {field} filled from the start answer, e.g. http://127.0.0.1:8081/resources/{id}; its \"status\" succeeded, failed or canceled ends the wait (with --await-webhook)")
+	fs.DurationVar(&cfg.webhookPollAfter, "webhook-poll-after", workflows.DefaultPollAfter, "how long to wait for a webhook before polling (with --webhook-poll)")
+	fs.DurationVar(&cfg.webhookT, "webhook-timeout", workflows.DefaultWebhookTimeout, "how long to await the outcome, polls included (with --await-webhook)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false // the flag set printed it
+	}
+	if cfg.workflowID == "" {
+		cfg.workflowID = "http-" + uuid.NewString()
 	}
 	var err error
 	if cfg.req, err = cfg.request(); err != nil {
 		fmt.Fprintf(stderr, "starter: %v\n", err)
 		return cfg, false
-	}
-	if cfg.workflowID == "" {
-		cfg.workflowID = "http-" + uuid.NewString()
 	}
 	return cfg, true
 }
@@ -177,6 +188,17 @@ func (cfg config) request() (workflows.Request, error) {
 	if cfg.body != "" {
 		req.Body = json.RawMessage(cfg.body)
 	}
+	if cfg.awaitWebhook != "" {
+		var err error
+		if req.Body, err = withMetadata(req.Body, cfg.workflowID, cfg.operation); err != nil {
+			return req, err
+		}
+		req.Webhook = &workflows.WebhookOptions{Succeeded: cliutil.SplitList(cfg.awaitWebhook), Failed: cliutil.SplitList(cfg.webhookFail), Timeout: cfg.webhookT}
+		if cfg.webhookPoll != "" {
+			req.Webhook.Poll = &workflows.WebhookPoll{URL: cfg.webhookPoll, After: cfg.webhookPollAfter,
+				Succeeded: []string{"succeeded"}, Failed: []string{"failed"}, Canceled: []string{"canceled"}}
+		}
+	}
 	if err := req.Validate(); err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
@@ -185,6 +207,19 @@ func (cfg config) request() (workflows.Request, error) {
 		return req, err
 	}
 	return req, nil
+}
+
+// withMetadata adds "metadata": {"workflow_id", "operation"} to the JSON
+// object body (workflows.WebhookMetadata's fields, which the worker's
+// receiver reads from the provider's events).
+func withMetadata(body json.RawMessage, workflowID, operation string) (json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	if len(body) > 0 && json.Unmarshal(body, &obj) != nil {
+		return nil, errors.New("--await-webhook needs a JSON object --body (its metadata names the workflow for the provider's events)")
+	}
+	md, _ := json.Marshal(map[string]string{"workflow_id": workflowID, "operation": operation})
+	obj["metadata"] = md
+	return json.Marshal(obj)
 }
 
 // startOptions starts the workflow cfg.workflowID, or joins it if it runs.
@@ -258,6 +293,7 @@ func output(we client.WorkflowRun, resp workflows.Response) Output {
 	if resp.Accepted != nil {
 		out.Polls, out.State = resp.Accepted.Polls, resp.Accepted.State
 	}
+	out.Outcome = resp.Outcome
 	if out.Body == nil && resp.RawBody != nil {
 		out.Body, _ = json.Marshal(string(resp.RawBody))
 	}

@@ -1,0 +1,267 @@
+package webhooks_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/webhooks"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// updates is a client.Client whose UpdateWorkflow records each call and
+// answers as told; every other method is unimplemented (nil embedded), so
+// a receiver that touched Temporal otherwise would panic.
+type updates struct {
+	client.Client
+	mu    sync.Mutex
+	calls []client.UpdateWorkflowOptions
+	// err is UpdateWorkflow's error; reject the update's outcome error.
+	err, reject error
+}
+
+func (u *updates) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.calls = append(u.calls, o)
+	if u.err != nil {
+		return nil, u.err
+	}
+	return handle{o, u.reject}, nil
+}
+
+func (u *updates) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.calls)
+}
+
+// handle is a completed update.
+type handle struct {
+	o   client.UpdateWorkflowOptions
+	err error
+}
+
+func (h handle) WorkflowID() string { return h.o.WorkflowID }
+func (h handle) RunID() string      { return "" }
+func (h handle) UpdateID() string   { return h.o.UpdateID }
+func (h handle) Get(_ context.Context, v any) error {
+	if h.err != nil {
+		return h.err
+	}
+	*(v.(*string)) = "ended: succeeded"
+	return nil
+}
+
+const secret = "a-test-secret-of-the-provider"
+
+// sign is the hex HMAC-SHA256 of body, computed here and not by the
+// package, so a wrong shared rule would fail.
+func sign(key, body string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// event is a fixed endpoint's event of workflow wf, operation op.
+func event(id, wf, op string) string {
+	return `{"id":"` + id + `","type":"charge.succeeded","data":{"object":{"client_secret":"pi_secret_123","metadata":{"workflow_id":"` + wf + `","operation":"` + op + `"}}}}`
+}
+
+func post(t *testing.T, h http.Handler, path, body, sig string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	if sig != "" {
+		r.Header.Set("X-Signature", sig)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func newReceiver(t *testing.T, cfg webhooks.Config) *webhooks.Receiver {
+	t.Helper()
+	r, err := webhooks.NewReceiver(cfg)
+	require.NoError(t, err)
+	return r
+}
+
+// TestReceiverFixedEndpoint: what the receiver answers a delivery, and
+// whether it reached Temporal.
+func TestReceiverFixedEndpoint(t *testing.T) {
+	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{"the-new-secret-of-the-provider", secret}})
+	require.NoError(t, err)
+	valid := event("evt_1", "order-1", "charge")
+	for _, tc := range []struct {
+		name            string
+		method          string
+		body, sig       string
+		updErr          error
+		reject          error
+		wantStatus      int
+		wantCalls       int
+		wantStatusField string
+	}{
+		{name: "delivered", body: valid, sig: sign(secret, valid), wantStatus: 200, wantCalls: 1, wantStatusField: `"status":"delivered"`},
+		{name: "forged", body: valid, sig: sign("another secret", valid), wantStatus: 401, wantCalls: 0, wantStatusField: `"status":"rejected"`},
+		{name: "tampered", body: strings.Replace(valid, "order-1", "order-2", 1), sig: sign(secret, valid), wantStatus: 401},
+		{name: "unsigned", body: valid, wantStatus: 401},
+		{name: "not a POST", method: http.MethodGet, body: valid, sig: sign(secret, valid), wantStatus: 405},
+		{name: "too large", body: valid + strings.Repeat(" ", 1<<20), sig: sign(secret, valid+strings.Repeat(" ", 1<<20)), wantStatus: 413},
+		{name: "names no workflow", body: `{"id":"evt_2","type":"x"}`, sig: sign(secret, `{"id":"evt_2","type":"x"}`), wantStatus: 200, wantStatusField: `"status":"ignored"`},
+		{name: "workflow ended", body: valid, sig: sign(secret, valid), updErr: serviceerror.NewNotFound("workflow execution already completed"), wantStatus: 200, wantCalls: 1, wantStatusField: `"status":"ignored"`},
+		{name: "Temporal unavailable", body: valid, sig: sign(secret, valid), updErr: serviceerror.NewUnavailable("down"), wantStatus: 503, wantCalls: 1, wantStatusField: `"status":"failed"`},
+		{name: "workflow refuses it", body: valid, sig: sign(secret, valid), reject: errors.New("operation charge already ended"), wantStatus: 200, wantCalls: 1, wantStatusField: `"status":"ignored"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &updates{err: tc.updErr, reject: tc.reject}
+			rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
+			r := httptest.NewRequest(tc.method, "/webhooks", strings.NewReader(tc.body))
+			if tc.method == "" {
+				r.Method = http.MethodPost
+			}
+			if tc.sig != "" {
+				r.Header.Set("X-Signature", tc.sig)
+			}
+			w := httptest.NewRecorder()
+			rc.ServeHTTP(w, r)
+			assert.Equal(t, tc.wantStatus, w.Code, w.Body.String())
+			assert.Equal(t, tc.wantCalls, u.count())
+			assert.Contains(t, w.Body.String(), tc.wantStatusField)
+			assert.NotContains(t, w.Body.String(), secret)
+			if tc.wantStatus == 503 {
+				assert.NotEmpty(t, w.Header().Get("Retry-After"))
+			}
+			if tc.wantCalls == 0 {
+				return
+			}
+			o := u.calls[0]
+			assert.Equal(t, "order-1", o.WorkflowID)
+			assert.Equal(t, request.WebhookUpdate("charge"), o.UpdateName)
+			assert.Equal(t, "webhook/hmac/evt_1", o.UpdateID)
+			assert.Equal(t, client.WorkflowUpdateStageCompleted, o.WaitForStage)
+			n := o.Args[0].(*workflows.Notification)
+			assert.Equal(t, "evt_1", n.ID)
+			assert.Equal(t, "charge.succeeded", n.Type)
+			assert.Equal(t, "hmac", n.Scheme)
+			assert.NotContains(t, string(n.Body), "pi_secret_123", "a credential-named field reached the workflow")
+			assert.Contains(t, string(n.Body), `"client_secret":"[redacted]"`)
+		})
+	}
+}
+
+// TestReceiverDuplicate: a delivery the receiver delivered already is
+// answered without Temporal; one that failed is tried again.
+func TestReceiverDuplicate(t *testing.T) {
+	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	require.NoError(t, err)
+	u := &updates{err: serviceerror.NewUnavailable("down")}
+	rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
+	body := event("evt_1", "order-1", "charge")
+	assert.Equal(t, 503, post(t, rc, "/webhooks", body, sign(secret, body)).Code)
+	u.mu.Lock()
+	u.err = nil
+	u.mu.Unlock()
+	assert.Equal(t, 200, post(t, rc, "/webhooks", body, sign(secret, body)).Code)
+	w := post(t, rc, "/webhooks", body, sign(secret, body))
+	assert.Equal(t, 200, w.Code)
+	assert.Contains(t, w.Body.String(), `"status":"duplicate"`)
+	assert.Equal(t, 2, u.count(), "the failed delivery and the first successful one")
+}
+
+// TestReceiverLargeEvent: an event larger than MaxEventBytes reaches the
+// workflow without its body.
+func TestReceiverLargeEvent(t *testing.T) {
+	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	require.NoError(t, err)
+	u := &updates{}
+	rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v, MaxEventBytes: 100})
+	body := event("evt_1", "order-1", "charge")
+	require.Equal(t, 200, post(t, rc, "/webhooks", body, sign(secret, body)).Code)
+	n := u.calls[0].Args[0].(*workflows.Notification)
+	assert.True(t, n.BodyOmitted)
+	assert.Empty(t, n.Body)
+}
+
+// TestReceiverCallbacks: a callback URL's token routes the delivery; a
+// token of another operation, workflow, namespace or key is refused
+// before Temporal; rotation keeps the old key's URLs valid.
+func TestReceiverCallbacks(t *testing.T) {
+	oldKey, newKey := strings.Repeat("o", 32), strings.Repeat("n", 32)
+	old := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/callbacks", Secrets: []string{oldKey}}
+	rotated := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/callbacks", Secrets: []string{newKey, oldKey}}
+	otherNS := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/callbacks", Secrets: []string{oldKey}, Namespace: "payments"}
+	oldURL, err := old.URL("order/1", "charge")
+	require.NoError(t, err)
+	newURL, err := rotated.URL("order/1", "charge")
+	require.NoError(t, err)
+	nsURL, err := otherNS.URL("order/1", "charge")
+	require.NoError(t, err)
+	assert.NotEqual(t, oldURL, newURL)
+	assert.True(t, strings.HasPrefix(oldURL, "https://hooks.example.com/callbacks/order%2F1/charge/"), oldURL)
+	refundURL, _ := rotated.URL("order/1", "refund")
+	swapped := strings.Replace(refundURL, "/refund/", "/charge/", 1)
+	body := `{"id":"evt_1","type":"charge.succeeded"}`
+	for _, tc := range []struct {
+		name       string
+		url        string
+		wantStatus int
+		wantCalls  int
+	}{
+		{"new key", newURL, 200, 1},
+		{"old key, rotated", oldURL, 200, 1},
+		{"another operation's token", swapped, 401, 0},
+		{"another namespace's token", nsURL, 401, 0},
+		{"no token", "https://hooks.example.com/callbacks/order%2F1/charge", 401, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &updates{}
+			rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: rotated})
+			w := post(t, rc, strings.TrimPrefix(tc.url, "https://hooks.example.com"), body, "")
+			assert.Equal(t, tc.wantStatus, w.Code, w.Body.String())
+			assert.Equal(t, tc.wantCalls, u.count())
+			if tc.wantCalls == 1 {
+				assert.Equal(t, "order/1", u.calls[0].WorkflowID)
+				assert.Equal(t, request.WebhookUpdate("charge"), u.calls[0].UpdateName)
+				assert.Equal(t, "callback", u.calls[0].Args[0].(*workflows.Notification).Scheme)
+			}
+		})
+	}
+}
+
+// TestNewReceiverRefuses: a configuration that would take unverified
+// events, or could not work, is an error that says what to set.
+func TestNewReceiverRefuses(t *testing.T) {
+	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		cfg  webhooks.Config
+		want string
+	}{
+		{"no client", webhooks.Config{Verifier: v}, "Config.Client"},
+		{"no verifier", webhooks.Config{Client: &updates{}}, "must verify signatures"},
+		{"short callback key", webhooks.Config{Client: &updates{}, Callbacks: &webhooks.Callbacks{BaseURL: "https://h.example/cb", Secrets: []string{"short"}}}, "at least 32"},
+		{"callback base with query", webhooks.Config{Client: &updates{}, Callbacks: &webhooks.Callbacks{BaseURL: "https://h.example/cb?x=1", Secrets: []string{strings.Repeat("k", 32)}}}, "BaseURL"},
+		{"negative limit", webhooks.Config{Client: &updates{}, Verifier: v, MaxBodyBytes: -1}, "0 (the default) or more"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := webhooks.NewReceiver(tc.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/webhooks"
+)
+
+// The receiver's paths on --webhook-addr.
+const (
+	webhookPath  = "/webhooks"
+	callbackPath = "/callbacks/"
+)
+
+// webhookConfig is what the --webhook-* and --callback-* flags ask for.
+type webhookConfig struct {
+	addr, scheme, hmacHeader string
+	workflowIDField, opField string
+	callbackBase             string
+	secrets, callbackSecrets []string // WEBHOOK_SECRETS, CALLBACK_SECRETS
+	namespace                string
+	maxBody                  int64
+	deliveryTimeout          time.Duration
+}
+
+// webhookFlags declares the receiver's flags on fs.
+func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
+	fs.StringVar(&c.addr, "webhook-addr", os.Getenv("WEBHOOK_ADDR"), "serve the webhook receiver on http://ADDR: POST "+webhookPath+" takes a provider's signed events (fixed endpoint), "+callbackPath+"… the callback URLs of --callback-base-url; each verified event goes to the workflow awaiting its operation (env WEBHOOK_ADDR; default: off)")
+	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: standard-webhooks, stripe or hmac (HMAC-SHA256 of the body, hex, in --webhook-hmac-header); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
+	fs.StringVar(&c.hmacHeader, "webhook-hmac-header", "X-Signature", "header of the hmac scheme's signature")
+	fs.StringVar(&c.workflowIDField, "webhook-workflow-id-field", webhooks.DefaultWorkflowIDField, "dotted path of the workflow ID in a fixed endpoint's event (where the start request's metadata lands)")
+	fs.StringVar(&c.opField, "webhook-operation-field", webhooks.DefaultOperationField, "dotted path of the operation in a fixed endpoint's event")
+	fs.StringVar(&c.callbackBase, "callback-base-url", os.Getenv("CALLBACK_BASE_URL"), "public URL of "+callbackPath+" on --webhook-addr, e.g. https://hooks.example.com/callbacks: workflows.CallbackURL builds per-operation URLs under it, with tokens keyed by CALLBACK_SECRETS (comma-separated, each ≥ 32 bytes, the newest first) (env CALLBACK_BASE_URL; default: no callbacks)")
+	fs.Int64Var(&c.maxBody, "webhook-max-body-bytes", webhooks.DefaultMaxBodyBytes, "largest event body taken; larger ones are answered 413")
+	fs.DurationVar(&c.deliveryTimeout, "webhook-delivery-timeout", webhooks.DefaultDeliveryTimeout, "longest wait for a workflow to take an event before answering 503 (the provider retries)")
+}
+
+// readSecrets fills c's secrets from the environment.
+func (c *webhookConfig) readSecrets(getenv func(string) string) {
+	c.secrets = cliutil.SplitList(getenv("WEBHOOK_SECRETS"))
+	c.callbackSecrets = cliutil.SplitList(getenv("CALLBACK_SECRETS"))
+	c.namespace = cliutil.Env("TEMPORAL_NAMESPACE", "default")
+}
+
+// verifier is the verifier --webhook-scheme names, nil without secrets.
+func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
+	if len(c.secrets) == 0 {
+		return nil, nil
+	}
+	switch strings.ToLower(c.scheme) {
+	case "standard-webhooks":
+		return webhooks.StandardWebhooks(c.secrets...)
+	case "stripe":
+		return webhooks.Stripe(c.secrets...)
+	case "hmac":
+		return webhooks.HMAC(webhooks.HMACOptions{Secrets: c.secrets, Header: c.hmacHeader})
+	}
+	return nil, fmt.Errorf("--webhook-scheme %q: want standard-webhooks, stripe or hmac", c.scheme)
+}
+
+// callbacks is the Callbacks --callback-base-url asks for, nil without.
+func (c *webhookConfig) callbacks() *webhooks.Callbacks {
+	if c.callbackBase == "" {
+		return nil
+	}
+	return &webhooks.Callbacks{BaseURL: c.callbackBase, Secrets: c.callbackSecrets, Namespace: c.namespace}
+}
+
+// startWebhooks registers the callback activity on w and serves the
+// receiver, when the flags ask for it; stop shuts the server down.
+func startWebhooks(c webhookConfig, cl client.Client, w worker.Worker, metrics client.MetricsHandler, logger *slog.Logger) (stop func(), err error) {
+	cb := c.callbacks()
+	if cb != nil {
+		if _, err := cb.URL("check", "check"); err != nil {
+			return nil, fmt.Errorf("--callback-base-url, CALLBACK_SECRETS: %w", err)
+		}
+		cb.Register(w)
+	}
+	if c.addr == "" {
+		if len(c.secrets) > 0 {
+			return nil, errors.New("WEBHOOK_SECRETS is set but --webhook-addr is not: set the address to serve the receiver on")
+		}
+		return func() {}, nil
+	}
+	v, err := c.verifier()
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-scheme, WEBHOOK_SECRETS: %w", err)
+	}
+	mux := http.NewServeMux()
+	base := webhooks.Config{Client: cl, Verifier: v, MaxBodyBytes: c.maxBody, DeliveryTimeout: c.deliveryTimeout,
+		WorkflowIDField: c.workflowIDField, OperationField: c.opField, Logger: logger, MetricsHandler: metrics}
+	if v != nil {
+		fixed, err := webhooks.NewReceiver(base)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("POST "+webhookPath, fixed)
+	}
+	if cb != nil {
+		cc := base
+		cc.Callbacks = cb
+		callbacks, err := webhooks.NewReceiver(cc)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle(callbackPath, callbacks)
+	}
+	if v == nil && cb == nil {
+		return nil, errors.New("--webhook-addr needs WEBHOOK_SECRETS (a fixed endpoint's signing secrets) or --callback-base-url with CALLBACK_SECRETS")
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-addr: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("webhook receiver stopped", slog.String("error", err.Error()))
+		}
+	}()
+	logger.Info("serving the webhook receiver", slog.String("url", "http://"+ln.Addr().String()), slog.String("scheme", c.scheme),
+		slog.Bool("fixed_endpoint", v != nil), slog.Bool("callbacks", cb != nil))
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

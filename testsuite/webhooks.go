@@ -252,7 +252,14 @@ func newSender(w Webhooks) *sender {
 		sn.key, _ = signature.StandardKey(w.Secret)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	sn.client = &http.Client{Transport: tr, Timeout: deliveryTimeout}
+	sn.client = &http.Client{
+		Transport: tr,
+		Timeout:   deliveryTimeout,
+		// A redirect is an answer other than 2xx, as providers take it:
+		// retried at the same URL, never followed (a 302 would turn the
+		// POST into a GET).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	sn.ctx, sn.stop = context.WithCancel(context.Background())
 	return sn
 }

@@ -340,6 +340,34 @@ func TestWebhooksRetry(t *testing.T) {
 	}
 }
 
+// TestWebhooksNoRedirect: a redirect is not followed: the delivery is
+// retried at its URL.
+func TestWebhooksNoRedirect(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path)
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rc.Close)
+	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{URL: rc.URL + "/hooks", Secret: standardSecret}})
+	startOp(t, srv.URL+"/x", "k1", `{}`)
+	st := settled(t, srv, 2)
+	assert.Equal(t, 2, st.Webhooks)
+	assert.Equal(t, 1, st.WebhooksDelivered)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"POST /hooks", "POST /hooks"}, got)
+	assert.Equal(t, http.StatusFound, srv.Deliveries()[0].Status)
+}
+
 // TestWebhooksCallbackURL: a start request's callback_url, query
 // included, gets its operation's deliveries instead of URL, and the
 // event echoes the request's metadata object.

@@ -29,6 +29,10 @@
 // Transient failures can be scripted ([Server.Script]) or drawn at random
 // ([Options.FailureRate]); they happen in front of the key logic, as a load
 // balancer or an overloaded upstream would answer, and are never stored.
+//
+// The work of a new key can also be a long-running operation, followed at
+// a status monitor ([Options.Async]) or reported by signed webhooks
+// ([Options.Webhooks]), with the resource to poll as the fallback.
 package testsuite
 
 import (
@@ -103,17 +107,26 @@ type Options struct {
 	Capacity       int
 	CapacityWindow time.Duration
 	CapacityStatus int // the status of an answer over capacity
-	// Rand returns a uniform number in [0, 1) for FailureRate (default math/rand/v2).
+	// Rand returns a uniform number in [0, 1) for FailureRate and
+	// Webhooks.DropRate (default math/rand/v2).
 	Rand func() float64
 	// Work, if set, is the work for a new key instead of the default (which
 	// answers 201 with the record). It is called once per new key; a 2xx
-	// answer creates a record, a nil respBody answers with the record.
+	// answer creates a record, a nil respBody answers with the record. It
+	// is not called with Async or Webhooks.
 	Work func(r *http.Request, body []byte) (status int, respBody []byte)
 	// Async, if set, makes the work a long-running operation: the record
 	// is made at once, the answer is the Async.Style's acceptance (a 202
 	// with a status monitor) and the monitor reports the operation's
 	// state until it ends (see Async). Work is not called.
 	Async *Async
+	// Webhooks, if set and Async is not, makes the work an operation that
+	// reports its outcome by signed webhooks: the record is made at once,
+	// the answer is 201 {"id": "op_N", "status": "processing"}, GET
+	// /resources/op_N reports its status, and its webhooks go out when it
+	// ends (see Webhooks). NewServer panics if it is invalid
+	// (Webhooks.Validate). Work is not called.
+	Webhooks *Webhooks
 }
 
 // Step is one scripted answer. Status 0 or any 2xx lets the request through
@@ -216,11 +229,21 @@ type Stats struct {
 	// lock expired.
 	Expired int `json:"expired"`
 	// Operations is how many long-running operations were accepted
-	// (Options.Async), Polls how many requests their monitors and results
-	// got, Cancels how many asked to cancel one.
+	// (Options.Async or Options.Webhooks), Polls how many requests their
+	// monitors, results and resources got, Cancels how many asked to
+	// cancel one.
 	Operations int `json:"operations,omitempty"`
 	Polls      int `json:"polls,omitempty"`
 	Cancels    int `json:"cancels,omitempty"`
+	// Webhooks is how many webhook deliveries were attempted, retries
+	// included (Options.Webhooks); WebhooksDelivered how many were
+	// answered 2xx, WebhooksRejected how many 4xx. WebhooksPending is how
+	// many copies of events are not yet answered 2xx and still to be sent
+	// or retried; after Server.Close, how many were abandoned.
+	Webhooks          int `json:"webhooks,omitempty"`
+	WebhooksDelivered int `json:"webhooks_delivered,omitempty"`
+	WebhooksRejected  int `json:"webhooks_rejected,omitempty"`
+	WebhooksPending   int `json:"webhooks_pending,omitempty"`
 }
 
 // entry is what the server stores for a key.
@@ -256,6 +279,7 @@ type Server struct {
 	winN      int
 	swept     time.Time
 	ops       map[string]*operation
+	wh        *sender // nil without Options.Webhooks
 }
 
 // NewServer returns the reference server as an http.Handler.
@@ -282,7 +306,14 @@ func NewServer(opts Options) *Server {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	return &Server{opts: opts, entries: map[string]*entry{}, closed: make(chan struct{})}
+	s := &Server{opts: opts, entries: map[string]*entry{}, closed: make(chan struct{})}
+	if w := opts.Webhooks; w != nil && opts.Async == nil {
+		if err := w.Validate(); err != nil {
+			panic(err)
+		}
+		s.wh = newSender(*w)
+	}
+	return s
 }
 
 // StartServer starts a reference server on a loopback httptest server, sets
@@ -299,10 +330,18 @@ func StartServer(tb testing.TB, opts Options) *Server {
 
 // Close drops the connections of the requests held for orphaned keys, so
 // that httptest.Server.Close or http.Server.Shutdown need not wait for them;
-// later orphaned requests are dropped at once. The server keeps answering
-// everything else. StartServer calls it when the test ends.
+// later orphaned requests are dropped at once. It stops the operations'
+// webhooks (Options.Webhooks): the timers, the pending retries and the
+// deliveries under way, and returns once their goroutines have ended. The
+// server keeps answering everything else. StartServer calls it when the
+// test ends.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.closed) })
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		if s.wh != nil {
+			s.closeWebhooks()
+		}
+	})
 }
 
 // Script appends scripted answers, consumed one per request in arrival order.
@@ -343,6 +382,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.opts.Async != nil && s.serveOperation(w, r) {
+		return
+	}
+	if s.wh != nil && s.serveResource(w, r) {
 		return
 	}
 	c := s.read(r)
@@ -531,8 +573,12 @@ func (s *Server) claim(c *call, uri string) decision {
 func (s *Server) process(c *call, e *entry) decision {
 	st, ct, b, rec := s.work(c.r, c.body, c.key, c.hash, c.now)
 	var h http.Header
-	if s.opts.Async != nil && st >= 200 && st <= 299 {
+	switch {
+	case st < 200 || st > 299:
+	case s.opts.Async != nil:
 		st, b, h = s.accept(c.r, b, c.now)
+	case s.wh != nil:
+		st, b, h = s.startOperation(c.r, c.body, c.now)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -708,7 +754,7 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 		record.Request = json.RawMessage(bytes.Clone(body))
 	}
 	st = http.StatusCreated
-	if s.opts.Work != nil && s.opts.Async == nil {
+	if s.opts.Work != nil && s.opts.Async == nil && s.wh == nil {
 		if st, b = s.opts.Work(r, body); st < 200 || st > 299 {
 			return st, "application/json", b, -1
 		}

@@ -11,6 +11,14 @@
 // picks the answers for in-flight keys, misuse, missing keys and replays
 // (see testsuite.Dialect); --key-header, --replay-header and
 // --in-flight-retry-after change one of them.
+//
+// Any --webhook-* flag makes each new key an operation that reports its
+// outcome by signed webhooks (testsuite.Webhooks), readable at GET
+// /resources/{id}; the secret is read from the environment variable
+// --webhook-secret-env names, never from the command line:
+//
+//	WEBHOOK_SECRET=whsec_MDEyMzQ1Njc4OWFiY2RlZg== go run ./cmd/demoapi \
+//	    --webhook-url http://127.0.0.1:8090/hooks --webhook-duration 5s --webhook-deliveries 2
 package main
 
 import (
@@ -71,6 +79,18 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	asyncRetryAfter := fs.Int("async-retry-after", 2, "Retry-After, in seconds, of the acceptance and of each poll while running; 0 for none (with --async)")
 	asyncOutcome := fs.String("async-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed, canceled or never (with --async)")
 	asyncFlaky := fs.Int("async-flaky-polls", 0, "answer every n-th poll 503 (with --async; 0: none)")
+	whURL := fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on")
+	whScheme := fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: standard-webhooks, stripe or hmac")
+	whSecretEnv := fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)")
+	whDuration := fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook")
+	whOutcome := fs.String("webhook-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed or canceled")
+	whDeliveries := fs.Int("webhook-deliveries", 1, "how many times the terminal event is delivered (same event ID)")
+	whProgress := fs.Bool("webhook-progress", false, "also send an operation.processing event, after the terminal one")
+	whShuffle := fs.Bool("webhook-shuffle", false, "send each operation's deliveries in random order")
+	whJitter := fs.Duration("webhook-jitter", 0, "largest random delay before each delivery")
+	whForged := fs.Int("webhook-forged", 0, "extra copies of the terminal event per operation with a wrong signature")
+	whStale := fs.Int("webhook-stale", 0, "extra copies of the terminal event per operation signed 10 minutes ago")
+	whDropRate := fs.Float64("webhook-drop-rate", 0, "fraction of operations whose webhooks are never sent, in [0, 1]")
 	token := fs.String("require-token", apiToken, "if set, requests must carry Authorization: Bearer TOKEN (env API_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -115,6 +135,29 @@ func parseFlags(args []string, apiToken string) (config, error) {
 		}
 		async = &testsuite.Async{Style: style, Duration: *asyncDuration, RetryAfter: *asyncRetryAfter, Outcome: *asyncOutcome, FlakyPolls: *asyncFlaky}
 	}
+	var webhooks *testsuite.Webhooks
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "webhook-") {
+			webhooks = &testsuite.Webhooks{
+				URL: *whURL, Scheme: *whScheme, Secret: os.Getenv(*whSecretEnv), Duration: *whDuration,
+				Outcome: *whOutcome, Deliveries: *whDeliveries, Progress: *whProgress, Shuffle: *whShuffle,
+				Jitter: *whJitter, Forged: *whForged, Stale: *whStale, DropRate: *whDropRate,
+			}
+		}
+	})
+	if webhooks != nil {
+		switch {
+		case async != nil:
+			return config{}, errors.New("--async and --webhook-*: pick one way to report operations")
+		case webhooks.Secret == "":
+			return config{}, fmt.Errorf("--webhook-*: set the signing secret in the environment variable %s (--webhook-secret-env names another)", *whSecretEnv)
+		case *whDeliveries < 1:
+			return config{}, fmt.Errorf("--webhook-deliveries %d: want 1 or more", *whDeliveries)
+		}
+		if err := webhooks.Validate(); err != nil {
+			return config{}, err
+		}
+	}
 	var orphan func(string) bool
 	if prefix := *orphanPrefix; prefix != "" {
 		orphan = func(key string) bool { return strings.HasPrefix(key, prefix) }
@@ -124,7 +167,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 		opts: testsuite.Options{
 			Dialect: dialect, Window: *window, ProcessingTime: *processing, FailureRate: *failureRate,
 			FailureRetryAfter: *failureRetryAfter, Capacity: *capacity, CapacityWindow: *capacityWindow,
-			LockTimeout: *lockTimeout, Orphan: orphan, Async: async,
+			LockTimeout: *lockTimeout, Orphan: orphan, Async: async, Webhooks: webhooks,
 		},
 	}, nil
 }
@@ -162,6 +205,10 @@ func run() error {
 	d := cfg.opts.Dialect
 	logger.Info("reference API listening", "url", "http://"+ln.Addr().String(), "dialect", d.Name,
 		"key_header", d.KeyHeader, "script", cfg.script, "failure_rate", cfg.opts.FailureRate)
+	if w := cfg.opts.Webhooks; w != nil {
+		logger.Info("webhooks on", "url", w.URL, "scheme", w.Scheme, "duration", w.Duration, "outcome", w.Outcome,
+			"deliveries", w.Deliveries, "forged", w.Forged, "stale", w.Stale, "drop_rate", w.DropRate)
+	}
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

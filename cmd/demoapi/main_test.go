@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -111,5 +114,120 @@ func TestParseFlagsAsync(t *testing.T) {
 	}
 	if cfg, _ := parseFlags(nil, ""); cfg.opts.Async != nil {
 		t.Errorf("async without --async: %+v", cfg.opts.Async)
+	}
+}
+
+// TestParseFlagsWebhooks: any --webhook-* flag turns webhooks on, with
+// the secret read from the environment variable --webhook-secret-env
+// names.
+func TestParseFlagsWebhooks(t *testing.T) {
+	t.Setenv("WEBHOOK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZg==")
+	t.Setenv("OTHER_SECRET", "plain")
+	tests := []struct {
+		args []string
+		want *testsuite.Webhooks
+	}{
+		{nil, nil},
+		{[]string{"--async", "azure"}, nil},
+		{[]string{"--webhook-url", "http://127.0.0.1:9/hooks"}, &testsuite.Webhooks{
+			URL: "http://127.0.0.1:9/hooks", Scheme: testsuite.SchemeStandardWebhooks, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==",
+			Outcome: testsuite.OutcomeSucceeded, Deliveries: 1,
+		}},
+		{[]string{
+			"--webhook-url", "https://example.test/h?x=1", "--webhook-scheme", "hmac", "--webhook-secret-env", "OTHER_SECRET",
+			"--webhook-duration", "5s", "--webhook-outcome", "canceled", "--webhook-deliveries", "3", "--webhook-progress",
+			"--webhook-shuffle", "--webhook-jitter", "20ms", "--webhook-forged", "2", "--webhook-stale", "1", "--webhook-drop-rate", "0.25",
+		}, &testsuite.Webhooks{
+			URL: "https://example.test/h?x=1", Scheme: testsuite.SchemeHMAC, Secret: "plain", Duration: 5 * time.Second,
+			Outcome: testsuite.OutcomeCanceled, Deliveries: 3, Progress: true, Shuffle: true, Jitter: 20 * time.Millisecond,
+			Forged: 2, Stale: 1, DropRate: 0.25,
+		}},
+		{[]string{"--webhook-scheme", "stripe"}, &testsuite.Webhooks{
+			Scheme: testsuite.SchemeStripe, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", Outcome: testsuite.OutcomeSucceeded, Deliveries: 1,
+		}},
+	}
+	for _, tt := range tests {
+		cfg, err := parseFlags(tt.args, "")
+		if err != nil {
+			t.Errorf("%q: %v", tt.args, err)
+			continue
+		}
+		switch got := cfg.opts.Webhooks; {
+		case tt.want == nil && got != nil:
+			t.Errorf("%q: webhooks %+v, want none", tt.args, *got)
+		case tt.want != nil && (got == nil || *got != *tt.want):
+			t.Errorf("%q: webhooks %+v, want %+v", tt.args, got, *tt.want)
+		}
+	}
+}
+
+func TestParseFlagsWebhooksErrors(t *testing.T) {
+	t.Setenv("WEBHOOK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZg==")
+	t.Setenv("EMPTY_SECRET", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--webhook-url", "http://x/h", "--webhook-secret-env", "EMPTY_SECRET"}, "EMPTY_SECRET"},
+		{[]string{"--webhook-url", "http://x/h", "--async", "location"}, "pick one"},
+		{[]string{"--webhook-scheme", "svix"}, `Scheme "svix"`},
+		{[]string{"--webhook-outcome", "never"}, `Outcome "never"`},
+		{[]string{"--webhook-drop-rate", "2"}, "DropRate"},
+		{[]string{"--webhook-deliveries", "0"}, "--webhook-deliveries 0"},
+		{[]string{"--webhook-url", "x/h"}, "absolute"},
+		{[]string{"--webhook-stale", "-1"}, "Stale"},
+	} {
+		_, err := parseFlags(tc.args, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one saying %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "MDEyMzQ1") {
+			t.Errorf("%q: the error shows the secret: %v", tc.args, err)
+		}
+	}
+}
+
+// TestWebhooksEndToEnd: the server of a parsed command line sends the
+// HMAC-signed webhook of an operation to --webhook-url.
+func TestWebhooksEndToEnd(t *testing.T) {
+	t.Setenv("HOOK_SECRET", "s3cret")
+	got := make(chan string, 1)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m := hmac.New(sha256.New, []byte("s3cret"))
+		m.Write(body)
+		if r.Header.Get("X-Signature") != hex.EncodeToString(m.Sum(nil)) {
+			w.WriteHeader(http.StatusBadRequest)
+			got <- "bad signature"
+			return
+		}
+		got <- string(body)
+	}))
+	t.Cleanup(receiver.Close)
+	cfg, err := parseFlags([]string{"--webhook-url", receiver.URL, "--webhook-scheme", "hmac", "--webhook-secret-env", "HOOK_SECRET"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testsuite.NewServer(cfg.opts)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/payments", strings.NewReader(`{"metadata":{"order":"o-1"}}`))
+	req.Header.Set("Idempotency-Key", "k1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("start: %d", resp.StatusCode)
+	}
+	select {
+	case body := <-got:
+		if !strings.Contains(body, `"type":"operation.succeeded"`) || !strings.Contains(body, `"metadata":{"order":"o-1"}`) {
+			t.Errorf("webhook %s", body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no webhook")
 	}
 }

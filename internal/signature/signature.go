@@ -27,6 +27,9 @@ const (
 	StandardSecretPrefix = "whsec_"
 	// Stripe: "t=<unix>,v1=<hex>[,v1=<hex>...]".
 	StripeSignature = "Stripe-Signature"
+	// HMACSignature is the plain HMAC scheme's header: the lowercase hex
+	// HMAC-SHA256 of the body (HMACHex).
+	HMACSignature = "X-Signature"
 )
 
 // DefaultTolerance is the timestamp tolerance both Standard Webhooks' and
@@ -74,4 +77,10 @@ func Stripe(ts int64, body []byte, secrets ...string) string {
 		b.WriteString(",v1=" + hex.EncodeToString(StripeMAC(s, ts, body)))
 	}
 	return b.String()
+}
+
+// HMACHex is the plain HMAC scheme's signature: the lowercase hex
+// HMAC-SHA256 of the body under the secret's bytes. It signs no timestamp.
+func HMACHex(secret string, body []byte) string {
+	return hex.EncodeToString(MAC([]byte(secret), body))
 }

@@ -75,3 +75,13 @@ func Stripe(ts int64, body []byte, secrets ...string) string {
 	}
 	return b.String()
 }
+
+// HMAC is the MAC of package webhooks' plain HMAC scheme: HMAC-SHA256 of
+// the body, or of "timestamp.body" when the scheme has a timestamp header
+// (ts, as sent, not empty), under the secret's bytes as written.
+func HMAC(secret, ts string, body []byte) []byte {
+	if ts == "" {
+		return MAC([]byte(secret), body)
+	}
+	return MAC([]byte(secret), []byte(ts), []byte{'.'}, body)
+}

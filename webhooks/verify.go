@@ -12,7 +12,8 @@ import (
 type Verifier interface {
 	// Verify checks the signature the headers h carry over body, read
 	// whole, at now. It returns the event it names, or an error that
-	// wraps ErrSignature or ErrTimestamp and says what to fix.
+	// wraps ErrSignature, ErrTimestamp or ErrEvent and says what to fix
+	// (never a secret, an expected MAC or a received signature).
 	Verify(h http.Header, body []byte, now time.Time) (Event, error)
 	// Scheme names the scheme: "standard-webhooks", "stripe" or "hmac".
 	Scheme() string
@@ -42,4 +43,9 @@ var (
 	// ErrTimestamp: the signed timestamp is missing, malformed or outside
 	// the tolerance (a replay, or a sender's clock off).
 	ErrTimestamp = errors.New("webhooks: timestamp outside the tolerance")
+	// ErrEvent: the signature verifies but the delivery names no event
+	// ID (the receiver delivers each ID once, so it cannot deliver one
+	// without): a body that is not a JSON object or lacks the ID field,
+	// or a missing ID header.
+	ErrEvent = errors.New("webhooks: the verified delivery names no event ID")
 )

@@ -79,8 +79,18 @@ func Stripe(ts int64, body []byte, secrets ...string) string {
 	return b.String()
 }
 
-// HMACHex is the plain HMAC scheme's signature: the lowercase hex
-// HMAC-SHA256 of the body under the secret's bytes. It signs no timestamp.
+// HMACHex is the plain HMAC scheme's signature as the reference server
+// sends it: the lowercase hex of HMAC(secret, "", body).
 func HMACHex(secret string, body []byte) string {
-	return hex.EncodeToString(MAC([]byte(secret), body))
+	return hex.EncodeToString(HMAC(secret, "", body))
+}
+
+// HMAC is the MAC of package webhooks' plain HMAC scheme: HMAC-SHA256 of
+// the body, or of "timestamp.body" when the scheme has a timestamp header
+// (ts, as sent, not empty), under the secret's bytes as written.
+func HMAC(secret, ts string, body []byte) []byte {
+	if ts == "" {
+		return MAC([]byte(secret), body)
+	}
+	return MAC([]byte(secret), []byte(ts), []byte{'.'}, body)
 }

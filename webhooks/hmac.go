@@ -1,0 +1,313 @@
+package webhooks
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
+)
+
+// The bounds of a verifier's header parsing, so that a hostile delivery
+// costs little: a signature or ID header over maxHeaderBytes (a timestamp
+// over 32 bytes) is rejected unread, and signatures past the first
+// maxSignatures are ignored: the work is one MAC of the body and at most
+// maxSignatures comparisons per secret.
+const (
+	maxHeaderBytes = 8 << 10
+	maxSignatures  = 16
+)
+
+// HMACOptions configures HMAC: a plain HMAC-SHA256 of the body (or of
+// "timestamp.body") in a header, as GitHub's X-Hub-Signature-256 and many
+// providers' own schemes sign.
+type HMACOptions struct {
+	// Secrets are the endpoint's signing secrets, their bytes as written
+	// (required; several during a rotation: a delivery signed by any of
+	// them verifies).
+	Secrets []string
+	// Header carries the signature (default "X-Signature"). It may hold
+	// several, separated by commas or spaces, or come several times; the
+	// first 16 are considered, and a header over 8 KiB is rejected.
+	Header string
+	// Prefix starts each signature and is not part of it, e.g. "sha256="
+	// for GitHub's X-Hub-Signature-256 (default none).
+	Prefix string
+	// Encoding is the signature's encoding: "hex" (default; either case)
+	// or "base64" (standard, padded).
+	Encoding string
+	// TimestampHeader, if set, carries the Unix time in seconds of the
+	// delivery: the signed content is then "timestamp.body", the
+	// timestamp as sent, and it must be within Tolerance of now either
+	// way (default none: the body alone is signed, and nothing stops a
+	// replay but the receiver's deduplication by ID).
+	TimestampHeader string
+	// Tolerance bounds the timestamp's distance from now, in whole
+	// seconds, in the past and in the future (default
+	// signature.DefaultTolerance, 5 minutes). Used only with
+	// TimestampHeader.
+	Tolerance time.Duration
+	// IDHeader, if set, carries the event ID (default none: the ID is the
+	// body's IDField).
+	IDHeader string
+	// IDField is the top-level field of the JSON body that holds the
+	// event ID, a string or a number, when IDHeader is not set (default
+	// "id").
+	IDField string
+	// TypeField is the top-level string field of the JSON body that holds
+	// the event type, if any (default "type").
+	TypeField string
+}
+
+// HMAC returns the Verifier of a plain HMAC-SHA256 scheme (o says which);
+// it fails when o has no secret or an unusable setting. Its RejectStatus
+// is 401.
+func HMAC(o HMACOptions) (Verifier, error) {
+	secrets, err := checkSecrets("HMAC", o.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	v := &hmacVerifier{o: o}
+	for _, s := range secrets {
+		v.keys = append(v.keys, []byte(s))
+	}
+	if v.o.Header == "" {
+		v.o.Header = "X-Signature"
+	}
+	switch v.o.Encoding {
+	case "":
+		v.o.Encoding = "hex"
+	case "hex", "base64":
+	default:
+		return nil, fmt.Errorf("webhooks: HMAC: Encoding %q: want \"hex\" or \"base64\"", o.Encoding)
+	}
+	switch {
+	case v.o.Tolerance < 0:
+		return nil, fmt.Errorf("webhooks: HMAC: Tolerance %v is negative", o.Tolerance)
+	case v.o.Tolerance == 0:
+		v.o.Tolerance = signature.DefaultTolerance
+	case v.o.Tolerance < time.Second:
+		return nil, fmt.Errorf("webhooks: HMAC: Tolerance %v is under a second (timestamps are whole seconds)", o.Tolerance)
+	}
+	if v.o.IDField == "" {
+		v.o.IDField = "id"
+	}
+	if v.o.TypeField == "" {
+		v.o.TypeField = "type"
+	}
+	return v, nil
+}
+
+type hmacVerifier struct {
+	o    HMACOptions
+	keys [][]byte
+}
+
+func (v *hmacVerifier) Scheme() string    { return "hmac" }
+func (v *hmacVerifier) RejectStatus() int { return http.StatusUnauthorized }
+
+func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event, error) {
+	var ev Event
+	var ts string
+	if v.o.TimestampHeader != "" {
+		ts = h.Get(v.o.TimestampHeader)
+		t, err := parseUnix(v.o.TimestampHeader, ts)
+		if err != nil {
+			return Event{}, err
+		}
+		if !digits(ts) {
+			// The signed content is the timestamp as sent: keep it to
+			// what senders write.
+			return Event{}, fmt.Errorf("%w: %s is not a Unix time in seconds (digits only)", ErrTimestamp, v.o.TimestampHeader)
+		}
+		tol := int64(v.o.Tolerance / time.Second)
+		if err := checkAge(v.o.TimestampHeader, t, now, tol, tol); err != nil {
+			return Event{}, err
+		}
+		ev.Time = time.Unix(t, 0)
+	}
+	vals := h.Values(v.o.Header)
+	if len(vals) == 0 || strings.TrimSpace(strings.Join(vals, "")) == "" {
+		return Event{}, fmt.Errorf("%w: the %s header is missing", ErrSignature, v.o.Header)
+	}
+	var sigs [][]byte
+	size, malformed := 0, 0
+	for _, val := range vals {
+		if size += len(val); size > maxHeaderBytes {
+			return Event{}, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrSignature, v.o.Header, maxHeaderBytes)
+		}
+		for _, f := range strings.FieldsFunc(val, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+			if len(sigs)+malformed >= maxSignatures {
+				break
+			}
+			s, ok := strings.CutPrefix(f, v.o.Prefix)
+			var mac []byte
+			var err error
+			if ok {
+				if v.o.Encoding == "base64" {
+					mac, err = base64.StdEncoding.DecodeString(s)
+				} else {
+					mac, err = hex.DecodeString(s)
+				}
+			}
+			if !ok || err != nil || len(mac) == 0 {
+				malformed++
+				continue
+			}
+			sigs = append(sigs, mac)
+		}
+	}
+	if len(sigs) == 0 {
+		want := v.o.Encoding
+		if v.o.Prefix != "" {
+			want = fmt.Sprintf("%q and %s", v.o.Prefix, want)
+		}
+		return Event{}, fmt.Errorf("%w: the %s header holds no well-formed signature (want %s)", ErrSignature, v.o.Header, want)
+	}
+	if !anyMatch(v.keys, sigs, func(key []byte) []byte { return signature.HMAC(string(key), ts, body) }) {
+		return Event{}, noMatch(len(v.keys))
+	}
+	if v.o.IDHeader != "" {
+		ev.ID = h.Get(v.o.IDHeader)
+		switch {
+		case ev.ID == "":
+			return Event{}, fmt.Errorf("%w: the %s header is missing", ErrEvent, v.o.IDHeader)
+		case len(ev.ID) > maxHeaderBytes:
+			return Event{}, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrEvent, v.o.IDHeader, maxHeaderBytes)
+		}
+		_, ev.Type = bodyFields(body, "", v.o.TypeField)
+		return ev, nil
+	}
+	id, typ := bodyFields(body, v.o.IDField, v.o.TypeField)
+	if id == "" {
+		return Event{}, missingID(v.o.IDField)
+	}
+	ev.ID, ev.Type = id, typ
+	return ev, nil
+}
+
+// checkSecrets returns the secrets, or an error naming the first unusable
+// one by its position (never its value).
+func checkSecrets(scheme string, secrets []string) ([]string, error) {
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("webhooks: %s: no secret: give the endpoint's signing secret (several during a rotation)", scheme)
+	}
+	for i, s := range secrets {
+		switch {
+		case strings.TrimSpace(s) == "":
+			return nil, fmt.Errorf("webhooks: %s: secret %d of %d is empty", scheme, i+1, len(secrets))
+		case strings.TrimSpace(s) != s:
+			return nil, fmt.Errorf("webhooks: %s: secret %d of %d starts or ends with white space (a stray newline?)", scheme, i+1, len(secrets))
+		}
+	}
+	return secrets, nil
+}
+
+// anyMatch reports whether any received MAC equals the MAC of any key,
+// comparing in constant time.
+func anyMatch(keys [][]byte, received [][]byte, mac func(key []byte) []byte) bool {
+	for _, k := range keys {
+		want := mac(k)
+		for _, r := range received {
+			if hmac.Equal(want, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func noMatch(n int) error {
+	secrets := "the secret"
+	if n > 1 {
+		secrets = fmt.Sprintf("any of the %d secrets", n)
+	}
+	return fmt.Errorf("%w: no signature matches %s: check the endpoint's signing secret, and that the body is passed as received", ErrSignature, secrets)
+}
+
+func missingID(field string) error {
+	return fmt.Errorf("%w: the body has no top-level %q string or number", ErrEvent, field)
+}
+
+// parseUnix parses a timestamp header's value: Unix seconds.
+func parseUnix(header, v string) (int64, error) {
+	switch {
+	case v == "":
+		return 0, fmt.Errorf("%w: the %s header is missing", ErrTimestamp, header)
+	case len(v) > 32:
+		return 0, fmt.Errorf("%w: the %s header is not a Unix time in seconds", ErrTimestamp, header)
+	}
+	t, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the %s header is not a Unix time in seconds", ErrTimestamp, header)
+	}
+	return t, nil
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// checkAge rejects a timestamp t (Unix seconds) more than past seconds
+// before now or more than future seconds after it (future < 0: no bound),
+// now truncated to whole seconds as the official libraries do.
+func checkAge(what string, t int64, now time.Time, past, future int64) error {
+	n := now.Unix()
+	// Saturating differences: t may be any int64.
+	switch {
+	case t < n && (n-t > past || n-t < 0):
+		return fmt.Errorf("%w: %s is %s old, past the tolerance of %s: a replay, or the sender's clock is behind", ErrTimestamp, what, secs(n, t), time.Duration(past)*time.Second)
+	case future >= 0 && t > n && (t-n > future || t-n < 0):
+		return fmt.Errorf("%w: %s is %s in the future, past the tolerance of %s: the sender's clock is ahead", ErrTimestamp, what, secs(t, n), time.Duration(future)*time.Second)
+	}
+	return nil
+}
+
+// secs says b - a (b > a) seconds as a duration, or "very far" when that
+// does not fit one.
+func secs(b, a int64) string {
+	d := b - a
+	if d < 0 || d > int64(1<<63-1)/int64(time.Second) {
+		return "more than 292 years"
+	}
+	return (time.Duration(d) * time.Second).String()
+}
+
+// bodyFields returns the top-level fields idField (a string, or a
+// number's literal) and typeField (a string) of a JSON object body, ""
+// for any that is absent or of another type, or when the body is not a
+// JSON object.
+func bodyFields(body []byte, idField, typeField string) (id, typ string) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return "", ""
+	}
+	if raw, ok := m[idField]; ok && idField != "" {
+		var s string
+		switch {
+		case json.Unmarshal(raw, &s) == nil:
+			id = s
+		case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+			id = string(bytes.TrimSpace(raw))
+		}
+	}
+	if raw, ok := m[typeField]; ok && typeField != "" {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			typ = s
+		}
+	}
+	return id, typ
+}

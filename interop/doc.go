@@ -15,5 +15,12 @@
 // the table route → outcome, polls, final status, and whether that is the
 // end the route says.
 //
+// The webhook rows (webhooks_test.go) hold package webhooks' verifiers to
+// the schemes' official npm libraries (standardwebhooks, svix, stripe;
+// node/webhooks.js drives them): deliveries each library signs must
+// verify, and several hundred generated deliveries per library, valid and
+// not, must get the library's verdict at the library's own clock, but for
+// the differences the test pins and explains.
+//
 // The package has tests only.
 package interop

@@ -69,7 +69,7 @@ func TestDemoScript(t *testing.T) {
 		{
 			name: "make-ctrl-c", viaMake: true, env: []string{"DEMO_FAKE_BUILD=4", "DEMO_PROGRESS_EVERY=1"},
 			interruptAt: "press Ctrl-C", scenario: true, progress: map[string]int{cli: 40, commands: 40},
-			lastLine: "demo: stopped (Ctrl-C); everything it started is down: worker, reference API and Temporal dev server",
+			lastLine: "demo: stopped (Ctrl-C); everything it started is down: worker, webhook provider, reference API and Temporal dev server",
 		},
 		{
 			name: "ctrl-c-during-build", env: []string{"DEMO_FAKE_BUILD=120", "DEMO_PROGRESS_EVERY=1"},
@@ -80,7 +80,7 @@ func TestDemoScript(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ports, err := itest.FreePorts(4)
+			ports, err := itest.FreePorts(6)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,6 +93,8 @@ func TestDemoScript(t *testing.T) {
 				"TEMPORAL_UI_PORT=" + strconv.Itoa(uiPort),
 				"API_PORT=" + strconv.Itoa(apiPort),
 				"METRICS_PORT=" + strconv.Itoa(metricsPort),
+				"PROVIDER_PORT=" + strconv.Itoa(ports[4]),
+				"WEBHOOK_PORT=" + strconv.Itoa(ports[5]),
 			}, tt.env...)
 			spec := itest.Spec{
 				Name: "demo.sh " + tt.name, Path: "bash", Args: append([]string{script}, tt.args...), Dir: root, Env: env,
@@ -295,13 +297,14 @@ func checkDemoOutput(t *testing.T, out string, uiPort, metricsPort int) {
 			results = append(results, r)
 		}
 	}
-	if len(results) != 2 {
-		t.Fatalf("%d results printed, want 2 (steps 1 and 3)", len(results))
+	if len(results) != 3 {
+		t.Fatalf("%d results printed, want 3 (steps 1, 3 and 4)", len(results))
 	}
 	key := workflows.DeriveKey("default", "demo-payment", "charge")
 	want := []result{
 		{WorkflowID: "demo-payment", IdempotencyKey: key, Status: 201, Attempts: 3, Replayed: false},
 		{WorkflowID: "demo-payment", IdempotencyKey: key, Status: 201, Attempts: 1, Replayed: true},
+		{WorkflowID: "demo-capture", IdempotencyKey: workflows.DeriveKey("default", "demo-capture", "capture"), Status: 201, Attempts: 1},
 	}
 	for i := range want {
 		if results[i] != want[i] {
@@ -318,7 +321,10 @@ func checkDemoOutput(t *testing.T, out string, uiPort, metricsPort int) {
 		fmt.Sprintf("Metrics (Prometheus text, the SDK's and the activity's): http://127.0.0.1:%d/metrics\n", metricsPort),
 		`idempotent_http_attempts_total{outcome="retryable",error_type="HTTPRetryableStatus"} 2` + "\n",
 		`idempotent_http_attempts_total{outcome="non_retryable",error_type="HTTPClientError"} 1` + "\n",
-		`idempotent_http_attempts_total{outcome="success",error_type="none"} 2` + "\n",
+		`idempotent_http_attempts_total{outcome="success",error_type="none"} 3` + "\n",
+		`"outcome":{"state":"succeeded","source":"webhook"`,
+		"provider: 1 record, 3 deliveries: 2 answered 2xx (the event, its duplicate), 1 refused (the forged copy, 400, never shown to Temporal)",
+		`idempotent_http_webhooks_total{outcome="rejected"} 1` + "\n",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the demo's output lacks %q", s)

@@ -10,6 +10,11 @@
 #      request, with a non-retryable HTTPClientError.
 #   3. The first workflow ID run again: same key, so the API answers with its
 #      stored response (replayed) and still holds one record.
+#   4. A capture that a payment provider (a second reference API) confirms
+#      later by a signed webhook: the workflow awaits it; the provider
+#      delivers the event twice, out of order, with a forged copy; the
+#      worker's receiver verifies them and the workflow completes once,
+#      from the webhook.
 #
 # Then everything stays up (Web UI on http://127.0.0.1:8233, the worker's
 # Prometheus metrics on http://127.0.0.1:9464/metrics) until Ctrl-C, which
@@ -18,9 +23,10 @@
 #
 # Environment:
 #   TEMPORAL_PORT (7233), TEMPORAL_UI_PORT (8233), API_PORT (8081),
-#   METRICS_PORT (9464)
-#                 the ports of the Temporal frontend, its Web UI, the API and
-#                 the worker's /metrics
+#   METRICS_PORT (9464), PROVIDER_PORT (8082), WEBHOOK_PORT (8090)
+#                 the ports of the Temporal frontend, its Web UI, the API,
+#                 the worker's /metrics, the webhook provider and the
+#                 worker's webhook receiver
 #   BIN_DIR       where the binaries are built (default: bin/ of the repository)
 #   DEMO_EXIT=1   run the scenario and shut down instead of waiting for
 #                 Ctrl-C (same as the --no-wait flag)
@@ -45,6 +51,8 @@ TEMPORAL_PORT=${TEMPORAL_PORT:-7233}
 TEMPORAL_UI_PORT=${TEMPORAL_UI_PORT:-8233}
 API_PORT=${API_PORT:-8081}
 METRICS_PORT=${METRICS_PORT:-9464}
+PROVIDER_PORT=${PROVIDER_PORT:-8082}
+WEBHOOK_PORT=${WEBHOOK_PORT:-8090}
 DEMO_EXIT=${DEMO_EXIT:-0}
 for arg in "$@"; do
 	case $arg in
@@ -86,6 +94,8 @@ ADDRESS=127.0.0.1:$TEMPORAL_PORT
 UI=http://127.0.0.1:$TEMPORAL_UI_PORT
 API=http://127.0.0.1:$API_PORT
 METRICS=http://127.0.0.1:$METRICS_PORT/metrics
+PROVIDER=http://127.0.0.1:$PROVIDER_PORT
+RECEIVER=http://127.0.0.1:$WEBHOOK_PORT/webhooks
 # The worker and the starter reach this server whatever Temporal profile or
 # config file the user has.
 TEMPORAL_ENV=(TEMPORAL_ADDRESS="$ADDRESS" TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE=/dev/null TEMPORAL_PROFILE=)
@@ -209,7 +219,7 @@ wait_until() {
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # api_stat FIELD: one number from the API's GET /stats.
-api_stat() { curl -fsS "$API/stats" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+api_stat() { curl -fsS "${2:-$API}/stats" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 
 api_summary() {
 	say "API (GET $API/stats): $(api_stat requests) requests, $(api_stat distinct_keys) distinct idempotency key(s), $(api_stat records) record(s), $(api_stat replays) replay(s)"
@@ -312,7 +322,7 @@ go_build() {
 
 command -v go >/dev/null || fail "the go command is needed (Go 1.26, see go.mod)"
 command -v curl >/dev/null || fail "curl is needed"
-for p in TEMPORAL_PORT TEMPORAL_UI_PORT API_PORT METRICS_PORT; do
+for p in TEMPORAL_PORT TEMPORAL_UI_PORT API_PORT METRICS_PORT PROVIDER_PORT WEBHOOK_PORT; do
 	port_free "${!p}" || fail "port ${!p} on 127.0.0.1 is in use: stop what listens there or set $p to another port"
 done
 
@@ -338,11 +348,20 @@ step "Starting the reference API on $API (scripted: 503, 429 with Retry-After: 1
 launch "reference API" "$WORK/demoapi.log" "$BIN_DIR/demoapi" --addr "127.0.0.1:$API_PORT" --script 503,429:1,201,400
 wait_until "the reference API" "$WORK/demoapi.log" 30 curl -fsS -o /dev/null "$API/healthz"
 
+# A fresh Standard Webhooks secret, shared by the provider and the receiver
+# through the environment only.
+WEBHOOK_SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
+step "Starting a payment provider on $PROVIDER (a reference API that confirms each payment 3 s later by a signed Standard Webhooks event to $RECEIVER: twice, in random order, and once forged)"
+launch "webhook provider" "$WORK/provider.log" env WEBHOOK_SECRET="$WEBHOOK_SECRET" "$BIN_DIR/demoapi" \
+	--addr "127.0.0.1:$PROVIDER_PORT" --webhook-url "$RECEIVER" --webhook-scheme standard-webhooks \
+	--webhook-duration 3s --webhook-deliveries 2 --webhook-shuffle --webhook-forged 1
+wait_until "the webhook provider" "$WORK/provider.log" 30 curl -fsS -o /dev/null "$PROVIDER/healthz"
+
 WORKER_ID=demo-worker-$$
-step "Starting the worker ($WORKER_ID) on task queue $TASK_QUEUE, allowed to call $API, metrics on $METRICS"
-launch "worker" "$WORK/worker.log" env "${TEMPORAL_ENV[@]}" API_TOKEN= \
-	"$BIN_DIR/worker" --task-queue "$TASK_QUEUE" --allow-origin "$API" --identity "$WORKER_ID" \
-	--metrics-addr "127.0.0.1:$METRICS_PORT"
+step "Starting the worker ($WORKER_ID) on task queue $TASK_QUEUE, allowed to call $API and $PROVIDER, metrics on $METRICS, webhook receiver on $RECEIVER"
+launch "worker" "$WORK/worker.log" env "${TEMPORAL_ENV[@]}" API_TOKEN= WEBHOOK_SECRETS="$WEBHOOK_SECRET" \
+	"$BIN_DIR/worker" --task-queue "$TASK_QUEUE" --allow-origin "$API,$PROVIDER" --identity "$WORKER_ID" \
+	--metrics-addr "127.0.0.1:$METRICS_PORT" --webhook-addr "127.0.0.1:$WEBHOOK_PORT" --webhook-scheme standard-webhooks
 worker_polls() {
 	temporal task-queue describe --task-queue "$TASK_QUEUE" --address "$ADDRESS" -o json |
 		grep -q "\"identity\": *\"$WORKER_ID\""
@@ -390,13 +409,40 @@ grep -q '"replayed":true' "$WORK/3.out" || fail "expected the stored response (r
 [[ "$(api_stat records)" == 1 ]] || fail "expected still 1 record"
 say "=> replayed, still one record: the work ran once"
 
+step "4. POST $PROVIDER/payments (operation capture) and await the provider's signed webhook of its outcome (polling $PROVIDER/resources/{id} after 1 min without one)"
+env "${TEMPORAL_ENV[@]}" "$BIN_DIR/starter" --task-queue "$TASK_QUEUE" --ui "$UI" \
+	--url "$PROVIDER/payments" --body '{"amount":4200,"currency":"EUR"}' \
+	--workflow-id demo-capture --operation capture \
+	--await-webhook operation.succeeded --webhook-failed operation.failed \
+	--webhook-poll "$PROVIDER/resources/{id}" --webhook-poll-after 1m >"$WORK/4.out" 2>"$WORK/4.err" || {
+	cat "$WORK/4.err" >&2
+	fail "the capture workflow failed"
+}
+say "result: $(sed 's/"notification":.*/…}}/' "$WORK/4.out")"
+say "$(grep 'Web UI' "$WORK/4.err")"
+grep -q '"source":"webhook"' "$WORK/4.out" || fail "expected the outcome from the webhook"
+# The duplicate and the forged copy may still be on their way.
+for _ in $(seq 50); do
+	stats=$(curl -fsS "$PROVIDER/stats")
+	[[ $stats != *'"webhooks_pending"'* && $stats == *'"webhooks_delivered":2'* && $stats == *'"webhooks_rejected":1'* ]] && break
+	sleep 0.2
+done
+say "provider: $(api_stat records "$PROVIDER") record, $(api_stat webhooks "$PROVIDER") deliveries: $(api_stat webhooks_delivered "$PROVIDER") answered 2xx (the event, its duplicate), $(api_stat webhooks_rejected "$PROVIDER") refused (the forged copy, 400, never shown to Temporal)"
+say "=> one record, the outcome from the verified webhook; the duplicate and the forgery changed nothing"
+
 step "Web UI: $UI/namespaces/default/workflows"
-say "worker, API and server logs: $WORK/{worker,demoapi,temporal}.log"
+say "worker, API, provider and server logs: $WORK/{worker,demoapi,provider,temporal}.log"
 
 step "Metrics (Prometheus text, the SDK's and the activity's): $METRICS"
-# One line per outcome and error type of the attempts so far.
-curl -fsS "$METRICS" | sed -n 's/^idempotent_http_attempts_total{.*error_type="\([^"]*\)".*outcome="\([^"]*\)".*} \([0-9]*\)$/\2 \1 \3/p' |
+# One line per outcome and error type of the attempts so far (both origins
+# summed), and per outcome of the webhook deliveries.
+curl -fsS "$METRICS" >"$WORK/metrics.txt"
+sed -n 's/^idempotent_http_attempts_total{.*error_type="\([^"]*\)".*outcome="\([^"]*\)".*} \([0-9]*\)$/\2 \1 \3/p' "$WORK/metrics.txt" |
+	awk '{n[$1 " " $2] += $3} END {for (k in n) print k, n[k]}' | sort |
 	while read -r outcome type n; do say "idempotent_http_attempts_total{outcome=\"$outcome\",error_type=\"$type\"} $n"; done
+sed -n 's/^idempotent_http_webhooks_total{.*outcome="\([^"]*\)".*} \([0-9]*\)$/\1 \2/p' "$WORK/metrics.txt" |
+	awk '{n[$1] += $2} END {for (k in n) print k, n[k]}' | sort |
+	while read -r outcome n; do say "idempotent_http_webhooks_total{outcome=\"$outcome\"} $n"; done
 if [[ $DEMO_EXIT == 1 ]]; then
 	exit 0
 fi

@@ -14,6 +14,7 @@ test: check compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime 5s -fuzzminimizetime 10x
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzPoll$$' -fuzztime 5s -fuzzminimizetime 10x
+	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzReceiver$$' -fuzztime 5s -fuzzminimizetime 10x
 
 ## check: formatting and vet only (the library and the bench module).
 check:
@@ -24,7 +25,7 @@ check:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/admission/... ./internal/apicheck/... ./internal/cliutil/... ./internal/telemetry/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/admission/... ./internal/apicheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
@@ -119,6 +120,10 @@ fuzz:
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzLongRunningState$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzWireBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzLimiter$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzReceiver$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzStandardWebhooks$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzStripe$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzHMAC$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

@@ -61,7 +61,8 @@ type Output struct {
 	Polls int32  `json:"polls,omitempty"`
 	State string `json:"state,omitempty"`
 	// Outcome: how an operation awaited by webhook (--await-webhook) ended,
-	// and whether a notification or the fallback poll said so.
+	// and whether a notification or the fallback poll said so (the
+	// notification without its body, which the Web UI shows).
 	Outcome *workflows.Outcome `json:"outcome,omitempty"`
 }
 
@@ -293,7 +294,17 @@ func output(we client.WorkflowRun, resp workflows.Response) Output {
 	if resp.Accepted != nil {
 		out.Polls, out.State = resp.Accepted.Polls, resp.Accepted.State
 	}
-	out.Outcome = resp.Outcome
+	if o := resp.Outcome; o != nil {
+		// The event's body is in the workflow's history (the Web UI); the
+		// line printed keeps what identifies it.
+		c := *o
+		if o.Notification != nil {
+			n := *o.Notification
+			n.Body = nil
+			c.Notification = &n
+		}
+		out.Outcome = &c
+	}
 	if out.Body == nil && resp.RawBody != nil {
 		out.Body, _ = json.Marshal(string(resp.RawBody))
 	}

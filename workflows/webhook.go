@@ -92,6 +92,14 @@ type WebhookPoll struct {
 	Succeeded []string `json:"succeeded,omitempty"`
 	Failed    []string `json:"failed,omitempty"`
 	Canceled  []string `json:"canceled,omitempty"`
+	// Confirm: a terminal notification does not end the wait by itself;
+	// it starts the poll at once, and the resource's terminal state is the
+	// outcome (Outcome.Confirmed, with the notification). For callbacks that
+	// only a token authenticates, and for anyone who wants the provider's
+	// API, not a delivery, to have the last word: a poll that cannot
+	// confirm fails the call (fail closed). Default false: a verified
+	// notification is the outcome.
+	Confirm bool `json:"confirm,omitempty"`
 	// Interval and MaximumInterval pace the polls as in FollowOptions
 	// (defaults DefaultPollInterval, 1 s, doubling to
 	// DefaultMaxPollInterval, 1 min; a Retry-After is followed).
@@ -238,6 +246,10 @@ type Outcome struct {
 	Notifications int `json:"notifications,omitempty"`
 	// Polls is how many polls the fallback made (0 when it did not run).
 	Polls int32 `json:"polls,omitempty"`
+	// Confirmed is true when a read of the resource confirmed the
+	// notification's outcome (WebhookPoll.Confirm): State is then the
+	// resource's.
+	Confirmed bool `json:"confirmed,omitempty"`
 }
 
 // webhook is an operation whose outcome the workflow awaits by webhook
@@ -392,7 +404,11 @@ func (w *webhook) await(ctx workflow.Context, start *Response) (*Response, error
 	if _, err := workflow.AwaitWithTimeout(ctx, first, ended); err != nil {
 		return nil, err
 	}
-	if w.ended == nil && mon != "" {
+	confirm := p != nil && p.Confirm
+	if confirm && mon == "" {
+		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer", start)
+	}
+	if w.ended == nil && mon != "" || confirm {
 		if resp, err, done := w.poll(ctx, mon, deadline, start); done {
 			return resp, err
 		}
@@ -405,6 +421,9 @@ func (w *webhook) await(ctx workflow.Context, start *Response) (*Response, error
 	}
 	if w.ended == nil {
 		return nil, w.stillRunning(ctx, timeout, start)
+	}
+	if confirm && w.ended.Source == SourceWebhook {
+		return nil, w.unconfirmed(ctx, "the notification came at the deadline, after the last read of the resource", start)
 	}
 	return w.result(start)
 }
@@ -421,6 +440,7 @@ func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, sta
 	}
 	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
 	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
+	confirm := p.Confirm
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops
 	var finished bool
@@ -429,13 +449,17 @@ func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, sta
 		resp, _, err = pollMonitor(gctx, workflow.GetActivityOptions(ctx), op, in, left)
 		finished = true
 	})
-	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil && !confirm }); err != nil {
 		return nil, err, true
 	}
-	if w.ended != nil {
+	if !confirm && w.ended != nil {
 		return nil, nil, false
 	}
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
+	if confirm && w.ended != nil {
+		// The resource's state, confirming the notification's.
+		out.Source, out.Notification, out.Confirmed = SourceWebhook, w.ended.Notification, true
+	}
 	f, isFailure := AsFailure(err)
 	switch {
 	case err == nil:
@@ -451,8 +475,14 @@ func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, sta
 		if f.Accepted != nil {
 			out.Polls = f.Accepted.Polls
 		}
+	case confirm && w.ended != nil:
+		// Fail closed: a notification the resource did not confirm.
+		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err), start), true
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
 		return nil, nil, false // the deadline passed
+	case confirm:
+		// No notification yet, and none could be confirmed now.
+		return nil, err, true
 	default:
 		// The poll failed (the resource unreadable or not allowed, …): a
 		// notification may still come until the deadline.
@@ -462,6 +492,10 @@ func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, sta
 			return nil, err, true
 		}
 		return nil, nil, false
+	}
+	if out.Confirmed && out.State != w.ended.State {
+		workflow.GetLogger(ctx).Warn("the resource contradicts the notification: its state is the outcome", "operation", w.operation,
+			"notification", w.ended.Notification.ID, "notified", w.ended.State, "resource", out.State)
 	}
 	w.ended = out
 	if err != nil {
@@ -497,6 +531,22 @@ func (w *webhook) result(start *Response) (*Response, error) {
 	}
 	return nil, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("the operation %s %s: the provider's %s event %s said so", w.operation, what, out.Notification.Type, out.Notification.ID), t, nil, f)
+}
+
+// unconfirmed is the error of a call with WebhookPoll.Confirm whose
+// outcome no read of the resource confirmed.
+func (w *webhook) unconfirmed(ctx workflow.Context, why string, start *Response) error {
+	f := Failure{Operation: w.operation, OutcomeUnknown: true}
+	if start != nil {
+		f.IdempotencyKey = start.IdempotencyKey
+	}
+	if w.ended != nil {
+		o := *w.ended
+		f.Outcome = &o
+	}
+	msg := fmt.Sprintf("the outcome of operation %s could not be confirmed (WebhookPoll.Confirm): %s; look the operation up at the provider (its key is the call's)", w.operation, why)
+	workflow.GetLogger(ctx).Error("an awaited outcome could not be confirmed", "operation", w.operation, "why", why)
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationStillRunning, nil, f)
 }
 
 // stillRunning is the error of an operation not ended within timeout.

@@ -80,12 +80,13 @@ soak:
 
 ## bench: the performance measurements on a real dev server (contention
 ## after Brooker, per-attempt overhead, Retry-After precision, throughput,
-## outage, the peers go-retryablehttp and failsafe-go, and long-running
-## operations' polls); writes
+## outage, the peers go-retryablehttp and failsafe-go, long-running
+## operations' polls, and the webhook receiver: verified events/s on one
+## core, latency to the workflow, Update against Signal); writes
 ## bench/results/RESULTS.md, results.json, contention.svg and outage.svg.
-## About 7 minutes on 2 CPUs plus about 13 for the peers section and 3.5
-## for longrunning (one section alone: go run ./cmd/bench -only
-## longrunning -out DIR in bench/); builds
+## About 7 minutes on 2 CPUs plus about 13 for the peers section, 3.5
+## for longrunning and 1.5 for webhooks (one section alone: go run
+## ./cmd/bench -only webhooks -out results/webhooks in bench/); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies.

@@ -25,7 +25,14 @@
 //     per operation, and 1000 operations waiting at once on one worker
 //     (goroutines, heap, RSS and CPU against the worker idle and holding as
 //     many workflows waiting on a timer); its reference servers are this
-//     command started again (bench.ServeReferenceChild).
+//     command started again (bench.ServeReferenceChild);
+//
+//  7. webhooks ("webhooks"): the receiver's verified events per second on
+//     one core per scheme (Temporal stubbed out) against a bare body read
+//     and HMAC-SHA256 alone; its latency to workflows awaiting a webhook on
+//     the dev server, sequential and 8 at once; and Update against Signal
+//     (and SignalWithStart) to a running workflow: latency, throughput and
+//     history events per delivery and per duplicate.
 //
 //     cd bench && go run ./cmd/bench -out results
 //
@@ -33,8 +40,8 @@
 // failsafe-go the library does not need. It uses <repo>/bin/temporal
 // (building it from tools/go.mod when missing) or -cli.
 // The whole run takes about 6–8 minutes on 2 CPUs, plus about 13 for the
-// peers section (its two contention runs wait up to 30 s between retries)
-// and about 3.5 for longrunning.
+// peers section (its two contention runs wait up to 30 s between retries),
+// about 3.5 for longrunning and 1.5 for webhooks.
 package main
 
 import (

@@ -223,6 +223,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if lr := r.LongRunning; lr != nil {
 		writeLongRunningClaims(&b, lr)
 	}
+	if wh := r.Webhooks; wh != nil {
+		writeWebhooksClaims(&b, wh)
+	}
 	p("\n")
 
 	if c := r.Contention; c != nil && len(c.Runs) > 0 {
@@ -379,6 +382,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	}
 	if lr := r.LongRunning; lr != nil {
 		writeLongRunning(&b, lr)
+	}
+	if wh := r.Webhooks; wh != nil {
+		writeWebhooks(&b, wh)
 	}
 
 	p("## Run\n\nSection wall times:")

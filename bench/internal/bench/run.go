@@ -18,13 +18,13 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "cluster"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster"}
 
 // NeedsDevServer reports whether section runs on the Temporal dev server
 // (and so needs the Temporal CLI).
 func NeedsDevServer(section string) bool {
 	switch section {
-	case "retryafter", "throughput", "contention", "outage", "peers", "longrunning":
+	case "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks":
 		return true
 	}
 	return false
@@ -102,6 +102,9 @@ type Results struct {
 	// LongRunning is the following of long-running operations: the pace
 	// of the polls, and many operations waiting at once on one worker.
 	LongRunning *LongRunningResult `json:"longrunning,omitempty"`
+	// Webhooks is the webhook receiver: verified events per second on one
+	// core, latency to the workflow, and Update against Signal.
+	Webhooks *WebhooksResult `json:"webhooks,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -301,6 +304,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := section("longrunning", func() error {
 		res, err := runLongRunning(ctx, h, defaultLongRunning, o.LogDir, o.Logf)
 		r.LongRunning = res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := section("webhooks", func() error {
+		res, err := runWebhooks(ctx, h, defaultWebhooks, o.LogDir, o.Logf)
+		r.Webhooks = res
 		return err
 	}); err != nil {
 		return r, err

@@ -246,19 +246,20 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 		if ev, err = v.Verify(r.Header, body, now); err != nil {
 			return nil, answer{v.RejectStatus(), outcomeRejected, err.Error()}
 		}
-	} else {
+	}
+	// The event is decoded once, for the fields the receiver reads.
+	doc := decode(body)
+	if rc.cfg.Verifier == nil {
 		// A callback that its token alone authenticates: the event's own
 		// ID, else its content's hash, deduplicates.
-		ev.ID, _ = request.StringField(body, "id")
-		ev.Type, _ = request.StringField(body, "type")
+		ev.ID, ev.Type = stringAt(doc, "id"), stringAt(doc, "type")
 		if ev.ID == "" {
 			sum := sha256.Sum256(body)
 			ev.ID = "sha256:" + hex.EncodeToString(sum[:16])
 		}
 	}
 	if rc.cfg.Callbacks == nil {
-		workflowID, _ = request.StringField(body, rc.cfg.WorkflowIDField)
-		operation, _ = request.StringField(body, rc.cfg.OperationField)
+		workflowID, operation = stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
 		if workflowID == "" || operation == "" {
 			return nil, answer{http.StatusOK, outcomeIgnored, fmt.Sprintf("the event names no workflow and operation (%s, %s)", rc.cfg.WorkflowIDField, rc.cfg.OperationField)}
 		}
@@ -269,7 +270,7 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 	n := &workflows.Notification{ID: ev.ID, Type: ev.Type, Operation: operation, Scheme: scheme, Sent: ev.Time, Received: now}
 	if len(body) > rc.cfg.MaxEventBytes {
 		n.BodyOmitted = true
-	} else if b, ok := scrub(body); ok {
+	} else if b, ok := scrub(body, doc); ok {
 		n.Body = b
 	} else {
 		n.BodyOmitted = true // not JSON: history takes JSON events only
@@ -345,6 +346,31 @@ func (rc *Receiver) remember(memo string) {
 	rc.next = (rc.next + 1) % len(rc.ring)
 }
 
+// decode is body's JSON document, nil when it is not JSON.
+func decode(body []byte) any {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return nil
+	}
+	return v
+}
+
+// stringAt is the string at a dotted path in doc, "" when there is none
+// (request.StringField's reading, on a document decoded once).
+func stringAt(doc any, path string) string {
+	for name := range strings.SplitSeq(path, ".") {
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return ""
+		}
+		doc = obj[name]
+	}
+	s, _ := doc.(string)
+	return s
+}
+
 // credentialFields are the JSON field names whose values never reach
 // history from an event body (compared case-insensitively).
 var credentialFields = map[string]bool{
@@ -352,10 +378,11 @@ var credentialFields = map[string]bool{
 	"access_token": true, "refresh_token": true, "token": true, "authorization": true, "private_key": true,
 }
 
-// scrub returns the JSON body with the values of credentialFields
-// replaced by "[redacted]", and false when body is not JSON.
-func scrub(body []byte) (json.RawMessage, bool) {
-	if !json.Valid(body) || !utf8.Valid(body) {
+// scrub returns the JSON body (doc, decoded) with the values of
+// credentialFields replaced by "[redacted]", and false when body is not
+// JSON in UTF-8.
+func scrub(body []byte, doc any) (json.RawMessage, bool) {
+	if doc == nil || !utf8.Valid(body) {
 		return nil, false
 	}
 	lower := bytes.ToLower(body)
@@ -366,14 +393,9 @@ func scrub(body []byte) (json.RawMessage, bool) {
 			break
 		}
 	}
-	if !found {
+	if !found && !bytes.Contains(body, []byte(`\u`)) {
+		// No such name, not even written with escapes: the body as sent.
 		return body, true
-	}
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
-		return nil, false
 	}
 	var walk func(any) any
 	walk = func(v any) any {
@@ -393,6 +415,6 @@ func scrub(body []byte) (json.RawMessage, bool) {
 		}
 		return v
 	}
-	out, err := json.Marshal(walk(v))
+	out, err := json.Marshal(walk(doc))
 	return out, err == nil
 }

@@ -26,6 +26,7 @@ func FuzzReceiver(f *testing.F) {
 	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"token":"pi_secret_123"}}}`, true, "/webhooks", false)
 	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"","operation":"o"}}}}`, true, "/webhooks", false)
 	f.Add(`not json`, true, "/webhooks", false)
+	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"client\u005fsecret":"pi_secret_123"}}}`, true, "/webhooks", false)
 	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order-1/charge/AAAA", true)
 	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order%2F1/charge/"+validToken(), true)
 	const secretSentinel = "pi_secret_123"

@@ -79,6 +79,11 @@ func TestWebhookOutcome(t *testing.T) {
 		wantErr    string
 		wantID     string
 		wantPolls  bool
+		// confirm sets WebhookPoll.Confirm; pollPath replaces the poll
+		// URL's path.
+		confirm       bool
+		pollPath      string
+		wantConfirmed bool
 	}{
 		{name: "webhook before the poll", status: "processing", poll: true,
 			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
@@ -114,6 +119,15 @@ func TestWebhookOutcome(t *testing.T) {
 			wantErr: workflows.ErrTypeOperationStillRunning},
 		{name: "polling until the deadline", status: "processing", poll: true, timeout: 3 * time.Minute,
 			wantErr: workflows.ErrTypeOperationStillRunning, wantPolls: true},
+		{name: "confirmed by the resource", status: "succeeded", poll: true, confirm: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "contradicted by the resource", status: "failed", poll: true, confirm: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "not confirmed: the resource unreadable", status: "succeeded", poll: true, confirm: true, pollPath: "/missing/{id}",
+			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newChargeAPI(t, tc.status)
@@ -122,7 +136,11 @@ func TestWebhookOutcome(t *testing.T) {
 			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
 			opts := workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: tc.timeout}
 			if tc.poll {
-				opts.Poll = &workflows.WebhookPoll{URL: api.URL + "/charges/{id}", After: pollAfter,
+				path := "/charges/{id}"
+				if tc.pollPath != "" {
+					path = tc.pollPath
+				}
+				opts.Poll = &workflows.WebhookPoll{URL: api.URL + path, After: pollAfter, Confirm: tc.confirm,
 					Succeeded: []string{"succeeded"}, Failed: []string{"failed"}}
 			}
 			var rejected, accepted []string
@@ -169,7 +187,7 @@ func TestWebhookOutcome(t *testing.T) {
 				var resp workflows.Response
 				require.NoError(t, env.GetWorkflowResult(&resp))
 				out = resp.Outcome
-				if tc.wantSource == workflows.SourceWebhook {
+				if tc.wantSource == workflows.SourceWebhook && !tc.wantConfirmed {
 					assert.Equal(t, 201, resp.Status, "the start answer carries the webhook's outcome")
 				} else {
 					assert.Contains(t, string(resp.Body), `"succeeded"`, "the poll's answer")
@@ -178,6 +196,7 @@ func TestWebhookOutcome(t *testing.T) {
 			require.NotNil(t, out)
 			assert.Equal(t, tc.wantSource, out.Source)
 			assert.Equal(t, tc.wantState, out.State)
+			assert.Equal(t, tc.wantConfirmed, out.Confirmed)
 			assert.False(t, out.At.IsZero())
 			if tc.wantID != "" {
 				require.NotNil(t, out.Notification)
@@ -185,7 +204,9 @@ func TestWebhookOutcome(t *testing.T) {
 				assert.JSONEq(t, string(notify(tc.wantID, out.Notification.Type).Body), string(out.Notification.Body))
 			} else {
 				assert.Nil(t, out.Notification)
-				assert.Positive(t, out.Polls)
+			}
+			if tc.wantSource == workflows.SourcePoll || tc.wantConfirmed {
+				assert.Positive(t, out.Polls, "the polls that decided")
 			}
 		})
 	}

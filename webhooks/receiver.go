@@ -210,7 +210,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		span.SetStatus(codes.Error, a.outcome)
 		rc.cfg.Logger.Warn("webhook delivery not taken", "scheme", scheme, "status", a.status, "outcome", a.outcome, "reason", a.reason,
 			"remote", r.RemoteAddr)
-	} else if a.outcome == outcomeIgnored {
+	} else if a.reason != "" {
 		rc.cfg.Logger.Info("webhook delivery verified but ignored", "scheme", scheme, "reason", a.reason)
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -218,7 +218,12 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "5")
 	}
 	w.WriteHeader(a.status)
-	body, _ := json.Marshal(map[string]string{"status": a.outcome, "reason": a.reason})
+	answer := map[string]string{"status": a.outcome}
+	if a.status >= 400 {
+		// What to fix; an accepted delivery's answer carries nothing more.
+		answer["reason"] = a.reason
+	}
+	body, _ := json.Marshal(answer)
 	w.Write(append(body, '\n'))
 }
 
@@ -250,15 +255,21 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 	// The event is decoded once, for the fields the receiver reads.
 	doc := decode(body)
 	if rc.cfg.Verifier == nil {
-		// A callback that its token alone authenticates: the event's own
-		// ID, else its content's hash, deduplicates.
-		ev.ID, ev.Type = stringAt(doc, "id"), stringAt(doc, "type")
-		if ev.ID == "" {
-			sum := sha256.Sum256(body)
-			ev.ID = "sha256:" + hex.EncodeToString(sum[:16])
-		}
+		// A callback that its token alone authenticates: its content
+		// deduplicates (a body's "id" is often the resource's, the same in
+		// every event of it).
+		ev.Type = stringAt(doc, "type")
+		sum := sha256.Sum256(body)
+		ev.ID = "sha256:" + hex.EncodeToString(sum[:16])
 	}
-	if rc.cfg.Callbacks == nil {
+	if rc.cfg.Callbacks != nil {
+		// The path is not signed: a signed event that names a workflow or
+		// operation must name the callback's own.
+		wf, op := stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
+		if wf != "" && wf != workflowID || op != "" && op != operation {
+			return nil, answer{http.StatusUnauthorized, outcomeRejected, "the event names another workflow or operation than its callback URL"}
+		}
+	} else {
 		workflowID, operation = stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
 		if workflowID == "" || operation == "" {
 			return nil, answer{http.StatusOK, outcomeIgnored, fmt.Sprintf("the event names no workflow and operation (%s, %s)", rc.cfg.WorkflowIDField, rc.cfg.OperationField)}
@@ -279,11 +290,12 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 }
 
 // updateID is the Temporal Update ID of n: the same for every delivery of
-// the event, so that Temporal takes it once per workflow.
+// the event to its operation, so that Temporal takes it once per workflow
+// run, and another for another operation's event of the same ID.
 func updateID(n *workflows.Notification) string {
-	id := "webhook/" + n.Scheme + "/" + n.ID
+	id := "webhook/" + n.Scheme + "/" + n.Operation + "/" + n.ID
 	if len(id) > 200 || !utf8.ValidString(id) {
-		sum := sha256.Sum256([]byte(n.ID))
+		sum := sha256.Sum256([]byte(n.Operation + "\x00" + n.ID))
 		id = "webhook/" + n.Scheme + "/sha256:" + hex.EncodeToString(sum[:])
 	}
 	return id
@@ -294,7 +306,7 @@ func (rc *Receiver) deliver(ctx context.Context, workflowID string, n *workflows
 	id := updateID(n)
 	memo := workflowID + "\x00" + id
 	if rc.seen(memo) {
-		return answer{http.StatusOK, outcomeDuplicate, "event " + n.ID + " was delivered already"}
+		return answer{http.StatusOK, outcomeDuplicate, ""}
 	}
 	ctx, cancel := context.WithTimeout(ctx, rc.cfg.DeliveryTimeout)
 	defer cancel()
@@ -305,8 +317,12 @@ func (rc *Receiver) deliver(ctx context.Context, workflowID string, n *workflows
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		// No such workflow, or it ended: no one needs the event.
-		return answer{http.StatusOK, outcomeIgnored, "no running workflow " + workflowID}
+		// No such workflow, or it ended: no one needs the event. The answer
+		// says no more than "ignored" (a callback URL's holder learns
+		// nothing); the log says why.
+		rc.cfg.Logger.Info("webhook verified but no running workflow takes it", "workflow_id", workflowID,
+			"operation", n.Operation, "event", n.ID)
+		return answer{http.StatusOK, outcomeIgnored, ""}
 	case err != nil:
 		rc.cfg.Logger.Error("webhook not delivered to its workflow: the provider will retry", "workflow_id", workflowID,
 			"operation", n.Operation, "event", n.ID, "error", err)
@@ -315,12 +331,15 @@ func (rc *Receiver) deliver(ctx context.Context, workflowID string, n *workflows
 	var took string
 	if err := h.Get(ctx, &took); err != nil {
 		// The workflow refused it (the operation ended, the event was taken,
-		// or it awaits no such operation): verified, but not needed.
-		rc.remember(memo)
-		return answer{http.StatusOK, outcomeIgnored, err.Error()}
+		// or it awaits no such operation): verified, but not needed. Not
+		// remembered: a workflow that awaits the operation later takes it.
+		rc.cfg.Logger.Info("webhook verified but refused by its workflow", "workflow_id", workflowID,
+			"operation", n.Operation, "event", n.ID, "reason", err.Error())
+		return answer{http.StatusOK, outcomeIgnored, ""}
 	}
 	rc.remember(memo)
-	return answer{http.StatusOK, outcomeDelivered, took}
+	rc.cfg.Logger.Debug("webhook delivered", "workflow_id", workflowID, "operation", n.Operation, "event", n.ID, "result", took)
+	return answer{http.StatusOK, outcomeDelivered, ""}
 }
 
 // seen reports whether this receiver delivered memo lately.

@@ -151,7 +151,7 @@ func TestReceiverFixedEndpoint(t *testing.T) {
 			o := u.calls[0]
 			assert.Equal(t, "order-1", o.WorkflowID)
 			assert.Equal(t, request.WebhookUpdate("charge"), o.UpdateName)
-			assert.Equal(t, "webhook/hmac/evt_1", o.UpdateID)
+			assert.Equal(t, "webhook/hmac/charge/evt_1", o.UpdateID)
 			assert.Equal(t, client.WorkflowUpdateStageCompleted, o.WaitForStage)
 			n := o.Args[0].(*workflows.Notification)
 			assert.Equal(t, "evt_1", n.ID)
@@ -264,4 +264,62 @@ func TestNewReceiverRefuses(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestReceiverReviewFindings: the defects an adversarial review found,
+// each a case that failed before its fix.
+func TestReceiverReviewFindings(t *testing.T) {
+	key := strings.Repeat("k", 32)
+	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{key}}
+	path := func(wf, op string) string {
+		u, err := cb.URL(wf, op)
+		require.NoError(t, err)
+		return strings.TrimPrefix(u, "https://hooks.example.com")
+	}
+	t.Run("the same body to two operations' callbacks reaches both", func(t *testing.T) {
+		u := &updates{}
+		rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb})
+		body := `{"id":"pay_1","type":"succeeded"}`
+		for _, op := range []string{"capture", "refund"} {
+			w := post(t, rc, path("order-1", op), body, "")
+			assert.Contains(t, w.Body.String(), `"delivered"`, op)
+		}
+		require.Equal(t, 2, u.count())
+		assert.NotEqual(t, u.calls[0].UpdateID, u.calls[1].UpdateID)
+	})
+	t.Run("a resource's events with its ID are distinct events", func(t *testing.T) {
+		u := &updates{}
+		rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb})
+		for _, body := range []string{`{"id":"pay_1","type":"processing"}`, `{"id":"pay_1","type":"succeeded"}`} {
+			assert.Contains(t, post(t, rc, path("order-1", "capture"), body, "").Body.String(), `"delivered"`)
+		}
+		assert.Equal(t, 2, u.count())
+	})
+	t.Run("a signed event naming another operation than its callback", func(t *testing.T) {
+		v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+		require.NoError(t, err)
+		u := &updates{}
+		rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb, Verifier: v})
+		body := event("evt_1", "order-1", "capture")
+		assert.Equal(t, 401, post(t, rc, path("order-1", "refund"), body, sign(secret, body)).Code)
+		assert.Equal(t, 200, post(t, rc, path("order-1", "capture"), body, sign(secret, body)).Code)
+		assert.Equal(t, 1, u.count())
+	})
+	t.Run("answers say nothing of the outcome", func(t *testing.T) {
+		u := &updates{reject: errors.New("operation capture already ended (failed, from poll)")}
+		rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb})
+		w := post(t, rc, path("order-1", "capture"), `{"type":"x"}`, "")
+		assert.JSONEq(t, `{"status":"ignored"}`, w.Body.String())
+		u2 := &updates{}
+		w = post(t, newReceiver(t, webhooks.Config{Client: u2, Callbacks: cb}), path("order-1", "capture"), `{"type":"x"}`, "")
+		assert.JSONEq(t, `{"status":"delivered"}`, w.Body.String())
+	})
+	t.Run("an event the workflow refused is offered again", func(t *testing.T) {
+		u := &updates{reject: errors.New("unknown update")}
+		rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb})
+		for range 2 {
+			assert.Contains(t, post(t, rc, path("order-1", "capture"), `{"type":"x"}`, "").Body.String(), `"ignored"`)
+		}
+		assert.Equal(t, 2, u.count(), "not answered from the memo")
+	})
 }

@@ -323,6 +323,11 @@ func CallbackURL(ctx workflow.Context, operation string) (string, error) {
 	return u, nil
 }
 
+// maxNotifications bounds the notifications an operation takes that do
+// not end it (each, its body up to the receiver's MaxEventBytes, is
+// stored in history).
+const maxNotifications = 32
+
 // admit is the update's validator: it rejects, before anything reaches
 // history, a notification already taken, one for another operation, and
 // any after the operation ended.
@@ -336,6 +341,10 @@ func (w *webhook) admit(n Notification) error {
 		return fmt.Errorf("event %s already taken", n.ID)
 	case w.ended != nil:
 		return fmt.Errorf("operation %s already ended (%s, from %s)", w.operation, w.ended.State, w.ended.Source)
+	case w.count >= maxNotifications && w.state(n.Type) == "":
+		// History is bounded: past this, only an event that ends the
+		// operation is taken.
+		return fmt.Errorf("operation %s took %d notifications already: only a terminal one is taken now", w.operation, w.count)
 	}
 	return nil
 }
@@ -382,7 +391,7 @@ func (w *webhook) state(typ string) string {
 // with ErrTypeOperationStillRunning, each with Failure.Outcome or the
 // poll's Failure. The polls run with the activity options on ctx (task
 // queue, start-to-close timeout), as FollowAccepted's.
-func (w *webhook) await(ctx workflow.Context, start *Response) (*Response, error) {
+func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start *Response) (*Response, error) {
 	timeout := cmp.Or(w.opts.Timeout, DefaultWebhookTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }
@@ -409,7 +418,7 @@ func (w *webhook) await(ctx workflow.Context, start *Response) (*Response, error
 		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer", start)
 	}
 	if w.ended == nil && mon != "" || confirm {
-		if resp, err, done := w.poll(ctx, mon, deadline, start); done {
+		if resp, err, done := w.poll(ctx, ao, mon, deadline, start); done {
 			return resp, err
 		}
 	}
@@ -431,7 +440,7 @@ func (w *webhook) await(ctx workflow.Context, start *Response) (*Response, error
 // poll runs the fallback poll until it or a notification ends the
 // operation, deadline passes, or ctx is cancelled; done reports that the
 // poll decided (its answer or error is the outcome), or that ctx ended.
-func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, start *Response) (resp *Response, err error, done bool) {
+func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, start *Response) (resp *Response, err error, done bool) {
 	p := w.opts.Poll
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true}
@@ -446,7 +455,7 @@ func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, sta
 	var finished bool
 	workflow.Go(pctx, func(gctx workflow.Context) {
 		left := max(deadline.Sub(workflow.Now(gctx)), MinPollInterval)
-		resp, _, err = pollMonitor(gctx, workflow.GetActivityOptions(ctx), op, in, left)
+		resp, _, err = pollMonitor(gctx, ao, op, in, left)
 		finished = true
 	})
 	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil && !confirm }); err != nil {
@@ -481,8 +490,18 @@ func (w *webhook) poll(ctx workflow.Context, mon string, deadline time.Time, sta
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
 		return nil, nil, false // the deadline passed
 	case confirm:
-		// No notification yet, and none could be confirmed now.
-		return nil, err, true
+		// No notification yet, and the resource unreadable now (not yet
+		// readable, say): a notification may still come until the
+		// deadline, and is then confirmed by another read.
+		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
+			"key", op.IdempotencyKey, "error", err)
+		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), func() bool { return w.ended != nil }); err != nil {
+			return nil, err, true
+		}
+		if w.ended == nil {
+			return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err), start), true
+		}
+		return w.poll(ctx, ao, mon, deadline, start)
 	default:
 		// The poll failed (the resource unreadable or not allowed, …): a
 		// notification may still come until the deadline.

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -273,4 +276,133 @@ func TestWebhookLateNotification(t *testing.T) {
 	assert.Contains(t, got[1], "evt_2 rejected: ")
 	assert.Contains(t, got[1], "already ended")
 	assert.Contains(t, got[2], "evt_1 rejected: ")
+}
+
+// TestWebhookReviewFindings: the defects an adversarial review found on
+// the workflow side, each a case that failed before its fix.
+func TestWebhookReviewFindings(t *testing.T) {
+	type run struct {
+		resp *workflows.Response
+		err  error
+		// queues are the task queues the activities ran on.
+		queues []string
+	}
+	// execute runs the ready workflow with req against handler, sending
+	// the notifications at their times.
+	execute := func(t *testing.T, handler http.HandlerFunc, req func(url string) workflows.Request, deliveries ...delivery) run {
+		api := httptest.NewServer(handler)
+		t.Cleanup(api.Close)
+		var s sdktestsuite.WorkflowTestSuite
+		env := s.NewTestWorkflowEnvironment()
+		testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+		var r run
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			r.queues = append(r.queues, info.ActivityType.Name+"@"+info.TaskQueue)
+		})
+		for i, d := range deliveries {
+			env.RegisterDelayedCallback(func() {
+				env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+					OnReject: func(error) {}, OnAccept: func() {}, OnComplete: func(any, error) {}}, d.n)
+			}, d.at)
+		}
+		env.ExecuteWorkflow(workflows.WorkflowName, req(api.URL))
+		require.True(t, env.IsWorkflowCompleted())
+		if r.err = env.GetWorkflowError(); r.err == nil {
+			r.resp = new(workflows.Response)
+			require.NoError(t, env.GetWorkflowResult(r.resp))
+		}
+		return r
+	}
+	charge := func(poll *workflows.WebhookPoll) func(string) workflows.Request {
+		return func(url string) workflows.Request {
+			if poll != nil {
+				p := *poll
+				p.URL = url + p.URL
+				poll = &p
+			}
+			return workflows.Request{Operation: "charge", Method: "POST", URL: url + "/charges", Body: []byte(`{}`),
+				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Poll: poll}}
+		}
+	}
+	poll := &workflows.WebhookPoll{URL: "/charges/{id}", After: time.Minute, Succeeded: []string{"succeeded"}, Failed: []string{"failed"}}
+
+	t.Run("a resource that answers 303 to a failed one is failed", func(t *testing.T) {
+		r := execute(t, func(w http.ResponseWriter, req *http.Request) {
+			switch req.URL.Path {
+			case "/charges":
+				w.WriteHeader(201)
+				fmt.Fprint(w, `{"id":"ch_1","status":"processing"}`)
+			case "/charges/ch_1":
+				http.Redirect(w, req, "/v2/charges/ch_1", http.StatusSeeOther)
+			default:
+				fmt.Fprint(w, `{"id":"ch_1","status":"failed"}`)
+			}
+		}, charge(poll))
+		f, ok := workflows.AsFailure(r.err)
+		require.True(t, ok, "%v", r.err)
+		assert.Equal(t, workflows.ErrTypeOperationFailed, f.Type)
+		assert.Equal(t, workflows.StateFailed, f.Outcome.State)
+	})
+	t.Run("a start that failed after the webhook ended it succeeded", func(t *testing.T) {
+		r := execute(t, func(w http.ResponseWriter, req *http.Request) {
+			time.Sleep(50 * time.Millisecond)
+			w.WriteHeader(503)
+		}, func(url string) workflows.Request {
+			req := charge(nil)(url)
+			req.Retry = workflows.RetryOptions{MaximumAttempts: 2}
+			return req
+		}, delivery{at: 0, n: notify("evt_1", "charge.succeeded")})
+		require.NoError(t, r.err)
+		assert.Equal(t, workflows.SourceWebhook, r.resp.Outcome.Source)
+		assert.Equal(t, workflows.StateSucceeded, r.resp.Outcome.State)
+	})
+	t.Run("notifications that end nothing are bounded", func(t *testing.T) {
+		var ds []delivery
+		for i := range 40 {
+			ds = append(ds, delivery{at: time.Duration(i+1) * time.Second, n: notify(fmt.Sprintf("evt_p%d", i), "charge.processing")})
+		}
+		ds = append(ds, delivery{at: time.Minute, n: notify("evt_end", "charge.succeeded")})
+		r := execute(t, func(w http.ResponseWriter, req *http.Request) {
+			w.WriteHeader(201)
+			fmt.Fprint(w, `{"id":"ch_1"}`)
+		}, charge(nil), ds...)
+		require.NoError(t, r.err)
+		assert.Equal(t, 33, r.resp.Outcome.Notifications, "32 progress events, then the terminal one")
+		assert.Equal(t, "evt_end", r.resp.Outcome.Notification.ID)
+	})
+	t.Run("polls run on the request's task queue", func(t *testing.T) {
+		r := execute(t, func(w http.ResponseWriter, req *http.Request) {
+			if req.Method == http.MethodPost {
+				w.WriteHeader(201)
+			}
+			fmt.Fprint(w, `{"id":"ch_1","status":"succeeded"}`)
+		}, func(url string) workflows.Request {
+			req := charge(poll)(url)
+			req.TaskQueue = "payments"
+			return req
+		})
+		require.NoError(t, r.err)
+		assert.Equal(t, []string{"IdempotentHTTPRequest@payments", "IdempotentHTTPPoll@payments"}, r.queues)
+	})
+	t.Run("confirm waits out a resource not yet readable", func(t *testing.T) {
+		var gets atomic.Int32
+		confirm := *poll
+		confirm.Confirm = true
+		r := execute(t, func(w http.ResponseWriter, req *http.Request) {
+			if req.Method == http.MethodPost {
+				w.WriteHeader(201)
+				fmt.Fprint(w, `{"id":"ch_1"}`)
+				return
+			}
+			if gets.Add(1) == 1 {
+				http.NotFound(w, req) // not readable yet
+				return
+			}
+			fmt.Fprint(w, `{"id":"ch_1","status":"succeeded"}`)
+		}, charge(&confirm), delivery{at: 5 * time.Minute, n: notify("evt_1", "charge.succeeded")})
+		require.NoError(t, r.err)
+		assert.True(t, r.resp.Outcome.Confirmed)
+		assert.Equal(t, workflows.SourceWebhook, r.resp.Outcome.Source)
+		assert.Equal(t, int32(2), gets.Load())
+	})
 }

@@ -320,6 +320,14 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 	var resp Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
+		if hook != nil && hook.ended != nil {
+			// The start failed (every attempt unanswered, say), but the
+			// provider's verified event says how the operation ended: a
+			// succeeded operation is never reported failed.
+			workflow.GetLogger(ctx).Warn("the start request failed, but a verified notification ended the operation", "operation", req.Operation,
+				"key", in.IdempotencyKey, "error", err)
+			return hook.await(ctx, ao, nil)
+		}
 		if owns {
 			forget(ctx, in.IdempotencyKey)
 		}
@@ -333,7 +341,7 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 		return followStart(ctx, ao, in, &resp, *req.Follow)
 	}
 	if hook != nil {
-		return hook.await(ctx, &resp)
+		return hook.await(ctx, ao, &resp)
 	}
 	return &resp, nil
 }

@@ -100,6 +100,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	printUILink(stderr, cfg.uiURL, ns, we)
 	var resp workflows.Response
 	if err := we.Get(ctx, &resp); err != nil {
+		if ctx.Err() != nil {
+			// The starter stopped waiting; the workflow did not fail.
+			fmt.Fprintf(stderr, "workflow %s still running after --wait %s: it goes on (the Web UI link above follows it); run the starter again with the same --workflow-id to wait for its result\n", we.GetID(), cfg.wait)
+			return 1
+		}
 		span.SetStatus(codes.Error, "the workflow failed")
 		printFailure(stderr, err, cfg.expectedKey(ns, we.GetID()))
 		return 1

@@ -258,6 +258,7 @@ type Outcome struct {
 // is kept; await waits for the outcome.
 type webhook struct {
 	operation string
+	key       string // the start request's idempotency key
 	opts      WebhookOptions
 	// seen holds the IDs of the notifications taken.
 	seen map[string]bool
@@ -415,10 +416,10 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	}
 	confirm := p != nil && p.Confirm
 	if confirm && mon == "" {
-		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer", start)
+		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer")
 	}
 	if w.ended == nil && mon != "" || confirm {
-		if resp, err, done := w.poll(ctx, ao, mon, deadline, start); done {
+		if resp, err, done := w.poll(ctx, ao, mon, deadline); done {
 			return resp, err
 		}
 	}
@@ -429,10 +430,10 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 		}
 	}
 	if w.ended == nil {
-		return nil, w.stillRunning(ctx, timeout, start)
+		return nil, w.stillRunning(ctx, timeout)
 	}
 	if confirm && w.ended.Source == SourceWebhook {
-		return nil, w.unconfirmed(ctx, "the notification came at the deadline, after the last read of the resource", start)
+		return nil, w.unconfirmed(ctx, "the notification came at the deadline, after the last read of the resource")
 	}
 	return w.result(start)
 }
@@ -440,13 +441,10 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 // poll runs the fallback poll until it or a notification ends the
 // operation, deadline passes, or ctx is cancelled; done reports that the
 // poll decided (its answer or error is the outcome), or that ctx ended.
-func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, start *Response) (resp *Response, err error, done bool) {
+func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time) (resp *Response, err error, done bool) {
 	p := w.opts.Poll
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
-	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true}
-	if start != nil {
-		op.IdempotencyKey = start.IdempotencyKey
-	}
+	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
 	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
 	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
 	confirm := p.Confirm
@@ -486,7 +484,7 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		}
 	case confirm && w.ended != nil:
 		// Fail closed: a notification the resource did not confirm.
-		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err), start), true
+		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
 		return nil, nil, false // the deadline passed
 	case confirm:
@@ -499,9 +497,9 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 			return nil, err, true
 		}
 		if w.ended == nil {
-			return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err), start), true
+			return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
 		}
-		return w.poll(ctx, ao, mon, deadline, start)
+		return w.poll(ctx, ao, mon, deadline)
 	default:
 		// The poll failed (the resource unreadable or not allowed, …): a
 		// notification may still come until the deadline.
@@ -544,37 +542,30 @@ func (w *webhook) result(start *Response) (*Response, error) {
 	if out.State == StateCanceled {
 		t, what = ErrTypeOperationCanceled, "was cancelled"
 	}
-	f := Failure{Operation: w.operation, Outcome: &out}
-	if start != nil {
-		f.IdempotencyKey = start.IdempotencyKey
-	}
+	f := Failure{Operation: w.operation, IdempotencyKey: w.key, Outcome: &out}
 	return nil, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("the operation %s %s: the provider's %s event %s said so", w.operation, what, out.Notification.Type, out.Notification.ID), t, nil, f)
 }
 
 // unconfirmed is the error of a call with WebhookPoll.Confirm whose
 // outcome no read of the resource confirmed.
-func (w *webhook) unconfirmed(ctx workflow.Context, why string, start *Response) error {
-	f := Failure{Operation: w.operation, OutcomeUnknown: true}
-	if start != nil {
-		f.IdempotencyKey = start.IdempotencyKey
-	}
+func (w *webhook) unconfirmed(ctx workflow.Context, why string) error {
+	return w.notEnded(ctx, fmt.Sprintf("the outcome of operation %s could not be confirmed (WebhookPoll.Confirm): %s; look the operation up at the provider (its key is the call's)", w.operation, why))
+}
+
+// stillRunning is the error of an operation not ended within timeout.
+func (w *webhook) stillRunning(ctx workflow.Context, timeout time.Duration) error {
+	return w.notEnded(ctx, fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count))
+}
+
+// notEnded logs msg and returns it as ErrTypeOperationStillRunning, the
+// outcome unknown, with the unconfirmed notification's outcome if any.
+func (w *webhook) notEnded(ctx workflow.Context, msg string) error {
+	f := Failure{Operation: w.operation, IdempotencyKey: w.key, OutcomeUnknown: true}
 	if w.ended != nil {
 		o := *w.ended
 		f.Outcome = &o
 	}
-	msg := fmt.Sprintf("the outcome of operation %s could not be confirmed (WebhookPoll.Confirm): %s; look the operation up at the provider (its key is the call's)", w.operation, why)
-	workflow.GetLogger(ctx).Error("an awaited outcome could not be confirmed", "operation", w.operation, "why", why)
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationStillRunning, nil, f)
-}
-
-// stillRunning is the error of an operation not ended within timeout.
-func (w *webhook) stillRunning(ctx workflow.Context, timeout time.Duration, start *Response) error {
-	f := Failure{Operation: w.operation, OutcomeUnknown: true}
-	if start != nil {
-		f.IdempotencyKey = start.IdempotencyKey
-	}
-	msg := fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count)
-	workflow.GetLogger(ctx).Error("awaiting a webhook timed out", "operation", w.operation, "notifications", w.count)
+	workflow.GetLogger(ctx).Error("an awaited operation's outcome is unknown", "operation", w.operation, "key", w.key, "error", msg)
 	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationStillRunning, nil, f)
 }

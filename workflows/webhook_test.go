@@ -180,6 +180,7 @@ func TestWebhookOutcome(t *testing.T) {
 				f, ok := workflows.AsFailure(env.GetWorkflowError())
 				require.True(t, ok, "%v", env.GetWorkflowError())
 				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				assert.Equal(t, workflows.DeriveKey("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
 				out = f.Outcome
 				if tc.wantState == "" {
 					assert.Nil(t, out)

@@ -316,6 +316,7 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 		if hook, err = expectWebhook(ctx, req.Operation, *req.Webhook); err != nil {
 			return nil, err
 		}
+		hook.key = in.IdempotencyKey
 	}
 	var resp Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {

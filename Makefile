@@ -64,10 +64,12 @@ rules-test:
 	bash scripts/install-promtool.sh
 	cd monitoring && promtool check rules alerts.yml && promtool test rules alerts_test.yml
 
-## compose-test: docker-compose.yml loaded by compose-go, the loader of
-## Docker Compose v2 (schema, interpolation, depends_on), and checked against
-## the tested topology; a module of its own (tools/compose), so the library
-## needs none of its dependencies. Seconds; part of test.
+## compose-test: docker-compose.yml, alone and with docker-compose.webhooks.yml,
+## loaded by compose-go, the loader of Docker Compose v2 (schema,
+## interpolation, depends_on), and checked against the tested topology and
+## the flags and variables of the binaries it runs; a module of its own
+## (tools/compose), so the library needs none of its dependencies. Seconds;
+## part of test.
 .PHONY: compose-test
 compose-test:
 	cd tools/compose && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...

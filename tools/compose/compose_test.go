@@ -2,16 +2,22 @@ package compose_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"maps"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -27,6 +33,7 @@ const rootModule = "github.com/idemhttp/temporal-idempotent-http"
 var testEnv = map[string]string{
 	"POSTGRES_PASSWORD": "postgres-password-from-env",
 	"API_TOKEN":         "api-token-from-env",
+	"WEBHOOK_SECRET":    "webhook-secret-from-env",
 }
 
 // repoRoot returns the directory of the root module, above this one.
@@ -49,18 +56,18 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// load loads the compose file at path as `docker compose` does: with
+// load loads the compose files at paths as `docker compose` does: with
 // compose-go's loader (schema validation, interpolation, normalization and
 // the consistency checks), the repository root as the project directory, so
 // that a copy elsewhere resolves its relative paths as the original does,
 // and env as the only environment (nothing of the test process's own).
-func load(t *testing.T, path string, env map[string]string) (*types.Project, error) {
+func load(t *testing.T, paths []string, env map[string]string) (*types.Project, error) {
 	t.Helper()
 	var list []string
 	for k, v := range env {
 		list = append(list, k+"="+v)
 	}
-	opts, err := cli.NewProjectOptions([]string{path},
+	opts, err := cli.NewProjectOptions(paths,
 		cli.WithWorkingDirectory(repoRoot(t)),
 		cli.WithEnv(list),
 	)
@@ -70,26 +77,41 @@ func load(t *testing.T, path string, env map[string]string) (*types.Project, err
 	return opts.LoadProject(context.Background())
 }
 
-// deployment is docker-compose.yml loaded twice: with testEnv, and with an
-// empty environment (the defaults of the interpolations).
+// deployment is a compose project (docker-compose.yml, or it and an overlay
+// such as docker-compose.webhooks.yml) loaded twice: with testEnv, and with
+// only its required variables (the defaults of the other interpolations).
 type deployment struct {
 	root     string
-	raw      string
+	raw      string // the files' text
+	required []string
+	webhooks bool // the webhooks overlay is one of the files
 	fromEnv  *types.Project
 	defaults *types.Project
 }
 
-func loadDeployment(t *testing.T, path string) (*deployment, error) {
+// loadDeployment loads the compose files at paths, in order, as
+// `docker compose -f … -f …` does; required names the variables the files
+// require (${VAR:?…}), which the defaults are loaded with.
+func loadDeployment(t *testing.T, paths []string, required ...string) (*deployment, error) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	d := &deployment{root: repoRoot(t), required: required}
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.raw += string(raw)
 	}
-	d := &deployment{root: repoRoot(t), raw: string(raw)}
-	if d.fromEnv, err = load(t, path, testEnv); err != nil {
+	var err error
+	d.webhooks = slices.ContainsFunc(paths, func(p string) bool { return filepath.Base(p) == webhooksFile })
+	if d.fromEnv, err = load(t, paths, testEnv); err != nil {
 		return nil, err
 	}
-	if d.defaults, err = load(t, path, nil); err != nil {
+	minimal := map[string]string{}
+	for _, k := range required {
+		minimal[k] = testEnv[k]
+	}
+	if d.defaults, err = load(t, paths, minimal); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -125,43 +147,89 @@ var checks = []check{
 	{"depends_on", checkDependsOn},
 	{"no inline secrets", checkSecrets},
 	{"mounted scripts", checkMounts},
+	{"webhooks", checkWebhooks},
 }
 
-// TestCompose loads docker-compose.yml with compose-go and checks the loaded
-// project against the topology the cluster tests run without Docker.
+// TestCompose loads docker-compose.yml, alone and with the webhooks overlay,
+// with compose-go and checks the loaded project against the topology the
+// cluster tests run without Docker.
 func TestCompose(t *testing.T) {
-	d, err := loadDeployment(t, filepath.Join(repoRoot(t), "docker-compose.yml"))
-	if err != nil {
-		t.Fatalf("compose-go rejects docker-compose.yml: %v", err)
-	}
-	if d.fromEnv.Name != "idempotent-http" {
-		t.Errorf("project name %q, want idempotent-http", d.fromEnv.Name)
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			for _, p := range c.fn(d) {
-				t.Error(p)
+	for _, files := range [][]string{{composeFile}, {composeFile, webhooksFile}} {
+		t.Run(strings.Join(files, "+"), func(t *testing.T) {
+			d, err := loadDeployment(t, repoFiles(t, files...), required(files)...)
+			if err != nil {
+				t.Fatalf("compose-go rejects %v: %v", files, err)
+			}
+			if d.fromEnv.Name != "idempotent-http" {
+				t.Errorf("project name %q, want idempotent-http", d.fromEnv.Name)
+			}
+			for _, c := range checks {
+				t.Run(c.name, func(t *testing.T) {
+					for _, p := range c.fn(d) {
+						t.Error(p)
+					}
+				})
 			}
 		})
 	}
 }
 
-// mutate writes a copy of docker-compose.yml to a temporary directory with
-// the one occurrence of old replaced by new, and returns its path.
-func mutate(t *testing.T, old, new string) string {
+// The compose files, in the repository root.
+const (
+	composeFile  = "docker-compose.yml"
+	webhooksFile = "docker-compose.webhooks.yml" // an overlay: -f docker-compose.yml -f this
+)
+
+// required returns the variables that files require: the webhooks
+// overlay's signing secret.
+func required(files []string) []string {
+	if slices.Contains(files, webhooksFile) {
+		return []string{"WEBHOOK_SECRET"}
+	}
+	return nil
+}
+
+// repoFiles returns the paths of the named files of the repository root.
+func repoFiles(t *testing.T, names ...string) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docker-compose.yml"))
+	var paths []string
+	for _, n := range names {
+		paths = append(paths, filepath.Join(repoRoot(t), n))
+	}
+	return paths
+}
+
+// mutate writes a copy of the repository's compose file name to a temporary
+// directory with the one occurrence of old replaced by new, and returns its
+// path.
+func mutate(t *testing.T, name, old, new string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(string(raw), old); n != 1 {
-		t.Fatalf("docker-compose.yml contains %q %d times, want once: update the test", old, n)
+		t.Fatalf("%s contains %q %d times, want once: update the test", name, old, n)
 	}
-	path := filepath.Join(t.TempDir(), "docker-compose.yml")
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(strings.Replace(string(raw), old, new, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// mutated returns the files of a project with file (default
+// docker-compose.yml; the webhooks overlay comes with it) mutated as
+// mutate does, and their paths.
+func mutated(t *testing.T, file, old, new string) (files, paths []string) {
+	t.Helper()
+	files = []string{cmp.Or(file, composeFile)}
+	if file == webhooksFile {
+		files = []string{composeFile, webhooksFile}
+	}
+	paths = repoFiles(t, files...)
+	paths[len(paths)-1] = mutate(t, files[len(files)-1], old, new)
+	return files, paths
 }
 
 // TestComposeLoaderRejectsBrokenCopies proves that the loader does check
@@ -169,6 +237,7 @@ func mutate(t *testing.T, old, new string) string {
 func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 	tests := []struct {
 		name, old, new string
+		file           string // default docker-compose.yml
 		env            map[string]string
 		wantErr        string
 	}{
@@ -210,6 +279,12 @@ func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 			wantErr: "required variable API_TOKEN is missing a value",
 		},
 		{
+			name: "provider without the receiver's health", file: webhooksFile,
+			old:     "      provider:\n        condition: service_healthy\n",
+			new:     "      provider:\n        condition: healthy\n",
+			wantErr: "depends_on.provider.condition value must be one of",
+		},
+		{
 			name:    "undefined named volume",
 			old:     "      - postgresql-data:/var/lib/postgresql/data\n",
 			new:     "      - pgdata:/var/lib/postgresql/data\n",
@@ -224,12 +299,15 @@ func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := mutate(t, tt.old, tt.new)
+			files, paths := mutated(t, tt.file, tt.old, tt.new)
 			env := tt.env
 			if env == nil {
 				env = testEnv
 			}
-			_, err := load(t, path, env)
+			_, err := loadDeployment(t, paths, required(files)...)
+			if err == nil {
+				_, err = load(t, paths, env)
+			}
 			if err == nil {
 				t.Fatalf("compose-go loaded the broken copy (%q -> %q) without error", tt.old, tt.new)
 			}
@@ -241,12 +319,29 @@ func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 	}
 }
 
+// TestComposeWebhooksNeedSecret: without WEBHOOK_SECRET, docker compose
+// refuses the webhooks overlay and says what to set.
+func TestComposeWebhooksNeedSecret(t *testing.T) {
+	without := maps.Clone(testEnv)
+	delete(without, "WEBHOOK_SECRET")
+	_, err := load(t, repoFiles(t, composeFile, webhooksFile), without)
+	want := "required variable WEBHOOK_SECRET is missing a value: set WEBHOOK_SECRET to the signing secret"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("loaded without WEBHOOK_SECRET: error %v, want one containing %q", err, want)
+	}
+	// The base file alone needs no webhook secret.
+	if _, err := load(t, repoFiles(t, composeFile), without); err != nil {
+		t.Errorf("docker-compose.yml without WEBHOOK_SECRET: %v", err)
+	}
+}
+
 // TestComposeChecksCatchBrokenCopies proves that the checks of TestCompose
 // can fail: each copy is valid for compose-go but breaks the topology, and
 // the check named reports it.
 func TestComposeChecksCatchBrokenCopies(t *testing.T) {
 	tests := []struct {
 		name, old, new string
+		file           string // default docker-compose.yml
 		check          string
 		wantProblem    string
 	}{
@@ -299,6 +394,66 @@ func TestComposeChecksCatchBrokenCopies(t *testing.T) {
 			check: "no inline secrets", wantProblem: "defaults to",
 		},
 		{
+			name: "webhooks: the provider posts to another port", file: webhooksFile,
+			old: `"http://worker:8090/webhooks"`, new: `"http://worker:8091/webhooks"`,
+			check: "webhooks", wantProblem: "--webhook-url",
+		},
+		{
+			name: "webhooks: the provider posts to another path", file: webhooksFile,
+			old: `"http://worker:8090/webhooks"`, new: `"http://worker:8090/hooks"`,
+			check: "webhooks", wantProblem: "--webhook-url",
+		},
+		{
+			name: "webhooks: the provider posts to another service", file: webhooksFile,
+			old: `"http://worker:8090/webhooks"`, new: `"http://demoapi:8090/webhooks"`,
+			check: "webhooks", wantProblem: "--webhook-url",
+		},
+		{
+			name: "webhooks: the provider signs with another scheme", file: webhooksFile,
+			old: `"--webhook-scheme", "${WEBHOOK_SCHEME:-standard-webhooks}"`, new: `"--webhook-scheme", "stripe"`,
+			check: "webhooks", wantProblem: "scheme",
+		},
+		{
+			name: "webhooks: the receiver on the container's loopback", file: webhooksFile,
+			old: "WEBHOOK_ADDR: 0.0.0.0:8090", new: "WEBHOOK_ADDR: 127.0.0.1:8090",
+			check: "webhooks", wantProblem: "WEBHOOK_ADDR",
+		},
+		{
+			name: "webhooks: the receiver on an unpublished port", file: webhooksFile,
+			old: `"127.0.0.1:8090-8099:8090"`, new: `"127.0.0.1:8090-8099:8091"`,
+			check: "webhooks", wantProblem: "WEBHOOK_ADDR",
+		},
+		{
+			name: "webhooks: the worker may not call the provider", file: webhooksFile,
+			old: "ALLOW_ORIGINS: http://demoapi:8081,http://provider:8082", new: "ALLOW_ORIGINS: http://demoapi:8081",
+			check: "webhooks", wantProblem: "ALLOW_ORIGINS",
+		},
+		{
+			name: "webhooks: the worker verifies with another variable", file: webhooksFile,
+			old: "      WEBHOOK_SECRETS: ${WEBHOOK_SECRET:?", new: "      WEBHOOK_SECRETS: ${API_TOKEN:-",
+			check: "webhooks", wantProblem: "WEBHOOK_SECRETS",
+		},
+		{
+			name: "webhooks: the provider reads its secret from another variable", file: webhooksFile,
+			old: `"--webhook-forged", "1"]`, new: `"--webhook-forged", "1", "--webhook-secret-env", "OTHER_SECRET"]`,
+			check: "webhooks", wantProblem: "OTHER_SECRET",
+		},
+		{
+			name: "webhooks: a default signing secret", file: webhooksFile,
+			old: "      WEBHOOK_SECRETS: ${WEBHOOK_SECRET:?", new: "      WEBHOOK_SECRETS: ${WEBHOOK_SECRET:-whsec_c2VjcmV0}${UNUSED:-",
+			check: "no inline secrets", wantProblem: "${WEBHOOK_SECRET:-",
+		},
+		{
+			name: "webhooks: the worker no longer waits for the provider", file: webhooksFile,
+			old: "      provider:\n        condition: service_healthy\n", new: "      provider:\n        condition: service_started\n",
+			check: "depends_on", wantProblem: "provider",
+		},
+		{
+			name: "webhooks: the provider's port on every interface", file: webhooksFile,
+			old: `"127.0.0.1:8082:8082"`, new: `"8082:8082"`,
+			check: "published ports", wantProblem: "not bound to 127.0.0.1",
+		},
+		{
 			name: "missing setup script", old: `entrypoint: ["/bin/sh", "/scripts/setup-postgres.sh"]`,
 			new: `entrypoint: ["/bin/sh", "/scripts/setup-postgresql.sh"]`, check: "mounted scripts", wantProblem: "setup-postgresql.sh",
 		},
@@ -309,7 +464,8 @@ func TestComposeChecksCatchBrokenCopies(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("no check %q", tt.check)
 			}
-			d, err := loadDeployment(t, mutate(t, tt.old, tt.new))
+			files, paths := mutated(t, tt.file, tt.old, tt.new)
+			d, err := loadDeployment(t, paths, required(files)...)
 			if err != nil {
 				t.Fatalf("compose-go rejects the copy, want it valid: %v", err)
 			}
@@ -327,13 +483,19 @@ func checkServices(d *deployment) (problems []string) {
 		"demoapi", "postgresql", "temporal", "temporal-admin-tools",
 		"temporal-create-namespace", "temporal-ui", "worker",
 	}
+	builds := map[string]string{"worker": "worker", "demoapi": "demoapi"} // service -> target
+	if d.webhooks {
+		want = append(want, "provider")
+		builds["provider"] = "demoapi"
+	}
+	slices.Sort(want)
 	if got := d.fromEnv.ServiceNames(); !slices.Equal(got, want) {
 		problems = append(problems, fmt.Sprintf("services = %v, want %v", got, want))
 	}
-	for _, name := range []string{"worker", "demoapi"} {
+	for name, target := range builds {
 		b := d.service(name).Build
-		if b == nil || b.Target != name || b.Context != d.root {
-			problems = append(problems, fmt.Sprintf("service %s: want a build of target %q with the repository root as context, got %+v", name, name, b))
+		if b == nil || b.Target != target || b.Context != d.root {
+			problems = append(problems, fmt.Sprintf("service %s: want a build of target %q with the repository root as context, got %+v", name, target, b))
 		}
 	}
 	return problems
@@ -431,6 +593,17 @@ func checkPorts(d *deployment) (problems []string) {
 		// up to 10 workers (--scale).
 		{"worker", 9464, "9464-9473"},
 	}
+	if d.webhooks {
+		tests = append(tests, []struct {
+			service   string
+			port      uint32
+			published string
+		}{
+			{"provider", 8082, "8082"},
+			// The worker's webhook receiver, like its /metrics.
+			{"worker", 8090, "8090-8099"},
+		}...)
+	}
 	for _, tt := range tests {
 		if !slices.ContainsFunc(d.service(tt.service).Ports, func(p types.ServicePortConfig) bool {
 			return p.Target == tt.port && p.Published == tt.published
@@ -463,6 +636,31 @@ func flagValue(args []string, name string) string {
 	return ""
 }
 
+// allowedOrigins returns the origins of the worker's ALLOW_ORIGINS.
+func allowedOrigins(w types.ServiceConfig) []string {
+	var origins []string
+	for o := range strings.SplitSeq(env(w, "ALLOW_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	return origins
+}
+
+// origin returns http://SERVICE:PORT for a service that listens on --addr
+// [HOST]:PORT, or "" for one that does not.
+func (d *deployment) origin(service string) string {
+	s, ok := d.fromEnv.Services[service]
+	if !ok {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(flagValue(s.Command, "--addr"))
+	if err != nil || port == "" {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(service, port)
+}
+
 func checkWorker(d *deployment) (problems []string) {
 	w, api := d.service("worker"), d.service("demoapi")
 	addr := env(w, "TEMPORAL_ADDRESS")
@@ -477,13 +675,17 @@ func checkWorker(d *deployment) (problems []string) {
 	if ns != "default" || env(d.service("temporal-create-namespace"), "NAMESPACE") != ns {
 		problems = append(problems, fmt.Sprintf("worker TEMPORAL_NAMESPACE = %q, want default, the namespace temporal-create-namespace registers", ns))
 	}
-	// ALLOW_ORIGINS names the demoapi service on the port it listens on.
-	origins := env(w, "ALLOW_ORIGINS")
-	u, err := url.Parse(origins)
-	listen := flagValue(api.Command, "--addr")
-	_, apiPort, _ := net.SplitHostPort(listen)
-	if err != nil || u.Scheme != "http" || u.Hostname() != "demoapi" || apiPort == "" || u.Port() != apiPort {
-		problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS = %q, want http://demoapi:PORT with the port demoapi listens on (%q)", origins, listen))
+	// ALLOW_ORIGINS names services on the ports they listen on, demoapi
+	// among them.
+	origins := allowedOrigins(w)
+	for _, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme != "http" || o != d.origin(u.Hostname()) {
+			problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS: %q is not http://SERVICE:PORT with the port a service listens on (--addr)", o))
+		}
+	}
+	if !slices.Contains(origins, d.origin("demoapi")) {
+		problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS = %q, want http://demoapi:PORT with the port demoapi listens on (%q) among them", origins, flagValue(api.Command, "--addr")))
 	}
 	// METRICS_ADDR listens on every interface of the container (the
 	// published port reaches it from outside) on a published port.
@@ -511,6 +713,9 @@ func checkDependsOn(d *deployment) (problems []string) {
 		{"worker", "temporal", types.ServiceConditionHealthy},
 		{"worker", "temporal-create-namespace", types.ServiceConditionCompletedSuccessfully},
 		{"worker", "demoapi", types.ServiceConditionHealthy},
+	}
+	if d.webhooks {
+		tests = append(tests, struct{ service, dep, condition string }{"worker", "provider", types.ServiceConditionHealthy})
 	}
 	for _, tt := range tests {
 		dep, ok := d.service(tt.service).DependsOn[tt.dep]
@@ -556,6 +761,9 @@ func checkSecrets(d *deployment) (problems []string) {
 				problems = append(problems, fmt.Sprintf("service %s: %s has an inline value; use ${VAR} interpolation", name, key))
 				continue
 			}
+			if slices.Contains(d.required, src) {
+				continue // no default: see below and TestComposeWebhooksNeedSecret
+			}
 			def := env(d.defaults.Services[name], key)
 			if def != "" && (src != "POSTGRES_PASSWORD" || def != "temporal") {
 				problems = append(problems, fmt.Sprintf("service %s: %s defaults to %q, an inline secret, when %s is unset", name, key, def, src))
@@ -571,6 +779,13 @@ func checkSecrets(d *deployment) (problems []string) {
 		{"demoapi", "API_TOKEN", "API_TOKEN"},
 		{"worker", "API_TOKEN", "API_TOKEN"},
 	}
+	if d.webhooks {
+		// The provider signs and the worker verifies with one secret.
+		tests = append(tests, []struct{ service, key, variable string }{
+			{"provider", "WEBHOOK_SECRET", "WEBHOOK_SECRET"},
+			{"worker", "WEBHOOK_SECRETS", "WEBHOOK_SECRET"},
+		}...)
+	}
 	for _, tt := range tests {
 		if got := env(d.service(tt.service), tt.key); got != testEnv[tt.variable] {
 			problems = append(problems, fmt.Sprintf("service %s: %s = %q with %s=%q set, want that value", tt.service, tt.key, got, tt.variable, testEnv[tt.variable]))
@@ -578,7 +793,16 @@ func checkSecrets(d *deployment) (problems []string) {
 	}
 	for _, bad := range []string{"Bearer ", "BEGIN PRIVATE KEY", "api_key="} {
 		if strings.Contains(d.raw, bad) {
-			problems = append(problems, fmt.Sprintf("docker-compose.yml contains %q", bad))
+			problems = append(problems, fmt.Sprintf("the compose files contain %q", bad))
+		}
+	}
+	// A required variable is required wherever it is read: a default in
+	// one place would be a secret written in the file.
+	for _, k := range d.required {
+		for _, m := range regexp.MustCompile(`\$\{`+k+`(\W\W?)`).FindAllStringSubmatch(d.raw, -1) {
+			if m[1] != ":?" {
+				problems = append(problems, fmt.Sprintf("${%s%s…}: want ${%s:?hint}, %s is required", k, m[1], k, k))
+			}
 		}
 	}
 	return problems
@@ -647,7 +871,7 @@ func parseDockerfile(t *testing.T, path string) (stages []dockerStage, text stri
 // TestDockerfile checks the Dockerfile that the compose file's builds use:
 // pinned base images and the stages they build as targets.
 func TestDockerfile(t *testing.T) {
-	d, err := loadDeployment(t, filepath.Join(repoRoot(t), "docker-compose.yml"))
+	d, err := loadDeployment(t, repoFiles(t, composeFile, webhooksFile), required([]string{webhooksFile})...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,5 +905,207 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !slices.ContainsFunc(stages, func(s dockerStage) bool { return strings.HasPrefix(s.image, "golang:1.26") }) {
 		t.Errorf("Dockerfile stages %v: want a golang:1.26.x build stage", stages)
+	}
+}
+
+// receiverPath is the path of the worker's fixed-endpoint receiver on
+// WEBHOOK_ADDR (webhookPath in worker/webhooks.go).
+const receiverPath = "/webhooks"
+
+// checkWebhooks: alone, docker-compose.yml serves no receiver (and needs no
+// signing secret); with the overlay, the provider posts its events to the
+// worker's receiver, signed with the scheme and the secret the receiver
+// verifies with, and the worker may call the provider back (the fallback
+// poll).
+func checkWebhooks(d *deployment) (problems []string) {
+	w, p := d.service("worker"), d.service("provider")
+	if !d.webhooks {
+		if a := env(w, "WEBHOOK_ADDR"); a != "" {
+			problems = append(problems, fmt.Sprintf("worker WEBHOOK_ADDR = %q without the webhooks overlay, want none", a))
+		}
+		return problems
+	}
+	addr := env(w, "WEBHOOK_ADDR")
+	host, port, err := net.SplitHostPort(addr)
+	published := slices.ContainsFunc(w.Ports, func(p types.ServicePortConfig) bool { return fmt.Sprint(p.Target) == port })
+	if err != nil || (host != "" && host != "0.0.0.0") || !published {
+		problems = append(problems, fmt.Sprintf("worker WEBHOOK_ADDR = %q, want :PORT or 0.0.0.0:PORT with PORT a published container port (%+v)", addr, w.Ports))
+	}
+	if want, got := "http://"+net.JoinHostPort("worker", port)+receiverPath, flagValue(p.Command, "--webhook-url"); got != want {
+		problems = append(problems, fmt.Sprintf("provider --webhook-url = %q, want the worker's receiver %q (WEBHOOK_ADDR %q)", got, want, addr))
+	}
+	scheme, verifies := flagValue(p.Command, "--webhook-scheme"), env(w, "WEBHOOK_SCHEME")
+	if scheme == "" || scheme != verifies {
+		problems = append(problems, fmt.Sprintf("provider --webhook-scheme = %q, worker WEBHOOK_SCHEME = %q: want one scheme", scheme, verifies))
+	}
+	secretEnv := cmp.Or(flagValue(p.Command, "--webhook-secret-env"), "WEBHOOK_SECRET")
+	if signs, verifies := env(p, secretEnv), env(w, "WEBHOOK_SECRETS"); signs != testEnv["WEBHOOK_SECRET"] || verifies != signs {
+		problems = append(problems, fmt.Sprintf("provider signs with %s = %q, worker verifies with WEBHOOK_SECRETS = %q: want both WEBHOOK_SECRET's value %q",
+			secretEnv, signs, verifies, testEnv["WEBHOOK_SECRET"]))
+	}
+	if o := d.origin("provider"); o == "" || !slices.Contains(allowedOrigins(w), o) {
+		problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS = %q, want the provider's origin %q among them (the fallback poll calls it)", env(w, "ALLOW_ORIGINS"), o))
+	}
+	return problems
+}
+
+// packages maps the Dockerfile's targets to the packages their binaries
+// are built from.
+var packages = map[string]string{"worker": "./worker", "demoapi": "./cmd/demoapi"}
+
+// readBySDK are the variables the worker reads through the SDK's envconfig
+// (go.temporal.io/sdk/contrib/envconfig) rather than by name in its source.
+var readBySDK = []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"}
+
+// buildBinaries builds the worker and the reference API from the
+// repository into a temporary directory and returns it.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), packages["worker"], packages["demoapi"])
+	cmd.Dir = repoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestComposeCommands checks what the compose files run against the
+// binaries they run: every flag of a command is one that binary's -h lists,
+// every environment variable set for it is one its source reads, and the
+// provider's command (the reference API with webhooks on) starts and
+// serves, with each signature scheme WEBHOOK_SCHEME may name.
+func TestComposeCommands(t *testing.T) {
+	d, err := loadDeployment(t, repoFiles(t, composeFile, webhooksFile), required([]string{webhooksFile})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinaries(t)
+	flagLine := regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`)
+	for _, name := range d.fromEnv.ServicesWithBuild() {
+		s := d.service(name)
+		target := s.Build.Target
+		t.Run(name, func(t *testing.T) {
+			if len(s.Command) == 0 || s.Command[0] != target {
+				t.Fatalf("command %v: want the binary %s first", s.Command, target)
+			}
+			help, _ := exec.Command(filepath.Join(bin, target), "-h").CombinedOutput()
+			known := map[string]bool{}
+			for _, m := range flagLine.FindAllStringSubmatch(string(help), -1) {
+				known[m[1]] = true
+			}
+			if len(known) < 5 {
+				t.Fatalf("%s -h lists %d flags, want its flags:\n%s", target, len(known), help)
+			}
+			for _, a := range s.Command[1:] {
+				f, ok := strings.CutPrefix(a, "--")
+				if f, _, _ = strings.Cut(f, "="); ok && !known[f] {
+					t.Errorf("command %v: %s has no flag --%s", s.Command, target, f)
+				}
+			}
+			src := sourceText(t, filepath.Join(d.root, packages[target]), filepath.Join(d.root, "internal", "cliutil"))
+			for key := range s.Environment {
+				if !slices.Contains(readBySDK, key) && !strings.Contains(src, `"`+key+`"`) {
+					t.Errorf("environment %s: %s reads no such variable (%s)", key, target, packages[target])
+				}
+			}
+		})
+	}
+	for _, scheme := range []string{"", "standard-webhooks", "stripe", "hmac"} {
+		t.Run("provider starts/"+cmp.Or(scheme, "default"), func(t *testing.T) {
+			vars := maps.Clone(testEnv)
+			if scheme != "" {
+				vars["WEBHOOK_SCHEME"] = scheme
+			}
+			// The form the overlay's hint names (Standard Webhooks' form).
+			vars["WEBHOOK_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString([]byte("a 24-byte signing secret"))
+			p, err := load(t, repoFiles(t, composeFile, webhooksFile), vars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			provider, worker := p.Services["provider"], p.Services["worker"]
+			if got, want := flagValue(provider.Command, "--webhook-scheme"), cmp.Or(scheme, "standard-webhooks"); got != want || env(worker, "WEBHOOK_SCHEME") != want {
+				t.Errorf("provider --webhook-scheme %q, worker WEBHOOK_SCHEME %q, want both %q", got, env(worker, "WEBHOOK_SCHEME"), want)
+			}
+			serve(t, filepath.Join(bin, "demoapi"), provider)
+		})
+	}
+}
+
+// sourceText returns the text of the non-test Go files of dirs.
+func sourceText(t *testing.T, dirs ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s: %v", dir, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(raw)
+		}
+	}
+	return b.String()
+}
+
+// serve runs binary with the service's command (its --addr moved to a free
+// loopback port) and environment, and waits for GET /healthz to answer 200;
+// a process that exits first fails the test with its output.
+func serve(t *testing.T, binary string, s types.ServiceConfig) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := slices.Clone(s.Command[1:])
+	i := slices.Index(args, "--addr")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("command %v: want --addr ADDR", s.Command)
+	}
+	args[i+1] = addr
+	cmd := exec.Command(binary, args...)
+	for k, v := range s.Environment {
+		if v != nil {
+			cmd.Env = append(cmd.Env, k+"="+*v)
+		}
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a measurement
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("%s %v exited (%v) before serving:\n%s", filepath.Base(binary), args, err, out.String())
+		default:
+		}
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %v: no 200 from /healthz within 30 s:\n%s", filepath.Base(binary), args, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -16,7 +16,8 @@
 // end the route says.
 //
 // The webhook rows (webhooks_test.go) hold package webhooks' verifiers to
-// the schemes' official npm libraries (standardwebhooks, svix, stripe;
+// the schemes' official npm libraries (standardwebhooks, svix, stripe, and
+// GitHub's @octokit/webhooks-methods for HMAC set up as GitHub signs;
 // node/webhooks.js drives them): deliveries each library signs must
 // verify, and several hundred generated deliveries per library, valid and
 // not, must get the library's verdict at the library's own clock, but for

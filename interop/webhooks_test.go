@@ -3,6 +3,7 @@ package interop_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -39,9 +40,31 @@ const (
 	libStandard = "standardwebhooks"
 	libSvix     = "svix"
 	libStripe   = "stripe"
+	libOctokit  = "@octokit/webhooks-methods" // GitHub's, for the HMAC scheme
 )
 
-var whLibs = []string{libStandard, libSvix, libStripe}
+var whLibs = []string{libStandard, libSvix, libStripe, libOctokit}
+
+// timestamped are the libraries whose schemes sign a timestamp (the
+// tolerance's edges are checked for them).
+var timestamped = []string{libStandard, libSvix, libStripe}
+
+// githubOptions is the HMAC verifier set up as GitHub signs
+// (X-Hub-Signature-256: "sha256=" and the hex HMAC-SHA256 of the body).
+var githubOptions = webhooks.HMACOptions{Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeHeader: "X-GitHub-Event"}
+
+// verifierOf is our verifier for a library's scheme, with secrets.
+func verifierOf(lib string, secrets ...string) (webhooks.Verifier, error) {
+	switch lib {
+	case libStripe:
+		return webhooks.Stripe(secrets...)
+	case libOctokit:
+		o := githubOptions
+		o.Secrets = secrets
+		return webhooks.HMAC(o)
+	}
+	return webhooks.StandardWebhooks(secrets...)
+}
 
 // whPins are the known, deliberate differences: a case of kind k, run
 // against library lib, gets the opposite verdict here than there, for the
@@ -67,9 +90,6 @@ var whPins = map[string]map[string]string{
 		libStandard: "the library verifies the signature, then JSON.parse of the body throws; we verify (the ID is a header) and leave the body to the receiver",
 		libSvix:     "the library verifies the signature, then JSON.parse of the body throws; we verify (the ID is a header) and leave the body to the receiver",
 	},
-	"empty body, valid signature": {
-		libSvix: "standardwebhooks 1.0.0 (bundled by svix) JSON.parses even an empty body, and throws; standardwebhooks 1.3.0 and we accept it",
-	},
 	"t=<ts>x, signed over ts": {
 		libStripe: "stripe-node parses t= with parseInt, which stops at the first non-digit; we require an integer",
 	},
@@ -81,6 +101,22 @@ var whPins = map[string]map[string]string{
 	},
 	"body without an id, valid signature": {
 		libStripe: "the library returns the event; we reject it with ErrEvent: the receiver deduplicates by ID",
+	},
+	"no X-GitHub-Delivery, valid signature": {
+		libOctokit: "the library checks the signature only; we reject a delivery without its ID (ErrEvent): the receiver deduplicates by it",
+	},
+	"upper-case hex": {
+		libOctokit: "the library compares the header's text with its own lower-case \"sha256=<hex>\"; we decode the hex, either case: the same MAC (HMACOptions.Encoding says so)",
+	},
+	"two signatures, one valid": {
+		libOctokit: "the library compares the whole header with one signature; we take up to 16, separated by commas or spaces (a sender signing with two secrets during a rotation)",
+	},
+	"empty body, valid signature": {
+		libSvix:    "standardwebhooks 1.0.0 (bundled by svix) JSON.parses even an empty body, and throws; standardwebhooks 1.3.0 and we accept it",
+		libOctokit: "the library throws on an empty payload (\"secret, eventPayload & signature required\"); we verify the MAC of the empty body",
+	},
+	"body not UTF-8, valid signature": {
+		libOctokit: "the library takes the payload as a string only: the body's invalid UTF-8, decoded, is no longer the bytes signed; we verify the bytes received",
 	},
 }
 
@@ -363,6 +399,57 @@ func stripeCases(r *rand.Rand, now int64, rounds int) []whCase {
 	return cs
 }
 
+// githubCases are the GitHub-style HMAC deliveries of the differential
+// test: no timestamp, so no tolerance to probe.
+func githubCases(r *rand.Rand, rounds int) []whCase {
+	var cs []whCase
+	for range rounds {
+		s1, s2 := randWord(r, 20+r.IntN(20)), randWord(r, 32)
+		if r.IntN(2) == 0 {
+			s1 += " " + unicodeBits[r.IntN(len(unicodeBits))] + randWord(r, 4) // a secret outside ASCII
+		}
+		body := randBody(r, "")
+		delivery := fmt.Sprintf("%08x-%04x-11ee-%04x-%012x", r.Uint32(), r.UintN(1<<16), r.UintN(1<<16), r.Uint64()>>16)
+		sig := func(secret string, body []byte) string { return "sha256=" + signature.HMACHex(secret, body) }
+		add := func(kind string, secrets []string, header string, body []byte) {
+			h := map[string]string{"x-github-delivery": delivery, "x-github-event": "payment"}
+			if header != "\x00" {
+				h["x-hub-signature-256"] = header
+			}
+			cs = append(cs, whCase{Op: "verify", Secrets: secrets, Headers: h, Payload: body, kind: kind})
+		}
+		v := sig(s1, body)
+		junk := "sha256=" + hex.EncodeToString(randBytes(r, 32))
+		add("valid", []string{s1}, v, body)
+		add("body tampered by one byte", []string{s1}, v, tamper(r, body))
+		add("wrong secret", []string{s1}, sig(s2, body), body)
+		add("rotated: signed by the new secret", []string{s1, s2}, sig(s2, body), body)
+		add("rotated: signed by the old secret", []string{s2, s1}, v, body)
+		add("secret with a trailing newline when signed", []string{s1}, sig(s1+"\n", body), body)
+		add("missing header", []string{s1}, "\x00", body)
+		add("empty header", []string{s1}, "", body)
+		add("no sha256= prefix", []string{s1}, strings.TrimPrefix(v, "sha256="), body)
+		add("sha1= prefix on the sha256 hex", []string{s1}, "sha1="+strings.TrimPrefix(v, "sha256="), body)
+		add("SHA256= prefix", []string{s1}, "SHA256="+strings.TrimPrefix(v, "sha256="), body)
+		add("one hex digit short", []string{s1}, v[:len(v)-1], body)
+		add("one byte short", []string{s1}, v[:len(v)-2], body)
+		add("one byte more", []string{s1}, v+"00", body)
+		add("base64 instead of hex", []string{s1}, "sha256="+base64.StdEncoding.EncodeToString(signature.HMAC(s1, "", body)), body)
+		add("junk signature", []string{s1}, junk, body)
+		add("signature of the body with a trailing newline", []string{s1}, sig(s1, append(slices.Clone(body), '\n')), body)
+		text := []byte("payload=" + unicodeBits[r.IntN(len(unicodeBits))])
+		add("body not JSON, valid signature", []string{s1}, sig(s1, text), text)
+		// The pinned differences.
+		cs = append(cs, whCase{Op: "verify", Secrets: []string{s1}, Headers: map[string]string{"x-hub-signature-256": v}, Payload: body, kind: "no X-GitHub-Delivery, valid signature"})
+		add("upper-case hex", []string{s1}, "sha256="+strings.ToUpper(strings.TrimPrefix(v, "sha256=")), body)
+		add("two signatures, one valid", []string{s1}, junk+","+v, body)
+		add("empty body, valid signature", []string{s1}, sig(s1, nil), []byte{})
+		raw := append([]byte(`{"note":"`), 0xff, 0xfe, '"', '}')
+		add("body not UTF-8, valid signature", []string{s1}, sig(s1, raw), raw)
+	}
+	return cs
+}
+
 // whTally is one library's line of the table.
 type whTally struct {
 	lib, version             string
@@ -401,7 +488,8 @@ func webhookMarkdown() string {
 	var b strings.Builder
 	b.WriteString("\n## Webhook signatures\n\npackage webhooks' verifiers against the schemes' official npm libraries (interop/webhooks_test.go, interop/node/webhooks.js): " +
 		"deliveries each library signed, verified here; then generated deliveries (valid, body tampered by one byte, wrong secret, rotated secrets, " +
-		"timestamps 1 s inside and outside the tolerance both ways, malformed headers, extra signatures) verified by both, ours at the library's own clock. " +
+		"timestamps 1 s inside and outside the tolerance both ways for the schemes that sign one, malformed headers, extra signatures) verified by both, ours at the library's own clock. " +
+		"GitHub's library checks our HMAC verifier set up as GitHub signs: `HMACOptions{Header: \"X-Hub-Signature-256\", Prefix: \"sha256=\", IDHeader: \"X-GitHub-Delivery\", TypeHeader: \"X-GitHub-Event\"}`. " +
 		"A pinned case is a known, deliberate difference (listed below the table): the test fails if it changes.\n\n" +
 		"| library | our verifier | signed by the library, verified here | differential cases | same verdict | pinned differences | unexpected differences |\n|---|---|---|---|---|---|---|\n")
 	var pins []string
@@ -410,10 +498,8 @@ func webhookMarkdown() string {
 		if t == nil {
 			continue
 		}
-		scheme := "StandardWebhooks"
-		if lib == libStripe {
-			scheme = "Stripe"
-		}
+		scheme := map[string]string{libStripe: "Stripe", libOctokit: "HMAC, GitHub's options"}[lib]
+		scheme = cmp.Or(scheme, "StandardWebhooks")
 		n := 0
 		kinds := slices.Sorted(func(yield func(string) bool) {
 			for k := range t.pinned {
@@ -451,11 +537,19 @@ func TestWebhookSignedByOfficialLibraries(t *testing.T) {
 			for i := range 24 {
 				ts := now + []int64{0, -299, 299, -86400, 1_000_000}[i%5]
 				c := whCase{Op: "sign", Lib: lib, TS: ts}
-				if lib == libStripe {
+				switch lib {
+				case libOctokit: // no timestamp
+					c.TS, c.Secret, c.ID = 0, randWord(r, 10+r.IntN(30)), fmt.Sprintf("%08x", r.Uint32())
+					if i%2 == 0 {
+						c.Secret += unicodeBits[r.IntN(len(unicodeBits))] + randWord(r, 4) // a secret outside ASCII
+					}
+					c.Payload = randBody(r, "")
+					metas = append(metas, meta{randWord(r, 32), c.Payload})
+				case libStripe:
 					c.Secret = "whsec_" + randWord(r, 32)
 					c.Payload = randBody(r, "evt_"+randWord(r, 24))
 					metas = append(metas, meta{"whsec_" + randWord(r, 32), c.Payload})
-				} else {
+				default:
 					c.Secret = stdSecret(r, randBytes(r, 24+8*(i%2)))
 					c.ID = "msg_" + randWord(r, 1+r.IntN(30))
 					c.Payload = randBody(r, "")
@@ -476,12 +570,18 @@ func TestWebhookSignedByOfficialLibraries(t *testing.T) {
 		// Verify at a time within the tolerance of the signed one: the
 		// library signs at any time it is given.
 		now := time.Unix(c.TS, 0).Add(time.Duration(r.IntN(300)) * time.Second)
-		if c.Lib == libStripe {
-			v, err = webhooks.Stripe(metas[i].other, c.Secret)
+		v, err = verifierOf(c.Lib, metas[i].other, c.Secret)
+		switch c.Lib {
+		case libOctokit:
+			h.Set("X-Hub-Signature-256", res[i].Header)
+			h.Set("X-GitHub-Delivery", c.ID)
+			h.Set("X-GitHub-Event", "payment")
+			want = "sha256=" + signature.HMACHex(c.Secret, c.Payload)
+			now = time.Now()
+		case libStripe:
 			h.Set("Stripe-Signature", res[i].Header)
 			want = signature.Stripe(c.TS, c.Payload, c.Secret)
-		} else {
-			v, err = webhooks.StandardWebhooks(metas[i].other, c.Secret)
+		default:
 			h.Set("Webhook-Id", c.ID)
 			h.Set("Webhook-Timestamp", strconv.FormatInt(c.TS, 10))
 			h.Set("Webhook-Signature", res[i].Header)
@@ -504,11 +604,14 @@ func TestWebhookSignedByOfficialLibraries(t *testing.T) {
 		}
 		var body struct{ ID, Type string }
 		_ = json.Unmarshal(c.Payload, &body)
-		wantID := c.ID
-		if c.Lib == libStripe {
+		wantID, wantTime := c.ID, time.Unix(c.TS, 0)
+		switch c.Lib {
+		case libStripe:
 			wantID = body.ID
+		case libOctokit:
+			body.Type, wantTime = "payment", time.Time{} // X-GitHub-Event; no timestamp
 		}
-		if ev.ID != wantID || ev.Type != body.Type || ev.Time.Unix() != c.TS {
+		if ev.ID != wantID || ev.Type != body.Type || !ev.Time.Equal(wantTime) {
 			t.Errorf("%s: event %+v, want ID %q type %q time %d", c.Lib, ev, wantID, body.Type, c.TS)
 			continue
 		}
@@ -537,6 +640,10 @@ func TestWebhookDifferential(t *testing.T) {
 			c.Lib = libStripe
 			cs = append(cs, c)
 		}
+		for _, c := range githubCases(r, 2*rounds) {
+			c.Lib = libOctokit
+			cs = append(cs, c)
+		}
 		return cs
 	})
 	// Edges covered exactly, by library: "timestamp -301 s" → seen at the
@@ -550,13 +657,7 @@ func TestWebhookDifferential(t *testing.T) {
 		for k, v := range c.Headers {
 			h.Set(k, v)
 		}
-		var v webhooks.Verifier
-		var err error
-		if c.Lib == libStripe {
-			v, err = webhooks.Stripe(c.Secrets...)
-		} else {
-			v, err = webhooks.StandardWebhooks(c.Secrets...)
-		}
+		v, err := verifierOf(c.Lib, c.Secrets...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -597,6 +698,9 @@ func TestWebhookDifferential(t *testing.T) {
 	for _, lib := range whLibs {
 		if perLib[lib] < 200 {
 			t.Errorf("%s: %d cases, want at least 200", lib, perLib[lib])
+		}
+		if !slices.Contains(timestamped, lib) {
+			continue
 		}
 		for _, off := range []int64{-301, -300, -299, 299, 300, 301} {
 			if !exact[lib][off] {

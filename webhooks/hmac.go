@@ -62,8 +62,13 @@ type HMACOptions struct {
 	// "id").
 	IDField string
 	// TypeField is the top-level string field of the JSON body that holds
-	// the event type, if any (default "type").
+	// the event type, if any, when TypeHeader is not set (default "type").
 	TypeField string
+	// TypeHeader, if set, carries the event type, e.g. GitHub's
+	// X-GitHub-Event or Shopify's X-Shopify-Topic (default none: the
+	// type is the body's TypeField). A delivery without it has no type:
+	// the workflow counts it as a non-terminal event.
+	TypeHeader string
 }
 
 // HMAC returns the Verifier of a plain HMAC-SHA256 scheme (o says which);
@@ -174,22 +179,36 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event,
 	if !anyMatch(v.keys, sigs, func(key []byte) []byte { return signature.HMAC(string(key), ts, body) }) {
 		return Event{}, noMatch(len(v.keys))
 	}
+	// The ID and the type: from their headers when set, else from the
+	// body (parsed only when one of them is needed).
+	idField, typeField := v.o.IDField, v.o.TypeField
 	if v.o.IDHeader != "" {
-		ev.ID = h.Get(v.o.IDHeader)
+		idField, ev.ID = "", h.Get(v.o.IDHeader)
 		switch {
 		case ev.ID == "":
 			return Event{}, fmt.Errorf("%w: the %s header is missing", ErrEvent, v.o.IDHeader)
 		case len(ev.ID) > maxHeaderBytes:
 			return Event{}, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrEvent, v.o.IDHeader, maxHeaderBytes)
 		}
-		_, ev.Type = bodyFields(body, "", v.o.TypeField)
+	}
+	if v.o.TypeHeader != "" {
+		if typeField, ev.Type = "", h.Get(v.o.TypeHeader); len(ev.Type) > maxHeaderBytes {
+			return Event{}, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrEvent, v.o.TypeHeader, maxHeaderBytes)
+		}
+	}
+	if idField == "" && typeField == "" {
 		return ev, nil
 	}
-	id, typ := bodyFields(body, v.o.IDField, v.o.TypeField)
-	if id == "" {
-		return Event{}, missingID(v.o.IDField)
+	id, typ := bodyFields(body, idField, typeField)
+	if idField != "" {
+		if id == "" {
+			return Event{}, missingID(idField)
+		}
+		ev.ID = id
 	}
-	ev.ID, ev.Type = id, typ
+	if typeField != "" {
+		ev.Type = typ
+	}
 	return ev, nil
 }
 

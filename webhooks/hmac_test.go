@@ -33,7 +33,11 @@ func independentHMAC(secret string, content ...string) []byte {
 func TestHMAC(t *testing.T) {
 	ts := strconv.FormatInt(t0.Unix(), 10)
 	github := webhooks.HMACOptions{Secrets: []string{hmacSecret1, hmacSecret2}, Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeField: "action"}
+	githubTyped := webhooks.HMACOptions{Secrets: []string{hmacSecret1}, Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeHeader: "X-GitHub-Event"}
+	shopify := webhooks.HMACOptions{Secrets: []string{hmacSecret1}, Header: "X-Shopify-Hmac-Sha256", Encoding: "base64", IDHeader: "X-Shopify-Webhook-Id", TypeHeader: "X-Shopify-Topic"}
+	shopifySig := func(body string) string { return base64.StdEncoding.EncodeToString(independentHMAC(hmacSecret1, body)) }
 	plain := webhooks.HMACOptions{Secrets: []string{hmacSecret1}}
+	typedPlain := webhooks.HMACOptions{Secrets: []string{hmacSecret1}, TypeHeader: "X-Event-Type"}
 	timed := webhooks.HMACOptions{Secrets: []string{hmacSecret1}, Encoding: "base64", TimestampHeader: "X-Timestamp", Tolerance: time.Minute}
 	ghSig := func(secret, body string) string { return "sha256=" + hex.EncodeToString(independentHMAC(secret, body)) }
 	plainSig := hex.EncodeToString(independentHMAC(hmacSecret1, hmacBody))
@@ -60,6 +64,15 @@ func TestHMAC(t *testing.T) {
 		{"GitHub style, no delivery header", github, h("X-Hub-Signature-256", ghSig(hmacSecret1, ghBody)), ghBody, t0, webhooks.ErrEvent, webhooks.Event{}},
 		{"GitHub style, no prefix", github, h("X-Hub-Signature-256", strings.TrimPrefix(ghSig(hmacSecret1, ghBody), "sha256="), "X-GitHub-Delivery", "1"), ghBody, t0, webhooks.ErrSignature, webhooks.Event{}},
 		{"GitHub style, sha1= prefix", github, h("X-Hub-Signature-256", "sha1="+strings.TrimPrefix(ghSig(hmacSecret1, ghBody), "sha256="), "X-GitHub-Delivery", "1"), ghBody, t0, webhooks.ErrSignature, webhooks.Event{}},
+		{"GitHub style, type from X-GitHub-Event", githubTyped, h("X-Hub-Signature-256", ghSig(hmacSecret1, ghBody), "X-GitHub-Delivery", "72d3162e", "X-GitHub-Event", "check_run"), ghBody, t0, nil, webhooks.Event{ID: "72d3162e", Type: "check_run"}},
+		{"GitHub style, body not JSON", githubTyped, h("X-Hub-Signature-256", ghSig(hmacSecret1, "payload=%7B%7D"), "X-GitHub-Delivery", "72d3162e", "X-GitHub-Event", "push"), "payload=%7B%7D", t0, nil, webhooks.Event{ID: "72d3162e", Type: "push"}},
+		{"GitHub style, no X-GitHub-Event: no type", githubTyped, h("X-Hub-Signature-256", ghSig(hmacSecret1, ghBody), "X-GitHub-Delivery", "72d3162e"), ghBody, t0, nil, webhooks.Event{ID: "72d3162e"}},
+		{"GitHub style, X-GitHub-Event too long", githubTyped, h("X-Hub-Signature-256", ghSig(hmacSecret1, ghBody), "X-GitHub-Delivery", "72d3162e", "X-GitHub-Event", strings.Repeat("x", 8<<10+1)), ghBody, t0, webhooks.ErrEvent, webhooks.Event{}},
+		{"GitHub style, forged: the type header does not help", githubTyped, h("X-Hub-Signature-256", ghSig("guess", ghBody), "X-GitHub-Delivery", "72d3162e", "X-GitHub-Event", "push"), ghBody, t0, webhooks.ErrSignature, webhooks.Event{}},
+		{"Shopify style", shopify, h("X-Shopify-Hmac-Sha256", shopifySig(hmacBody), "X-Shopify-Webhook-Id", "b54557e4", "X-Shopify-Topic", "orders/paid"), hmacBody, t0, nil, webhooks.Event{ID: "b54557e4", Type: "orders/paid"}},
+		{"Shopify style, hex instead of base64", shopify, h("X-Shopify-Hmac-Sha256", hex.EncodeToString(independentHMAC(hmacSecret1, hmacBody)), "X-Shopify-Webhook-Id", "b54557e4"), hmacBody, t0, webhooks.ErrSignature, webhooks.Event{}},
+		{"ID from the body, type from a header", typedPlain, h("X-Signature", plainSig, "X-Event-Type", "refund.created"), hmacBody, t0, nil, webhooks.Event{ID: "d-42", Type: "refund.created"}},
+		{"ID from the body, type header missing: not the body's", typedPlain, h("X-Signature", plainSig), hmacBody, t0, nil, webhooks.Event{ID: "d-42"}},
 		{"plain, ID and type from the body", plain, h("X-Signature", plainSig), hmacBody, t0, nil, webhooks.Event{ID: "d-42", Type: "push"}},
 		{"plain, upper-case hex", plain, h("X-Signature", strings.ToUpper(plainSig)), hmacBody, t0, nil, webhooks.Event{ID: "d-42", Type: "push"}},
 		{"plain, a numeric ID", plain, h("X-Signature", hex.EncodeToString(independentHMAC(hmacSecret1, `{"id":123}`))), `{"id":123}`, t0, nil, webhooks.Event{ID: "123"}},
@@ -158,7 +171,8 @@ func FuzzHMAC(f *testing.F) {
 	for _, b64 := range []bool{false, true} {
 		o := webhooks.HMACOptions{Secrets: []string{hmacSecret1, hmacSecret2}, Prefix: "sha256=", TimestampHeader: "X-Timestamp", Tolerance: time.Minute}
 		if b64 {
-			o.Encoding, o.Prefix = "base64", ""
+			// The type from a header: the fuzzed timestamp, sent as X-Type too.
+			o.Encoding, o.Prefix, o.TypeHeader = "base64", "", "X-Type"
 		}
 		v, err := webhooks.HMAC(o)
 		if err != nil {
@@ -169,7 +183,7 @@ func FuzzHMAC(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sig, tsHeader string, body []byte, skew int64, b64 bool) {
 		skew %= 1 << 40
 		now := t0.Add(time.Duration(skew) * time.Second)
-		ev, err := vs[b64].Verify(http.Header{"X-Signature": {sig}, "X-Timestamp": {tsHeader}}, body, now)
+		ev, err := vs[b64].Verify(http.Header{"X-Signature": {sig}, "X-Timestamp": {tsHeader}, "X-Type": {tsHeader}}, body, now)
 		if err != nil {
 			if !errors.Is(err, webhooks.ErrSignature) && !errors.Is(err, webhooks.ErrTimestamp) && !errors.Is(err, webhooks.ErrEvent) {
 				t.Fatalf("error wraps no sentinel: %v", err)
@@ -202,6 +216,9 @@ func FuzzHMAC(f *testing.F) {
 		n64, perr := strconv.ParseInt(tsHeader, 10, 64)
 		if d := now.Unix() - ev.Time.Unix(); d > 60 || d < -60 || perr != nil || n64 != ev.Time.Unix() {
 			t.Fatalf("accepted timestamp %q, %d s from now", tsHeader, d)
+		}
+		if b64 && ev.Type != tsHeader {
+			t.Fatalf("type %q, want X-Type's %q", ev.Type, tsHeader)
 		}
 	})
 }

@@ -27,7 +27,8 @@ const (
 
 // webhookConfig is what the --webhook-* and --callback-* flags ask for.
 type webhookConfig struct {
-	addr, scheme, hmacHeader string
+	addr, scheme             string
+	hmac                     webhooks.HMACOptions // --webhook-hmac-*; Secrets from WEBHOOK_SECRETS
 	workflowIDField, opField string
 	callbackBase             string
 	secrets, callbackSecrets []string // WEBHOOK_SECRETS, CALLBACK_SECRETS
@@ -40,7 +41,12 @@ type webhookConfig struct {
 func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.addr, "webhook-addr", os.Getenv("WEBHOOK_ADDR"), "serve the webhook receiver on http://ADDR: POST "+webhookPath+" takes a provider's signed events (fixed endpoint), "+callbackPath+"… the callback URLs of --callback-base-url; each verified event goes to the workflow awaiting its operation (env WEBHOOK_ADDR; default: off)")
 	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: standard-webhooks, stripe or hmac (HMAC-SHA256 of the body, hex, in --webhook-hmac-header); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
-	fs.StringVar(&c.hmacHeader, "webhook-hmac-header", "X-Signature", "header of the hmac scheme's signature")
+	fs.StringVar(&c.hmac.Header, "webhook-hmac-header", "X-Signature", "header of the hmac scheme's signature, e.g. X-Hub-Signature-256 (GitHub), X-Shopify-Hmac-Sha256 (Shopify)")
+	fs.StringVar(&c.hmac.Prefix, "webhook-hmac-prefix", "", "text before each hmac signature, not part of it, e.g. sha256= (GitHub) (default none)")
+	fs.StringVar(&c.hmac.Encoding, "webhook-hmac-encoding", "hex", "encoding of the hmac signature: hex or base64 (Shopify)")
+	fs.StringVar(&c.hmac.TimestampHeader, "webhook-hmac-timestamp-header", "", "header of the hmac scheme's Unix time in seconds; when set, \"timestamp.body\" is what is signed and the time must be within 5 minutes of now (default none: the body alone)")
+	fs.StringVar(&c.hmac.IDHeader, "webhook-hmac-id-header", "", "header of the hmac scheme's event ID, e.g. X-GitHub-Delivery, X-Shopify-Webhook-Id (default none: the body's top-level \"id\")")
+	fs.StringVar(&c.hmac.TypeHeader, "webhook-hmac-type-header", "", "header of the hmac scheme's event type, e.g. X-GitHub-Event, X-Shopify-Topic (default none: the body's top-level \"type\")")
 	fs.StringVar(&c.workflowIDField, "webhook-workflow-id-field", webhooks.DefaultWorkflowIDField, "dotted path of the workflow ID in a fixed endpoint's event (where the start request's metadata lands)")
 	fs.StringVar(&c.opField, "webhook-operation-field", webhooks.DefaultOperationField, "dotted path of the operation in a fixed endpoint's event")
 	fs.StringVar(&c.callbackBase, "callback-base-url", os.Getenv("CALLBACK_BASE_URL"), "public URL of "+callbackPath+" on --webhook-addr, e.g. https://hooks.example.com/callbacks: workflows.CallbackURL builds per-operation URLs under it, with tokens keyed by CALLBACK_SECRETS (comma-separated, each ≥ 32 bytes, the newest first) (env CALLBACK_BASE_URL; default: no callbacks)")
@@ -60,13 +66,19 @@ func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
 	if len(c.secrets) == 0 {
 		return nil, nil
 	}
-	switch strings.ToLower(c.scheme) {
+	scheme := strings.ToLower(c.scheme)
+	if o := c.hmac; scheme != "hmac" && (o.Header != "X-Signature" || o.Encoding != "hex" || o.Prefix+o.TimestampHeader+o.IDHeader+o.TypeHeader != "") {
+		return nil, fmt.Errorf("--webhook-hmac-* are for --webhook-scheme hmac, not %q: drop them, or use hmac", c.scheme)
+	}
+	switch scheme {
 	case "standard-webhooks":
 		return webhooks.StandardWebhooks(c.secrets...)
 	case "stripe":
 		return webhooks.Stripe(c.secrets...)
 	case "hmac":
-		return webhooks.HMAC(webhooks.HMACOptions{Secrets: c.secrets, Header: c.hmacHeader})
+		o := c.hmac
+		o.Secrets = c.secrets
+		return webhooks.HMAC(o)
 	}
 	return nil, fmt.Errorf("--webhook-scheme %q: want standard-webhooks, stripe or hmac", c.scheme)
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,7 +41,7 @@ type webhookConfig struct {
 // webhookFlags declares the receiver's flags on fs.
 func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.addr, "webhook-addr", os.Getenv("WEBHOOK_ADDR"), "serve the webhook receiver on http://ADDR: POST "+webhookPath+" takes a provider's signed events (fixed endpoint), "+callbackPath+"… the callback URLs of --callback-base-url; each verified event goes to the workflow awaiting its operation (env WEBHOOK_ADDR; default: off)")
-	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: standard-webhooks, stripe or hmac (HMAC-SHA256 of the body, hex, in --webhook-hmac-header); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
+	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: standard-webhooks, stripe or hmac (HMAC-SHA256 of the body, as the --webhook-hmac-* flags say); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
 	fs.StringVar(&c.hmac.Header, "webhook-hmac-header", "X-Signature", "header of the hmac scheme's signature, e.g. X-Hub-Signature-256 (GitHub), X-Shopify-Hmac-Sha256 (Shopify)")
 	fs.StringVar(&c.hmac.Prefix, "webhook-hmac-prefix", "", "text before each hmac signature, not part of it, e.g. sha256= (GitHub) (default none)")
 	fs.StringVar(&c.hmac.Encoding, "webhook-hmac-encoding", "hex", "encoding of the hmac signature: hex or base64 (Shopify)")
@@ -61,26 +62,29 @@ func (c *webhookConfig) readSecrets(getenv func(string) string) {
 	c.namespace = cliutil.Env("TEMPORAL_NAMESPACE", "default")
 }
 
-// verifier is the verifier --webhook-scheme names, nil without secrets.
+// verifier is the verifier --webhook-scheme names, nil without secrets;
+// the scheme and its flags are checked either way.
 func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
-	if len(c.secrets) == 0 {
-		return nil, nil
-	}
 	scheme := strings.ToLower(c.scheme)
+	if !slices.Contains([]string{"standard-webhooks", "stripe", "hmac"}, scheme) {
+		return nil, fmt.Errorf("--webhook-scheme %q: want standard-webhooks, stripe or hmac", c.scheme)
+	}
 	if o := c.hmac; scheme != "hmac" && (o.Header != "X-Signature" || o.Encoding != "hex" || o.Prefix+o.TimestampHeader+o.IDHeader+o.TypeHeader != "") {
 		return nil, fmt.Errorf("--webhook-hmac-* are for --webhook-scheme hmac, not %q: drop them, or use hmac", c.scheme)
+	}
+	if len(c.secrets) == 0 {
+		return nil, nil
 	}
 	switch scheme {
 	case "standard-webhooks":
 		return webhooks.StandardWebhooks(c.secrets...)
-	case "stripe":
-		return webhooks.Stripe(c.secrets...)
 	case "hmac":
 		o := c.hmac
 		o.Secrets = c.secrets
 		return webhooks.HMAC(o)
+	default: // stripe
+		return webhooks.Stripe(c.secrets...)
 	}
-	return nil, fmt.Errorf("--webhook-scheme %q: want standard-webhooks, stripe or hmac", c.scheme)
 }
 
 // callbacks is the Callbacks --callback-base-url asks for, nil without.

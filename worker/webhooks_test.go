@@ -1,16 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"flag"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
 
@@ -30,6 +35,7 @@ func TestWebhookVerifierFlags(t *testing.T) {
 		args    []string
 		h       http.Header
 		want    webhooks.Event
+		secrets string // WEBHOOK_SECRETS; default "older secret," and the secret; "-": unset
 		wantErr string // from building the verifier
 	}{
 		{
@@ -67,6 +73,18 @@ func TestWebhookVerifierFlags(t *testing.T) {
 			args:    []string{"--webhook-scheme", "paypal"},
 			wantErr: `--webhook-scheme "paypal"`,
 		},
+		{
+			name:    "hmac flags with another scheme, callbacks only (no WEBHOOK_SECRETS)",
+			args:    []string{"--webhook-scheme", "standard-webhooks", "--webhook-hmac-prefix", "sha256="},
+			secrets: "-",
+			wantErr: "--webhook-hmac-* are for --webhook-scheme hmac",
+		},
+		{
+			name:    "an unknown scheme, callbacks only",
+			args:    []string{"--webhook-scheme", "svix"},
+			secrets: "-",
+			wantErr: `--webhook-scheme "svix"`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,7 +94,11 @@ func TestWebhookVerifierFlags(t *testing.T) {
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": "older secret," + secret}[k] })
+			secrets := cmp.Or(tt.secrets, "older secret,"+secret)
+			if secrets == "-" {
+				secrets = ""
+			}
+			c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": secrets}[k] })
 			v, err := c.verifier()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -97,6 +119,74 @@ func TestWebhookVerifierFlags(t *testing.T) {
 			// A changed body does not verify.
 			if _, err := v.Verify(tt.h, append([]byte(" "), body...), now); err == nil {
 				t.Error("a changed body verified")
+			}
+		})
+	}
+}
+
+// TestWebhookVerifierTakesProviderEvents: what the reference API signs as
+// a provider (cmd/demoapi --webhook-scheme S with WEBHOOK_SECRET), the
+// worker verifies with --webhook-scheme S and the same value in
+// WEBHOOK_SECRETS and no other flag, as docker-compose.webhooks.yml runs
+// them; the forged copy it also sends does not verify.
+func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
+	for _, tt := range []struct{ scheme, secret string }{
+		{testsuite.SchemeStandardWebhooks, "whsec_" + base64.StdEncoding.EncodeToString([]byte("a 24-byte signing secret"))},
+		{testsuite.SchemeStripe, "whsec_stripe_style_secret_0123456789"},
+		{testsuite.SchemeHMAC, "a plain signing secret without commas"},
+	} {
+		t.Run(tt.scheme, func(t *testing.T) {
+			type delivery struct {
+				h    http.Header
+				body []byte
+			}
+			got := make(chan delivery, 4)
+			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				got <- delivery{r.Header.Clone(), body}
+			}))
+			defer receiver.Close()
+			api := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
+				URL: receiver.URL, Scheme: tt.scheme, Secret: tt.secret, Forged: 1,
+			}})
+			req, _ := http.NewRequest(http.MethodPost, api.URL+"/payments", strings.NewReader(`{"amount":4200}`))
+			req.Header.Set("Idempotency-Key", "compose-"+tt.scheme)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+
+			var c webhookConfig
+			fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+			webhookFlags(fs, &c)
+			if err := fs.Parse([]string{"--webhook-scheme", tt.scheme}); err != nil {
+				t.Fatal(err)
+			}
+			c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": tt.secret}[k] })
+			v, err := c.verifier()
+			if err != nil {
+				t.Fatal(err)
+			}
+			verified, refused := 0, 0
+			for range 2 { // the event and its forged copy
+				select {
+				case d := <-got:
+					if _, err := v.Verify(d.h, d.body, time.Now()); err != nil {
+						refused++
+						if !errors.Is(err, webhooks.ErrSignature) {
+							t.Errorf("the forged copy: %v, want ErrSignature", err)
+						}
+					} else {
+						verified++
+					}
+				case <-time.After(30 * time.Second): // a hang guard
+					t.Fatal("no delivery from the reference API")
+				}
+			}
+			if verified != 1 || refused != 1 {
+				t.Errorf("verified %d, refused %d of the event and its forged copy, want 1 and 1", verified, refused)
 			}
 		})
 	}

@@ -237,8 +237,8 @@ func mutated(t *testing.T, file, old, new string) (files, paths []string) {
 func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 	tests := []struct {
 		name, old, new string
-		file           string // default docker-compose.yml
-		env            map[string]string
+		file           string            // default docker-compose.yml
+		env            map[string]string // default: loaded as TestCompose loads
 		wantErr        string
 	}{
 		{
@@ -300,13 +300,11 @@ func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files, paths := mutated(t, tt.file, tt.old, tt.new)
-			env := tt.env
-			if env == nil {
-				env = testEnv
-			}
-			_, err := loadDeployment(t, paths, required(files)...)
-			if err == nil {
-				_, err = load(t, paths, env)
+			var err error
+			if tt.env != nil {
+				_, err = load(t, paths, tt.env)
+			} else {
+				_, err = loadDeployment(t, paths, required(files)...)
 			}
 			if err == nil {
 				t.Fatalf("compose-go loaded the broken copy (%q -> %q) without error", tt.old, tt.new)
@@ -780,8 +778,10 @@ func checkSecrets(d *deployment) (problems []string) {
 		{"worker", "API_TOKEN", "API_TOKEN"},
 	}
 	if d.webhooks {
-		// The provider signs and the worker verifies with one secret.
+		// The provider signs and the worker verifies with one secret; the
+		// worker sends its token to the provider as to every origin.
 		tests = append(tests, []struct{ service, key, variable string }{
+			{"provider", "API_TOKEN", "API_TOKEN"},
 			{"provider", "WEBHOOK_SECRET", "WEBHOOK_SECRET"},
 			{"worker", "WEBHOOK_SECRETS", "WEBHOOK_SECRET"},
 		}...)

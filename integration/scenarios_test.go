@@ -249,9 +249,16 @@ func TestRerunSameWorkflowID(t *testing.T) {
 			// The first run gives up (one attempt, shorter than the API's
 			// processing) after the API has started the work, as when a
 			// response is lost: the work is done but the workflow failed.
+			// Schedule-to-close ends the run before the API's work does:
+			// on a loaded machine the activity's report of its one attempt
+			// can lose the race with the server's start-to-close timeout,
+			// and the server then retries the timed-out attempt, which
+			// must not live to see the stored response (it did, once, in
+			// CI, with only start-to-close set: the first run succeeded).
 			name: "after failure", processing: 2 * time.Second, failFirst: true,
 			first: func(r *workflows.Request) {
 				r.StartToCloseTimeout = time.Second
+				r.ScheduleToCloseTimeout = 1500 * time.Millisecond
 				r.Retry.MaximumAttempts = 1
 			},
 		},

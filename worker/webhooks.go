@@ -38,13 +38,17 @@ type webhookConfig struct {
 	deliveryTimeout          time.Duration
 }
 
+// hmacDefaults are the --webhook-hmac-* flags' defaults, those of
+// webhooks.HMACOptions.
+var hmacDefaults = webhooks.HMACOptions{Header: "X-Signature", Encoding: "hex"}
+
 // webhookFlags declares the receiver's flags on fs.
 func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.addr, "webhook-addr", os.Getenv("WEBHOOK_ADDR"), "serve the webhook receiver on http://ADDR: POST "+webhookPath+" takes a provider's signed events (fixed endpoint), "+callbackPath+"… the callback URLs of --callback-base-url; each verified event goes to the workflow awaiting its operation (env WEBHOOK_ADDR; default: off)")
 	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: standard-webhooks, stripe or hmac (HMAC-SHA256 of the body, as the --webhook-hmac-* flags say); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
-	fs.StringVar(&c.hmac.Header, "webhook-hmac-header", "X-Signature", "header of the hmac scheme's signature, e.g. X-Hub-Signature-256 (GitHub), X-Shopify-Hmac-Sha256 (Shopify)")
+	fs.StringVar(&c.hmac.Header, "webhook-hmac-header", hmacDefaults.Header, "header of the hmac scheme's signature, e.g. X-Hub-Signature-256 (GitHub), X-Shopify-Hmac-Sha256 (Shopify)")
 	fs.StringVar(&c.hmac.Prefix, "webhook-hmac-prefix", "", "text before each hmac signature, not part of it, e.g. sha256= (GitHub) (default none)")
-	fs.StringVar(&c.hmac.Encoding, "webhook-hmac-encoding", "hex", "encoding of the hmac signature: hex or base64 (Shopify)")
+	fs.StringVar(&c.hmac.Encoding, "webhook-hmac-encoding", hmacDefaults.Encoding, "encoding of the hmac signature: hex or base64 (Shopify)")
 	fs.StringVar(&c.hmac.TimestampHeader, "webhook-hmac-timestamp-header", "", "header of the hmac scheme's Unix time in seconds; when set, \"timestamp.body\" is what is signed and the time must be within 5 minutes of now (default none: the body alone)")
 	fs.StringVar(&c.hmac.IDHeader, "webhook-hmac-id-header", "", "header of the hmac scheme's event ID, e.g. X-GitHub-Delivery, X-Shopify-Webhook-Id (default none: the body's top-level \"id\")")
 	fs.StringVar(&c.hmac.TypeHeader, "webhook-hmac-type-header", "", "header of the hmac scheme's event type, e.g. X-GitHub-Event, X-Shopify-Topic (default none: the body's top-level \"type\")")
@@ -69,7 +73,7 @@ func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
 	if !slices.Contains([]string{"standard-webhooks", "stripe", "hmac"}, scheme) {
 		return nil, fmt.Errorf("--webhook-scheme %q: want standard-webhooks, stripe or hmac", c.scheme)
 	}
-	if o := c.hmac; scheme != "hmac" && (o.Header != "X-Signature" || o.Encoding != "hex" || o.Prefix+o.TimestampHeader+o.IDHeader+o.TypeHeader != "") {
+	if o := c.hmac; scheme != "hmac" && (o.Header != hmacDefaults.Header || o.Encoding != hmacDefaults.Encoding || o.Prefix+o.TimestampHeader+o.IDHeader+o.TypeHeader != "") {
 		return nil, fmt.Errorf("--webhook-hmac-* are for --webhook-scheme hmac, not %q: drop them, or use hmac", c.scheme)
 	}
 	if len(c.secrets) == 0 {

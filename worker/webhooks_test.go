@@ -19,6 +19,20 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
 
+// verifierOf is the verifier the worker builds from its args and
+// WEBHOOK_SECRETS (and no other variable).
+func verifierOf(t *testing.T, args []string, secrets string) (webhooks.Verifier, error) {
+	t.Helper()
+	var c webhookConfig
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	webhookFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": secrets}[k] })
+	return c.verifier()
+}
+
 // TestWebhookVerifierFlags: --webhook-scheme and --webhook-hmac-* build
 // the verifier they name, with WEBHOOK_SECRETS; a delivery signed as that
 // provider signs verifies, and hmac flags given to another scheme are an
@@ -88,18 +102,11 @@ func TestWebhookVerifierFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var c webhookConfig
-			fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-			webhookFlags(fs, &c)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
 			secrets := cmp.Or(tt.secrets, "older secret,"+secret)
 			if secrets == "-" {
 				secrets = ""
 			}
-			c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": secrets}[k] })
-			v, err := c.verifier()
+			v, err := verifierOf(t, tt.args, secrets)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("verifier: %v, want an error containing %q", err, tt.wantErr)
@@ -158,14 +165,7 @@ func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
 			}
 			resp.Body.Close()
 
-			var c webhookConfig
-			fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-			webhookFlags(fs, &c)
-			if err := fs.Parse([]string{"--webhook-scheme", tt.scheme}); err != nil {
-				t.Fatal(err)
-			}
-			c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": tt.secret}[k] })
-			v, err := c.verifier()
+			v, err := verifierOf(t, []string{"--webhook-scheme", tt.scheme}, tt.secret)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -90,11 +90,11 @@ type deployment struct {
 }
 
 // loadDeployment loads the compose files at paths, in order, as
-// `docker compose -f … -f …` does; required names the variables the files
-// require (${VAR:?…}), which the defaults are loaded with.
-func loadDeployment(t *testing.T, paths []string, required ...string) (*deployment, error) {
+// `docker compose -f … -f …` does; the defaults are loaded with the
+// variables the files require (${VAR:?…}) and no other.
+func loadDeployment(t *testing.T, paths []string) (*deployment, error) {
 	t.Helper()
-	d := &deployment{root: repoRoot(t), required: required}
+	d := &deployment{root: repoRoot(t)}
 	for _, path := range paths {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -104,11 +104,14 @@ func loadDeployment(t *testing.T, paths []string, required ...string) (*deployme
 	}
 	var err error
 	d.webhooks = slices.ContainsFunc(paths, func(p string) bool { return filepath.Base(p) == webhooksFile })
+	if d.webhooks {
+		d.required = []string{"WEBHOOK_SECRET"} // the overlay's signing secret
+	}
 	if d.fromEnv, err = load(t, paths, testEnv); err != nil {
 		return nil, err
 	}
 	minimal := map[string]string{}
-	for _, k := range required {
+	for _, k := range d.required {
 		minimal[k] = testEnv[k]
 	}
 	if d.defaults, err = load(t, paths, minimal); err != nil {
@@ -156,7 +159,7 @@ var checks = []check{
 func TestCompose(t *testing.T) {
 	for _, files := range [][]string{{composeFile}, {composeFile, webhooksFile}} {
 		t.Run(strings.Join(files, "+"), func(t *testing.T) {
-			d, err := loadDeployment(t, repoFiles(t, files...), required(files)...)
+			d, err := loadDeployment(t, repoFiles(t, files...))
 			if err != nil {
 				t.Fatalf("compose-go rejects %v: %v", files, err)
 			}
@@ -179,15 +182,6 @@ const (
 	composeFile  = "docker-compose.yml"
 	webhooksFile = "docker-compose.webhooks.yml" // an overlay: -f docker-compose.yml -f this
 )
-
-// required returns the variables that files require: the webhooks
-// overlay's signing secret.
-func required(files []string) []string {
-	if slices.Contains(files, webhooksFile) {
-		return []string{"WEBHOOK_SECRET"}
-	}
-	return nil
-}
 
 // repoFiles returns the paths of the named files of the repository root.
 func repoFiles(t *testing.T, names ...string) []string {
@@ -218,18 +212,18 @@ func mutate(t *testing.T, name, old, new string) string {
 	return path
 }
 
-// mutated returns the files of a project with file (default
-// docker-compose.yml; the webhooks overlay comes with it) mutated as
-// mutate does, and their paths.
-func mutated(t *testing.T, file, old, new string) (files, paths []string) {
+// mutated returns the paths of a project's files with file (default
+// docker-compose.yml; the webhooks overlay comes after it) mutated as
+// mutate does.
+func mutated(t *testing.T, file, old, new string) []string {
 	t.Helper()
-	files = []string{cmp.Or(file, composeFile)}
+	files := []string{cmp.Or(file, composeFile)}
 	if file == webhooksFile {
 		files = []string{composeFile, webhooksFile}
 	}
-	paths = repoFiles(t, files...)
+	paths := repoFiles(t, files...)
 	paths[len(paths)-1] = mutate(t, files[len(files)-1], old, new)
-	return files, paths
+	return paths
 }
 
 // TestComposeLoaderRejectsBrokenCopies proves that the loader does check
@@ -299,12 +293,12 @@ func TestComposeLoaderRejectsBrokenCopies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			files, paths := mutated(t, tt.file, tt.old, tt.new)
+			paths := mutated(t, tt.file, tt.old, tt.new)
 			var err error
 			if tt.env != nil {
 				_, err = load(t, paths, tt.env)
 			} else {
-				_, err = loadDeployment(t, paths, required(files)...)
+				_, err = loadDeployment(t, paths)
 			}
 			if err == nil {
 				t.Fatalf("compose-go loaded the broken copy (%q -> %q) without error", tt.old, tt.new)
@@ -462,8 +456,8 @@ func TestComposeChecksCatchBrokenCopies(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("no check %q", tt.check)
 			}
-			files, paths := mutated(t, tt.file, tt.old, tt.new)
-			d, err := loadDeployment(t, paths, required(files)...)
+			paths := mutated(t, tt.file, tt.old, tt.new)
+			d, err := loadDeployment(t, paths)
 			if err != nil {
 				t.Fatalf("compose-go rejects the copy, want it valid: %v", err)
 			}
@@ -659,6 +653,19 @@ func (d *deployment) origin(service string) string {
 	return "http://" + net.JoinHostPort(service, port)
 }
 
+// publishedListen checks the listen address in the worker's variable key:
+// every interface of the container (the published port reaches it from
+// outside), on a published container port, which it returns.
+func publishedListen(w types.ServiceConfig, key string) (string, error) {
+	addr := env(w, key)
+	host, port, err := net.SplitHostPort(addr)
+	published := slices.ContainsFunc(w.Ports, func(p types.ServicePortConfig) bool { return fmt.Sprint(p.Target) == port })
+	if err != nil || (host != "" && host != "0.0.0.0") || !published {
+		return port, fmt.Errorf("worker %s = %q, want :PORT or 0.0.0.0:PORT with PORT a published container port (%+v)", key, addr, w.Ports)
+	}
+	return port, nil
+}
+
 func checkWorker(d *deployment) (problems []string) {
 	w, api := d.service("worker"), d.service("demoapi")
 	addr := env(w, "TEMPORAL_ADDRESS")
@@ -687,11 +694,8 @@ func checkWorker(d *deployment) (problems []string) {
 	}
 	// METRICS_ADDR listens on every interface of the container (the
 	// published port reaches it from outside) on a published port.
-	maddr := env(w, "METRICS_ADDR")
-	mhost, mport, err := net.SplitHostPort(maddr)
-	published := slices.ContainsFunc(w.Ports, func(p types.ServicePortConfig) bool { return fmt.Sprint(p.Target) == mport })
-	if err != nil || (mhost != "" && mhost != "0.0.0.0") || !published {
-		problems = append(problems, fmt.Sprintf("worker METRICS_ADDR = %q, want :PORT or 0.0.0.0:PORT with PORT a published container port (%+v)", maddr, w.Ports))
+	if _, err := publishedListen(w, "METRICS_ADDR"); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if got := flagValue(w.Command, "--task-queue"); got != "idempotent-http" {
 		problems = append(problems, fmt.Sprintf("worker --task-queue = %q, want idempotent-http (command %v)", got, w.Command))
@@ -871,7 +875,7 @@ func parseDockerfile(t *testing.T, path string) (stages []dockerStage, text stri
 // TestDockerfile checks the Dockerfile that the compose file's builds use:
 // pinned base images and the stages they build as targets.
 func TestDockerfile(t *testing.T) {
-	d, err := loadDeployment(t, repoFiles(t, composeFile, webhooksFile), required([]string{webhooksFile})...)
+	d, err := loadDeployment(t, repoFiles(t, composeFile, webhooksFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -926,10 +930,9 @@ func checkWebhooks(d *deployment) (problems []string) {
 		return problems
 	}
 	addr := env(w, "WEBHOOK_ADDR")
-	host, port, err := net.SplitHostPort(addr)
-	published := slices.ContainsFunc(w.Ports, func(p types.ServicePortConfig) bool { return fmt.Sprint(p.Target) == port })
-	if err != nil || (host != "" && host != "0.0.0.0") || !published {
-		problems = append(problems, fmt.Sprintf("worker WEBHOOK_ADDR = %q, want :PORT or 0.0.0.0:PORT with PORT a published container port (%+v)", addr, w.Ports))
+	port, err := publishedListen(w, "WEBHOOK_ADDR")
+	if err != nil {
+		problems = append(problems, err.Error())
 	}
 	if want, got := "http://"+net.JoinHostPort("worker", port)+receiverPath, flagValue(p.Command, "--webhook-url"); got != want {
 		problems = append(problems, fmt.Sprintf("provider --webhook-url = %q, want the worker's receiver %q (WEBHOOK_ADDR %q)", got, want, addr))
@@ -976,7 +979,7 @@ func buildBinaries(t *testing.T) string {
 // provider's command (the reference API with webhooks on) starts and
 // serves, with each signature scheme WEBHOOK_SCHEME may name.
 func TestComposeCommands(t *testing.T) {
-	d, err := loadDeployment(t, repoFiles(t, composeFile, webhooksFile), required([]string{webhooksFile})...)
+	d, err := loadDeployment(t, repoFiles(t, composeFile, webhooksFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,11 @@ package activities_test
 import (
 	"bytes"
 	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -95,6 +98,61 @@ func TestCutSuccessBodyIsRetried(t *testing.T) {
 			if !tt.final {
 				assert.Positive(t, appErr.NextRetryDelay())
 			}
+		})
+	}
+}
+
+// cutAfterCoded answers status with body complete in a content coding
+// (a whole zlib, raw DEFLATE or gzip stream), but a Content-Length 10 bytes
+// longer than it sends before closing the connection: the message is cut,
+// though the coded stream needs no more bytes.
+func cutAfterCoded(status int, coding string, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		var enc bytes.Buffer
+		var zw io.WriteCloser
+		name := coding
+		switch coding {
+		case "zlib":
+			zw, name = zlib.NewWriter(&enc), "deflate"
+		case "raw deflate":
+			zw, _ = flate.NewWriter(&enc, flate.DefaultCompression)
+			name = "deflate"
+		default:
+			zw = gzip.NewWriter(&enc)
+		}
+		_, _ = zw.Write([]byte(body))
+		_ = zw.Close()
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n",
+			status, http.StatusText(status), name, enc.Len()+10)
+		_, _ = buf.Write(enc.Bytes())
+		_ = buf.Flush()
+		_ = conn.Close()
+	}
+}
+
+// TestCutAfterCodedStreamIsRetried: a 2xx whose coded body is whole but
+// whose message breaks off is a body cut short, as a plain one is
+// (TestCutSuccessBodyIsRetried): a zlib or raw DEFLATE stream ends before
+// the connection does, so the decoder's end is not the message's. Found by
+// FuzzDo (testdata/fuzz/FuzzDo/cb286c833fc51b80).
+func TestCutAfterCodedStreamIsRetried(t *testing.T) {
+	body := `{"id":"pay_1","amount":4200,"status":"succeeded"}`
+	for _, coding := range []string{"zlib", "raw deflate", "gzip"} {
+		t.Run(coding, func(t *testing.T) {
+			srv := newRecorder(t, cutAfterCoded(201, coding, body))
+			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+			require.Nil(t, resp, "a 201 whose message was cut is not a success")
+			appErr := appError(t, err)
+			assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), appErr.Message())
+			assert.False(t, appErr.NonRetryable(), appErr.Message())
+			d, ok := workflows.AsFailure(err)
+			require.True(t, ok)
+			assert.True(t, d.OutcomeUnknown)
+			assert.Equal(t, 201, d.Status)
 		})
 	}
 }

@@ -201,6 +201,9 @@ func (a *Activities) read(resp *http.Response) answer {
 	if len(resp.Header["Content-Encoding"]) > 0 {
 		wire = &wireReader{r: resp.Body}
 		body, ans.encoded = decoder(resp.Header, wire)
+		if ans.encoded == "" {
+			body = &toMessageEnd{r: body, wire: wire}
+		}
 	}
 	data, err := readAtMost(body, a.cfg.MaxResponseBytes+1)
 	ans.body, ans.size = data, int64(len(data))
@@ -285,6 +288,29 @@ func (ans *answer) bodySHA256() string {
 type wireReader struct {
 	r   io.Reader
 	err error
+}
+
+// toMessageEnd reads a decoded body and, at the decoder's end, the rest of
+// the message (at most maxTrailingBytes), so that a message that breaks off
+// after a complete coded stream is a body cut short: a zlib or raw DEFLATE
+// stream needs no byte past its own end, unlike gzip, whose reader reads on
+// for a next member.
+type toMessageEnd struct {
+	r    io.Reader
+	wire *wireReader
+}
+
+// maxTrailingBytes bounds what is read past a coded stream's end.
+const maxTrailingBytes = 4 << 10
+
+func (t *toMessageEnd) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err == io.EOF {
+		if _, werr := io.Copy(io.Discard, io.LimitReader(t.wire, maxTrailingBytes)); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
 }
 
 func (w *wireReader) Read(p []byte) (int, error) {

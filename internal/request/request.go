@@ -326,31 +326,48 @@ func RedactErr(err error) string {
 	return redactQueries(err.Error())
 }
 
-// redactQueries replaces, in free text, what follows each "?" up to the next
-// space or quote with "REDACTED": where a URL cannot be parsed, its query
-// values are hidden all the same.
+// redactQueries replaces, in free text, what follows each "?" with
+// "REDACTED": up to the next space or quote, or, inside a double-quoted
+// string (a server's header line or URL that an error quotes with %q), up
+// to its closing quote, spaces and escaped quotes included: where a URL
+// cannot be parsed, its query values are hidden all the same.
 func redactQueries(s string) string {
 	if !strings.Contains(s, "?") {
 		return s
 	}
 	var b strings.Builder
-	for {
-		i := strings.IndexByte(s, '?')
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
+	quoted := false // inside a double-quoted string
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		b.WriteByte(c)
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && quoted && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case c == '?':
+			end := i + 1
+			if quoted {
+				for end < len(s) && s[end] != '"' {
+					if s[end] == '\\' {
+						end++
+					}
+					end++
+				}
+				end = min(end, len(s))
+			} else if j := strings.IndexAny(s[end:], " \t\n\"'`"); j >= 0 {
+				end += j
+			} else {
+				end = len(s)
+			}
+			if end > i+1 {
+				b.WriteString("REDACTED")
+			}
+			i = end - 1
 		}
-		b.WriteString(s[:i+1])
-		s = s[i+1:]
-		end := strings.IndexAny(s, " \t\n\"'`")
-		if end < 0 {
-			end = len(s)
-		}
-		if end > 0 {
-			b.WriteString("REDACTED")
-		}
-		s = s[end:]
 	}
+	return b.String()
 }
 
 // The backoff defaults, for workflows.RetryOptions (which exports them)

@@ -225,6 +225,36 @@ func TestRedactErr(t *testing.T) {
 	}
 }
 
+// TestRedactQueriesInQuotedText: a query inside a quoted string of an
+// error (a server's header line or URL that Go quotes with %q) is cut up
+// to the closing quote, spaces and escapes included: a malformed line may
+// hold a space before the value. Found by FuzzPoll
+// (activities/testdata/fuzz/FuzzPoll/77b54f7ae28168eb).
+func TestRedactQueriesInQuotedText(t *testing.T) {
+	const secret = "qsv_3c4d5e6f7a8b9c0d"
+	tests := []struct{ in, want string }{
+		{`net/http: HTTP/1.x transport connection broken: malformed MIME header line: "Location: sigesults/1? /\x01=` + secret + `"`,
+			`net/http: HTTP/1.x transport connection broken: malformed MIME header line: "Location: sigesults/1?REDACTED"`},
+		{`parse "http://h/p?a=1 b=` + secret + `": invalid character " " in URL`,
+			`parse "http://h/p?REDACTED": invalid character " " in URL`},
+		{`bad line "x?a=\"` + secret + `\" y" then ?tail=` + secret + ` end`,
+			`bad line "x?REDACTED" then ?REDACTED end`},
+		{`unclosed "Location: /x? ` + secret, `unclosed "Location: /x?REDACTED`},
+		{`outside quotes: /x?a=1 b=2`, `outside quotes: /x?REDACTED b=2`},
+		{`a "quoted" word and /p?q=1`, `a "quoted" word and /p?REDACTED`},
+		{`empty query "?" here`, `empty query "?" here`},
+	}
+	for _, tt := range tests {
+		got := RedactErr(errors.New(tt.in))
+		if got != tt.want {
+			t.Errorf("RedactErr(%q)\n = %q\nwant %q", tt.in, got, tt.want)
+		}
+		if strings.Contains(got, "3c4d5e6f") {
+			t.Errorf("RedactErr(%q) = %q keeps the secret", tt.in, got)
+		}
+	}
+}
+
 func TestAttemptCeiling(t *testing.T) {
 	tests := []struct {
 		budget int32

@@ -10,11 +10,11 @@ GO    ?= go
 ## Temporal cluster included. Packages run one at a time (-p 1) so the
 ## real-server tests do not compete for this machine's two cores. The first
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
+## Fuzz targets run their seed corpus and testdata/fuzz inputs only, as
+## plain go test does: the same inputs on every run (time-boxed fuzzing is
+## make fuzz; internal/repocheck pins both).
 test: check compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
-	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime 5s -fuzzminimizetime 10x
-	$(GO) test ./activities -run '^$$' -fuzz '^FuzzPoll$$' -fuzztime 5s -fuzzminimizetime 10x
-	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzReceiver$$' -fuzztime 5s -fuzzminimizetime 10x
 
 ## check: formatting and vet only (the library and the bench module).
 check:
@@ -25,7 +25,7 @@ check:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/admission/... ./internal/apicheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/admission/... ./internal/apicheck/... ./internal/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
@@ -112,11 +112,15 @@ bench-test:
 ## never under MinPollInterval) and the status-document reader;
 ## the redactor; the admission limiter (rates finite and above the floor,
 ## waits finite); and bodies byte for byte through Temporal's converter.
+## Run it for the targets a change touches before it lands, and commit every
+## input it finds (testdata/fuzz/<Target>/) with its fix: make test then
+## replays it on every run.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzPoll$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s

@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"net/http"
+	"regexp"
 	"sync/atomic"
 	"testing"
 
@@ -160,6 +161,13 @@ func TestBusinessConflictAfterUnknownOutcome(t *testing.T) {
 			r, s := ends["readme"], ends["testsuite.Register"]
 			assert.Equal(t, []any{r.result, r.errType, r.retryable, r.body, r.requests}, []any{s.result, s.errType, s.retryable, s.body, s.requests},
 				"the README's way and testsuite.Register end the same scenario differently")
+			// How long the key has been in flight is counted in the waits
+			// Temporal was asked for, whichever clock Config.Now reads.
+			ago := regexp.MustCompile(`\(([0-9.hms]+) ago\)`)
+			assert.Equal(t, ago.FindString(s.message), ago.FindString(r.message))
+			if tt.wantType == workflows.ErrTypeIdempotencyKeyLocked {
+				assert.NotEmpty(t, ago.FindString(r.message), r.message)
+			}
 		})
 	}
 }

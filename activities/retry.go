@@ -44,9 +44,11 @@ type progress struct {
 	// first, whichever clock Config.Now reads.
 	Waited time.Duration `json:"waited,omitempty"`
 	// InFlightSince and InFlightCount: when the server first said the key was
-	// in flight, and how many times it has said so.
-	InFlightSince time.Time `json:"in_flight_since,omitzero"`
-	InFlightCount int32     `json:"in_flight_count,omitempty"`
+	// in flight, and how many times it has said so; InFlightAfter is Waited
+	// then.
+	InFlightSince time.Time     `json:"in_flight_since,omitzero"`
+	InFlightCount int32         `json:"in_flight_count,omitempty"`
+	InFlightAfter time.Duration `json:"in_flight_after,omitempty"`
 	// Deadline is the schedule-to-close deadline on Config.Now's clock,
 	// fixed by the first attempt that needed it.
 	Deadline time.Time `json:"deadline,omitzero"`
@@ -156,7 +158,8 @@ func (f *failure) next(now time.Time) progress {
 	prev := f.prev
 	next := progress{Attempt: f.info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || f.v.unknown,
 		UnknownGot: prev.UnknownGot, Guessed: prev.Guessed, GuessedAfter: prev.GuessedAfter, Waited: prev.Waited,
-		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, Sent: prev.Sent, Deadline: prev.Deadline}
+		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, InFlightAfter: prev.InFlightAfter,
+		Sent: prev.Sent, Deadline: prev.Deadline}
 	if f.v.unknown {
 		next.UnknownGot = f.got
 	}
@@ -169,7 +172,7 @@ func (f *failure) next(now time.Time) progress {
 	if f.v.inFlight {
 		next.InFlightCount++
 		if next.InFlightSince.IsZero() {
-			next.InFlightSince = now
+			next.InFlightSince, next.InFlightAfter = now, prev.Waited
 		}
 	} else {
 		next.Counted++
@@ -251,7 +254,7 @@ func (a *Activities) failAtDeadline(ctx context.Context, f *failure, next progre
 	if f.v.inFlight {
 		logger.Error("HTTP idempotency key still locked at the server", "key", d.IdempotencyKey, "in_flight_since", next.InFlightSince, "in_flight_count", next.InFlightCount)
 		return a.fail(fmt.Sprintf("%s; the key is still locked at the server: it has answered that a request with this key is in progress %d times since %s (%s ago), and the next wait (%s, %s) cannot end before the schedule-to-close deadline (%s left). The first request may still complete: never retry with a new key. Wait out the server's lock expiry, then run the same workflow ID again (it sends the same key)",
-			f.msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), now.Sub(next.InFlightSince).Round(time.Millisecond), w.delay, w.source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
+			f.msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), max(now.Sub(next.InFlightSince), next.Waited-next.InFlightAfter).Round(time.Millisecond), w.delay, w.source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
 	}
 	logger.Error("HTTP retry cannot fit before the deadline", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", w.delay, "left", left)
 	return a.fail(fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now instead of waiting; raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",

@@ -169,7 +169,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
 	prev.Sent++
 	a.observe(ctx, info.TaskQueue, p, sentAt, &ans)
-	v := decide(&ans, &p.o.conv, prev.hint())
+	v := decide(&ans, &p.o.conv, prev)
 	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
 		// RFC 9110's 303: the result is at Location, which the poll
 		// activity reads (accepted checks it as a monitor).
@@ -223,7 +223,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
-	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header})
+	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header, got: ans.got()})
 }
 
 // withMargin returns ctx with its deadline brought forward by a fifth of

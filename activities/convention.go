@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -17,6 +18,11 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // ReplayedHeader is the default replay marker: a server sets it to "true"
 // when it answers with a stored response for a key it has seen.
 const ReplayedHeader = "Idempotent-Replayed"
+
+// DefaultBareConflictWait is Convention.BareConflictWait's default: how
+// long bare 409s after an attempt of unknown outcome are waited out as the
+// key still in flight before one is taken as the server's answer.
+const DefaultBareConflictWait = 30 * time.Second
 
 // Convention is how one server speaks idempotency: the header that carries
 // the key, the key format it accepts, the header that marks a stored
@@ -49,6 +55,27 @@ type Convention struct {
 	// KeyReused lists the answers that mean "this key was already used with a
 	// different request"; they fail with workflows.ErrTypeIdempotencyKeyReused.
 	KeyReused []Signal
+	// SignalsInFlight is true when the server marks every answer about a
+	// key in flight (an InFlight signal, Retry-After, or retry advice
+	// "true"), as Stripe does with its code idempotency_key_in_use: a bare
+	// 409 (one without such a mark) is then its answer about the resource
+	// (e.g. "already refunded"), final at once as
+	// workflows.ErrTypeHTTPClientError with its body, even after an
+	// attempt of unknown outcome (Failure.OutcomeUnknown says so). Default
+	// false: a bare 409 after an attempt of unknown outcome is taken for
+	// the key in flight, for at most BareConflictWait.
+	SignalsInFlight bool
+	// BareConflictWait bounds the activity's guess that a bare 409 after an
+	// attempt of unknown outcome (a timeout, a lost connection, a gateway's
+	// 408 or 5xx) is the key in flight: once the waits after such 409s add
+	// up to it, the next bare 409 is the server's answer, final as
+	// workflows.ErrTypeHTTPClientError with its body and
+	// Failure.OutcomeUnknown (default DefaultBareConflictWait, 30 s). It is
+	// the sum of the waits the activity asked for, not a clock's reading,
+	// so Temporal's test environment, which skips them, ends the same way.
+	// A 409 the server marks as in flight is waited out to the
+	// schedule-to-close deadline whatever this says.
+	BareConflictWait time.Duration
 	// KeyQuoted sends the key as a quoted string (default false: the bare
 	// key, which Stripe-style servers expect). The IETF draft "The
 	// Idempotency-Key HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header,
@@ -111,7 +138,9 @@ var keyReusedWords = []string{
 // Header Field", the default: the key in Idempotency-Key; a 409 for a
 // request whose key is still being processed, recognised by the draft's
 // wording ("outstanding", "being processed", "in progress") or by Stripe's
-// code idempotency_key_in_use; a 422 whose body speaks of an idempotency
+// code idempotency_key_in_use, and, since the draft leaves the wording to
+// each server, a bare 409 after an attempt of unknown outcome too, for at
+// most BareConflictWait (SignalsInFlight false); a 422 whose body speaks of an idempotency
 // key already used or reused with another payload (keyReusedWords) for a
 // key reused with another request, and the answers of common server
 // libraries for the same (a 417, which a client that sends no Expect header
@@ -132,7 +161,8 @@ func IETF() Convention {
 
 // Stripe returns Stripe's convention: the key in Idempotency-Key, at most 255
 // characters; a 409 with error code idempotency_key_in_use while a request
-// with the key is in progress (no Retry-After); a 400 with error type
+// with the key is in progress (no Retry-After), and every other 409 an
+// answer about the resource (SignalsInFlight); a 400 with error type
 // idempotency_error for a key reused with other parameters;
 // Idempotent-Replayed: true on a stored response. Stripe's
 // Stripe-Should-Retry header is honoured for every origin (see Activities.Do).
@@ -142,6 +172,7 @@ func Stripe() Convention {
 		ReplayedHeaders: []string{ReplayedHeader},
 		KeyMaxBytes:     request.MaxKeyBytes,
 		InFlight:        []Signal{{Status: 409, Body: "idempotency_key_in_use"}},
+		SignalsInFlight: true,
 		KeyReused:       []Signal{{Status: 400, Body: "idempotency_error"}},
 	}
 }
@@ -163,6 +194,9 @@ func (c Convention) withDefaults() (Convention, error) {
 	}
 	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > request.MaxKeyBytes {
 		c.KeyMaxBytes = request.MaxKeyBytes
+	}
+	if c.BareConflictWait <= 0 {
+		c.BareConflictWait = DefaultBareConflictWait
 	}
 	var err error
 	if c.LongRunning, err = c.LongRunning.withDefaults(); err != nil {

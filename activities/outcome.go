@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -24,6 +25,9 @@ type verdict struct {
 	inFlight bool
 	// unknown: the request may have reached the server and no answer came.
 	unknown bool
+	// guessed: inFlight only by the activity's guess (a bare 409 after an
+	// attempt of unknown outcome), bounded by Convention.BareConflictWait.
+	guessed bool
 }
 
 // adviceHeaders are response headers by which a server says whether a
@@ -54,10 +58,11 @@ func unknownStatus(status int) bool {
 		status >= 500 && status != http.StatusNotImplemented && status != http.StatusHTTPVersionNotSupported
 }
 
-// decide is the one place where an attempt's answer is classified. hint is
-// what the activity knows: an earlier attempt of this activity ended without
-// an answer (timed out, connection lost, worker lost) or already met the key
-// in flight. The rules, in order:
+// decide is the one place where an attempt's answer is classified. prev is
+// what the activity knows from the attempts before (progress.hint): an
+// earlier attempt ended without an answer (timed out, connection lost,
+// worker lost), got a 408 or 5xx, or already met the key in flight. The
+// rules, in order:
 //
 //  1. a transport error: TLS verification and a plain-http server behind an
 //     https URL are non-retryable; every other error is retryable (the key
@@ -70,11 +75,15 @@ func unknownStatus(status int) bool {
 //     this key still being processed when the server says so (a
 //     Convention.InFlight signal, Retry-After, or retry advice "true"),
 //     whatever its retry advice: failing would report an operation the
-//     server is still doing as failed. It is also in flight when only the
-//     activity knows it (hint: an earlier attempt got no answer, or a 408
-//     or 5xx that a gateway may have sent while the server went on), unless
-//     the server advises against retrying: its explicit word beats the
-//     activity's guess (the final error then says OutcomeUnknown). It is
+//     server is still doing as failed. A bare 409 (no such mark) is also
+//     in flight when only the activity guesses it (prev.hint: an earlier
+//     attempt got no answer, or a 408 or 5xx that a gateway may have sent
+//     while the server went on), unless the server advises against
+//     retrying (its explicit word beats the guess), the origin's
+//     Convention.SignalsInFlight says it marks every key in flight, or the
+//     guess has lasted Convention.BareConflictWait: the 409 is then the
+//     server's answer about the resource, rule 7's HTTPClientError, body
+//     kept (the final error says OutcomeUnknown). A key in flight is
 //     retried with the same key and not counted.
 //  5. key reused: a Convention.KeyReused signal: workflows.ErrTypeIdempotencyKeyReused.
 //  6. server advice (Stripe-Should-Retry, X-Should-Retry: true or false)
@@ -83,7 +92,7 @@ func unknownStatus(status int) bool {
 //     workflows.ErrTypeHTTPClientError; anything else workflows.ErrTypeHTTPNonRetryableStatus.
 //
 // unknownStatus marks the answers after which the outcome is unknown.
-func decide(ans *answer, conv *Convention, hint bool) verdict {
+func decide(ans *answer, conv *Convention, prev progress) verdict {
 	if ans.err != nil {
 		if ans.status >= 200 && ans.status <= 299 {
 			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true,
@@ -104,8 +113,12 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	inFlightStatus := status == http.StatusConflict
 	sig, signalled := match(conv.InFlight, status, body)
 	inFlightStatus = inFlightStatus || signalled
+	// bare is the reason of a final bare 409 after an attempt of unknown
+	// outcome (rule 4's guess declined).
+	var bare string
 	if inFlightStatus {
 		var why string
+		guessed := false
 		switch {
 		case signalled:
 			why = fmt.Sprintf("its body matches the in-flight signal %d %q", sig.Status, sig.Body)
@@ -113,11 +126,19 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 			why = "it carries Retry-After"
 		case adviceSet && advice:
 			why = adviceName + ": true"
-		case hint && !adviceSet:
-			why = "an earlier attempt with this key ended without an answer, so the server is most likely still processing it"
+		case !prev.hint() || adviceSet:
+		case conv.SignalsInFlight:
+			bare = fmt.Sprintf("409 without an in-flight signal from a server that marks every key in flight (Convention.SignalsInFlight): its answer about the resource, not a key in flight (read its body); %s, so that request's outcome is unknown: run the same workflow ID again (it sends the same key) to learn it, never a new key", prev.earlier())
+		case prev.guessed() >= conv.BareConflictWait:
+			bare = fmt.Sprintf("409 again without an in-flight signal (in its body, Retry-After or retry advice) after %s of waits for the key (Convention.BareConflictWait %s): taken as the server's answer about the resource, not a key in flight (read its body); %s, so that request's outcome is unknown: run the same workflow ID again (it sends the same key) to learn it, never a new key",
+				prev.guessed().Round(time.Millisecond), conv.BareConflictWait, prev.earlier())
+		default:
+			guessed = true
+			why = fmt.Sprintf("%s, so the server is most likely still processing it; a 409 without an in-flight signal is waited out for %s of waits (Convention.BareConflictWait), %s so far",
+				prev.earlier(), conv.BareConflictWait, prev.guessed().Round(time.Millisecond))
 		}
 		if why != "" {
-			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeIdempotencyKeyInFlight, inFlight: true,
+			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeIdempotencyKeyInFlight, inFlight: true, guessed: guessed,
 				reason: fmt.Sprintf("%d: a request with this key is still being processed (%s); waiting for it with the same key", status, why)}
 		}
 	}
@@ -136,12 +157,27 @@ func decide(ans *answer, conv *Convention, hint bool) verdict {
 	}
 	reason := fmt.Sprintf("%d is not retryable: the same request cannot succeed; fix the request", status)
 	switch {
+	case bare != "":
+		reason = bare
 	case inFlightStatus:
 		reason = "409 with no sign that a request with this key is in flight (no Retry-After, no in-flight body, no earlier attempt without an answer): a conflict with the state of the server"
 	case unknownStatus(status):
 		reason = fmt.Sprintf("%d is not retryable: the server cannot handle this request (it may have done part of it)", status)
 	}
 	return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: reason}
+}
+
+// got says what an attempt whose outcome is unknown got, for the messages
+// of the attempts after it (progress.UnknownGot): a status, a status whose
+// body broke off, or no answer.
+func (ans *answer) got() string {
+	switch {
+	case ans.err != nil && ans.status != 0:
+		return fmt.Sprintf("got a %d answer whose body broke off", ans.status)
+	case ans.err != nil:
+		return "ended without an answer"
+	}
+	return "got " + strings.TrimSpace(fmt.Sprint(ans.status, " ", http.StatusText(ans.status)))
 }
 
 func statusType(status int) string {

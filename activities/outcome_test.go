@@ -26,7 +26,7 @@ func decideStatus(status int, h http.Header, body string, hint bool) verdict {
 	if h == nil {
 		h = http.Header{}
 	}
-	return decide(&answer{status: status, header: h, body: []byte(body)}, &conv, hint)
+	return decide(&answer{status: status, header: h, body: []byte(body)}, &conv, progress{Unknown: hint})
 }
 
 func TestDecideEveryStatus(t *testing.T) {
@@ -135,15 +135,15 @@ func TestDecideRules(t *testing.T) {
 func TestDecideWithStripeConvention(t *testing.T) {
 	conv, err := Stripe().withDefaults()
 	require.NoError(t, err)
-	v := decide(&answer{status: 409, header: http.Header{}, body: []byte(`{"error":{"code":"idempotency_key_in_use"}}`)}, &conv, false)
+	v := decide(&answer{status: 409, header: http.Header{}, body: []byte(`{"error":{"code":"idempotency_key_in_use"}}`)}, &conv, progress{})
 	assert.Equal(t, workflows.ErrTypeIdempotencyKeyInFlight, v.errType)
-	v = decide(&answer{status: 422, header: http.Header{}, body: []byte(`idempotency key already used`)}, &conv, false)
+	v = decide(&answer{status: 422, header: http.Header{}, body: []byte(`idempotency key already used`)}, &conv, progress{})
 	assert.Equal(t, workflows.ErrTypeHTTPClientError, v.errType, "Stripe answers key misuse with 400, not 422")
 	custom := IETF()
 	custom.InFlight = append(custom.InFlight, Signal{Status: 423, Body: "locked"})
 	conv, err = custom.withDefaults()
 	require.NoError(t, err)
-	v = decide(&answer{status: 423, header: http.Header{}, body: []byte(`Resource LOCKED`)}, &conv, false)
+	v = decide(&answer{status: 423, header: http.Header{}, body: []byte(`Resource LOCKED`)}, &conv, progress{})
 	assert.Equal(t, workflows.ErrTypeIdempotencyKeyInFlight, v.errType)
 }
 
@@ -174,7 +174,7 @@ func TestDecideError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := decide(&answer{err: tt.err}, nil, false)
+			v := decide(&answer{err: tt.err}, nil, progress{})
 			assert.Equal(t, tt.want, v.outcome)
 			assert.Equal(t, tt.wantType, v.errType)
 			assert.Equal(t, tt.unknown, v.unknown)
@@ -216,5 +216,84 @@ func TestGatewayAnswersAreUnknownOutcomes(t *testing.T) {
 	} {
 		v := decideStatus(status, nil, "", false)
 		assert.Equal(t, unknown, v.unknown, "%d", status)
+	}
+}
+
+// TestDecideBareConflict (issue 30, item 12): a bare 409 after an attempt
+// of unknown outcome is the key in flight only by the activity's guess,
+// which ends after Convention.BareConflictWait of waits, or at once for a
+// Convention.SignalsInFlight origin; the server's own marks are waited
+// out whatever the guess. The reasons say what the earlier attempt got.
+func TestDecideBareConflict(t *testing.T) {
+	after503 := progress{Attempt: 1, Counted: 1, Unknown: true, UnknownGot: "got 503 Service Unavailable", Waited: time.Second}
+	guessing := func(p progress, n int32, after, waited time.Duration) progress {
+		p.Guessed, p.GuessedAfter, p.Waited = n, after, waited
+		return p
+	}
+	ietf, _ := IETF().withDefaults()
+	stripe, _ := Stripe().withDefaults()
+	short := IETF()
+	short.BareConflictWait = 5 * time.Second
+	short, _ = short.withDefaults()
+	marksAll := IETF()
+	marksAll.SignalsInFlight = true
+	marksAll, _ = marksAll.withDefaults()
+	const business = `{"error":"already refunded"}`
+	tests := []struct {
+		name       string
+		conv       Convention
+		header     http.Header
+		body       string
+		prev       progress
+		wantType   string
+		wantGuess  bool
+		wantReason string
+	}{
+		{"first bare 409 after a 503 is guessed in flight", ietf, nil, business, after503, workflows.ErrTypeIdempotencyKeyInFlight, true, "an earlier attempt with this key got 503 Service Unavailable"},
+		{"progress recorded before UnknownGot reads as no answer", ietf, nil, business, progress{Attempt: 1, Counted: 1, Unknown: true}, workflows.ErrTypeIdempotencyKeyInFlight, true, "an earlier attempt with this key ended without an answer"},
+		{"after the server said in flight", ietf, nil, business, progress{Attempt: 1, InFlightCount: 1}, workflows.ErrTypeIdempotencyKeyInFlight, true, "the server has answered that a request with this key was being processed"},
+		{"guess under the default wait", ietf, nil, business, guessing(after503, 4, time.Second, 29*time.Second), workflows.ErrTypeIdempotencyKeyInFlight, true, "28s so far"},
+		{"guess at the default wait is final", ietf, nil, business, guessing(after503, 5, time.Second, 31*time.Second), workflows.ErrTypeHTTPClientError, false, "after 30s of waits for the key (Convention.BareConflictWait 30s)"},
+		{"guess at a shorter wait is final", short, nil, business, guessing(after503, 2, time.Second, 6*time.Second), workflows.ErrTypeHTTPClientError, false, "got 503 Service Unavailable"},
+		{"SignalsInFlight: final at once", marksAll, nil, business, after503, workflows.ErrTypeHTTPClientError, false, "Convention.SignalsInFlight"},
+		{"Stripe: a bare 409 is final at once", stripe, nil, business, after503, workflows.ErrTypeHTTPClientError, false, "got 503 Service Unavailable"},
+		{"Stripe: idempotency_key_in_use is in flight", stripe, nil, `{"error":{"code":"idempotency_key_in_use"}}`, after503, workflows.ErrTypeIdempotencyKeyInFlight, false, "in-flight signal"},
+		{"a signalled 409 is waited out past the guess", ietf, nil, `{"detail":"still processing"}`, guessing(after503, 9, time.Second, time.Hour), workflows.ErrTypeIdempotencyKeyInFlight, false, "in-flight signal"},
+		{"Retry-After is waited out past the guess", marksAll, http.Header{"Retry-After": {"1"}}, business, guessing(after503, 9, time.Second, time.Hour), workflows.ErrTypeIdempotencyKeyInFlight, false, "Retry-After"},
+		{"a bare 409 on a first attempt stays a conflict", ietf, nil, business, progress{}, workflows.ErrTypeHTTPClientError, false, "no earlier attempt without an answer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.header
+			if h == nil {
+				h = http.Header{}
+			}
+			v := decide(&answer{status: 409, header: h, body: []byte(tt.body)}, &tt.conv, tt.prev)
+			assert.Equal(t, tt.wantType, v.errType, v.reason)
+			assert.Equal(t, tt.wantType == workflows.ErrTypeIdempotencyKeyInFlight, v.inFlight, v.reason)
+			assert.Equal(t, tt.wantGuess, v.guessed, v.reason)
+			if v.inFlight {
+				assert.Equal(t, outcomeRetry, v.outcome, v.reason)
+			} else {
+				assert.Equal(t, outcomeFinal, v.outcome, v.reason)
+			}
+			assert.Contains(t, v.reason, tt.wantReason)
+		})
+	}
+}
+
+// TestAnswerGot: what the messages say an attempt of unknown outcome got.
+func TestAnswerGot(t *testing.T) {
+	tests := []struct {
+		ans  answer
+		want string
+	}{
+		{answer{status: 503}, "got 503 Service Unavailable"},
+		{answer{status: 524}, "got 524"},
+		{answer{err: io.EOF}, "ended without an answer"},
+		{answer{status: 200, err: io.ErrUnexpectedEOF}, "got a 200 answer whose body broke off"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.ans.got())
 	}
 }

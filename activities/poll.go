@@ -248,7 +248,7 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 	}
 	// A poll carries no key: no answer of it is about a key, and a 409 is
 	// only a conflict (retried, as the monitor may settle).
-	v := decide(ans, &Convention{}, false)
+	v := decide(ans, &Convention{}, progress{})
 	if v.inFlight {
 		v.errType, v.reason = workflows.ErrTypeHTTPRetryableStatus, fmt.Sprintf("%d from the monitor, marked to retry", ans.status)
 	}

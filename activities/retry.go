@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -26,12 +27,28 @@ type progress struct {
 	// Counted is how many attempts up to Attempt count against the budget.
 	Counted int32 `json:"counted"`
 	// Unknown: the request of an attempt up to Attempt may have reached the
-	// server and got no answer.
+	// server and got no answer (or a 408 or 5xx, which a gateway may send).
 	Unknown bool `json:"unknown,omitempty"`
+	// UnknownGot says what the latest of those attempts got, for messages
+	// ("got 503 Service Unavailable", "ended without an answer"); empty in
+	// progress recorded before it existed (read as no answer).
+	UnknownGot string `json:"unknown_got,omitempty"`
+	// Guessed counts the bare 409s taken for the key in flight by decide's
+	// guess alone (after an attempt of unknown outcome, hint), and
+	// GuessedAfter is Waited when the first of them came: the guess has
+	// lasted Waited − GuessedAfter.
+	Guessed      int32         `json:"guessed,omitempty"`
+	GuessedAfter time.Duration `json:"guessed_after,omitempty"`
+	// Waited is the sum of the waits handed to Temporal between the
+	// attempts up to Attempt: the least time that has passed since the
+	// first, whichever clock Config.Now reads.
+	Waited time.Duration `json:"waited,omitempty"`
 	// InFlightSince and InFlightCount: when the server first said the key was
-	// in flight, and how many times it has said so.
-	InFlightSince time.Time `json:"in_flight_since,omitzero"`
-	InFlightCount int32     `json:"in_flight_count,omitempty"`
+	// in flight, and how many times it has said so; InFlightAfter is Waited
+	// then.
+	InFlightSince time.Time     `json:"in_flight_since,omitzero"`
+	InFlightCount int32         `json:"in_flight_count,omitempty"`
+	InFlightAfter time.Duration `json:"in_flight_after,omitempty"`
 	// Deadline is the schedule-to-close deadline on Config.Now's clock,
 	// fixed by the first attempt that needed it.
 	Deadline time.Time `json:"deadline,omitzero"`
@@ -62,6 +79,7 @@ func loadProgress(ctx context.Context, attempt int32) progress {
 		p.Counted += lost
 		p.Sent += lost
 		p.Unknown = true
+		p.UnknownGot = "left no record (it timed out, or its worker was lost)"
 	}
 	p.Attempt = attempt - 1
 	return p
@@ -70,6 +88,23 @@ func loadProgress(ctx context.Context, attempt int32) progress {
 // hint reports whether the key may be in flight at the server because of
 // this activity's own earlier attempts.
 func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
+
+// earlier says, for messages, why the key may be in flight (hint).
+func (p progress) earlier() string {
+	if !p.Unknown {
+		return "the server has answered that a request with this key was being processed"
+	}
+	return "an earlier attempt with this key " + cmp.Or(p.UnknownGot, "ended without an answer")
+}
+
+// guessed is how long decide's guess that bare 409s are the key in flight
+// has lasted, as the sum of the waits after them.
+func (p progress) guessed() time.Duration {
+	if p.Guessed == 0 {
+		return 0
+	}
+	return p.Waited - p.GuessedAfter
+}
 
 // failure is an attempt's retryable answer on its way to Temporal: the
 // attempt (its Info, request and metrics handler, the progress before it),
@@ -84,6 +119,8 @@ type failure struct {
 	d      workflows.Failure
 	msg    string
 	header http.Header
+	// got says what the attempt got (answer.got).
+	got string
 }
 
 // retry turns a retryable verdict into the error handed to Temporal: the
@@ -120,11 +157,22 @@ func (a *Activities) retry(ctx context.Context, f *failure) error {
 func (f *failure) next(now time.Time) progress {
 	prev := f.prev
 	next := progress{Attempt: f.info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || f.v.unknown,
-		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, Sent: prev.Sent, Deadline: prev.Deadline}
+		UnknownGot: prev.UnknownGot, Guessed: prev.Guessed, GuessedAfter: prev.GuessedAfter, Waited: prev.Waited,
+		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, InFlightAfter: prev.InFlightAfter,
+		Sent: prev.Sent, Deadline: prev.Deadline}
+	if f.v.unknown {
+		next.UnknownGot = f.got
+	}
+	if f.v.guessed {
+		if next.Guessed == 0 {
+			next.GuessedAfter = prev.Waited
+		}
+		next.Guessed++
+	}
 	if f.v.inFlight {
 		next.InFlightCount++
 		if next.InFlightSince.IsZero() {
-			next.InFlightSince = now
+			next.InFlightSince, next.InFlightAfter = now, prev.Waited
 		}
 	} else {
 		next.Counted++
@@ -206,7 +254,7 @@ func (a *Activities) failAtDeadline(ctx context.Context, f *failure, next progre
 	if f.v.inFlight {
 		logger.Error("HTTP idempotency key still locked at the server", "key", d.IdempotencyKey, "in_flight_since", next.InFlightSince, "in_flight_count", next.InFlightCount)
 		return a.fail(fmt.Sprintf("%s; the key is still locked at the server: it has answered that a request with this key is in progress %d times since %s (%s ago), and the next wait (%s, %s) cannot end before the schedule-to-close deadline (%s left). The first request may still complete: never retry with a new key. Wait out the server's lock expiry, then run the same workflow ID again (it sends the same key)",
-			f.msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), now.Sub(next.InFlightSince).Round(time.Millisecond), w.delay, w.source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
+			f.msg, next.InFlightCount, next.InFlightSince.UTC().Format(time.RFC3339), max(now.Sub(next.InFlightSince), next.Waited-next.InFlightAfter).Round(time.Millisecond), w.delay, w.source, left), workflows.ErrTypeIdempotencyKeyLocked, d)
 	}
 	logger.Error("HTTP retry cannot fit before the deadline", "key", d.IdempotencyKey, "status", d.Status, "attempt", d.Attempt, "delay", w.delay, "left", left)
 	return a.fail(fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now instead of waiting; raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
@@ -223,16 +271,23 @@ func beyondDeadline(info activity.Info, prev progress, next *progress, now time.
 	}
 	deadline, margin := scheduleDeadline(info, prev, now)
 	next.Deadline = deadline
-	left = deadline.Sub(now)
+	// At least the waits handed to Temporal have passed, whatever Now's
+	// clock says: under a clock that stands still while Temporal's test
+	// environment skips them (Config.Now unset there), the deadline would
+	// never come near, and the environment would end the activity with
+	// the last retryable error instead.
+	left = min(deadline.Sub(now), info.ScheduleToCloseTimeout-prev.Waited)
 	return left, wait+margin >= left
 }
 
 // handOver ends the attempt with the retryable error of errType that
 // Temporal retries: msg (redacted) with d, and delay as NextRetryDelay
-// when handed. It records next, the progress the next attempt reads; a
-// failure to record it only makes the next attempt count this one as lost
-// (a failure of unknown outcome).
+// when handed. It records next, the progress the next attempt reads, with
+// delay added to its Waited (Temporal's own interval, when delay is not
+// handed, is at least delay); a failure to record it only makes the next
+// attempt count this one as lost (a failure of unknown outcome).
 func (a *Activities) handOver(ctx context.Context, next progress, errType, msg string, delay time.Duration, handed bool, d workflows.Failure) error {
+	next.Waited += delay
 	var opts temporal.ApplicationErrorOptions
 	if handed {
 		d.NextRetryDelay = delay

@@ -345,7 +345,7 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 		d.NextRetryDelay = delay
 		d.OutcomeUnknown = true
 		activity.GetLogger(ctx).Error("long-running operation still running at the deadline", "key", d.IdempotencyKey, "monitor", d.Location, "polls", pl.info.Attempt)
-		return a.fail(fmt.Sprintf("%s; the next poll would wait %s (%s) but only %s remain before following it times out (FollowOptions.Timeout %s): the operation may still end at the server; resume with workflows.FollowAccepted and Failure.Accepted",
+		return a.fail(fmt.Sprintf("%s; the next poll would wait %s (%s) but only %s remain before following it times out (%s of the timeout were left for polling): the operation may still end at the server; resume with workflows.FollowAccepted and Failure.Accepted",
 			msg, delay, source, max(left, 0).Round(time.Millisecond), pl.info.ScheduleToCloseTimeout), workflows.ErrTypeOperationStillRunning, d)
 	}
 	d.NextRetryDelay = delay

@@ -97,8 +97,9 @@ func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } 
 //
 // Its URLs are stored in Temporal's history: they never hold user info,
 // and hold query values only for the names the origin's
-// activities.LongRunning.KeepQuery allows (a monitor with others is not
-// followed: ErrTypeMonitorNotFollowed).
+// activities.LongRunning.KeepQuery allows (a monitor a server names with
+// others is not followed: ErrTypeMonitorNotFollowed), or those the
+// workflow wrote itself (WebhookPoll.URL).
 type Accepted struct {
 	// Operation, Method, URL and IdempotencyKey are the start request's.
 	Operation      string `json:"operation,omitempty"`

@@ -224,3 +224,34 @@ func TestWebhookPollURLWithQuery(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookTimeoutBoundsFirstWait: WebhookOptions.Timeout bounds the
+// wait before the fallback's first poll too (it shares no code with
+// following's first wait, so it is checked on its own): an After past the
+// timeout ends at the timeout (after one last read of the resource, given
+// MinPollInterval), OperationStillRunning.
+func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
+	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_, _ = w.Write([]byte(`{"id":"ch_1","status":"processing"}`))
+	})
+	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{})
+	var took time.Duration
+	wf := func(ctx workflow.Context) error {
+		start := workflow.Now(ctx)
+		_, err := workflows.Post(ctx, "charge", srv.URL+"/charges", map[string]any{}, workflows.AwaitWebhook(workflows.WebhookOptions{
+			Succeeded: []string{"charge.succeeded"}, Timeout: time.Minute,
+			Poll: &workflows.WebhookPoll{URL: srv.URL + "/charges/{id}", After: 10 * time.Minute, Succeeded: []string{"succeeded"}}}))
+		took = workflow.Now(ctx).Sub(start)
+		return err
+	}
+	env.RegisterWorkflow(wf)
+	env.ExecuteWorkflow(wf)
+	f, ok := workflows.AsFailure(env.GetWorkflowError())
+	require.True(t, ok, "%v", env.GetWorkflowError())
+	assert.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type, f.Message)
+	assert.LessOrEqual(t, took, time.Minute+workflows.MinPollInterval, "workflow time from the start to the end of the call")
+}

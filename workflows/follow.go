@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -207,7 +208,7 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 		if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
 			resp, _, err = pollMonitor(ctx, ao, op, in, left)
 		} else {
-			err = stillRunning(op, timeout, fmt.Sprintf("its start answer asked to wait %s (Retry-After) before the first poll", first), nil, Failure{})
+			err = stillRunning(op, timeout, fmt.Sprintf("the start answer's Retry-After asked for %s before the first poll: a FollowOptions.Timeout above it lets a poll happen", first), nil, Failure{})
 		}
 	}
 	if err == nil {
@@ -247,14 +248,17 @@ func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted,
 }
 
 // waitBeforePolling waits d (none if 0) before the first poll of op, on
-// a timer the Web UI names for what it is.
+// a timer the Web UI names for what it is: the monitor's host and path,
+// never its query.
 func waitBeforePolling(ctx workflow.Context, op Accepted, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{
-		Summary: "Retry-After wait before polling " + Summary("GET", op.Monitor, "")[len("GET "):],
-	}).Get(ctx, nil)
+	shown := "the status monitor"
+	if u, err := url.Parse(op.Monitor); err == nil {
+		shown = u.Host + u.EscapedPath()
+	}
+	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "Retry-After wait before polling " + shown}).Get(ctx, nil)
 }
 
 // stillRunning is the error of op not known to have ended when following
@@ -263,7 +267,7 @@ func waitBeforePolling(ctx workflow.Context, op Accepted, d time.Duration) error
 func stillRunning(op Accepted, timeout time.Duration, why string, cause error, f Failure) error {
 	shown := request.RedactURL(op.Monitor)
 	if why != "" {
-		why = ", " + why
+		why = "; " + why
 	}
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("the operation at %s had not ended when following it timed out (%s%s): resume with FollowAccepted and the Failure's Accepted", shown, timeout, why),

@@ -64,12 +64,13 @@ type LongRunning struct {
 	// answer's Location for a POST (Azure Resource Manager's rule, as
 	// Azure SDKs apply it); else (a DELETE) it is the status document.
 	ResultAtLocation bool
-	// KeepQuery names the query parameters a monitor URL may carry into
-	// Temporal's history (for example "api-version"). The monitor is
-	// written to history to be polled by later attempts, so a monitor with
-	// any other query parameter, which may be a signature or a token, is
-	// refused (workflows.ErrTypeMonitorNotFollowed), as is one with user
-	// info.
+	// KeepQuery names the query parameters a monitor URL the server names
+	// may carry into Temporal's history (for example "api-version"). The
+	// monitor is written to history to be polled by later attempts, so a
+	// monitor with any other query parameter, which may be a signature or
+	// a token, is refused (workflows.ErrTypeMonitorNotFollowed), as is one
+	// with user info. A URL the workflow wrote (workflows.WebhookPoll.URL)
+	// is in history already and is polled as written.
 	KeepQuery []string
 	// MonitorOrigins are the origins, besides the start request's, that a
 	// monitor, a result URL or a 303 may point to (each must be in

@@ -100,7 +100,12 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 	if pl.prev = loadProgress(ctx, pl.info.Attempt); pl.prev.Monitor != "" && !in.Cancel {
 		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
 	}
-	mon, err := a.followable(pl.l, su.origin, su.url, pl.op.Monitor, true)
+	// KeepQuery guards what a server names before it is written to
+	// history; a webhook's fallback poll reads the URL the workflow wrote
+	// (WebhookPoll.URL, in history already, as Request.URL is): polled as
+	// written.
+	written := in.Status != nil && pl.op.Monitor == in.Monitor
+	mon, err := a.followable(pl.l, su.origin, su.url, pl.op.Monitor, !written)
 	if err != nil {
 		return nil, 0, "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", request.RedactURL(pl.op.Monitor), err), "")
 	}
@@ -345,7 +350,7 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 		d.NextRetryDelay = delay
 		d.OutcomeUnknown = true
 		activity.GetLogger(ctx).Error("long-running operation still running at the deadline", "key", d.IdempotencyKey, "monitor", d.Location, "polls", pl.info.Attempt)
-		return a.fail(fmt.Sprintf("%s; the next poll would wait %s (%s) but only %s remain before following it times out (FollowOptions.Timeout %s): the operation may still end at the server; resume with workflows.FollowAccepted and Failure.Accepted",
+		return a.fail(fmt.Sprintf("%s; the next poll would wait %s (%s) but only %s remain before following it times out (%s of the timeout were left for polling): the operation may still end at the server; resume with workflows.FollowAccepted and Failure.Accepted",
 			msg, delay, source, max(left, 0).Round(time.Millisecond), pl.info.ScheduleToCloseTimeout), workflows.ErrTypeOperationStillRunning, d)
 	}
 	d.NextRetryDelay = delay

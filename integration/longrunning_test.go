@@ -345,6 +345,14 @@ func checkFollowHistory(t *testing.T, f followed, polls int32) {
 		pollStarted        *historypb.ActivityTaskStartedEventAttributes
 	)
 	for _, ev := range f.events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+			// The Web UI names the timer for what it is, without the
+			// monitor's query.
+			want := "Retry-After wait before polling " + strings.TrimPrefix(f.proxy.URL, "http://") + "/operations/op_1"
+			if got := decode(t, ev.GetUserMetadata().GetSummary()); got != want {
+				t.Errorf("the first poll's timer summary is %q, want %q", got, want)
+			}
+		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			scheduled = append(scheduled, ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName())

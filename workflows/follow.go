@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -40,10 +41,12 @@ const (
 // ends, and returns its final result. The zero value follows with the
 // defaults.
 type FollowOptions struct {
-	// Timeout bounds the following, all polls included (default
-	// DefaultFollowTimeout, 24 h). An operation still running then fails
-	// with ErrTypeOperationStillRunning; its Failure.Accepted resumes it
-	// with FollowAccepted.
+	// Timeout bounds the following from the start answer on, the wait
+	// before the first poll and all polls included (default
+	// DefaultFollowTimeout, 24 h): a start answer's Retry-After longer
+	// than it is cut to it. An operation still running then fails with
+	// ErrTypeOperationStillRunning; its Failure.Accepted resumes it with
+	// FollowAccepted.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Interval and MaximumInterval pace the polls of a monitor that sends
 	// no Retry-After: the wait starts at Interval (default
@@ -54,9 +57,10 @@ type FollowOptions struct {
 	// first poll waits for the start answer's.
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
-	// CancelOperation: when the workflow is cancelled while following, ask
-	// the server to cancel the operation too, if the origin's convention
-	// has a cancel request (activities.LongRunning.CancelMethod; Google's
+	// CancelOperation: when the workflow is cancelled while following (in
+	// the wait before the first poll, in a poll or between polls), ask the
+	// server to cancel the operation too, if the origin's convention has a
+	// cancel request (activities.LongRunning.CancelMethod; Google's
 	// ":cancel"). Default false: polling stops, the operation goes on.
 	CancelOperation bool `json:"cancel_operation,omitempty"`
 }
@@ -94,8 +98,9 @@ func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } 
 //
 // Its URLs are stored in Temporal's history: they never hold user info,
 // and hold query values only for the names the origin's
-// activities.LongRunning.KeepQuery allows (a monitor with others is not
-// followed: ErrTypeMonitorNotFollowed).
+// activities.LongRunning.KeepQuery allows (a monitor a server names with
+// others is not followed: ErrTypeMonitorNotFollowed), or those the
+// workflow wrote itself (WebhookPoll.URL).
 type Accepted struct {
 	// Operation, Method, URL and IdempotencyKey are the start request's.
 	Operation      string `json:"operation,omitempty"`
@@ -166,7 +171,7 @@ func FollowAccepted(ctx workflow.Context, op Accepted, opts FollowOptions) (*Res
 	if err := opts.validate(); err != nil {
 		return nil, invalid("FollowAccepted: %v", err)
 	}
-	return follow(ctx, workflow.GetActivityOptions(ctx), op, opts)
+	return follow(ctx, workflow.GetActivityOptions(ctx), op, opts, 0)
 }
 
 // followStart follows the operation the start answer resp accepted (a
@@ -184,23 +189,34 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: request.RedactURL(in.URL), IdempotencyKey: in.IdempotencyKey,
 				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
 	}
-	if err := workflow.Sleep(ctx, max(resp.Accepted.RetryAfter, MinPollInterval)); err != nil {
-		return nil, err
-	}
-	return follow(ctx, ao, *resp.Accepted, opts)
+	return follow(ctx, ao, *resp.Accepted, opts, max(resp.Accepted.RetryAfter, MinPollInterval))
 }
 
-// follow polls op with the poll activity under options made from ao, the
-// start request's activity options.
-func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions) (*Response, error) {
+// follow follows op within opts.Timeout, counted from now: it waits first
+// (the start answer's Retry-After; 0 for an operation resumed), at most
+// until the timeout, then polls op with the poll activity under options
+// made from ao, the start request's activity options. A workflow cancelled
+// at any point of it asks the server to cancel op when
+// opts.CancelOperation is set: this is the one place that does.
+func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions, first time.Duration) (*Response, error) {
 	in := op.monitor(opts)
-	resp, po, err := pollMonitor(ctx, ao, op, in, cmp.Or(opts.Timeout, DefaultFollowTimeout))
+	timeout := cmp.Or(opts.Timeout, DefaultFollowTimeout)
+	deadline := workflow.Now(ctx).Add(timeout)
+	var resp *Response
+	err := waitBeforePolling(ctx, op, min(first, timeout))
+	if err == nil {
+		if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
+			resp, _, err = pollMonitor(ctx, ao, op, in, left)
+		} else {
+			err = stillRunning(op, timeout, fmt.Sprintf("the start answer's Retry-After asked for %s before the first poll: a FollowOptions.Timeout above it lets a poll happen", first), nil, Failure{})
+		}
+	}
 	if err == nil {
 		return resp, nil
 	}
 	var ce *temporal.CanceledError
 	if (errors.As(err, &ce) || ctx.Err() != nil) && opts.CancelOperation {
-		askToCancel(ctx, po, in)
+		askToCancel(ctx, pollOptions(ao, op, in, timeout), in)
 	}
 	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
 		"monitor", request.RedactURL(op.Monitor), "error", err)
@@ -212,7 +228,58 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 // operation not known to have ended then is ErrTypeOperationStillRunning.
 // It returns the poll's options too.
 func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, in request.Monitor, timeout time.Duration) (*Response, workflow.ActivityOptions, error) {
-	po := workflow.ActivityOptions{
+	po := pollOptions(ao, op, in, timeout)
+	var resp Response
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, po), request.PollActivityName, in).Get(ctx, &resp)
+	if err == nil {
+		return &resp, po, nil
+	}
+	var te *temporal.TimeoutError
+	var ce *temporal.CanceledError
+	f, ok := AsFailure(err)
+	if !errors.As(err, &ce) && ctx.Err() == nil && (errors.As(err, &te) || ok && f.Retryable) {
+		// The activity fails itself before the timeout; this is the
+		// backstop (a worker lost at the very end, the attempt ceiling, a
+		// clock off by more than the margin): a poll still to be retried
+		// is an operation not known to have ended.
+		err = stillRunning(op, timeout, "", err, f)
+	}
+	return nil, po, err
+}
+
+// waitBeforePolling waits d (none if 0) before the first poll of op, on
+// a timer the Web UI names for what it is: the monitor's host and path,
+// never its query.
+func waitBeforePolling(ctx workflow.Context, op Accepted, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	shown := "the status monitor"
+	if u, err := url.Parse(op.Monitor); err == nil {
+		shown = u.Host + u.EscapedPath()
+	}
+	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "Retry-After wait before polling " + shown}).Get(ctx, nil)
+}
+
+// stillRunning is the error of op not known to have ended when following
+// it timed out (after timeout; why, when set, says why no poll told),
+// with the last poll's error as cause and its failure f.
+func stillRunning(op Accepted, timeout time.Duration, why string, cause error, f Failure) error {
+	shown := request.RedactURL(op.Monitor)
+	if why != "" {
+		why = "; " + why
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("the operation at %s had not ended when following it timed out (%s%s): resume with FollowAccepted and the Failure's Accepted", shown, timeout, why),
+		ErrTypeOperationStillRunning, cause,
+		Failure{Operation: op.Operation, Method: http.MethodGet, URL: shown, IdempotencyKey: op.IdempotencyKey,
+			Status: f.Status, Attempt: f.Attempt, Location: shown, OutcomeUnknown: true, Accepted: &op})
+}
+
+// pollOptions are the options of the poll activity on in (op's monitor)
+// for polls within timeout, made from ao.
+func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, timeout time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		TaskQueue:              ao.TaskQueue,
 		DisableEagerExecution:  ao.DisableEagerExecution,
 		StartToCloseTimeout:    cmp.Or(ao.StartToCloseTimeout, DefaultStartToCloseTimeout),
@@ -228,27 +295,6 @@ func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted,
 		},
 		Summary: "polling " + Summary("GET", op.Monitor, op.Operation),
 	}
-	var resp Response
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, po), request.PollActivityName, in).Get(ctx, &resp)
-	if err == nil {
-		return &resp, po, nil
-	}
-	var te *temporal.TimeoutError
-	var ce *temporal.CanceledError
-	f, ok := AsFailure(err)
-	if !errors.As(err, &ce) && ctx.Err() == nil && (errors.As(err, &te) || ok && f.Retryable) {
-		// The activity fails itself before the timeout; this is the
-		// backstop (a worker lost at the very end, the attempt ceiling, a
-		// clock off by more than the margin): a poll still to be retried
-		// is an operation not known to have ended.
-		shown := request.RedactURL(op.Monitor)
-		err = temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("the operation at %s had not ended when following it timed out (%s): resume with FollowAccepted and the Failure's Accepted", shown, timeout),
-			ErrTypeOperationStillRunning, err,
-			Failure{Operation: op.Operation, Method: http.MethodGet, URL: shown, IdempotencyKey: op.IdempotencyKey,
-				Status: f.Status, Attempt: f.Attempt, Location: shown, OutcomeUnknown: true, Accepted: &op})
-	}
-	return nil, po, err
 }
 
 // askToCancel asks the server to cancel the operation in (the poll

@@ -76,8 +76,12 @@ type WebhookPoll struct {
 	// URL is the resource read with GET, e.g.
 	// "https://api.example.com/v1/charges/{id}": each {field} (a dotted
 	// path) is replaced by that string or number of the start answer's
-	// JSON body, path-escaped. Its origin must be allowed on the worker,
-	// and its query values reach history: put no secret there. Required.
+	// JSON body, path-escaped (query-escaped in the query). It is polled
+	// as written, its query included (e.g. "?expand[]=latest_charge"; the
+	// origin's activities.LongRunning.KeepQuery guards only the monitors
+	// a server names). Its origin must be allowed on the worker, and its
+	// query values reach history, as Request.URL's do: put no secret
+	// there. Required.
 	URL string `json:"url"`
 	// After is how long the call waits for a terminal notification after
 	// the start answer before the first poll (default DefaultPollAfter, 5 min; at least
@@ -164,7 +168,8 @@ func (o WebhookOptions) validate() error {
 // body, or an error naming the field it lacks.
 func (p *WebhookPoll) pollURL(start *Response) (string, error) {
 	var missing []string
-	u := placeholder.ReplaceAllStringFunc(p.URL, func(m string) string {
+	escape := url.PathEscape
+	fill := func(m string) string {
 		name := m[1 : len(m)-1]
 		var body []byte
 		if start != nil {
@@ -183,8 +188,15 @@ func (p *WebhookPoll) pollURL(start *Response) (string, error) {
 			missing = append(missing, name)
 			return m
 		}
-		return url.PathEscape(s)
-	})
+		return escape(s)
+	}
+	// A placeholder in the query is a query value.
+	path, query, hasQuery := strings.Cut(p.URL, "?")
+	u := placeholder.ReplaceAllStringFunc(path, fill)
+	if hasQuery {
+		escape = url.QueryEscape
+		u += "?" + placeholder.ReplaceAllStringFunc(query, fill)
+	}
 	if len(missing) > 0 {
 		return "", fmt.Errorf("the start answer's body has no string or number %s for WebhookPoll.URL", strings.Join(missing, ", "))
 	}

@@ -5,7 +5,10 @@
 // envconfig reads them (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
 // TEMPORAL_PROFILE). On success it prints one JSON object on stdout and exits
 // 0; on failure it prints the error type, last status, attempts and key on
-// stderr and exits 1. The workflow's Web UI link goes to stderr.
+// stderr and exits 1. The workflow's Web UI link goes to stderr: on --ui (env
+// TEMPORAL_UI_URL), else on the UI derived from the frontend's address
+// (Temporal Cloud's, or a dev server's: its port + 1000) when one answers
+// there; otherwise the line says how to set it.
 //
 //	go run ./cmd/starter --url http://127.0.0.1:8081/payments --body '{"amount":42}'
 //
@@ -26,8 +29,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, fmt.Errorf("starting the workflow: %w", err))
 	}
 	ns := cmp.Or(opts.Namespace, client.DefaultNamespace)
-	printUILink(stderr, cfg.uiURL, ns, we)
+	printUILink(stderr, cfg.uiURL, opts.HostPort, ns, we.GetID(), we.GetRunID(), uiAnswers)
 	var resp workflows.Response
 	if err := we.Get(ctx, &resp); err != nil {
 		if ctx.Err() != nil {
@@ -151,7 +157,7 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.DurationVar(&cfg.perAttempt, "start-to-close", workflows.DefaultStartToCloseTimeout, "timeout of each attempt")
 	fs.DurationVar(&cfg.overall, "schedule-to-close", workflows.DefaultScheduleToCloseTimeout, "deadline of the whole operation")
 	fs.StringVar(&cfg.jitter, "jitter", "full", "backoff jitter: full, equal, decorrelated or none (Temporal's own)")
-	fs.StringVar(&cfg.uiURL, "ui", cliutil.Env("TEMPORAL_UI_URL", "http://localhost:8233"), "Temporal Web UI base URL, for the link (env TEMPORAL_UI_URL)")
+	fs.StringVar(&cfg.uiURL, "ui", cliutil.Env("TEMPORAL_UI_URL", ""), "Temporal Web UI base URL, for the workflow's link (env TEMPORAL_UI_URL; default: Temporal Cloud's for a Cloud address, else a dev server's, the frontend's port + 1000, if it answers)")
 	fs.DurationVar(&cfg.wait, "wait", 10*time.Minute, "how long to wait for the result")
 	fs.BoolVar(&cfg.follow, "follow", false, "follow a long-running operation: when the server answers with a status monitor (a 202 with Location, or what the worker's --convention names), poll it to the operation's end and print the final result")
 	fs.DurationVar(&cfg.followTimeout, "follow-timeout", workflows.DefaultFollowTimeout, "how long to follow the operation, all polls included (with --follow)")
@@ -283,10 +289,46 @@ func startTrace(ctx context.Context, operation string, tel *telemetry.Telemetry,
 	return ctx, span
 }
 
-// printUILink prints the Web UI's link to the workflow run we.
-func printUILink(w io.Writer, uiURL, ns string, we client.WorkflowRun) {
-	fmt.Fprintf(w, "Web UI: %s/namespaces/%s/workflows/%s/%s/history\n",
-		strings.TrimRight(uiURL, "/"), url.PathEscape(ns), url.PathEscape(we.GetID()), url.PathEscape(we.GetRunID()))
+// printUILink prints the Web UI's link to the workflow run id/runID in
+// namespace ns: on uiURL (--ui) when set, else on the UI derived from the
+// frontend's address hostPort (client.DefaultHostPort when empty):
+// Temporal Cloud's for a Cloud endpoint, else the dev server's default
+// (temporal server start-dev serves it on the frontend's IP, at its port +
+// 1000), if answers says one answers there. A UI that does not answer gets
+// no dead link, but how to set it.
+func printUILink(w io.Writer, uiURL, hostPort, ns, id, runID string, answers func(base string) bool) {
+	base := strings.TrimRight(uiURL, "/")
+	if base == "" {
+		hostPort = cmp.Or(hostPort, client.DefaultHostPort)
+		host, port, err := net.SplitHostPort(hostPort)
+		p, perr := strconv.Atoi(port)
+		switch {
+		case err == nil && (strings.HasSuffix(host, ".tmprl.cloud") || strings.HasSuffix(host, ".api.temporal.io")):
+			base = "https://cloud.temporal.io"
+		case err != nil || perr != nil || p+1000 > 65535:
+			fmt.Fprintf(w, "Web UI: no address derived from the frontend %s; set --ui or TEMPORAL_UI_URL to the Web UI's address for a link\n", hostPort)
+			return
+		default:
+			base = "http://" + net.JoinHostPort(host, strconv.Itoa(p+1000))
+			if !answers(base) {
+				fmt.Fprintf(w, "Web UI: nothing answers at %s (a dev server's default for the frontend %s: its port + 1000); set --ui or TEMPORAL_UI_URL to the Web UI's address for a link\n", base, hostPort)
+				return
+			}
+		}
+	}
+	fmt.Fprintf(w, "Web UI: %s/namespaces/%s/workflows/%s/%s/history\n", base, url.PathEscape(ns), url.PathEscape(id), url.PathEscape(runID))
+}
+
+// uiAnswers reports whether a web server answers GET base/ within a
+// second with a status below 400.
+func uiAnswers(base string) bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(base + "/")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode < 400
 }
 
 // output is what the starter prints of the result of we: a body that is

@@ -40,7 +40,8 @@ func PollBackoff(interval, maxInterval time.Duration) Backoff {
 //
 // It is stored in Temporal's history: its URLs hold no user info and no
 // query values but those their origin's activities.LongRunning.KeepQuery
-// names (the start activity refuses other monitors).
+// names (the start activity refuses other monitors), or, with Status, the
+// query the workflow wrote in workflows.WebhookPoll.URL.
 type Monitor struct {
 	// Operation and IdempotencyKey are the start request's, for logs,
 	// metrics and errors; the key is never sent with a poll.

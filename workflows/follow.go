@@ -202,8 +202,15 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 	in := op.monitor(opts)
 	timeout := cmp.Or(opts.Timeout, DefaultFollowTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
+	wait := min(first, timeout)
+	if first > timeout && workflow.GetVersion(ctx, firstWaitBounded, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// A history recorded before the timeout bounded the first wait
+		// waited the whole Retry-After, then polled for the whole
+		// timeout: replay it as recorded, not as a nondeterminism error.
+		wait, deadline = first, deadline.Add(first)
+	}
 	var resp *Response
-	err := waitBeforePolling(ctx, op, min(first, timeout))
+	err := waitBeforePolling(ctx, op, wait)
 	if err == nil {
 		if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
 			resp, _, err = pollMonitor(ctx, ao, op, in, left)
@@ -246,6 +253,11 @@ func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted,
 	}
 	return nil, po, err
 }
+
+// firstWaitBounded is the change ID (workflow.GetVersion) of
+// FollowOptions.Timeout bounding the first wait: its marker is recorded
+// only where a start answer's Retry-After passes the timeout.
+const firstWaitBounded = "follow-timeout-bounds-first-wait"
 
 // waitBeforePolling waits d (none if 0) before the first poll of op, on
 // a timer the Web UI names for what it is: the monitor's host and path,

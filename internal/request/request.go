@@ -208,29 +208,6 @@ var setByClient = map[string]string{
 	"Tracestate":        "the worker writes each attempt's W3C trace context",
 }
 
-// credentialWords mark a header name as a credential once it is lower-cased
-// and stripped of '-' and '_': Authorization, Proxy-Authorization, Cookie,
-// X-Api-Key, Api-Key, X-Auth-Token, X-Access-Token, X-Amz-Security-Token,
-// Ocp-Apim-Subscription-Key, X-Client-Secret, X-Session-Id …
-var credentialWords = []string{
-	"auth", "token", "secret", "password", "passwd", "apikey", "accesskey",
-	"privatekey", "subscriptionkey", "clientkey", "cookie", "credential",
-	"session",
-}
-
-// IsCredential reports whether a header name is treated as a credential:
-// such headers may not come from workflow input (which is stored in
-// Temporal's history); they are configured on the worker.
-func IsCredential(name string) bool {
-	n := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(name))
-	for _, w := range credentialWords {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
-
 // Headers checks the extra headers of a request: valid names (RFC 9110
 // tokens), no two names that differ only in case, values without control
 // characters other than horizontal tab, no credential headers (see

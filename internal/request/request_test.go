@@ -18,30 +18,6 @@ func errContains(err error, want string) bool {
 	return err != nil && strings.Contains(err.Error(), want)
 }
 
-func TestIsCredential(t *testing.T) {
-	credential := []string{
-		"Authorization", "authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
-		"X-Api-Key", "x-api-key", "X-API-KEY", "Api-Key", "Apikey", "X_Api_Key", "X-Auth-Token",
-		"X-Access-Token", "X-Amz-Security-Token", "Ocp-Apim-Subscription-Key", "X-Client-Secret",
-		"X-Session-Id", "Private-Token", "X-Password", "X-Credential", "X-Access-Key", "X-Private-Key",
-		"X-Client-Key", "X-Csrf-Token", "Www-Authenticate",
-	}
-	plain := []string{
-		"X-Correlation-Id", "X-Request-Id", "Accept-Language", "Content-Language", "X-Note",
-		"Prefer", "If-Match", "Traceparent", "X-Tenant", "Keyboard",
-	}
-	for _, name := range credential {
-		if !IsCredential(name) {
-			t.Errorf("IsCredential(%q) = false, want true", name)
-		}
-	}
-	for _, name := range plain {
-		if IsCredential(name) {
-			t.Errorf("IsCredential(%q) = true, want false", name)
-		}
-	}
-}
-
 func TestHeaders(t *testing.T) {
 	tests := []struct {
 		name string

@@ -2,6 +2,7 @@ package request
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -140,8 +141,14 @@ func RedactFields(doc []byte, with string) ([]byte, bool) {
 				continue
 			}
 			expectName = false
-			name := string(doc[i+1 : end])
-			if strings.IndexByte(name, '\\') >= 0 && json.Unmarshal(doc[i:end+1], &name) != nil {
+			raw := doc[i+1 : end]
+			escaped := slices.Contains(raw, '\\')
+			if !escaped && !mayNameCredential(raw) {
+				i = end
+				continue
+			}
+			name := string(raw)
+			if escaped && json.Unmarshal(doc[i:end+1], &name) != nil {
 				name = ""
 			}
 			if !IsCredential(name) {
@@ -167,6 +174,26 @@ func RedactFields(doc []byte, with string) ([]byte, bool) {
 		return doc, false
 	}
 	return append(out, doc[last:]...), true
+}
+
+// stems are what every name IsCredential accepts contains, in lower case.
+var stems = []string{"token", "secret", "pass", "credential", "cookie", "key", "session", "auth"}
+
+// mayNameCredential reports whether name, in any case, holds a stem: a
+// test without allocation before IsCredential.
+func mayNameCredential(name []byte) bool {
+	for _, st := range stems {
+		for i := 0; i+len(st) <= len(name); i++ {
+			j := 0
+			for j < len(st) && name[i+j]|0x20 == st[j] {
+				j++
+			}
+			if j == len(st) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

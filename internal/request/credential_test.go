@@ -41,6 +41,7 @@ func TestIsCredential(t *testing.T) {
 	}
 	for _, name := range credential {
 		assert.True(t, IsCredential(name), "IsCredential(%q)", name)
+		assert.True(t, mayNameCredential([]byte(name)), "RedactFields' prefilter skips %q", name)
 	}
 	for _, name := range plain {
 		assert.False(t, IsCredential(name), "IsCredential(%q)", name)

@@ -278,10 +278,20 @@ const CutURL = "[cut: invalid URL]"
 // that would hide a query in the path) is shown only up to that byte,
 // then CutURL: what follows cannot be told apart from a query value.
 func RedactURL(raw string) string {
-	if i := unclean(raw); i >= 0 {
-		return redactURL(raw[:i]) + CutURL
+	i := unclean(raw)
+	if i < 0 {
+		return redactURL(raw)
 	}
-	return redactURL(raw)
+	prefix := raw[:i]
+	if k := strings.Index(prefix, "//"); k >= 0 && !strings.Contains(prefix[k+2:], "/") {
+		// Cut inside the authority: what looks like a host or a port may
+		// be user info whose "@" comes later. The scheme alone.
+		if u, err := url.Parse(prefix); err == nil && u.Scheme != "" {
+			return strings.ToLower(u.Scheme) + "://" + CutURL
+		}
+		return CutURL
+	}
+	return redactURL(prefix) + CutURL
 }
 
 // unclean returns the offset in raw of the first byte before its query or

@@ -279,7 +279,10 @@ func TestRedactURLNotClean(t *testing.T) {
 		{"https://h.example/a%3Fsig=" + qv, "https://h.example/a" + CutURL},
 		{"https://h.example/a\"sig=" + qv, "https://h.example/a" + CutURL},
 		{"https://u:p@h.example/r/\xc3?sig=" + qv, "https://h.example/r/" + CutURL},
-		{"https://h\xff.example/" + qv, "https://h" + CutURL},
+		{"https://h\xff.example/" + qv, "https://" + CutURL},
+		{"https://u:1234\xff5678@h.example/", "https://" + CutURL}, // a password's digits, not a port
+		{"HTTPS://u:1234%005678@h.example/", "https://" + CutURL},
+		{"/x//y\xff" + qv, CutURL},
 		{"\xff" + qv, CutURL},
 		// Clean URLs as before: escaped UTF-8 and escapes that make ASCII.
 		{"https://h.example/caf%C3%A9/%2F?sig=" + qv, "https://h.example/caf%C3%A9/%2F?sig=REDACTED"},

@@ -118,6 +118,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			AllowedOrigins: []string{"https://a.example.com"},
 			Conventions:    map[string]activities.Convention{"https://a.example.com": {KeyHeader: "X-Auth-Token"}},
 		}, "looks like a credential"},
+		// Issue 30, item 3: a response header named like a credential
+		// (request.IsCredential) would be copied into history.
+		{"result header that is a credential", activities.Config{
+			AllowedOrigins: []string{"https://a.example.com"},
+			ResultHeaders:  []string{"Content-Type", "Set-Cookie"},
+		}, "Config.ResultHeaders names Set-Cookie"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,7 +75,8 @@ type Config struct {
 	MaxRetryAfter time.Duration
 	// ResultHeaders names the response headers copied into
 	// workflows.Response.Headers (default Content-Type, Location, the
-	// origin's replay header, Request-Id and X-Request-Id).
+	// origin's replay header, Request-Id and X-Request-Id); New refuses a
+	// name that request.IsCredential calls a credential (Set-Cookie, …).
 	ResultHeaders []string
 	// UserAgent is sent as User-Agent (default "temporal-idempotent-http").
 	UserAgent string
@@ -319,6 +320,9 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 			names = append([]string{"Content-Type", "Location", "Request-Id", "X-Request-Id"}, o.conv.ReplayedHeaders...)
 		}
 		for _, n := range names {
+			if request.IsCredential(n) {
+				return nil, nil, fmt.Errorf("Config.ResultHeaders names %s, a header named like a credential: its value would be stored in Temporal's history; leave it out", http.CanonicalHeaderKey(n))
+			}
 			o.resultHeaders = append(o.resultHeaders, http.CanonicalHeaderKey(n))
 		}
 	}

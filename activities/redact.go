@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // redactor hides every piece of a configured credential: any run of bytes
@@ -89,25 +91,29 @@ func (r *redactor) string(s string) string {
 	return string(b)
 }
 
-// json redacts secrets inside the string literals of the JSON document b,
-// keeping every other byte: the result is valid JSON whenever b is. ok is
-// false when a secret stands outside any string (a token of digits written
-// as a number): no safe redaction exists then.
+// json redacts the JSON document b: the value of every member named like a
+// credential (request.RedactFields, the one rule for names), then secrets
+// inside the string literals, keeping every other byte: the result is
+// valid JSON whenever b is. ok is false when a secret stands outside any
+// string (a token of digits written as a number): no safe redaction
+// exists then, and out has only the named members redacted.
 func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
+	b, changed = request.RedactFields(b, redacted)
 	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) {
-		return b, false, true // no secret, and none hidden behind an escape
+		return b, changed, true // no secret, and none hidden behind an escape
 	}
+	named := changed
 	last, seg := 0, 0
 	for i := 0; i < len(b); i++ {
 		if b[i] != '"' {
 			continue
 		}
 		if r.next(b[seg:i], 0) >= 0 {
-			return b, false, false
+			return b, named, false
 		}
 		end := stringEnd(b, i)
 		if end < 0 {
-			return b, false, false
+			return b, named, false
 		}
 		var s string
 		if json.Unmarshal(b[i:end+1], &s) == nil {
@@ -119,9 +125,9 @@ func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
 		i, seg = end, end+1
 	}
 	if r.next(b[seg:], 0) >= 0 {
-		return b, false, false
+		return b, named, false
 	}
-	if changed {
+	if out != nil {
 		out = append(out, b[last:]...)
 	} else {
 		out = b
@@ -129,7 +135,7 @@ func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
 	if r.next(out, 0) >= 0 {
 		// A secret spans a string's quotes, or an escape as written (a
 		// secret holding '"' or '\'): no safe redaction either.
-		return b, false, false
+		return b, named, false
 	}
 	return out, changed, true
 }
@@ -162,9 +168,9 @@ func encodeString(s string) []byte {
 func (r *redactor) snippet(body []byte) string {
 	red, _ := r.bytes(body)
 	if json.Valid(red) {
-		if j, _, ok := r.json(red); ok {
-			red = j
-		}
+		// Where a secret stands outside a string, the bytes redacted
+		// above stay, with the named members redacted.
+		red, _, _ = r.json(red)
 	} else if bytes.Contains(red, []byte(`\u`)) && r.next(unescapeU(red), 0) >= 0 {
 		// Not a JSON document (cut at MaxResponseBytes, say), yet a
 		// credential hides behind \uXXXX escapes: withhold the whole body.

@@ -38,6 +38,7 @@ package testsuite
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -205,7 +206,10 @@ type RequestLog struct {
 type Stats struct {
 	// Requests is every request received (GET /stats and /healthz excluded).
 	Requests int `json:"requests"`
-	// DistinctKeys is how many different keys were seen (expired keys seen again count again).
+	// DistinctKeys is how many different keys the requests carried,
+	// whatever each was answered (a scripted failure, a refusal, a replay):
+	// the number of different valid keys in Log, a key seen again after it
+	// expired or after its work was refused counted once.
 	DistinctKeys int `json:"distinct_keys"`
 	// Records is how many times the work was done.
 	Records int `json:"records"`
@@ -271,6 +275,7 @@ type Server struct {
 	closeOnce sync.Once
 	mu        sync.Mutex
 	entries   map[string]*entry
+	seen      map[uint64]struct{} // the keys seen (a hash of each), for DistinctKeys
 	script    []Step
 	stats     Stats
 	records   []Record
@@ -306,7 +311,7 @@ func NewServer(opts Options) *Server {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	s := &Server{opts: opts, entries: map[string]*entry{}, closed: make(chan struct{})}
+	s := &Server{opts: opts, entries: map[string]*entry{}, seen: map[uint64]struct{}{}, closed: make(chan struct{})}
 	if w := opts.Webhooks; w != nil && opts.Async == nil {
 		if err := w.Validate(); err != nil {
 			panic(err)
@@ -469,6 +474,9 @@ func (s *Server) decide(c *call) decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests++
+	if c.key != "" && c.keyErr == nil {
+		s.see(c.key)
+	}
 	if len(s.log) < maxLog {
 		c.logged = len(s.log)
 		s.log = append(s.log, RequestLog{Time: c.now, IdempotencyKey: c.key, Authorization: c.r.Header.Get("Authorization") != ""})
@@ -484,6 +492,17 @@ func (s *Server) decide(c *call) decision {
 // orphaned request, whose status is logged when it ends, or never.
 func (d decision) answered() bool {
 	return d.verdict != workWithoutKey && d.verdict != workNewKey && d.verdict != orphaned
+}
+
+// see counts key in DistinctKeys the first time it is seen; a hash of it
+// is kept (8 bytes), not the key. s.mu is held.
+func (s *Server) see(key string) {
+	sum := sha256.Sum256([]byte(key))
+	h := binary.LittleEndian.Uint64(sum[:])
+	if _, ok := s.seen[h]; !ok {
+		s.seen[h] = struct{}{}
+		s.stats.DistinctKeys++
+	}
 }
 
 // judge decides what to do with c: a failure in front of the key logic, a
@@ -559,7 +578,6 @@ func (s *Server) lookup(c *call) decision {
 func (s *Server) claim(c *call, uri string) decision {
 	e := &entry{method: c.r.Method, uri: uri, hash: c.hash, created: c.now, rec: -1}
 	s.entries[c.key] = e
-	s.stats.DistinctKeys++
 	if s.opts.Orphan != nil && s.opts.Orphan(c.key) {
 		s.stats.Orphaned++
 		return decision{verdict: orphaned}

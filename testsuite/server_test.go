@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,7 +60,7 @@ func TestServerRules(t *testing.T) {
 		{"missing key is 400", []step{{"", `{"a":1}`, 400, false}}, 0,
 			testsuite.Stats{Requests: 1, MissingKey: 1}},
 		{"invalid JSON is 400 and not stored", []step{{"k1", `{"a":`, 400, false}, {"k1", `{"a":1}`, 201, false}}, 1,
-			testsuite.Stats{Requests: 2, DistinctKeys: 2, Records: 1}},
+			testsuite.Stats{Requests: 2, DistinctKeys: 1, Records: 1}},
 		{"two keys two records", []step{{"k1", `{}`, 201, false}, {"k2", `{}`, 201, false}}, 2,
 			testsuite.Stats{Requests: 2, DistinctKeys: 2, Records: 2}},
 	}
@@ -247,7 +248,7 @@ func TestServerLockTimeout(t *testing.T) {
 	clk.Advance(10 * time.Minute)
 	assert.True(t, post(t, srv.URL+"/payments", "k", `{}`).replayed, "a done key outlives LockTimeout, up to its window")
 	st := srv.Stats()
-	assert.Equal(t, testsuite.Stats{Requests: 5, DistinctKeys: 2, Records: 2, Replays: 2, InFlight: 1, Expired: 1}, st)
+	assert.Equal(t, testsuite.Stats{Requests: 5, DistinctKeys: 1, Records: 2, Replays: 2, InFlight: 1, Expired: 1}, st, "one key, its expired lock taken over: two records")
 }
 
 // TestServerCloseDropsOrphans: Close drops the connection of a held
@@ -321,4 +322,42 @@ func TestParseDialect(t *testing.T) {
 	}
 	_, err := testsuite.ParseDialect("paypal")
 	assert.Error(t, err)
+}
+
+// TestServerDistinctKeys (issue 30, item 13): DistinctKeys is how many
+// different keys the server's requests carried, whatever each was
+// answered: the number of different keys in Log, not how often a key was
+// claimed (a key whose work is refused is claimed again by its retry).
+func TestServerDistinctKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		keys []string // one POST each, in order
+		work int      // the status the work answers
+		fail int      // scripted 503s in front of the key logic
+		want int
+	}{
+		{"one key 30 times, its work refused (a business 409)", slices.Repeat([]string{"k"}, 30), 409, 1, 1},
+		{"one key 30 times, replayed", slices.Repeat([]string{"k"}, 30), 201, 1, 1},
+		{"two keys interleaved, refused", []string{"a", "b", "a", "b", "a"}, 422, 0, 2},
+		{"a key seen only by a failure", []string{"k"}, 201, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := testsuite.StartServer(t, testsuite.Options{Work: func(*http.Request, []byte) (int, []byte) {
+				return tt.work, []byte(`{"error":"already refunded"}`)
+			}})
+			for range tt.fail {
+				srv.Script(testsuite.Step{Status: 503})
+			}
+			for _, k := range tt.keys {
+				post(t, srv.URL+"/refunds", k, `{}`)
+			}
+			inLog := map[string]bool{}
+			for _, l := range srv.Log() {
+				inLog[l.IdempotencyKey] = true
+			}
+			assert.Len(t, inLog, tt.want, "the keys in Log")
+			assert.Equal(t, tt.want, srv.Stats().DistinctKeys, "DistinctKeys")
+		})
+	}
 }

@@ -390,50 +390,14 @@ func stringAt(doc any, path string) string {
 	return s
 }
 
-// credentialFields are the JSON field names whose values never reach
-// history from an event body (compared case-insensitively).
-var credentialFields = map[string]bool{
-	"client_secret": true, "secret": true, "password": true, "api_key": true, "apikey": true,
-	"access_token": true, "refresh_token": true, "token": true, "authorization": true, "private_key": true,
-}
-
-// scrub returns the JSON body (doc, decoded) with the values of
-// credentialFields replaced by "[redacted]", and false when body is not
-// JSON in UTF-8.
+// scrub returns the JSON body (doc, decoded) with the value of every member
+// named like a credential (request.IsCredential, the rule for header names
+// and answers too) replaced by "[redacted]", every other byte as sent; and
+// false when body is not JSON in UTF-8.
 func scrub(body []byte, doc any) (json.RawMessage, bool) {
 	if doc == nil || !utf8.Valid(body) {
 		return nil, false
 	}
-	lower := bytes.ToLower(body)
-	found := false
-	for name := range credentialFields {
-		if bytes.Contains(lower, []byte(`"`+name+`"`)) {
-			found = true
-			break
-		}
-	}
-	if !found && !bytes.Contains(body, []byte(`\u`)) {
-		// No such name, not even written with escapes: the body as sent.
-		return body, true
-	}
-	var walk func(any) any
-	walk = func(v any) any {
-		switch t := v.(type) {
-		case map[string]any:
-			for k, x := range t {
-				if credentialFields[strings.ToLower(k)] {
-					t[k] = "[redacted]"
-				} else {
-					t[k] = walk(x)
-				}
-			}
-		case []any:
-			for i, x := range t {
-				t[i] = walk(x)
-			}
-		}
-		return v
-	}
-	out, err := json.Marshal(walk(doc))
-	return out, err == nil
+	out, _ := request.RedactFields(body, "[redacted]")
+	return out, true
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -27,6 +28,7 @@ func FuzzReceiver(f *testing.F) {
 	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"","operation":"o"}}}}`, true, "/webhooks", false)
 	f.Add(`not json`, true, "/webhooks", false)
 	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"client\u005fsecret":"pi_secret_123"}}}`, true, "/webhooks", false)
+	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"accessToken":"pi_secret_123","nested":[{"clientSecret":{"v":"pi_secret_123"}}]}}}`, true, "/webhooks", false)
 	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order-1/charge/AAAA", true)
 	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order%2F1/charge/"+validToken(), true)
 	const secretSentinel = "pi_secret_123"
@@ -141,20 +143,19 @@ func tokenOwner(escapedPath string) (string, string, bool) {
 	return wf, op, err == nil && strings.HasSuffix(u, "/"+parts[2])
 }
 
-// checkRedacted fails when a credential-named field has a value other
-// than "[redacted]".
+// checkRedacted fails when a field named like a credential
+// (request.IsCredential) has a value other than "[redacted]".
 func checkRedacted(t *testing.T, v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			switch strings.ToLower(k) {
-			case "client_secret", "secret", "password", "api_key", "apikey", "access_token", "refresh_token", "token", "authorization", "private_key":
+			if request.IsCredential(k) {
 				if e != "[redacted]" {
 					t.Fatalf("field %q reached the workflow: %v", k, e)
 				}
-			default:
-				checkRedacted(t, e)
+				continue
 			}
+			checkRedacted(t, e)
 		}
 	case []any:
 		for _, e := range x {

@@ -126,11 +126,11 @@ type config struct {
 func parseFlags() (config, error) {
 	var cfg config
 	flag.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
-	flag.StringVar(&cfg.allow, "allow-origin", os.Getenv("ALLOW_ORIGINS"), "comma-separated origins the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS)")
+	cliutil.ListVar(flag.CommandLine, &cfg.allow, "allow-origin", os.Getenv("ALLOW_ORIGINS"), "`ORIGIN`s the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS, comma-separated)")
 	flag.Int64Var(&cfg.maxBody, "max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
 	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	flag.StringVar(&cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "comma-separated ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); +azure, +operation-location or +google choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure (env CONVENTIONS)")
+	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); +azure, +operation-location or +google choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
@@ -156,7 +156,7 @@ func admissionFlags(cfg *config) {
 	flag.Float64Var(&a.InitialRate, "admission-initial-rate", admission.DefaultInitialRate, "requests/s of an origin that has not throttled yet")
 	flag.Float64Var(&a.MinRate, "admission-min-rate", admission.DefaultMinRate, "lowest requests/s that 429s and 503s bring an origin to")
 	flag.Float64Var(&a.RetryRatio, "retry-budget-ratio", admission.DefaultRetryRatio, "share of an origin's requests that retries may be (beyond 100 per 10 s); negative: no retry budget")
-	flag.StringVar(&cfg.throttles, "admission-throttles", "429", "comma-separated statuses that mean \"too fast\" and cut an origin's rate; add 503 for an API that sheds load with it")
+	cliutil.ListVar(flag.CommandLine, &cfg.throttles, "admission-throttles", "429", "`STATUS`es that mean \"too fast\" and cut an origin's rate; add 503 for an API that sheds load with it")
 	flag.BoolVar(&cfg.breakerOn, "breaker", cliutil.Env("BREAKER", "on") != "off", "circuit breaker per origin (part of admission): an origin that is failing gets one probe at a time and nothing else; --breaker=false (or BREAKER=off) turns it off")
 	flag.Float64Var(&b.FailureRatio, "breaker-failure-ratio", admission.DefaultFailureRatio, "share of an origin's answered requests within --breaker-window that must have failed (5xx or no answer) to open its breaker")
 	flag.IntVar(&b.MinFailures, "breaker-min-failures", admission.DefaultMinFailures, "least number of failures within --breaker-window that opens an origin's breaker")
@@ -318,6 +318,9 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 		}
 		if keyHeader != "" {
 			c.KeyHeader = strings.TrimSpace(keyHeader)
+		}
+		if _, twice := out[origin]; twice {
+			return nil, fmt.Errorf("%s is given twice: give each origin one ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER], its modifiers joined by +", origin)
 		}
 		out[origin] = c
 	}

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 )
 
 func TestActivityConfig(t *testing.T) {
@@ -78,6 +82,8 @@ func TestParseConventions(t *testing.T) {
 		{"empty suffix between", "https://x=ietf++quoted", nil, "ORIGIN=PRESET[+MODIFIER...]"},
 		{"suffix twice", "https://x=ietf+quoted+quoted", nil, "ORIGIN=PRESET[+MODIFIER...]"},
 		{"two long-running presets", "https://x=ietf+azure+google", nil, "ORIGIN=PRESET[+MODIFIER...]"},
+		// Issue 30, item 10: --convention accumulates, so one origin may come twice.
+		{"an origin twice", "https://x.example=ietf, https://x.example=stripe", nil, "https://x.example is given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,4 +96,56 @@ func TestParseConventions(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// parseArgs runs parseFlags on args, as the command line, with a fresh
+// flag set.
+func parseArgs(t *testing.T, args ...string) config {
+	t.Helper()
+	saved, savedArgs := flag.CommandLine, os.Args
+	t.Cleanup(func() { flag.CommandLine, os.Args = saved, savedArgs })
+	flag.CommandLine = flag.NewFlagSet("worker", flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+	os.Args = append([]string{"worker"}, args...)
+	cfg, err := parseFlags()
+	require.NoError(t, err)
+	return cfg
+}
+
+// TestListFlagsAccumulate (issue 30, item 10): a list flag given twice
+// keeps both (Go's flag package kept the last one), commas split as
+// well; given on the command line, it replaces its environment default.
+func TestListFlagsAccumulate(t *testing.T) {
+	t.Setenv("ALLOW_ORIGINS", "http://env.example")
+	t.Setenv("CONVENTIONS", "")
+	tests := []struct {
+		name                          string
+		args                          []string
+		allow, conventions, throttles []string
+	}{
+		{"repeated", []string{"--allow-origin", "http://a.example", "--allow-origin", "http://b.example,http://c.example",
+			"--convention", "http://a.example=stripe", "--convention", "http://b.example=ietf+azure",
+			"--admission-throttles", "429", "--admission-throttles", "503"},
+			[]string{"http://a.example", "http://b.example", "http://c.example"},
+			[]string{"http://a.example=stripe", "http://b.example=ietf+azure"}, []string{"429", "503"}},
+		{"the environment's default", nil, []string{"http://env.example"}, nil, []string{"429"}},
+		{"one flag, commas", []string{"--allow-origin=http://a.example, http://b.example"},
+			[]string{"http://a.example", "http://b.example"}, nil, []string{"429"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := parseArgs(t, tt.args...)
+			assert.Equal(t, tt.allow, cliutil.SplitList(cfg.allow), "--allow-origin")
+			assert.Equal(t, tt.conventions, cliutil.SplitList(cfg.conventions), "--convention")
+			assert.Equal(t, tt.throttles, cliutil.SplitList(cfg.throttles), "--admission-throttles")
+		})
+	}
+	cfg := parseArgs(t, "--allow-origin", "http://a.example", "--allow-origin", "http://b.example",
+		"--convention", "http://a.example=stripe", "--convention", "http://b.example=ietf")
+	acts, _, err := newActivities(cfg)
+	require.NoError(t, err)
+	require.NotNil(t, acts)
+	conv, err := parseConventions(cfg.conventions)
+	require.NoError(t, err)
+	assert.Len(t, conv, 2, "both conventions kept")
 }

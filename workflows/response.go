@@ -36,7 +36,9 @@ type Response struct {
 	// attempt is retried with the same key (see activities.Activities.Do).
 	OmittedReason string `json:"omitted_reason,omitempty"`
 	// BodyRedacted is true when credentials were redacted inside the body's
-	// JSON strings (the body stays valid JSON).
+	// JSON strings, or the values of members named like credentials
+	// ("accessToken", "client_secret", …) replaced by "[REDACTED]" (the
+	// body stays valid JSON).
 	BodyRedacted bool `json:"body_redacted,omitempty"`
 	// BodyBytes is the size of the body received (decoded, when the
 	// server sent it gzip- or deflate-encoded).

@@ -61,7 +61,8 @@ type config struct {
 func parseFlags(args []string, apiToken string) (config, error) {
 	fs := flag.NewFlagSet("demoapi", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8081", "address to listen on")
-	script := fs.String("script", "", `scripted answers before normal processing, e.g. "503,429:1,201"`)
+	script := new(string)
+	cliutil.ListVar(fs, script, "script", "", `scripted answers before normal processing, in order, e.g. "503,429:1,201"`)
 	failureRate := fs.Float64("failure-rate", 0, "fraction of requests answered 503 at random, in [0, 1]")
 	failureRetryAfter := fs.String("failure-retry-after", "", "Retry-After sent with random failures")
 	processing := fs.Duration("processing-time", 0, "how long the work of a new key takes")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +230,18 @@ func TestWebhooksEndToEnd(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no webhook")
+	}
+}
+
+// TestParseFlagsScriptAccumulates (issue 30, item 10): --script given
+// twice plays both, in order.
+func TestParseFlagsScriptAccumulates(t *testing.T) {
+	cfg, err := parseFlags([]string{"--script", "503,429:1", "--script", "201"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []testsuite.Step{{Status: 503}, {Status: 429, RetryAfter: "1"}, {Status: 201}}
+	if !reflect.DeepEqual(cfg.steps, want) {
+		t.Errorf("steps %+v, want %+v", cfg.steps, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRunRejectsBadFlags(t *testing.T) {
@@ -103,4 +104,17 @@ func TestUIAnswers(t *testing.T) {
 	assert.True(t, uiAnswers(ui.URL))
 	assert.False(t, uiAnswers(notUI.URL))
 	assert.False(t, uiAnswers(closed.URL))
+}
+
+// TestParseFlagsListsAccumulate (issue 30, item 10): --await-webhook and
+// --webhook-failed given twice keep both, commas split as well.
+func TestParseFlagsListsAccumulate(t *testing.T) {
+	var stderr bytes.Buffer
+	cfg, ok := parseFlags([]string{"--url", "http://127.0.0.1:1/charges",
+		"--await-webhook", "charge.succeeded", "--await-webhook", "charge.captured,charge.settled",
+		"--webhook-failed", "charge.failed", "--webhook-failed", "charge.expired"}, &stderr)
+	require.True(t, ok, stderr.String())
+	require.NotNil(t, cfg.req.Webhook)
+	assert.Equal(t, []string{"charge.succeeded", "charge.captured", "charge.settled"}, cfg.req.Webhook.Succeeded)
+	assert.Equal(t, []string{"charge.failed", "charge.expired"}, cfg.req.Webhook.Failed)
 }

@@ -3,6 +3,7 @@
 package cliutil
 
 import (
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,6 +27,42 @@ func SplitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// ListVar defines a list flag on fs whose value is written to *p as a
+// comma-separated list, value (an environment default, say) until the
+// flag is given: each use of the flag adds its items, commas splitting
+// them too, so "--name A --name B,C" is "A,B,C" (Go's flag package would
+// keep the last). Every comma-separated flag of the commands is one;
+// read *p with SplitList.
+func ListVar(fs *flag.FlagSet, p *string, name, value, usage string) {
+	*p = value
+	fs.Var(&list{p: p}, name, usage+"; repeat the flag or separate items with commas, both add")
+}
+
+// list is the flag.Value of ListVar.
+type list struct {
+	p   *string
+	set bool // given on the command line: the default is replaced
+}
+
+func (l *list) String() string {
+	if l == nil || l.p == nil {
+		return ""
+	}
+	return *l.p
+}
+
+func (l *list) Set(s string) error {
+	items := SplitList(s)
+	if !l.set {
+		l.set, *l.p = true, ""
+	}
+	if *l.p != "" && len(items) > 0 {
+		*l.p += ","
+	}
+	*l.p += strings.Join(items, ",")
+	return nil
 }
 
 // NewLogger returns a JSON slog logger on stderr at level ("debug", "info",

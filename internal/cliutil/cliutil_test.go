@@ -2,6 +2,7 @@ package cliutil
 
 import (
 	"errors"
+	"flag"
 	"log/slog"
 	"testing"
 
@@ -37,4 +38,30 @@ func TestSplitList(t *testing.T) {
 func TestNewLoggerRejectsBadLevel(t *testing.T) {
 	_, err := NewLogger("loud")
 	assert.ErrorContains(t, err, "use debug, info, warn or error")
+}
+
+// TestListVar (issue 30, item 10): each use of a list flag adds its
+// items; the first replaces the default.
+func TestListVar(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "d1,d2"},
+		{[]string{"-l", "a"}, "a"},
+		{[]string{"-l", "a", "-l", "b, c", "-l=d"}, "a,b,c,d"},
+		{[]string{"-l", "", "-l", "a"}, "a"},
+		{[]string{"-l", ","}, ""},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var v string
+		ListVar(fs, &v, "l", "d1,d2", "items")
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if v != tt.want {
+			t.Errorf("%q: %q, want %q", tt.args, v, tt.want)
+		}
+	}
 }

@@ -208,29 +208,6 @@ var setByClient = map[string]string{
 	"Tracestate":        "the worker writes each attempt's W3C trace context",
 }
 
-// credentialWords mark a header name as a credential once it is lower-cased
-// and stripped of '-' and '_': Authorization, Proxy-Authorization, Cookie,
-// X-Api-Key, Api-Key, X-Auth-Token, X-Access-Token, X-Amz-Security-Token,
-// Ocp-Apim-Subscription-Key, X-Client-Secret, X-Session-Id …
-var credentialWords = []string{
-	"auth", "token", "secret", "password", "passwd", "apikey", "accesskey",
-	"privatekey", "subscriptionkey", "clientkey", "cookie", "credential",
-	"session",
-}
-
-// IsCredential reports whether a header name is treated as a credential:
-// such headers may not come from workflow input (which is stored in
-// Temporal's history); they are configured on the worker.
-func IsCredential(name string) bool {
-	n := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(name))
-	for _, w := range credentialWords {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
-
 // Headers checks the extra headers of a request: valid names (RFC 9110
 // tokens), no two names that differ only in case, values without control
 // characters other than horizontal tab, no credential headers (see
@@ -287,11 +264,89 @@ func badValueByte(v string) int {
 	return -1
 }
 
+// CutURL ends a URL that RedactURL shows only up to its first byte that no
+// URL holds.
+const CutURL = "[cut: invalid URL]"
+
 // RedactURL returns raw with its user info removed and every query value
-// (and every parameter without a value) replaced by "REDACTED": for URLs a server sends (a redirect's Location, a
-// presigned URL) and for URLs in errors. Text that does not parse as a URL is
-// returned as "[unparsable URL]".
+// (and every parameter without a value) replaced by "REDACTED": for URLs a
+// server sends (a redirect's Location, a presigned URL) and for URLs in
+// errors; the one place a URL is made showable. Text that does not parse
+// as a URL is returned as "[unparsable URL]"; a URL that parses but holds,
+// before its query, a byte no URL holds (a space, a control character, a
+// byte of invalid UTF-8, raw or percent-escaped, or an escaped "?" or "#"
+// that would hide a query in the path) is shown only up to that byte,
+// then CutURL: what follows cannot be told apart from a query value.
 func RedactURL(raw string) string {
+	i := unclean(raw)
+	if i < 0 {
+		return redactURL(raw)
+	}
+	prefix := raw[:i]
+	if k := strings.Index(prefix, "//"); k >= 0 && !strings.Contains(prefix[k+2:], "/") {
+		// Cut inside the authority: what looks like a host or a port may
+		// be user info whose "@" comes later. The scheme alone.
+		if u, err := url.Parse(prefix); err == nil && u.Scheme != "" {
+			return strings.ToLower(u.Scheme) + "://" + CutURL
+		}
+		return CutURL
+	}
+	return redactURL(prefix) + CutURL
+}
+
+// unclean returns the offset in raw of the first byte before its query or
+// fragment that no clean URL holds (see RedactURL), or -1.
+func unclean(raw string) int {
+	end := len(raw)
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		end = i
+	}
+	// decoded holds the bytes of raw[:end] with escapes decoded; at[k] is
+	// where decoded[k] starts in raw.
+	decoded := make([]byte, 0, end)
+	at := make([]int, 0, end)
+	for i := 0; i < end; i++ {
+		c := raw[i]
+		switch {
+		case c == '%' && i+2 < len(raw) && ishex(raw[i+1]) && ishex(raw[i+2]):
+			b := unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			if b < 0x20 || b == 0x7f || b == '?' || b == '#' {
+				return i
+			}
+			decoded, at = append(decoded, b), append(at, i)
+			i += 2
+		case c <= 0x20 || c == 0x7f || strings.IndexByte("\"<>\\^`{|}", c) >= 0:
+			return i
+		default:
+			decoded, at = append(decoded, c), append(at, i)
+		}
+	}
+	for k := 0; k < len(decoded); {
+		r, n := utf8.DecodeRune(decoded[k:])
+		if r == utf8.RuneError && n <= 1 {
+			return at[k]
+		}
+		k += n
+	}
+	return -1
+}
+
+func ishex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// redactURL is RedactURL for a URL without unclean bytes.
+func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "[unparsable URL]"

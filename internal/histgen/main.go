@@ -7,7 +7,14 @@
 // stays as it is. It also records declined_history_v2.json: a call the
 // API declines with a 402, which fails the workflow with the activity's
 // failure details; declined_history.json, recorded the same way with the
-// code before API v1 (activities.FailureDetails), stays as it is:
+// code before API v1 (activities.FailureDetails), stays as it is. And it
+// records follow_first_wait_history_v2.json: a followed call whose start
+// answer's Retry-After (3 s) passes FollowOptions.Timeout (2 s), which
+// records the "follow-timeout-bounds-first-wait" version marker and ends
+// with OperationStillRunning at the timeout; follow_first_wait_history.json,
+// the same call recorded the same way with the code before the timeout
+// bounded the first wait (7500d85: it waits 3 s, then polls), stays as it
+// is:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
 //	go run ./internal/histgen -temporal bin/temporal -out workflows/testdata
@@ -101,7 +108,43 @@ func run(bin, out string) error {
 	if !ok || f.Status != 402 {
 		return fmt.Errorf("the declined call: want a 402 failure, got %v", err)
 	}
-	return record(ctx, c, run, filepath.Join(out, "declined_history_v2.json"))
+	if err := record(ctx, c, run, filepath.Join(out, "declined_history_v2.json")); err != nil {
+		return err
+	}
+	return recordFollow(ctx, c, out)
+}
+
+// recordFollow records a call that follows an operation whose start
+// answer's Retry-After (3 s) passes FollowOptions.Timeout (2 s); the
+// operation has ended after 1 s, so a poll after the whole Retry-After
+// (the code before the timeout bounded it) gets its result.
+func recordFollow(ctx context.Context, c client.Client, out string) error {
+	api := idemtest.NewServer(idemtest.Options{Async: &idemtest.Async{Style: idemtest.AsyncLocation, Duration: time.Second, RetryAfter: 3}})
+	hs := httptest.NewServer(api)
+	defer hs.Close()
+	acts, err := activities.New(activities.Config{AllowedOrigins: []string{hs.URL}})
+	if err != nil {
+		return err
+	}
+	w := worker.New(c, "histgen-follow", worker.Options{})
+	acts.Register(w)
+	workflows.Register(w)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "histgen-follow-order-3", TaskQueue: "histgen-follow"}, workflows.WorkflowName, workflows.Request{
+		Operation: "export", URL: hs.URL + "/exports", Body: json.RawMessage(`{"order":"order-3"}`),
+		Follow: &workflows.FollowOptions{Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		return err
+	}
+	err = run.Get(ctx, nil)
+	if f, ok := workflows.AsFailure(err); !ok || f.Type != workflows.ErrTypeOperationStillRunning {
+		return fmt.Errorf("the followed call: want an OperationStillRunning failure, got %v", err)
+	}
+	return record(ctx, c, run, filepath.Join(out, "follow_first_wait_history_v2.json"))
 }
 
 // record writes run's history to path as protojson.

@@ -58,6 +58,17 @@ func notify(id, typ string) workflows.Notification {
 		Body: []byte(`{"id":"` + id + `","type":"` + typ + `"}`)}
 }
 
+// unsigned is notify's notification with its type from a header the
+// signature does not cover (webhooks.HMACOptions.TypeHeader), or, with
+// unbound, one whose signed body does not name the operation (a callback
+// URL's path routed it).
+func unsigned(id, typ string, unbound bool) workflows.Notification {
+	n := notify(id, typ)
+	n.Scheme = "hmac"
+	n.TypeUnsigned, n.OperationUnsigned = !unbound, unbound
+	return n
+}
+
 // delivery is a notification sent at a time after the workflow starts.
 type delivery struct {
 	at time.Duration
@@ -131,6 +142,23 @@ func TestWebhookOutcome(t *testing.T) {
 		{name: "not confirmed: the resource unreadable", status: "succeeded", poll: true, confirm: true, pollPath: "/missing/{id}",
 			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
 			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
+		// A type or operation that nothing signed ends nothing by itself:
+		// the resource's state does, as with Confirm.
+		{name: "unsigned type: the resource contradicts it", status: "failed", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "unsigned type: the resource confirms it", status: "succeeded", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "unbound operation: the resource contradicts it", status: "failed", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", true)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "unsigned type, resource unreadable: fails closed", status: "succeeded", poll: true, pollPath: "/missing/{id}",
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
+		{name: "unsigned type without a poll ends nothing", poll: false, timeout: 10 * time.Minute,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantErr:    workflows.ErrTypeOperationStillRunning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newChargeAPI(t, tc.status)
@@ -406,4 +434,87 @@ func TestWebhookReviewFindings(t *testing.T) {
 		assert.Equal(t, workflows.SourceWebhook, r.resp.Outcome.Source)
 		assert.Equal(t, int32(2), gets.Load())
 	})
+}
+
+// TestWebhookEventsBelongToTheOperation: a terminal event that an earlier
+// call's handler took (the call failed with its outcome unknown, its start
+// unanswered) is the outcome of the workflow's retry of that operation
+// (the same key); a call for another key starts afresh.
+func TestWebhookEventsBelongToTheOperation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// retryStatus is what the retry's start gets.
+		retryStatus int
+		// otherKey: the second call is another operation (its own key).
+		otherKey   bool
+		wantErr    string
+		wantState  string
+		wantStarts int32
+	}{
+		{name: "the retry's start answered", retryStatus: 201, wantState: workflows.StateSucceeded, wantStarts: 3},
+		{name: "the retry's start unanswered too", retryStatus: 503, wantState: workflows.StateSucceeded, wantStarts: 4},
+		{name: "another key: its own events only", retryStatus: 201, otherKey: true, wantErr: workflows.ErrTypeOperationStillRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var starts atomic.Int32
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if starts.Add(1) <= 2 {
+					w.WriteHeader(503) // the provider did the work; the answer was lost
+					return
+				}
+				w.WriteHeader(tc.retryStatus)
+				fmt.Fprint(w, `{"id":"ch_1","status":"processing"}`)
+			}))
+			t.Cleanup(api.Close)
+			var s sdktestsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			wait := workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour})
+			var firstErr error
+			wf := func(ctx workflow.Context) (*workflows.Response, error) {
+				retry := workflows.WithRetry(workflows.RetryOptions{MaximumAttempts: 2})
+				_, firstErr = workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, wait, retry)
+				if f, ok := workflows.AsFailure(firstErr); !ok || !f.OutcomeUnknown {
+					return nil, fmt.Errorf("the first call: %v, want its outcome unknown", firstErr)
+				}
+				// The README's retry: wait, then call again with the same
+				// operation (the same key).
+				if err := workflow.Sleep(ctx, 10*time.Minute); err != nil {
+					return nil, err
+				}
+				opts := []workflows.Option{wait, retry}
+				if tc.otherKey {
+					opts = append(opts, workflows.WithKey("another-operation-key-1234"))
+				}
+				return workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, opts...)
+			}
+			env.RegisterWorkflow(wf)
+			var took []string
+			env.RegisterDelayedCallback(func() {
+				// Between the calls: the first call's handler takes it.
+				env.UpdateWorkflow(request.WebhookUpdate("charge"), "u1", &sdktestsuite.TestUpdateCallback{
+					OnReject: func(err error) { took = append(took, "rejected: "+err.Error()) },
+					OnAccept: func() { took = append(took, "accepted") }, OnComplete: func(any, error) {},
+				}, notify("evt_1", "charge.succeeded"))
+			}, 5*time.Minute)
+			env.ExecuteWorkflow(wf)
+			require.True(t, env.IsWorkflowCompleted())
+			assert.Equal(t, []string{"accepted"}, took, "the receiver answers 2xx: some call must see it")
+			if tc.wantErr != "" {
+				f, ok := workflows.AsFailure(env.GetWorkflowError())
+				require.True(t, ok, "%v", env.GetWorkflowError())
+				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				return
+			}
+			require.NoError(t, env.GetWorkflowError())
+			var resp workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			require.NotNil(t, resp.Outcome)
+			assert.Equal(t, tc.wantState, resp.Outcome.State)
+			assert.Equal(t, workflows.SourceWebhook, resp.Outcome.Source)
+			require.NotNil(t, resp.Outcome.Notification)
+			assert.Equal(t, "evt_1", resp.Outcome.Notification.ID)
+			assert.Equal(t, tc.wantStarts, starts.Load(), "two unanswered starts, then the retry's")
+		})
+	}
 }

@@ -829,13 +829,15 @@ type callbackInput struct {
 }
 
 // callbackChargeWorkflow starts a charge whose provider reports its outcome
-// to the callback URL in the request's body, and awaits it.
+// to the callback URL in the request's body, and awaits it. The metadata,
+// which the provider copies into its signed events, binds them to this
+// operation: a signed event without it ends nothing by itself.
 func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.Response, error) {
 	u, err := workflows.CallbackURL(ctx, hookOperation)
 	if err != nil {
 		return nil, err
 	}
-	body := map[string]any{"amount": in.Amount, "callback_url": u}
+	body := map[string]any{"amount": in.Amount, "callback_url": u, "metadata": workflows.WebhookMetadata(ctx, hookOperation)}
 	return workflows.Post(ctx, hookOperation, in.URL, body, workflows.AwaitWebhook(*hookOptions(nil)))
 }
 
@@ -990,6 +992,14 @@ func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
 	if st, b := post(own, probe, hookProcessing); st != http.StatusOK || !strings.Contains(b, `"delivered"`) {
 		t.Errorf("delivery to %s with its own token: %d %s, want 200 delivered", own, st, b)
 	}
+	if verify {
+		// Another order's genuine signed event, which names no workflow,
+		// posted to this one's URL: taken, but it decides nothing (the
+		// workflow, whose operation succeeds, must not end failed).
+		if st, b := post(own, "evt_foreign_"+randomHex(8), hookFailed); st != http.StatusOK {
+			t.Errorf("another order's signed event to %s: %d %s, want 200", own, st, b)
+		}
+	}
 
 	waitHookCalls(ctx, calls)
 	waitDelivered(t, ctx, srv)
@@ -1005,6 +1015,9 @@ func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
 		wantN := 1
 		if i == 0 {
 			wantN = 2 // the probe
+			if verify {
+				wantN = 3 // and the foreign event
+			}
 		}
 		evID := n.ID
 		if n.Scheme == "callback" {

@@ -52,8 +52,12 @@ type Config struct {
 	Verifier Verifier
 	// Callbacks, when set, makes this a callback endpoint: the workflow and
 	// operation come from the callback URL's path, whose token must match
-	// (workflows.CallbackURL made it). Without it, a fixed endpoint: they
-	// come from the event's fields below.
+	// (workflows.CallbackURL made it). With a Verifier too, a signed event
+	// that does not name that workflow and operation in the fields below
+	// reaches it marked workflows.Notification OperationUnsigned (it ends
+	// nothing without the resource's confirmation); one that names others
+	// is refused. Without it, a fixed endpoint: they come from the event's
+	// fields below.
 	Callbacks *Callbacks
 	// WorkflowIDField and OperationField are the dotted paths of the
 	// workflow ID and operation in a fixed endpoint's JSON event (default

@@ -285,6 +285,9 @@ type webhook struct {
 	// count counts them; ended is the terminal one, or the poll's outcome.
 	count int
 	ended *Outcome
+	// unconfirmable counts the notifications of a terminal type that ended
+	// nothing: not signed, and no WebhookPoll to confirm them.
+	unconfirmable int
 }
 
 // expectWebhook readies the workflow to take verified notifications of
@@ -424,6 +427,7 @@ func (w *webhook) take(ctx workflow.Context, n Notification) (string, error) {
 	state := w.ends(n)
 	if state == "" {
 		if w.state(n.Type) != "" {
+			w.unconfirmable++
 			workflow.GetLogger(ctx).Error("a notification of a terminal type ends nothing: its type or operation is not signed, and no WebhookPoll can confirm it; set WebhookOptions.Poll",
 				"operation", w.operation, "event", n.ID, "type", n.Type, "type_unsigned", n.TypeUnsigned, "operation_unsigned", n.OperationUnsigned)
 			return "noted: not signed, and no WebhookPoll to confirm it", nil
@@ -642,7 +646,11 @@ func (w *webhook) unconfirmed(ctx workflow.Context, why string) error {
 
 // stillRunning is the error of an operation not ended within timeout.
 func (w *webhook) stillRunning(ctx workflow.Context, timeout time.Duration) error {
-	return w.notEnded(ctx, fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count))
+	hint := ""
+	if w.unconfirmable > 0 {
+		hint = fmt.Sprintf(" (%d of a terminal type whose type or operation the provider did not sign: set WebhookOptions.Poll so that the resource confirms such an event)", w.unconfirmable)
+	}
+	return w.notEnded(ctx, fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken%s): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count, hint))
 }
 
 // notEnded logs msg and returns it as ErrTypeOperationStillRunning, the

@@ -98,6 +98,8 @@ func TestWebhookOutcome(t *testing.T) {
 		confirm       bool
 		pollPath      string
 		wantConfirmed bool
+		// wantMessage is in the failure's message.
+		wantMessage string
 	}{
 		{name: "webhook before the poll", status: "processing", poll: true,
 			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
@@ -158,7 +160,7 @@ func TestWebhookOutcome(t *testing.T) {
 			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
 		{name: "unsigned type without a poll ends nothing", poll: false, timeout: 10 * time.Minute,
 			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
-			wantErr:    workflows.ErrTypeOperationStillRunning},
+			wantErr:    workflows.ErrTypeOperationStillRunning, wantMessage: "set WebhookOptions.Poll"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newChargeAPI(t, tc.status)
@@ -208,6 +210,7 @@ func TestWebhookOutcome(t *testing.T) {
 				f, ok := workflows.AsFailure(env.GetWorkflowError())
 				require.True(t, ok, "%v", env.GetWorkflowError())
 				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				assert.Contains(t, f.Message, tc.wantMessage)
 				assert.Equal(t, workflows.DeriveKey("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
 				out = f.Outcome
 				if tc.wantState == "" {

@@ -70,6 +70,25 @@ type WebhookOptions struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Poll is the fallback; nil: none (only a notification ends the wait).
 	Poll *WebhookPoll `json:"poll,omitempty"`
+	// Resource binds a callback's signed events that carry no
+	// WebhookMetadata (Notification.OperationUnsigned) to this operation by
+	// the resource the start answer names; nil (the default): such an
+	// event ends nothing without the resource's confirmation (Poll).
+	Resource *WebhookResource `json:"resource,omitempty"`
+}
+
+// WebhookResource says where the resource's ID is in the start answer's
+// JSON body and in an event's: an event whose ID there is another (or
+// none) is refused, one whose ID matches is the operation's and ends it by
+// its type. An event that comes before the start answer is held until the
+// answer says which resource is the operation's.
+type WebhookResource struct {
+	// Start is the dotted path of the ID in the start answer's body, e.g.
+	// "id". Required.
+	Start string `json:"start"`
+	// Event is the dotted path of the ID in the event's body, e.g.
+	// "data.object.id". Required.
+	Event string `json:"event"`
 }
 
 // WebhookPoll is the fallback of a webhook: GET the resource until its
@@ -146,6 +165,9 @@ func (o WebhookOptions) validate() error {
 	}
 	if o.Timeout < 0 {
 		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", DefaultWebhookTimeout, o.Timeout)
+	}
+	if r := o.Resource; r != nil && (strings.TrimSpace(r.Start) == "" || strings.TrimSpace(r.Event) == "") {
+		return errors.New("WebhookOptions.Resource: name where the resource's ID is in the start answer (Start, e.g. \"id\") and in an event (Event, e.g. \"data.object.id\")")
 	}
 	p := o.Poll
 	if p == nil {
@@ -288,6 +310,13 @@ type webhook struct {
 	// unconfirmable counts the notifications of a terminal type that ended
 	// nothing: not signed, and no WebhookPoll to confirm them.
 	unconfirmable int
+	// resource is the resource's ID from the start answer
+	// (WebhookOptions.Resource), "" before it; held are the terminal
+	// notifications that came before it, to be bound by it.
+	resource string
+	held     []Notification
+	// unbindable: the start answer named no resource.
+	unbindable bool
 }
 
 // expectWebhook readies the workflow to take verified notifications of
@@ -407,6 +436,8 @@ func (w *webhook) admit(n Notification) error {
 		return fmt.Errorf("event %s already taken", n.ID)
 	case w.ended != nil:
 		return fmt.Errorf("operation %s already ended (%s, from %s)", w.operation, w.ended.State, w.ended.Source)
+	case n.OperationUnsigned && w.opts.Resource != nil && w.resource != "" && !w.bound(n):
+		return fmt.Errorf("the event's resource (%s) is not operation %s's %q", w.opts.Resource.Event, w.operation, w.resource)
 	case w.count >= maxNotifications && w.ends(n) == "":
 		// History is bounded: past this, only an event that ends the
 		// operation is taken.
@@ -424,6 +455,11 @@ func (w *webhook) take(ctx workflow.Context, n Notification) (string, error) {
 	}
 	w.seen[n.ID] = true
 	w.count++
+	if n.OperationUnsigned && w.opts.Resource != nil && w.resource == "" && !w.unbindable && w.state(n.Type) != "" && !n.TypeUnsigned {
+		// Whose is it? The start answer will say.
+		w.held = append(w.held, n)
+		return "held: until the start answer names the resource", nil
+	}
 	state := w.ends(n)
 	if state == "" {
 		if w.state(n.Type) != "" {
@@ -455,10 +491,71 @@ func (w *webhook) state(typ string) string {
 // type, but for a notification that cannot end it alone (Notification
 // TypeUnsigned, OperationUnsigned) where no WebhookPoll can confirm it.
 func (w *webhook) ends(n Notification) string {
-	if !n.alone() && w.opts.Poll == nil {
+	if !w.decides(&n) && w.opts.Poll == nil {
 		return ""
 	}
 	return w.state(n.Type)
+}
+
+// decides reports whether n may end the operation without a read of the
+// resource: its type and operation signed (Notification.alone), or its
+// operation bound by the resource (WebhookOptions.Resource).
+func (w *webhook) decides(n *Notification) bool {
+	return n.alone() || !n.TypeUnsigned && w.opts.Resource != nil && w.resource != "" && w.bound(*n)
+}
+
+// bound reports whether n's body names the operation's resource.
+func (w *webhook) bound(n Notification) bool {
+	id, ok := scalar(n.Body, w.opts.Resource.Event)
+	return ok && id == w.resource
+}
+
+// scalar is the string, or a number's literal, at a dotted path of a JSON
+// body.
+func scalar(body []byte, path string) (string, bool) {
+	v, ok := request.Field(body, path)
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, s != ""
+	}
+	var n json.Number
+	if json.Unmarshal(v, &n) == nil {
+		return n.String(), true
+	}
+	return "", false
+}
+
+// bind reads the resource's ID from the start answer (with
+// WebhookOptions.Resource) and ends the operation by the first held
+// notification it binds, if any.
+func (w *webhook) bind(ctx workflow.Context, start *Response) {
+	r := w.opts.Resource
+	if r == nil || w.resource != "" || start == nil {
+		return
+	}
+	if id, ok := scalar(start.Body, r.Start); ok {
+		w.resource = id
+	} else {
+		w.unbindable = true
+		workflow.GetLogger(ctx).Error("the start answer names no resource (WebhookOptions.Resource.Start): events that carry no metadata end nothing without the resource's confirmation",
+			"operation", w.operation, "field", r.Start)
+	}
+	held := w.held
+	w.held = nil
+	for _, n := range held {
+		if w.ended != nil {
+			break
+		}
+		if w.resource != "" && !w.bound(n) {
+			continue // another resource's
+		}
+		if state := w.ends(n); state != "" {
+			w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
+		}
+	}
 }
 
 // confirming reports whether the outcome is the resource's, read by the
@@ -466,7 +563,7 @@ func (w *webhook) ends(n Notification) string {
 // the operation alone came.
 func (w *webhook) confirming() bool {
 	p := w.opts.Poll
-	return p != nil && (p.Confirm || w.ended != nil && w.ended.Notification != nil && !w.ended.Notification.alone())
+	return p != nil && (p.Confirm || w.ended != nil && w.ended.Notification != nil && !w.decides(w.ended.Notification))
 }
 
 // await waits for the operation's outcome: a terminal notification, or,
@@ -482,6 +579,7 @@ func (w *webhook) confirming() bool {
 // poll's Failure. The polls run with the activity options on ctx (task
 // queue, start-to-close timeout), as FollowAccepted's.
 func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start *Response) (*Response, error) {
+	w.bind(ctx, start)
 	timeout := cmp.Or(w.opts.Timeout, DefaultWebhookTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }

@@ -521,3 +521,94 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookResourceBinding: with WebhookOptions.Resource, a callback's
+// signed event that carries no metadata (OperationUnsigned) is the
+// operation's when its resource is the one the start answer named: it
+// ends the call by its type; another resource's event is refused.
+func TestWebhookResourceBinding(t *testing.T) {
+	// foreign is a signed event of resource res, no metadata in it.
+	foreign := func(id, typ, res string) workflows.Notification {
+		n := unsigned(id, typ, true)
+		n.Body = []byte(`{"id":"` + id + `","type":"` + typ + `","data":{"object":{"id":"` + res + `"}}}`)
+		return n
+	}
+	for _, tc := range []struct {
+		name          string
+		start         string // WebhookResource.Start
+		poll          bool
+		deliveries    []delivery
+		wantErr       string
+		wantState     string
+		wantID        string
+		wantConfirmed bool
+	}{
+		{name: "its own resource's event ends it", start: "id",
+			deliveries: []delivery{{at: 10 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")}},
+			wantState:  workflows.StateSucceeded, wantID: "evt_B"},
+		{name: "another resource's event is refused", start: "id",
+			deliveries: []delivery{
+				{at: 10 * time.Second, n: foreign("evt_A", "charge.failed", "ch_9"), rejected: true},
+				{at: 20 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")},
+			},
+			wantState: workflows.StateSucceeded, wantID: "evt_B"},
+		{name: "during the start: held, then bound", start: "id",
+			deliveries: []delivery{
+				{at: 0, n: foreign("evt_A", "charge.failed", "ch_9")},
+				{at: 0, n: foreign("evt_B", "charge.succeeded", "ch_1")},
+			},
+			wantState: workflows.StateSucceeded, wantID: "evt_B"},
+		{name: "no resource in the start answer: the resource decides", start: "missing", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")}},
+			wantState:  workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_B", wantConfirmed: true},
+		{name: "no resource in the start answer, no poll: nothing ends it", start: "missing",
+			deliveries: []delivery{{at: 10 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")}},
+			wantErr:    workflows.ErrTypeOperationStillRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newChargeAPI(t, "failed")
+			var s sdktestsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			opts := workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: 10 * time.Minute,
+				Resource: &workflows.WebhookResource{Start: tc.start, Event: "data.object.id"}}
+			if tc.poll {
+				opts.Poll = &workflows.WebhookPoll{URL: api.URL + "/charges/{id}", After: 5 * time.Minute, Succeeded: []string{"succeeded"}, Failed: []string{"failed"}}
+			}
+			var rejected, want []string
+			for i, d := range tc.deliveries {
+				if d.rejected {
+					want = append(want, d.n.ID)
+				}
+				env.RegisterDelayedCallback(func() {
+					env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+						OnReject: func(error) { rejected = append(rejected, d.n.ID) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+					}, d.n)
+				}, d.at)
+			}
+			env.ExecuteWorkflow(workflows.WorkflowName, workflows.Request{Operation: "charge", Method: "POST", URL: api.URL + "/charges",
+				Body: []byte(`{"amount":100}`), Webhook: &opts})
+			require.True(t, env.IsWorkflowCompleted())
+			assert.Equal(t, want, rejected, "rejected notifications")
+			var out *workflows.Outcome
+			if tc.wantErr != "" {
+				f, ok := workflows.AsFailure(env.GetWorkflowError())
+				require.True(t, ok, "%v", env.GetWorkflowError())
+				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				if out = f.Outcome; tc.wantState == "" {
+					return
+				}
+			} else {
+				require.NoError(t, env.GetWorkflowError())
+				var resp workflows.Response
+				require.NoError(t, env.GetWorkflowResult(&resp))
+				out = resp.Outcome
+			}
+			require.NotNil(t, out)
+			assert.Equal(t, tc.wantState, out.State)
+			assert.Equal(t, tc.wantConfirmed, out.Confirmed)
+			require.NotNil(t, out.Notification)
+			assert.Equal(t, tc.wantID, out.Notification.ID)
+		})
+	}
+}

@@ -243,8 +243,9 @@ type Notification struct {
 	// header, webhooks.HMACOptions.TypeHeader). OperationUnsigned: the
 	// signed event does not name this workflow and operation (a callback
 	// URL's path alone routed it, with a verifier on that endpoint). Such
-	// a notification ends no operation by itself: a terminal type starts
-	// the poll at once and the resource's state is the outcome, as with
+	// a notification ends no operation by itself (but one that
+	// WebhookOptions.Resource binds): a terminal type starts the poll at
+	// once and the resource's state is the outcome, as with
 	// WebhookPoll.Confirm; without a WebhookPoll it is only counted.
 	TypeUnsigned      bool `json:"type_unsigned,omitempty"`
 	OperationUnsigned bool `json:"operation_unsigned,omitempty"`

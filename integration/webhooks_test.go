@@ -826,17 +826,29 @@ func TestWebhookNeverSent(t *testing.T) {
 type callbackInput struct {
 	URL    string `json:"url"`
 	Amount int    `json:"amount"`
+	// ByResource binds the provider's events by the resource the start
+	// answer names (WebhookOptions.Resource) instead of the metadata.
+	ByResource bool `json:"by_resource,omitempty"`
 }
 
 // callbackChargeWorkflow starts a charge whose provider reports its outcome
-// to the callback URL in the request's body, and awaits it.
+// to the callback URL in the request's body, and awaits it. The metadata,
+// which the provider copies into its signed events, binds them to this
+// operation (a signed event without it ends nothing by itself), or, with
+// in.ByResource, the resource the start answer names does.
 func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.Response, error) {
 	u, err := workflows.CallbackURL(ctx, hookOperation)
 	if err != nil {
 		return nil, err
 	}
 	body := map[string]any{"amount": in.Amount, "callback_url": u}
-	return workflows.Post(ctx, hookOperation, in.URL, body, workflows.AwaitWebhook(*hookOptions(nil)))
+	opts := hookOptions(nil)
+	if in.ByResource {
+		opts.Resource = &workflows.WebhookResource{Start: "id", Event: "data.object.id"}
+	} else {
+		body["metadata"] = workflows.WebhookMetadata(ctx, hookOperation)
+	}
+	return workflows.Post(ctx, hookOperation, in.URL, body, workflows.AwaitWebhook(*opts))
 }
 
 // TestWebhookCallbackURL runs a workflow, on a worker in this process,
@@ -850,21 +862,23 @@ func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.
 func TestWebhookCallbackURL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		scheme string // the reference server's
-		verify bool   // the receiver verifies the Stripe signature too
+		name       string
+		scheme     string // the reference server's
+		verify     bool   // the receiver verifies the Stripe signature too
+		byResource bool   // events bound by the start answer's resource, not metadata
 	}{
-		{"token only", testsuite.SchemeStandardWebhooks, false},
-		{"token and Stripe signature", testsuite.SchemeStripe, true},
+		{"token only", testsuite.SchemeStandardWebhooks, false, false},
+		{"token and Stripe signature", testsuite.SchemeStripe, true, false},
+		{"token and Stripe signature, bound by the resource", testsuite.SchemeStripe, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testWebhookCallbackURL(t, tc.scheme, tc.verify)
+			testWebhookCallbackURL(t, tc.scheme, tc.verify, tc.byResource)
 		})
 	}
 }
 
-func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
+func testWebhookCallbackURL(t *testing.T, scheme string, verify, byResource bool) {
 	const ops = 3
 	ctx := ctxT(t, 90*time.Second)
 	secret := hookSecret(scheme)
@@ -940,7 +954,7 @@ func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
 	for i := range calls {
 		hc := &hookCall{wid: uniqueName(t, "pay-"+strconv.Itoa(i)), srv: srv}
 		hc.run, err = tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: hc.wid, TaskQueue: tq, WorkflowExecutionTimeout: 2 * time.Minute},
-			"itest-callback-charge", callbackInput{URL: srv.URL + "/payments", Amount: 100 + i})
+			"itest-callback-charge", callbackInput{URL: srv.URL + "/payments", Amount: 100 + i, ByResource: byResource})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -965,8 +979,9 @@ func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
 	theirs, _ := cb.URL(other, hookOperation)
 	tampered := own[:strings.LastIndexByte(own, '/')+1] + theirs[strings.LastIndexByte(theirs, '/')+1:]
 	swapped := theirs[:strings.LastIndexByte(theirs, '/')+1] + own[strings.LastIndexByte(own, '/')+1:]
-	post := func(u, id, typ string) (int, string) {
-		body := fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"object":{"id":"op_1","status":"failed"}}}`, id, typ, time.Now().Unix())
+	// post sends an event of resource object (its JSON) to u.
+	post := func(u, id, typ, object string) (int, string) {
+		body := fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"object":%s}}`, id, typ, time.Now().Unix(), object)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		if verify {
@@ -982,13 +997,28 @@ func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
 	}
 	tamperedIDs := []string{"evt_tampered_" + randomHex(8), "evt_swapped_" + randomHex(8)}
 	for i, u := range []string{tampered, swapped} {
-		if st, b := post(u, tamperedIDs[i], hookFailed); st != http.StatusUnauthorized {
+		if st, b := post(u, tamperedIDs[i], hookFailed, `{"id":"op_1","status":"failed"}`); st != http.StatusUnauthorized {
 			t.Errorf("delivery to %s with another operation's token: %d %s, want 401", u, st, b)
 		}
 	}
 	probe := "evt_probe_" + randomHex(8)
-	if st, b := post(own, probe, hookProcessing); st != http.StatusOK || !strings.Contains(b, `"delivered"`) {
+	// The probe names its workflow (metadata): it is victim's whatever binds.
+	probeObject := fmt.Sprintf(`{"id":"op_1","status":"processing","metadata":{"workflow_id":%q,"operation":%q}}`, victim, hookOperation)
+	if st, b := post(own, probe, hookProcessing, probeObject); st != http.StatusOK || !strings.Contains(b, `"delivered"`) {
 		t.Errorf("delivery to %s with its own token: %d %s, want 200 delivered", own, st, b)
+	}
+	if verify {
+		// Another order's genuine signed event, which names no workflow,
+		// posted to this one's URL: taken, but it decides nothing (the
+		// workflow, whose operation succeeds, must not end failed); bound
+		// by the resource, refused (another resource's).
+		want := `"delivered"`
+		if byResource {
+			want = `"ignored"`
+		}
+		if st, b := post(own, "evt_foreign_"+randomHex(8), hookFailed, `{"id":"op_foreign","status":"failed"}`); st != http.StatusOK || !strings.Contains(b, want) {
+			t.Errorf("another order's signed event to %s: %d %s, want 200 %s", own, st, b, want)
+		}
 	}
 
 	waitHookCalls(ctx, calls)
@@ -1005,6 +1035,9 @@ func testWebhookCallbackURL(t *testing.T, scheme string, verify bool) {
 		wantN := 1
 		if i == 0 {
 			wantN = 2 // the probe
+			if verify && !byResource {
+				wantN = 3 // and the foreign event
+			}
 		}
 		evID := n.ID
 		if n.Scheme == "callback" {

@@ -55,7 +55,9 @@ type HMACOptions struct {
 	// TimestampHeader.
 	Tolerance time.Duration
 	// IDHeader, if set, carries the event ID (default none: the ID is the
-	// body's IDField).
+	// body's IDField). The signature does not cover it: the receiver
+	// takes each signed body once whatever the header says (Event
+	// IDUnsigned).
 	IDHeader string
 	// IDField is the top-level field of the JSON body that holds the
 	// event ID, a string or a number, when IDHeader is not set (default
@@ -67,7 +69,10 @@ type HMACOptions struct {
 	// TypeHeader, if set, carries the event type, e.g. GitHub's
 	// X-GitHub-Event or Shopify's X-Shopify-Topic (default none: the
 	// type is the body's TypeField). A delivery without it has no type:
-	// the workflow counts it as a non-terminal event.
+	// the workflow counts it as a non-terminal event. The signature does
+	// not cover it (Event TypeUnsigned): such a type ends an operation
+	// only once a read of the resource confirms it (workflows.WebhookPoll);
+	// prefer a TypeField the body carries where there is one.
 	TypeHeader string
 }
 
@@ -183,7 +188,7 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event,
 	// body (parsed only when one of them is needed).
 	idField, typeField := v.o.IDField, v.o.TypeField
 	if v.o.IDHeader != "" {
-		idField, ev.ID = "", h.Get(v.o.IDHeader)
+		idField, ev.ID, ev.IDUnsigned = "", h.Get(v.o.IDHeader), true
 		switch {
 		case ev.ID == "":
 			return Event{}, fmt.Errorf("%w: the %s header is missing", ErrEvent, v.o.IDHeader)
@@ -192,7 +197,7 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event,
 		}
 	}
 	if v.o.TypeHeader != "" {
-		if typeField, ev.Type = "", h.Get(v.o.TypeHeader); len(ev.Type) > maxHeaderBytes {
+		if typeField, ev.Type, ev.TypeUnsigned = "", h.Get(v.o.TypeHeader), true; len(ev.Type) > maxHeaderBytes {
 			return Event{}, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrEvent, v.o.TypeHeader, maxHeaderBytes)
 		}
 	}

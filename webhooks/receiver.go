@@ -52,8 +52,12 @@ type Config struct {
 	Verifier Verifier
 	// Callbacks, when set, makes this a callback endpoint: the workflow and
 	// operation come from the callback URL's path, whose token must match
-	// (workflows.CallbackURL made it). Without it, a fixed endpoint: they
-	// come from the event's fields below.
+	// (workflows.CallbackURL made it). With a Verifier too, a signed event
+	// that does not name that workflow and operation in the fields below
+	// reaches it marked workflows.Notification OperationUnsigned (it ends
+	// nothing without the resource's confirmation); one that names others
+	// is refused. Without it, a fixed endpoint: they come from the event's
+	// fields below.
 	Callbacks *Callbacks
 	// WorkflowIDField and OperationField are the dotted paths of the
 	// workflow ID and operation in a fixed endpoint's JSON event (default
@@ -258,17 +262,26 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 		// A callback that its token alone authenticates: its content
 		// deduplicates (a body's "id" is often the resource's, the same in
 		// every event of it).
-		ev.Type = stringAt(doc, "type")
+		ev.Type, ev.IDUnsigned = stringAt(doc, "type"), true
+	}
+	if ev.IDUnsigned {
+		// An ID that nothing signed is not the event's identity (a new
+		// header would make a new event of the same delivery): its signed
+		// content is.
 		sum := sha256.Sum256(body)
 		ev.ID = "sha256:" + hex.EncodeToString(sum[:16])
 	}
+	unbound := false
 	if rc.cfg.Callbacks != nil {
 		// The path is not signed: a signed event that names a workflow or
-		// operation must name the callback's own.
+		// operation must name the callback's own, and one that does not
+		// name both (another operation's, posted here?) ends nothing
+		// alone.
 		wf, op := stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
 		if wf != "" && wf != workflowID || op != "" && op != operation {
 			return nil, answer{http.StatusUnauthorized, outcomeRejected, "the event names another workflow or operation than its callback URL"}
 		}
+		unbound = rc.cfg.Verifier != nil && (wf == "" || op == "")
 	} else {
 		workflowID, operation = stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
 		if workflowID == "" || operation == "" {
@@ -278,7 +291,8 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 	if len(workflowID) > 1000 || !utf8.ValidString(workflowID) || request.Operation(operation) != nil || len(operation) > 1000 {
 		return nil, answer{http.StatusOK, outcomeIgnored, "the event's workflow ID or operation is not one a workflow could have"}
 	}
-	n := &workflows.Notification{ID: ev.ID, Type: ev.Type, Operation: operation, Scheme: scheme, Sent: ev.Time, Received: now}
+	n := &workflows.Notification{ID: ev.ID, Type: ev.Type, Operation: operation, Scheme: scheme, Sent: ev.Time, Received: now,
+		TypeUnsigned: ev.TypeUnsigned, OperationUnsigned: unbound}
 	if len(body) > rc.cfg.MaxEventBytes {
 		n.BodyOmitted = true
 	} else if b, ok := scrub(body, doc); ok {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -19,26 +21,46 @@ import (
 // invariants: it answers one of its documented statuses; only a delivery
 // whose signature (computed here, independently) is valid, or whose
 // callback token is, reaches Temporal, routed to the workflow its body or
-// path names; no secret or token key is in an answer; and what reaches
-// the workflow is JSON without the value of a credential-named field.
+// path names; no secret or token key is in an answer; what reaches the
+// workflow is JSON without the value of a credential-named field; and a
+// delivery whose signed bytes the provider did not produce for this
+// operation never changes its outcome: a notification that may end an
+// operation alone (neither TypeUnsigned nor OperationUnsigned) has the
+// type its signed body says and is named for its workflow and operation
+// by its signed body, and a copy of the delivery with its unsigned
+// headers (the HMAC scheme's TypeHeader, IDHeader) altered is the same
+// event (the same update ID), whose altered type decides nothing alone.
 func FuzzReceiver(f *testing.F) {
-	f.Add(event("evt_1", "order-1", "charge"), true, "/webhooks", false)
-	f.Add(event("evt_1", "order-1", "charge"), false, "/webhooks", false)
-	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"token":"pi_secret_123"}}}`, true, "/webhooks", false)
-	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"","operation":"o"}}}}`, true, "/webhooks", false)
-	f.Add(`not json`, true, "/webhooks", false)
-	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"client\u005fsecret":"pi_secret_123"}}}`, true, "/webhooks", false)
-	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"accessToken":"pi_secret_123","nested":[{"clientSecret":{"v":"pi_secret_123"}}]}}}`, true, "/webhooks", false)
-	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order-1/charge/AAAA", true)
-	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order%2F1/charge/"+validToken(), true)
+	f.Add(event("evt_1", "order-1", "charge"), true, "/webhooks", false, false, "", "")
+	f.Add(event("evt_1", "order-1", "charge"), false, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"token":"pi_secret_123"}}}`, true, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"","operation":"o"}}}}`, true, "/webhooks", false, false, "", "")
+	f.Add(`not json`, true, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"client\u005fsecret":"pi_secret_123"}}}`, true, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"accessToken":"pi_secret_123","nested":[{"clientSecret":{"v":"pi_secret_123"}}]}}}`, true, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order-1/charge/AAAA", true, false, "", "")
+	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order%2F1/charge/"+validToken(), true, false, "", "")
+	// GitHub's set-up: the type and ID in unsigned headers.
+	f.Add(event("evt_1", "order-1", "charge"), true, "/webhooks", false, true, "operation.processing", "d-1")
+	// Another order's signed event posted to order/1's callback URL.
+	f.Add(`{"id":"evt_3","type":"charge.succeeded"}`, true, "/callbacks/order%2F1/charge/"+validToken(), true, false, "", "")
+	f.Add(event("evt_4", "order-2", "charge"), true, "/callbacks/order%2F1/charge/"+validToken(), true, true, "charge.succeeded", "d-4")
+	f.Add(event("evt_5", "order/1", "charge"), true, "/callbacks/order%2F1/charge/"+validToken(), true, true, "charge.succeeded", "d-5")
 	const secretSentinel = "pi_secret_123"
-	f.Fuzz(func(t *testing.T, body string, signed bool, path string, callbacks bool) {
+	f.Fuzz(func(t *testing.T, body string, signed bool, path string, callbacks, headers bool, typ, id string) {
 		u := &updates{}
 		cfg := webhooks.Config{Client: u, MaxBodyBytes: 4096}
 		if callbacks {
 			cfg.Callbacks = fuzzCallbacks
-		} else {
-			v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+		}
+		// A fixed endpoint always verifies; a callback endpoint does when
+		// the delivery is signed (else its token alone authenticates).
+		if !callbacks || signed {
+			o := webhooks.HMACOptions{Secrets: []string{secret}}
+			if headers {
+				o.TypeHeader, o.IDHeader = "X-Type", "X-Id"
+			}
+			v, err := webhooks.HMAC(o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,6 +82,10 @@ func FuzzReceiver(f *testing.F) {
 			sig = sign(secret, body)
 			r.Header.Set("X-Signature", sig)
 		}
+		if headers {
+			r.Header.Set("X-Type", typ)
+			r.Header.Set("X-Id", id)
+		}
 		w := httptest.NewRecorder()
 		rc.ServeHTTP(w, r)
 		if !slices.Contains([]int{200, 400, 401, 405, 413, 503}, w.Code) {
@@ -78,6 +104,28 @@ func FuzzReceiver(f *testing.F) {
 		}
 		o := u.calls[0]
 		n := o.Args[0].(*workflows.Notification)
+		checkSignedDecides(t, cfg, body, o, n)
+		if headers && cfg.Verifier != nil {
+			// The same delivery, its unsigned headers altered.
+			r2, _ := http.NewRequest(http.MethodPost, "http://h.example"+path, strings.NewReader(body))
+			r2.Header.Set("X-Signature", sig)
+			r2.Header.Set("X-Type", typ+".altered")
+			r2.Header.Set("X-Id", id+"-altered")
+			rc2, err := webhooks.NewReceiver(cfg) // no memo of the first
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc2.ServeHTTP(httptest.NewRecorder(), r2)
+			if len(u.calls) != 2 {
+				t.Fatalf("the altered copy did not reach Temporal as the same event (%d updates)", len(u.calls))
+			}
+			o2 := u.calls[1]
+			n2 := o2.Args[0].(*workflows.Notification)
+			if o2.UpdateID != o.UpdateID || n2.ID != n.ID {
+				t.Fatalf("an altered copy is a new event: update %q, not %q", o2.UpdateID, o.UpdateID)
+			}
+			checkSignedDecides(t, cfg, body, o2, n2)
+		}
 		if callbacks {
 			wf, op, ok := tokenOwner(r.URL.EscapedPath())
 			if !ok || wf != o.WorkflowID || op != n.Operation {
@@ -113,6 +161,40 @@ func FuzzReceiver(f *testing.F) {
 			checkRedacted(t, doc)
 		}
 	})
+}
+
+// checkSignedDecides fails when n, delivered as o by a receiver with cfg,
+// may end its operation alone but its type or its workflow and operation
+// are not what the signed body says (a token-only callback's event, which
+// nothing signs, is the README's documented exception).
+func checkSignedDecides(t *testing.T, cfg webhooks.Config, body string, o client.UpdateWorkflowOptions, n *workflows.Notification) {
+	t.Helper()
+	if cfg.Verifier == nil || n.TypeUnsigned && n.OperationUnsigned {
+		return
+	}
+	// Read as the receiver reads: exact names, a JSON document whole.
+	var doc any
+	named := json.Unmarshal([]byte(body), &doc) == nil
+	at := func(path ...string) string {
+		v := doc
+		for _, name := range path {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return ""
+			}
+			v = m[name]
+		}
+		s, _ := v.(string)
+		return s
+	}
+	ev := struct{ Type string }{at("type")}
+	m := struct{ WorkflowID, Operation string }{at("data", "object", "metadata", "workflow_id"), at("data", "object", "metadata", "operation")}
+	if !n.TypeUnsigned && (!named || n.Type != ev.Type) {
+		t.Fatalf("type %q may decide, but the signed body's type is %q", n.Type, ev.Type)
+	}
+	if !n.OperationUnsigned && (!named || m.WorkflowID != o.WorkflowID || m.Operation != n.Operation) {
+		t.Fatalf("routed to %q/%q and may decide, but the signed body names %q/%q", o.WorkflowID, n.Operation, m.WorkflowID, m.Operation)
+	}
 }
 
 // fuzzKey is FuzzReceiver's callback token key.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -322,4 +324,103 @@ func TestReceiverReviewFindings(t *testing.T) {
 		}
 		assert.Equal(t, 2, u.count(), "not answered from the memo")
 	})
+}
+
+// TestReceiverUnsignedHeaders: with HMACOptions.TypeHeader and IDHeader
+// (GitHub's, Shopify's set-ups) the signature covers the body only: an
+// altered copy of a genuine delivery (its type header changed, a new ID
+// header) is the same event (the same update ID, so Temporal takes it
+// once and it fills no new slot), and the notification says its type is
+// unsigned (the workflow lets the resource decide).
+func TestReceiverUnsignedHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		opts                 webhooks.HMACOptions
+		wantTypeUnsigned     bool
+		wantSameEventHeaders bool // altered headers leave the update ID
+	}{
+		{"GitHub", webhooks.HMACOptions{Secrets: []string{secret}, Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeHeader: "X-GitHub-Event"}, true, true},
+		{"Shopify", webhooks.HMACOptions{Secrets: []string{secret}, Header: "X-Shopify-Hmac-Sha256", Encoding: "base64", IDHeader: "X-Shopify-Webhook-Id", TypeHeader: "X-Shopify-Topic"}, true, true},
+		{"type from the signed body", webhooks.HMACOptions{Secrets: []string{secret}, Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeField: "type"}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := webhooks.HMAC(tc.opts)
+			require.NoError(t, err)
+			u := &updates{}
+			rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
+			body := `{"id":"op_1","type":"operation.processing","data":{"object":{"metadata":{"workflow_id":"order-1","operation":"charge"}}}}`
+			m := hmac.New(sha256.New, []byte(secret))
+			m.Write([]byte(body))
+			sig := tc.opts.Prefix + hex.EncodeToString(m.Sum(nil))
+			if tc.opts.Encoding == "base64" {
+				sig = base64.StdEncoding.EncodeToString(m.Sum(nil))
+			}
+			send := func(id, typ string) {
+				r := httptest.NewRequest(http.MethodPost, "/webhooks", strings.NewReader(body))
+				r.Header.Set(tc.opts.Header, sig)
+				r.Header.Set(tc.opts.IDHeader, id)
+				if tc.opts.TypeHeader != "" {
+					r.Header.Set(tc.opts.TypeHeader, typ)
+				}
+				w := httptest.NewRecorder()
+				rc.ServeHTTP(w, r)
+				require.Equal(t, 200, w.Code, w.Body.String())
+			}
+			send("d-genuine", "operation.processing")
+			for i := range 40 {
+				send(fmt.Sprintf("d-forged-%d", i), "operation.succeeded")
+			}
+			ids := map[string]bool{}
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			for _, c := range u.calls {
+				ids[c.UpdateID] = true
+				n := c.Args[0].(*workflows.Notification)
+				assert.Equal(t, tc.wantTypeUnsigned, n.TypeUnsigned, "type %q", n.Type)
+				assert.False(t, n.OperationUnsigned)
+				assert.NotContains(t, n.ID, "d-", "the event's identity is its signed content, not an unsigned header")
+			}
+			assert.Len(t, ids, 1, "one genuine delivery is one event, whatever its unsigned headers say")
+		})
+	}
+}
+
+// TestReceiverCallbackBinding: on a callback endpoint with a verifier,
+// order A's genuine signed event posted to order B's callback URL never
+// decides B's outcome: one that names another workflow is refused, one
+// that names none reaches B marked OperationUnsigned (the resource
+// decides), and only B's own signed metadata makes it decisive.
+func TestReceiverCallbackBinding(t *testing.T) {
+	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	require.NoError(t, err)
+	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{strings.Repeat("k", 32)}}
+	pathB, err := cb.URL("order-B", "charge")
+	require.NoError(t, err)
+	pathB = strings.TrimPrefix(pathB, "https://hooks.example.com")
+	for _, tc := range []struct {
+		name         string
+		body         string
+		wantStatus   int
+		wantCalls    int
+		wantUnsigned bool
+	}{
+		{name: "A's event naming A", body: event("evt_A", "order-A", "charge"), wantStatus: 401},
+		{name: "A's event naming no workflow", body: `{"id":"evt_A","type":"charge.succeeded","data":{"object":{"id":"pay_A"}}}`, wantStatus: 200, wantCalls: 1, wantUnsigned: true},
+		{name: "A's event naming only the operation", body: `{"id":"evt_A","type":"charge.succeeded","data":{"object":{"metadata":{"operation":"charge"}}}}`, wantStatus: 200, wantCalls: 1, wantUnsigned: true},
+		{name: "B's own event", body: event("evt_B", "order-B", "charge"), wantStatus: 200, wantCalls: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &updates{}
+			rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb, Verifier: v})
+			w := post(t, rc, pathB, tc.body, sign(secret, tc.body))
+			assert.Equal(t, tc.wantStatus, w.Code, w.Body.String())
+			require.Equal(t, tc.wantCalls, u.count())
+			if tc.wantCalls == 1 {
+				n := u.calls[0].Args[0].(*workflows.Notification)
+				assert.Equal(t, "order-B", u.calls[0].WorkflowID)
+				assert.Equal(t, tc.wantUnsigned, n.OperationUnsigned)
+				assert.False(t, n.TypeUnsigned)
+			}
+		})
+	}
 }

@@ -33,6 +33,13 @@ type Event struct {
 	Type string
 	// Time is the signed timestamp, zero for a scheme without one.
 	Time time.Time
+	// IDUnsigned and TypeUnsigned report that ID or Type came from a
+	// header the signature does not cover (HMACOptions.IDHeader,
+	// TypeHeader), so anyone holding a genuine delivery can change them.
+	// The receiver then deduplicates by the signed body's SHA-256 instead
+	// of ID, and marks the notification (workflows.Notification
+	// TypeUnsigned): its type alone ends no operation.
+	IDUnsigned, TypeUnsigned bool
 }
 
 // Errors of Verify, for errors.Is.

@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"weak"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -67,6 +70,25 @@ type WebhookOptions struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Poll is the fallback; nil: none (only a notification ends the wait).
 	Poll *WebhookPoll `json:"poll,omitempty"`
+	// Resource binds a callback's signed events that carry no
+	// WebhookMetadata (Notification.OperationUnsigned) to this operation by
+	// the resource the start answer names; nil (the default): such an
+	// event ends nothing without the resource's confirmation (Poll).
+	Resource *WebhookResource `json:"resource,omitempty"`
+}
+
+// WebhookResource says where the resource's ID is in the start answer's
+// JSON body and in an event's: an event whose ID there is another (or
+// none) is refused, one whose ID matches is the operation's and ends it by
+// its type. An event that comes before the start answer is held until the
+// answer says which resource is the operation's.
+type WebhookResource struct {
+	// Start is the dotted path of the ID in the start answer's body, e.g.
+	// "id". Required.
+	Start string `json:"start"`
+	// Event is the dotted path of the ID in the event's body, e.g.
+	// "data.object.id". Required.
+	Event string `json:"event"`
 }
 
 // WebhookPoll is the fallback of a webhook: GET the resource until its
@@ -148,6 +170,9 @@ func (o WebhookOptions) validate() error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", DefaultWebhookTimeout, o.Timeout)
 	}
+	if r := o.Resource; r != nil && (strings.TrimSpace(r.Start) == "" || strings.TrimSpace(r.Event) == "") {
+		return errors.New("WebhookOptions.Resource: name where the resource's ID is in the start answer (Start, e.g. \"id\") and in an event (Event, e.g. \"data.object.id\")")
+	}
 	p := o.Poll
 	if p == nil {
 		return nil
@@ -227,7 +252,21 @@ type Notification struct {
 	// (BodyOmitted) when it is larger than the receiver's MaxEventBytes.
 	Body        json.RawMessage `json:"body,omitempty"`
 	BodyOmitted bool            `json:"body_omitted,omitempty"`
+	// TypeUnsigned: the signature does not cover Type (it came from a
+	// header, webhooks.HMACOptions.TypeHeader). OperationUnsigned: the
+	// signed event does not name this workflow and operation (a callback
+	// URL's path alone routed it, with a verifier on that endpoint). Such
+	// a notification ends no operation by itself (but one that
+	// WebhookOptions.Resource binds): a terminal type starts the poll at
+	// once and the resource's state is the outcome, as with
+	// WebhookPoll.Confirm; without a WebhookPoll it is only counted.
+	TypeUnsigned      bool `json:"type_unsigned,omitempty"`
+	OperationUnsigned bool `json:"operation_unsigned,omitempty"`
 }
+
+// alone reports whether n's type and operation are signed, so that its
+// type may end the operation without a read of the resource.
+func (n *Notification) alone() bool { return !n.TypeUnsigned && !n.OperationUnsigned }
 
 // MarshalJSON encodes n as package wire does (its body byte for byte).
 func (n Notification) MarshalJSON() ([]byte, error) {
@@ -268,16 +307,30 @@ type Outcome struct {
 // webhook is an operation whose outcome the workflow awaits by webhook
 // (Request.Webhook): expectWebhook makes it before the call that starts the
 // operation, so that a notification that comes before the start's answer
-// is kept; await waits for the outcome.
+// is kept; await waits for the outcome. It belongs to the operation, not
+// to one call: a later call of the run with the same operation and key (a
+// retry after a failed call) gets the same webhook, with what the earlier
+// call's handler took.
 type webhook struct {
 	operation string
 	key       string // the start request's idempotency key
 	opts      WebhookOptions
+	made      int // the history length at which it was made
 	// seen holds the IDs of the notifications taken.
 	seen map[string]bool
 	// count counts them; ended is the terminal one, or the poll's outcome.
 	count int
 	ended *Outcome
+	// unconfirmable counts the notifications of a terminal type that ended
+	// nothing: not signed, and no WebhookPoll to confirm them.
+	unconfirmable int
+	// resource is the resource's ID from the start answer
+	// (WebhookOptions.Resource), "" before it; held are the terminal
+	// notifications that came before it, to be bound by it.
+	resource string
+	held     []Notification
+	// unbindable: the start answer named no resource.
+	unbindable bool
 }
 
 // expectWebhook readies the workflow to take verified notifications of
@@ -287,7 +340,7 @@ type webhook struct {
 // operations at once; an update is rejected, and leaves nothing in
 // history, when it repeats an event ID already taken or comes after the
 // operation ended.
-func expectWebhook(ctx workflow.Context, operation string, opts WebhookOptions) (*webhook, error) {
+func expectWebhook(ctx workflow.Context, operation, key string, opts WebhookOptions) (*webhook, error) {
 	if strings.TrimSpace(operation) == "" {
 		return nil, invalid("Request.Webhook needs Request.Operation: the notifications name it")
 	}
@@ -297,13 +350,55 @@ func expectWebhook(ctx workflow.Context, operation string, opts WebhookOptions) 
 	if err := opts.validate(); err != nil {
 		return nil, invalid("Request.Webhook: %v", err)
 	}
-	w := &webhook{operation: operation, opts: opts, seen: map[string]bool{}}
+	w := operationWebhook(ctx, operation, key)
+	w.opts = opts
 	err := workflow.SetUpdateHandlerWithOptions(ctx, request.WebhookUpdate(operation), w.take,
 		workflow.UpdateHandlerOptions{Validator: w.admit})
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// hooks keeps, for each workflow execution in this worker's memory, the
+// webhook of each operation it awaits, keyed weakly by the execution's
+// workflow.Info as calls is (repeat.go), so that an entry goes with its
+// execution. A run that continues as new starts with none.
+var hooks = struct {
+	sync.Mutex
+	ops map[weak.Pointer[workflow.Info]]map[string]*webhook
+}{ops: map[weak.Pointer[workflow.Info]]map[string]*webhook{}}
+
+// operationWebhook is the webhook of operation with key in this execution:
+// the one an earlier call made, with what its handler took, or a new one.
+// A call that meets a webhook made at its own history length or later is
+// the SDK running the execution's code again from the start (calls'
+// reasoning): it starts afresh, as the first run of that call did, so that
+// every replay takes the same notifications.
+func operationWebhook(ctx workflow.Context, operation, key string) *webhook {
+	info := workflow.GetInfo(ctx)
+	length := info.GetCurrentHistoryLength()
+	wp := weak.Make(info)
+	hooks.Lock()
+	defer hooks.Unlock()
+	ops := hooks.ops[wp]
+	if ops == nil {
+		ops = map[string]*webhook{}
+		hooks.ops[wp] = ops
+		runtime.AddCleanup(info, func(wp weak.Pointer[workflow.Info]) {
+			hooks.Lock()
+			delete(hooks.ops, wp)
+			hooks.Unlock()
+		}, wp)
+	}
+	// Temporal's test environment keeps no history length (0) and never
+	// runs the code again: there an earlier call's webhook is always kept.
+	w := ops[operation]
+	if w == nil || w.key != key || length != 0 && length <= w.made {
+		w = &webhook{operation: operation, key: key, made: length, seen: map[string]bool{}}
+		ops[operation] = w
+	}
+	return w
 }
 
 // WebhookMetadata is what a provider's fixed-endpoint events need to name
@@ -355,7 +450,9 @@ func (w *webhook) admit(n Notification) error {
 		return fmt.Errorf("event %s already taken", n.ID)
 	case w.ended != nil:
 		return fmt.Errorf("operation %s already ended (%s, from %s)", w.operation, w.ended.State, w.ended.Source)
-	case w.count >= maxNotifications && w.state(n.Type) == "":
+	case n.OperationUnsigned && w.opts.Resource != nil && w.resource != "" && !w.bound(n):
+		return fmt.Errorf("the event's resource (%s) is not operation %s's %q", w.opts.Resource.Event, w.operation, w.resource)
+	case w.count >= maxNotifications && w.ends(n) == "":
 		// History is bounded: past this, only an event that ends the
 		// operation is taken.
 		return fmt.Errorf("operation %s took %d notifications already: only a terminal one is taken now", w.operation, w.count)
@@ -372,8 +469,19 @@ func (w *webhook) take(ctx workflow.Context, n Notification) (string, error) {
 	}
 	w.seen[n.ID] = true
 	w.count++
-	state := w.state(n.Type)
+	if n.OperationUnsigned && w.opts.Resource != nil && w.resource == "" && !w.unbindable && w.state(n.Type) != "" && !n.TypeUnsigned {
+		// Whose is it? The start answer will say.
+		w.held = append(w.held, n)
+		return "held: until the start answer names the resource", nil
+	}
+	state := w.ends(n)
 	if state == "" {
+		if w.state(n.Type) != "" {
+			w.unconfirmable++
+			workflow.GetLogger(ctx).Error("a notification of a terminal type ends nothing: its type or operation is not signed, and no WebhookPoll can confirm it; set WebhookOptions.Poll",
+				"operation", w.operation, "event", n.ID, "type", n.Type, "type_unsigned", n.TypeUnsigned, "operation_unsigned", n.OperationUnsigned)
+			return "noted: not signed, and no WebhookPoll to confirm it", nil
+		}
 		return "noted", nil
 	}
 	w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
@@ -393,6 +501,85 @@ func (w *webhook) state(typ string) string {
 	return ""
 }
 
+// ends is the state n ends the operation in, "" if none: the state of its
+// type, but for a notification that cannot end it alone (Notification
+// TypeUnsigned, OperationUnsigned) where no WebhookPoll can confirm it.
+func (w *webhook) ends(n Notification) string {
+	if !w.decides(&n) && w.opts.Poll == nil {
+		return ""
+	}
+	return w.state(n.Type)
+}
+
+// decides reports whether n may end the operation without a read of the
+// resource: its type and operation signed (Notification.alone), or its
+// operation bound by the resource (WebhookOptions.Resource).
+func (w *webhook) decides(n *Notification) bool {
+	return n.alone() || !n.TypeUnsigned && w.opts.Resource != nil && w.resource != "" && w.bound(*n)
+}
+
+// bound reports whether n's body names the operation's resource.
+func (w *webhook) bound(n Notification) bool {
+	id, ok := scalar(n.Body, w.opts.Resource.Event)
+	return ok && id == w.resource
+}
+
+// scalar is the string, or a number's literal, at a dotted path of a JSON
+// body.
+func scalar(body []byte, path string) (string, bool) {
+	v, ok := request.Field(body, path)
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, s != ""
+	}
+	var n json.Number
+	if json.Unmarshal(v, &n) == nil {
+		return n.String(), true
+	}
+	return "", false
+}
+
+// bind reads the resource's ID from the start answer (with
+// WebhookOptions.Resource) and ends the operation by the first held
+// notification it binds, if any.
+func (w *webhook) bind(ctx workflow.Context, start *Response) {
+	r := w.opts.Resource
+	if r == nil || w.resource != "" || start == nil {
+		return
+	}
+	if id, ok := scalar(start.Body, r.Start); ok {
+		w.resource = id
+	} else {
+		w.unbindable = true
+		workflow.GetLogger(ctx).Error("the start answer names no resource (WebhookOptions.Resource.Start): events that carry no metadata end nothing without the resource's confirmation",
+			"operation", w.operation, "field", r.Start)
+	}
+	held := w.held
+	w.held = nil
+	for _, n := range held {
+		if w.ended != nil {
+			break
+		}
+		if w.resource != "" && !w.bound(n) {
+			continue // another resource's
+		}
+		if state := w.ends(n); state != "" {
+			w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
+		}
+	}
+}
+
+// confirming reports whether the outcome is the resource's, read by the
+// poll: with WebhookPoll.Confirm, or once a notification that cannot end
+// the operation alone came.
+func (w *webhook) confirming() bool {
+	p := w.opts.Poll
+	return p != nil && (p.Confirm || w.ended != nil && w.ended.Notification != nil && !w.decides(w.ended.Notification))
+}
+
 // await waits for the operation's outcome: a terminal notification, or,
 // when none came within WebhookOptions.Poll.After, the first terminal
 // state that either a notification or the fallback poll reports. start is
@@ -406,6 +593,7 @@ func (w *webhook) state(typ string) string {
 // poll's Failure. The polls run with the activity options on ctx (task
 // queue, start-to-close timeout), as FollowAccepted's.
 func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start *Response) (*Response, error) {
+	w.bind(ctx, start)
 	timeout := cmp.Or(w.opts.Timeout, DefaultWebhookTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }
@@ -427,11 +615,10 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	if _, err := workflow.AwaitWithTimeout(ctx, first, ended); err != nil {
 		return nil, err
 	}
-	confirm := p != nil && p.Confirm
-	if confirm && mon == "" {
+	if w.confirming() && mon == "" {
 		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer")
 	}
-	if w.ended == nil && mon != "" || confirm {
+	if w.ended == nil && mon != "" || w.confirming() {
 		if resp, err, done := w.poll(ctx, ao, mon, deadline); done {
 			return resp, err
 		}
@@ -445,7 +632,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	if w.ended == nil {
 		return nil, w.stillRunning(ctx, timeout)
 	}
-	if confirm && w.ended.Source == SourceWebhook {
+	if w.confirming() && w.ended.Source == SourceWebhook {
 		return nil, w.unconfirmed(ctx, "the notification came at the deadline, after the last read of the resource")
 	}
 	return w.result(start)
@@ -460,7 +647,6 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
 	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
 	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
-	confirm := p.Confirm
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops
 	var finished bool
@@ -469,14 +655,14 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		resp, _, err = pollMonitor(gctx, ao, op, in, left)
 		finished = true
 	})
-	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil && !confirm }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil && !w.confirming() }); err != nil {
 		return nil, err, true
 	}
-	if !confirm && w.ended != nil {
+	if w.ended != nil && !w.confirming() {
 		return nil, nil, false
 	}
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
-	if confirm && w.ended != nil {
+	if w.ended != nil {
 		// The resource's state, confirming the notification's.
 		out.Source, out.Notification, out.Confirmed = SourceWebhook, w.ended.Notification, true
 	}
@@ -495,12 +681,12 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		if f.Accepted != nil {
 			out.Polls = f.Accepted.Polls
 		}
-	case confirm && w.ended != nil:
+	case w.ended != nil:
 		// Fail closed: a notification the resource did not confirm.
 		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
 		return nil, nil, false // the deadline passed
-	case confirm:
+	case w.confirming():
 		// No notification yet, and the resource unreadable now (not yet
 		// readable, say): a notification may still come until the
 		// deadline, and is then confirmed by another read.
@@ -521,6 +707,10 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), func() bool { return w.ended != nil }); err != nil {
 			return nil, err, true
 		}
+		if w.ended != nil && w.confirming() {
+			// A notification that needs the resource's word: read it again.
+			return w.poll(ctx, ao, mon, deadline)
+		}
 		return nil, nil, false
 	}
 	if out.Confirmed && out.State != w.ended.State {
@@ -540,9 +730,6 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 // result is the Response or error of a notification's outcome.
 func (w *webhook) result(start *Response) (*Response, error) {
 	out := *w.ended
-	if out.Source == SourcePoll {
-		return nil, errors.New("workflows: internal: a poll outcome reached result")
-	}
 	if out.State == StateSucceeded {
 		r := Response{}
 		if start != nil {
@@ -556,8 +743,11 @@ func (w *webhook) result(start *Response) (*Response, error) {
 		t, what = ErrTypeOperationCanceled, "was cancelled"
 	}
 	f := Failure{Operation: w.operation, IdempotencyKey: w.key, Outcome: &out}
-	return nil, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("the operation %s %s: the provider's %s event %s said so", w.operation, what, out.Notification.Type, out.Notification.ID), t, nil, f)
+	why := "a read of the resource said so" // an earlier call's poll
+	if n := out.Notification; n != nil {
+		why = fmt.Sprintf("the provider's %s event %s said so", n.Type, n.ID)
+	}
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the operation %s %s: %s", w.operation, what, why), t, nil, f)
 }
 
 // unconfirmed is the error of a call with WebhookPoll.Confirm whose
@@ -568,7 +758,11 @@ func (w *webhook) unconfirmed(ctx workflow.Context, why string) error {
 
 // stillRunning is the error of an operation not ended within timeout.
 func (w *webhook) stillRunning(ctx workflow.Context, timeout time.Duration) error {
-	return w.notEnded(ctx, fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count))
+	hint := ""
+	if w.unconfirmable > 0 {
+		hint = fmt.Sprintf(" (%d of a terminal type whose type or operation the provider did not sign: set WebhookOptions.Poll so that the resource confirms such an event)", w.unconfirmable)
+	}
+	return w.notEnded(ctx, fmt.Sprintf("no notification or poll ended the operation %s within WebhookOptions.Timeout (%s, %d notifications taken%s): it may still end at the provider: look it up there (its key is the call's), then run the workflow's next step", w.operation, timeout, w.count, hint))
 }
 
 // notEnded logs msg and returns it as ErrTypeOperationStillRunning, the

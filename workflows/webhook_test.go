@@ -58,6 +58,17 @@ func notify(id, typ string) workflows.Notification {
 		Body: []byte(`{"id":"` + id + `","type":"` + typ + `"}`)}
 }
 
+// unsigned is notify's notification with its type from a header the
+// signature does not cover (webhooks.HMACOptions.TypeHeader), or, with
+// unbound, one whose signed body does not name the operation (a callback
+// URL's path routed it).
+func unsigned(id, typ string, unbound bool) workflows.Notification {
+	n := notify(id, typ)
+	n.Scheme = "hmac"
+	n.TypeUnsigned, n.OperationUnsigned = !unbound, unbound
+	return n
+}
+
 // delivery is a notification sent at a time after the workflow starts.
 type delivery struct {
 	at time.Duration
@@ -87,6 +98,8 @@ func TestWebhookOutcome(t *testing.T) {
 		confirm       bool
 		pollPath      string
 		wantConfirmed bool
+		// wantMessage is in the failure's message.
+		wantMessage string
 	}{
 		{name: "webhook before the poll", status: "processing", poll: true,
 			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
@@ -131,6 +144,23 @@ func TestWebhookOutcome(t *testing.T) {
 		{name: "not confirmed: the resource unreadable", status: "succeeded", poll: true, confirm: true, pollPath: "/missing/{id}",
 			deliveries: []delivery{{at: 10 * time.Second, n: notify("evt_1", "charge.succeeded")}},
 			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
+		// A type or operation that nothing signed ends nothing by itself:
+		// the resource's state does, as with Confirm.
+		{name: "unsigned type: the resource contradicts it", status: "failed", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "unsigned type: the resource confirms it", status: "succeeded", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "unbound operation: the resource contradicts it", status: "failed", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", true)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
+		{name: "unsigned type, resource unreadable: fails closed", status: "succeeded", poll: true, pollPath: "/missing/{id}",
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
+		{name: "unsigned type without a poll ends nothing", poll: false, timeout: 10 * time.Minute,
+			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
+			wantErr:    workflows.ErrTypeOperationStillRunning, wantMessage: "set WebhookOptions.Poll"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newChargeAPI(t, tc.status)
@@ -180,6 +210,7 @@ func TestWebhookOutcome(t *testing.T) {
 				f, ok := workflows.AsFailure(env.GetWorkflowError())
 				require.True(t, ok, "%v", env.GetWorkflowError())
 				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				assert.Contains(t, f.Message, tc.wantMessage)
 				assert.Equal(t, workflows.DeriveKey("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
 				out = f.Outcome
 				if tc.wantState == "" {
@@ -406,4 +437,178 @@ func TestWebhookReviewFindings(t *testing.T) {
 		assert.Equal(t, workflows.SourceWebhook, r.resp.Outcome.Source)
 		assert.Equal(t, int32(2), gets.Load())
 	})
+}
+
+// TestWebhookEventsBelongToTheOperation: a terminal event that an earlier
+// call's handler took (the call failed with its outcome unknown, its start
+// unanswered) is the outcome of the workflow's retry of that operation
+// (the same key); a call for another key starts afresh.
+func TestWebhookEventsBelongToTheOperation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// retryStatus is what the retry's start gets.
+		retryStatus int
+		// otherKey: the second call is another operation (its own key).
+		otherKey   bool
+		wantErr    string
+		wantState  string
+		wantStarts int32
+	}{
+		{name: "the retry's start answered", retryStatus: 201, wantState: workflows.StateSucceeded, wantStarts: 3},
+		{name: "the retry's start unanswered too", retryStatus: 503, wantState: workflows.StateSucceeded, wantStarts: 4},
+		{name: "another key: its own events only", retryStatus: 201, otherKey: true, wantErr: workflows.ErrTypeOperationStillRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var starts atomic.Int32
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if starts.Add(1) <= 2 {
+					w.WriteHeader(503) // the provider did the work; the answer was lost
+					return
+				}
+				w.WriteHeader(tc.retryStatus)
+				fmt.Fprint(w, `{"id":"ch_1","status":"processing"}`)
+			}))
+			t.Cleanup(api.Close)
+			var s sdktestsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			wait := workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour})
+			var firstErr error
+			wf := func(ctx workflow.Context) (*workflows.Response, error) {
+				retry := workflows.WithRetry(workflows.RetryOptions{MaximumAttempts: 2})
+				_, firstErr = workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, wait, retry)
+				if f, ok := workflows.AsFailure(firstErr); !ok || !f.OutcomeUnknown {
+					return nil, fmt.Errorf("the first call: %v, want its outcome unknown", firstErr)
+				}
+				// The README's retry: wait, then call again with the same
+				// operation (the same key).
+				if err := workflow.Sleep(ctx, 10*time.Minute); err != nil {
+					return nil, err
+				}
+				opts := []workflows.Option{wait, retry}
+				if tc.otherKey {
+					opts = append(opts, workflows.WithKey("another-operation-key-1234"))
+				}
+				return workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, opts...)
+			}
+			env.RegisterWorkflow(wf)
+			var took []string
+			env.RegisterDelayedCallback(func() {
+				// Between the calls: the first call's handler takes it.
+				env.UpdateWorkflow(request.WebhookUpdate("charge"), "u1", &sdktestsuite.TestUpdateCallback{
+					OnReject: func(err error) { took = append(took, "rejected: "+err.Error()) },
+					OnAccept: func() { took = append(took, "accepted") }, OnComplete: func(any, error) {},
+				}, notify("evt_1", "charge.succeeded"))
+			}, 5*time.Minute)
+			env.ExecuteWorkflow(wf)
+			require.True(t, env.IsWorkflowCompleted())
+			assert.Equal(t, []string{"accepted"}, took, "the receiver answers 2xx: some call must see it")
+			if tc.wantErr != "" {
+				f, ok := workflows.AsFailure(env.GetWorkflowError())
+				require.True(t, ok, "%v", env.GetWorkflowError())
+				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				return
+			}
+			require.NoError(t, env.GetWorkflowError())
+			var resp workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			require.NotNil(t, resp.Outcome)
+			assert.Equal(t, tc.wantState, resp.Outcome.State)
+			assert.Equal(t, workflows.SourceWebhook, resp.Outcome.Source)
+			require.NotNil(t, resp.Outcome.Notification)
+			assert.Equal(t, "evt_1", resp.Outcome.Notification.ID)
+			assert.Equal(t, tc.wantStarts, starts.Load(), "two unanswered starts, then the retry's")
+		})
+	}
+}
+
+// TestWebhookResourceBinding: with WebhookOptions.Resource, a callback's
+// signed event that carries no metadata (OperationUnsigned) is the
+// operation's when its resource is the one the start answer named: it
+// ends the call by its type; another resource's event is refused.
+func TestWebhookResourceBinding(t *testing.T) {
+	// foreign is a signed event of resource res, no metadata in it.
+	foreign := func(id, typ, res string) workflows.Notification {
+		n := unsigned(id, typ, true)
+		n.Body = []byte(`{"id":"` + id + `","type":"` + typ + `","data":{"object":{"id":"` + res + `"}}}`)
+		return n
+	}
+	for _, tc := range []struct {
+		name          string
+		start         string // WebhookResource.Start
+		poll          bool
+		deliveries    []delivery
+		wantErr       string
+		wantState     string
+		wantID        string
+		wantConfirmed bool
+	}{
+		{name: "its own resource's event ends it", start: "id",
+			deliveries: []delivery{{at: 10 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")}},
+			wantState:  workflows.StateSucceeded, wantID: "evt_B"},
+		{name: "another resource's event is refused", start: "id",
+			deliveries: []delivery{
+				{at: 10 * time.Second, n: foreign("evt_A", "charge.failed", "ch_9"), rejected: true},
+				{at: 20 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")},
+			},
+			wantState: workflows.StateSucceeded, wantID: "evt_B"},
+		{name: "during the start: held, then bound", start: "id",
+			deliveries: []delivery{
+				{at: 0, n: foreign("evt_A", "charge.failed", "ch_9")},
+				{at: 0, n: foreign("evt_B", "charge.succeeded", "ch_1")},
+			},
+			wantState: workflows.StateSucceeded, wantID: "evt_B"},
+		{name: "no resource in the start answer: the resource decides", start: "missing", poll: true,
+			deliveries: []delivery{{at: 10 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")}},
+			wantState:  workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_B", wantConfirmed: true},
+		{name: "no resource in the start answer, no poll: nothing ends it", start: "missing",
+			deliveries: []delivery{{at: 10 * time.Second, n: foreign("evt_B", "charge.succeeded", "ch_1")}},
+			wantErr:    workflows.ErrTypeOperationStillRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newChargeAPI(t, "failed")
+			var s sdktestsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			opts := workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: 10 * time.Minute,
+				Resource: &workflows.WebhookResource{Start: tc.start, Event: "data.object.id"}}
+			if tc.poll {
+				opts.Poll = &workflows.WebhookPoll{URL: api.URL + "/charges/{id}", After: 5 * time.Minute, Succeeded: []string{"succeeded"}, Failed: []string{"failed"}}
+			}
+			var rejected, want []string
+			for i, d := range tc.deliveries {
+				if d.rejected {
+					want = append(want, d.n.ID)
+				}
+				env.RegisterDelayedCallback(func() {
+					env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+						OnReject: func(error) { rejected = append(rejected, d.n.ID) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+					}, d.n)
+				}, d.at)
+			}
+			env.ExecuteWorkflow(workflows.WorkflowName, workflows.Request{Operation: "charge", Method: "POST", URL: api.URL + "/charges",
+				Body: []byte(`{"amount":100}`), Webhook: &opts})
+			require.True(t, env.IsWorkflowCompleted())
+			assert.Equal(t, want, rejected, "rejected notifications")
+			var out *workflows.Outcome
+			if tc.wantErr != "" {
+				f, ok := workflows.AsFailure(env.GetWorkflowError())
+				require.True(t, ok, "%v", env.GetWorkflowError())
+				assert.Equal(t, tc.wantErr, f.Type, f.Message)
+				if out = f.Outcome; tc.wantState == "" {
+					return
+				}
+			} else {
+				require.NoError(t, env.GetWorkflowError())
+				var resp workflows.Response
+				require.NoError(t, env.GetWorkflowResult(&resp))
+				out = resp.Outcome
+			}
+			require.NotNil(t, out)
+			assert.Equal(t, tc.wantState, out.State)
+			assert.Equal(t, tc.wantConfirmed, out.Confirmed)
+			require.NotNil(t, out.Notification)
+			assert.Equal(t, tc.wantID, out.Notification.ID)
+		})
+	}
 }

@@ -313,10 +313,9 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 	var hook *webhook
 	if req.Webhook != nil {
 		// Before the start: a notification may come before its answer.
-		if hook, err = expectWebhook(ctx, req.Operation, *req.Webhook); err != nil {
+		if hook, err = expectWebhook(ctx, req.Operation, in.IdempotencyKey, *req.Webhook); err != nil {
 			return nil, err
 		}
-		hook.key = in.IdempotencyKey
 	}
 	var resp Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {

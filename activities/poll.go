@@ -36,7 +36,10 @@ import (
 // workflows.ErrTypeOperationFailed or ErrTypeOperationCanceled; one still
 // running when the next poll could not happen before the schedule-to-close
 // deadline fails with ErrTypeOperationStillRunning. Polls carry the
-// monitor origin's credentials, never the idempotency key.
+// monitor origin's credentials, never the idempotency key. Each request
+// goes through the origin's admission (Config.Admission) as the start
+// request does: one not admitted ends the attempt with a retryable
+// workflows.ErrTypeNotAdmitted.
 func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")

@@ -142,7 +142,13 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 		return nil, err
 	}
 	m := a.metrics(ctx, p.origin, req.Operation)
-	if err := a.admit(ctx, info, p, m, &prev); err != nil {
+	if err := a.admit(ctx, p, m, asking{info: info, prev: &prev, retry: prev.Sent > 0,
+		d: workflows.Failure{
+			Operation: req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: req.IdempotencyKey,
+			Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, OutcomeUnknown: prev.hint(),
+		},
+		lateType: workflows.ErrTypeRetryWouldExceedDeadline, lateAdvice: "Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
+	}); err != nil {
 		// Nothing was sent: no client span.
 		a.count(m, err)
 		return nil, err
@@ -161,14 +167,9 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*workflows.Response, int, error) {
 	req := p.req
 	start := time.Now()
-	sentAt := a.cfg.Now()
-	sendCtx, cancel := withMargin(ctx)
-	ans := a.send(sendCtx, p)
-	// send has read the answer: its context may go.
-	cancel()
+	ans := a.exchange(ctx, info.TaskQueue, p)
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
 	prev.Sent++
-	a.observe(ctx, info.TaskQueue, p, sentAt, &ans)
 	v := decide(&ans, &p.o.conv, prev)
 	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
 		// RFC 9110's 303: the result is at Location, which the poll

@@ -49,29 +49,52 @@ func (c Admission) validate() error {
 	return nil
 }
 
-// admit asks the origin's limiter before the attempt sends its request. It
-// waits inside the attempt while the waits add up to at most MaxWait (and a
-// fifth of the attempt's time): a short turn of the rate, or the answer of
-// the breaker's probe; otherwise it ends the attempt with a retryable
-// workflows.ErrTypeNotAdmitted whose NextRetryDelay brings the next attempt back
-// shortly before its turn (or the breaker's next probe), recording the
-// progress (ticket included; the attempt is not counted against the
-// budget). A wait that cannot end before the schedule-to-close deadline
-// fails with workflows.ErrTypeRetryWouldExceedDeadline: nothing was sent by this attempt.
-func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev *progress) error {
+// asking is the attempt whose request asks for admission: what admit
+// needs beyond the request. Every request the worker sends an origin (a
+// start, a poll, a cancel request, the read of a result) asks through
+// admit and is sent through exchange: one limiter, breaker, retry budget
+// and shared-rate report per origin, whichever activity sends.
+type asking struct {
+	info activity.Info
+	// prev is the progress of the attempts before this one; admit takes
+	// its ticket and hands it, with the new one, to the next attempt.
+	prev *progress
+	// retry: the request repeats one of this activity that was sent and
+	// failed (or may have): the retry budget counts it as a retry.
+	retry bool
+	// d is the Failure of a request not admitted (admit sets its Reason
+	// and NextRetryDelay).
+	d workflows.Failure
+	// lateType and lateAdvice are the error type of a wait that cannot
+	// end before the schedule-to-close deadline and what its message tells
+	// the caller to do.
+	lateType, lateAdvice string
+}
+
+// admit asks the origin's limiter before the attempt sends its request p.
+// It waits inside the attempt while the waits add up to at most MaxWait
+// (and a fifth of the attempt's time): a short turn of the rate, or the
+// answer of the breaker's probe; otherwise it ends the attempt with a
+// retryable workflows.ErrTypeNotAdmitted whose NextRetryDelay brings the
+// next attempt back shortly before its turn (or the breaker's next probe),
+// recording the progress (ticket included; the attempt is not counted
+// against the budget). A wait that cannot end before the schedule-to-close
+// deadline fails with q.lateType: nothing was sent by this attempt.
+func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHandler, q asking) error {
 	if a.limiter == nil {
 		return nil
 	}
 	cfg := a.admission
+	info, prev := q.info, q.prev
 	now := a.cfg.Now()
 	// With the server's rate limit in force on this attempt's queue, the
 	// server has paced it: only the breaker and the budget decide.
 	limit, shared := a.sharedLimit(info.TaskQueue)
 	ask := func(now time.Time, t admission.Ticket) admission.Decision {
 		if shared {
-			return a.limiter.Gate(p.origin, now, prev.Sent > 0)
+			return a.limiter.Gate(p.origin, now, q.retry)
 		}
-		return a.limiter.Admit(p.origin, now, t, prev.Sent > 0)
+		return a.limiter.Admit(p.origin, now, t, q.retry)
 	}
 	d := ask(now, prev.Ticket)
 	for waited := time.Duration(0); !d.Admitted && waited+d.Wait <= cfg.MaxWait && fitsAttempt(ctx, waited+d.Wait); {
@@ -105,11 +128,8 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	delay = max(delay, request.MinInFlightWait)
 	next := *prev
 	next.Attempt, next.Ticket = info.Attempt, d.Ticket
-	fd := workflows.Failure{
-		Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
-		Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount,
-		OutcomeUnknown: prev.hint(), NextRetryDelay: delay,
-	}
+	fd := q.d
+	fd.NextRetryDelay = delay
 	why := fmt.Sprintf("its rate is %.2g requests/s", d.Rate)
 	if d.Throttled {
 		why += fmt.Sprintf(", learned from its throttles (Config.Admission.Throttles: %v)", a.throttles)
@@ -126,14 +146,27 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, p *prepared,
 	logger := activity.GetLogger(ctx)
 	if left, beyond := beyondDeadline(info, *prev, &next, now, d.Wait); beyond {
 		logger.Error("HTTP request not admitted before the deadline", "key", fd.IdempotencyKey, "attempt", info.Attempt, "wait", d.Wait, "left", left, "reason", string(d.Reason))
-		return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. Raise ScheduleToCloseTimeout, or run the same workflow ID again later (it sends the same key)",
-			msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, fd)
+		return a.fail(fmt.Sprintf("%s, but only %s remain before the schedule-to-close deadline (%s): failing now; this attempt sent nothing. %s",
+			msg, max(left, 0).Round(time.Millisecond), info.ScheduleToCloseTimeout, q.lateAdvice), q.lateType, fd)
 	}
 	m.WithTags(map[string]string{"reason": reasonLabel(d.Reason)}).Counter(metricAdmissionDelays).Inc(1)
 	m.Timer(metricRetryDelay).Record(delay)
 	err := a.handOver(ctx, next, workflows.ErrTypeNotAdmitted, fmt.Sprintf("%s; asking again in %s", msg, delay.Round(time.Millisecond)), delay, true, fd)
 	logger.Info("HTTP request not admitted yet, Temporal will retry", "key", fd.IdempotencyKey, "attempt", info.Attempt, "delay", delay, "wait", d.Wait, "reason", string(d.Reason))
 	return err
+}
+
+// exchange sends p once, the request of an attempt on task queue tq that
+// admit has admitted, and tells the origin's limiter and the shared rate
+// what its answer says (observe).
+func (a *Activities) exchange(ctx context.Context, tq string, p *prepared) answer {
+	sentAt := a.cfg.Now()
+	sendCtx, cancel := withMargin(ctx)
+	ans := a.send(sendCtx, p)
+	// send has read the answer: its context may go.
+	cancel()
+	a.observe(ctx, tq, p, sentAt, &ans)
+	return ans
 }
 
 // reasonLabel is a wait's reason as a metrics label value: rate,

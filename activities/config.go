@@ -105,9 +105,10 @@ type Config struct {
 	Admission Admission
 }
 
-// Admission configures adaptive admission: before an attempt sends its
-// request, the worker's limiter for the request's origin admits it or makes it
-// wait. The limiter learns the origin's capacity from its answers, in the
+// Admission configures adaptive admission: before the worker sends a
+// request (a start, a poll of a long-running operation's monitor, a cancel
+// request, the read of a result), the worker's limiter for the request's
+// origin admits it or makes it wait, and learns from its answer. The limiter learns the origin's capacity from its answers, in the
 // spirit of the AWS SDKs' adaptive retry mode: an origin starts at InitialRate
 // requests per second, gaining one per second for each answer that is not a
 // throttle; a throttle (Admission.Throttles, 429 by default) cuts the rate to

@@ -36,7 +36,10 @@ import (
 // workflows.ErrTypeOperationFailed or ErrTypeOperationCanceled; one still
 // running when the next poll could not happen before the schedule-to-close
 // deadline fails with ErrTypeOperationStillRunning. Polls carry the
-// monitor origin's credentials, never the idempotency key.
+// monitor origin's credentials, never the idempotency key. Each request
+// goes through the origin's admission (Config.Admission) as the start
+// request does: one not admitted ends the attempt with a retryable
+// workflows.ErrTypeNotAdmitted.
 func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
@@ -100,6 +103,8 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 	if pl.prev = loadProgress(ctx, pl.info.Attempt); pl.prev.Monitor != "" && !in.Cancel {
 		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
 	}
+	// Attempts that were not admitted sent no poll.
+	pl.op.Polls = pl.prev.Sent + 1
 	// KeepQuery guards what a server names before it is written to
 	// history; a webhook's fallback poll reads the URL the workflow wrote
 	// (WebhookPoll.URL, in history already, as Request.URL is): polled as
@@ -120,7 +125,10 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 		method, mon = pl.l.CancelMethod, u.String()
 	}
 	p := pl.prepare(method, mon)
-	ans := pl.send(ctx, p)
+	ans, err := pl.send(ctx, p)
+	if err != nil {
+		return nil, 0, p.origin, err
+	}
 	if ans.err == nil && ans.status == http.StatusSeeOther && !in.Cancel {
 		// The operation ended; its result is at the 303's target.
 		loc := ans.header.Get("Location")
@@ -129,7 +137,9 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 			return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(loc), err), "")
 		}
 		p = pl.prepare(http.MethodGet, target)
-		ans = pl.send(ctx, p)
+		if ans, err = pl.send(ctx, p); err != nil {
+			return nil, 0, p.origin, err
+		}
 		if in.Status == nil {
 			return pl.result(ctx, p, &ans, "")
 		}
@@ -188,7 +198,9 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 			return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", request.RedactURL(in.ResultURL), err), "")
 		}
 		p = pl.prepare(http.MethodGet, target)
-		ans = pl.send(ctx, p)
+		if ans, err = pl.send(ctx, p); err != nil {
+			return nil, 0, p.origin, err
+		}
 		return pl.result(ctx, p, &ans, name)
 	}
 	pl.ended = true
@@ -227,21 +239,34 @@ func (pl *poller) prepare(method, raw string) *prepared {
 	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
 }
 
-// send sends p once in its own client span.
-func (pl *poller) send(ctx context.Context, p *prepared) answer {
-	ctx, span := pl.a.startSpan(ctx, p, pl.info.Attempt)
-	p.inject = pl.a.cfg.Propagator != nil || span.SpanContext().IsValid()
-	sendCtx, cancel := withMargin(ctx)
+// send sends p once in its own client span, once admitted, as the start
+// request is (admit, exchange): a poll is no retry for the retry budget
+// unless the last one failed, and one not admitted ends the attempt with
+// a retryable workflows.ErrTypeNotAdmitted, the operation in its Failure;
+// its next attempt polls at its turn. The error is nil when it was sent.
+func (pl *poller) send(ctx context.Context, p *prepared) (answer, error) {
+	a := pl.a
+	d := pl.details(p, 0)
+	d.OutcomeUnknown = !pl.in.Cancel
+	q := asking{info: pl.info, prev: &pl.prev, retry: pl.prev.Retry || pl.prev.Unknown, d: d,
+		lateType: workflows.ErrTypeOperationStillRunning, lateAdvice: "The operation may still end at the server: resume with workflows.FollowAccepted and Failure.Accepted"}
+	if pl.in.Cancel {
+		q.lateType, q.lateAdvice = workflows.ErrTypeRetryWouldExceedDeadline, "The operation goes on at the server: ask it to cancel again later"
+	}
+	if err := a.admit(ctx, p, a.metrics(ctx, p.origin, pl.in.Operation), q); err != nil {
+		return answer{}, err
+	}
+	ctx, span := a.startSpan(ctx, p, pl.info.Attempt)
+	p.inject = a.cfg.Propagator != nil || span.SpanContext().IsValid()
 	start := time.Now()
-	ans := pl.a.send(sendCtx, p)
+	ans := a.exchange(ctx, pl.info.TaskQueue, p)
 	pl.took += time.Since(start)
-	cancel()
 	var err error
 	if ans.err != nil {
 		err = ans.err
 	}
 	endSpan(span, ans.status, nil, err)
-	return ans
+	return ans, nil
 }
 
 // result ends the attempt with the answer ans to p: a 2xx is the final
@@ -334,13 +359,13 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 		if b.InitialInterval <= 0 {
 			b = request.PollBackoff(0, 0)
 		}
-		delay = max(b.Delay(pl.info.Attempt, a.cfg.Uniform, 0), request.MinPollInterval)
+		delay = max(b.Delay(pl.op.Polls, a.cfg.Uniform, 0), request.MinPollInterval)
 		source = "poll backoff"
 	}
 	// The deadline is carried over to Config.Now's clock once and kept in
 	// the heartbeat, as the HTTP activity does (see scheduleDeadline).
 	prev := pl.prev
-	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline}
+	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: pl.op.Polls, Retry: errType != workflows.ErrTypeOperationRunning}
 	if pl.op.Monitor != pl.in.Monitor && !pl.in.Cancel {
 		next.Monitor = pl.op.Monitor
 	}

@@ -30,7 +30,11 @@ import (
 // line; a poll never carries the idempotency key; a result only from a
 // 2xx other than 202 whose body arrived whole; every error is the
 // activity's own, carrying the operation (Failure.Accepted); a retry
-// waits at least MinPollInterval.
+// waits at least MinPollInterval (a wait for admission: its turn); a poll
+// to an origin whose breaker is open sends nothing unless it is the probe.
+// An odd conv/4 polls through admission: the origin's breaker opened by
+// five 503s, a poll while it is open, the probe after its open time, and
+// a poll after the probe.
 func FuzzPoll(f *testing.F) {
 	const (
 		tok    = "tok_fuzz_4e5d6c7b8a9f"
@@ -61,22 +65,57 @@ func FuzzPoll(f *testing.F) {
 	var logs syncBuffer
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	for i, l := range conventions {
+	config := func(l activities.LongRunning) activities.Config {
 		c := activities.IETF()
 		c.LongRunning = l
-		a, err := activities.New(activities.Config{
+		return activities.Config{
 			AllowedOrigins: []string{srv.URL},
 			Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + tok}, "X-Api-Key": {digits}}},
 			Conventions:    map[string]activities.Convention{srv.URL: c},
 			MaxResultBytes: 4 << 10, MaxResponseBytes: 2 << 10, MaxRetryAfter: time.Minute,
 			ResultHeaders: []string{"Location", "Content-Location", "X-Request-Id"},
 			Admission:     activities.Admission{Off: true},
-		})
+			HTTPClient:    srv.Client(),
+		}
+	}
+	for i, l := range conventions {
+		a, err := activities.New(config(l))
 		if err != nil {
 			f.Fatal(err)
 		}
 		envs[i] = suite.NewTestActivityEnvironment()
 		a.Register(envs[i])
+	}
+	// breakerOpen returns an environment whose activities' breaker for
+	// the server's origin five 503s have just opened (for openTime), its
+	// clock and its metrics.
+	const openTime = 10 * time.Second
+	breakerOpen := func(t *testing.T, l activities.LongRunning) (*testsuite.TestActivityEnvironment, *fakeClock, *counting) {
+		clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+		cfg := config(l)
+		cfg.Now = clock.Now
+		cfg.Admission = activities.Admission{Breaker: activities.Breaker{OpenTime: openTime}}
+		a, err := activities.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newCounting()
+		var s testsuite.WorkflowTestSuite
+		s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		s.SetMetricsHandler(m)
+		env := s.NewTestActivityEnvironment()
+		a.Register(env)
+		mu.Lock()
+		cur = fuzzAnswer{status: http.StatusServiceUnavailable}
+		mu.Unlock()
+		for range 5 {
+			_, err := env.ExecuteActivity(activities.PollActivityName, request.Monitor{
+				Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start", Monitor: srv.URL + "/hop/open"})
+			if err == nil {
+				t.Fatal("a 503 ended the poll")
+			}
+		}
+		return env, clock, m
 	}
 	for _, s := range []struct {
 		conv     byte
@@ -98,11 +137,26 @@ func FuzzPoll(f *testing.F) {
 		{1, true, 200, "", `{"status":"Succeeded"}`, 0x20 | 2},
 		{0, false, 302, "Location: https://u:p@evil.example/x?X-Amz-Signature=$QV", ``, 7},
 		{2, true, 404, "", `{"error":""}`, 0x40 | 1},
+		// Through admission, the breaker open.
+		{4, false, 202, "Retry-After: 2", `{"status":"running"}`, 0},
+		{4, false, 303, "Location: /results/1?sig=$QV", ``, 0},
+		{5, true, 503, "", `busy`, 1},
+		{5, true, 200, "", `{"status":"Succeeded"}`, 0x20 | 2},
+		{6, true, 500, "Retry-After: 30", `{"status":"Running"}`, 0},
+		{7, true, 200, "", `{"name":"operations/1","done":true,"response":{"e":""}}`, 4},
 	} {
 		f.Add(s.conv, s.doc, "", s.status, s.headers, []byte(s.body), uint16(9), s.echoMode)
 	}
 	f.Fuzz(func(t *testing.T, conv byte, doc bool, path string, status uint16, headers string, respBody []byte, echoAt uint16, echoMode byte) {
 		env := envs[int(conv)%len(envs)]
+		admitted := int(conv)/len(envs)%2 == 1
+		var (
+			clock *fakeClock
+			m     *counting
+		)
+		if admitted {
+			env, clock, m = breakerOpen(t, conventions[int(conv)%len(envs)])
+		}
 		in := request.Monitor{
 			Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start",
 			Monitor: srv.URL + "/operations/" + path, StatusDocument: doc,
@@ -121,8 +175,37 @@ func FuzzPoll(f *testing.F) {
 		mu.Unlock()
 		logs.take()
 		dog := time.AfterFunc(20*time.Second, func() { panic(fmt.Sprintf("the poll did not end in 20 s: %q %q", headers, respBody)) })
+		defer dog.Stop()
+		// pollHeld polls while the breaker is open: nothing may be sent,
+		// and the attempt waits for admission, carrying the operation
+		// (or fails before any request, as for a monitor it will not
+		// follow).
+		pollHeld := func(when string) {
+			t.Helper()
+			_, err := env.ExecuteActivity(activities.PollActivityName, in)
+			mu.Lock()
+			n := len(answers)
+			mu.Unlock()
+			if n != 0 {
+				t.Fatalf("%s: a poll sent %d requests to an origin whose breaker is open (not the probe)", when, n)
+			}
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) {
+				t.Fatalf("%s: a poll held by the open breaker ended with %v, want a NotAdmitted", when, err)
+			}
+			if fl, ok := workflows.AsFailure(err); !ok || fl.Accepted == nil || fl.Status != 0 {
+				t.Fatalf("%s: an error without the operation, or with a status, though nothing was sent: %v", when, err)
+			}
+			if appErr.Type() == workflows.ErrTypeNotAdmitted && (appErr.NonRetryable() || appErr.NextRetryDelay() <= 0) {
+				t.Fatalf("%s: NotAdmitted final or without its delay: %v", when, err)
+			}
+		}
+		if admitted {
+			pollHeld("open")
+			// The probe.
+			clock.add(openTime)
+		}
 		val, err := env.ExecuteActivity(activities.PollActivityName, in)
-		dog.Stop()
 		var resp *workflows.Response
 		if err == nil && val != nil && val.HasValue() {
 			resp = new(workflows.Response)
@@ -163,8 +246,20 @@ func FuzzPoll(f *testing.F) {
 		if !ok || fl.Accepted == nil {
 			t.Fatalf("no Failure with the operation: %v", err)
 		}
-		if !appErr.NonRetryable() && appErr.NextRetryDelay() < request.MinPollInterval {
+		if !appErr.NonRetryable() && appErr.Type() != workflows.ErrTypeNotAdmitted && appErr.NextRetryDelay() < request.MinPollInterval {
 			t.Fatalf("retry after %s, under the floor: %v", appErr.NextRetryDelay(), err)
+		}
+		if admitted {
+			if appErr.Type() == workflows.ErrTypeNotAdmitted {
+				t.Fatalf("the probe was not admitted: %v", err)
+			}
+			if m.gaugeValues()["idempotent_http_circuit_open{origin="+srv.URL+"}"] == 1 {
+				// The probe failed: the breaker is open again.
+				mu.Lock()
+				answers = answers[:0]
+				mu.Unlock()
+				pollHeld("after a failed probe")
+			}
 		}
 	})
 }

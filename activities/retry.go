@@ -54,8 +54,11 @@ type progress struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Sent is how many requests the attempts up to Attempt sent (an
 	// attempt that waited for admission sent none): a request after one is
-	// a retry for the retry budget.
+	// a retry for the retry budget. For the poll activity: how many polls.
 	Sent int32 `json:"sent,omitempty"`
+	// Retry (the poll activity): the last poll failed, so the next is a
+	// retry for the retry budget (a poll after "still running" is not).
+	Retry bool `json:"retry,omitempty"`
 	// Ticket is the place in the origin's admission queue of an attempt
 	// that ended to wait for admission.
 	Ticket admission.Ticket `json:"ticket,omitzero"`

@@ -99,9 +99,24 @@ type Observation struct {
 	// Accepted is the number of answers that were neither throttles nor
 	// failures (a 5xx, no answer): what the API took.
 	Accepted int `json:"accepted,omitempty"`
-	// From and To bound the interval, on the worker's clock.
+	// From and To bound the interval, on the worker's clock: the governor
+	// reads only their difference (and orders one worker's reports by To),
+	// so a worker's clock need not agree with anyone's.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
+	// Received is when the governor received it, on the governor's
+	// (workflow) clock, set by the governor: an observation's age is
+	// judged by it (zero, in a state from before it was kept: by To).
+	Received time.Time `json:"received,omitzero"`
+}
+
+// at is when o counts as taken for its age: when it arrived, or its end
+// for an observation received before arrivals were kept.
+func (o Observation) at() time.Time {
+	if o.Received.IsZero() {
+		return o.To
+	}
+	return o.Received
 }
 
 // Rate returns the observation's request rate (requests per second), 0

@@ -23,6 +23,7 @@ const setRateTimeout = 10 * time.Second
 // suggests it.
 func Workflow(ctx workflow.Context, in Input) error {
 	g := &governor{in: in, cfg: in.Config.WithDefaults(), st: in.State}
+	g.arrival = workflow.GetVersion(ctx, versionArrival, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
 		g.in.Namespace = workflow.GetInfo(ctx).Namespace
 	}
@@ -113,7 +114,17 @@ type governor struct {
 	in  Input
 	cfg Config
 	st  State
+	// arrival: observations are aged by when they arrive
+	// (Observation.Received), not by their worker's clock; false only
+	// when replaying a history from before that (versionArrival).
+	arrival bool
 }
+
+// versionArrival is the change that ages observations by their arrival
+// (workflow.GetVersion): a governor running when the worker is upgraded
+// replays its history as it was decided, and ages by arrival from its
+// next run (continue-as-new).
+const versionArrival = "observation-arrival"
 
 // nextAt returns when the next decision is due (a cut gathering reports,
 // or a raise), and false when none is.
@@ -142,6 +153,11 @@ func (g *governor) decide(ctx workflow.Context) {
 // observe records obs and cuts the rate if it reports throttles.
 func (g *governor) observe(ctx workflow.Context, obs Observation) {
 	now := workflow.Now(ctx)
+	if g.arrival {
+		// Its age is judged on this clock, not the worker's (which may be
+		// off by any amount).
+		obs.Received = now
+	}
 	if g.st.Workers == nil {
 		g.st.Workers = map[string]Observation{}
 	}
@@ -167,11 +183,11 @@ func (g *governor) observe(ctx workflow.Context, obs Observation) {
 // now, and the recent ones that ended more than AcceptWindow before.
 func (g *governor) prune(now time.Time) {
 	for w, o := range g.st.Workers {
-		if now.Sub(o.To) > g.cfg.MeasureWindow {
+		if now.Sub(o.at()) > g.cfg.MeasureWindow {
 			delete(g.st.Workers, w)
 		}
 	}
-	g.st.Recent = slices.DeleteFunc(g.st.Recent, func(o Observation) bool { return now.Sub(o.To) > g.cfg.AcceptWindow })
+	g.st.Recent = slices.DeleteFunc(g.st.Recent, func(o Observation) bool { return now.Sub(o.at()) > g.cfg.AcceptWindow })
 }
 
 // measured returns the sum of the request rates of each worker's latest
@@ -185,7 +201,7 @@ func (g *governor) measured(now time.Time) float64 {
 	slices.Sort(workers)
 	m := 0.0
 	for _, w := range workers {
-		if o := g.st.Workers[w]; now.Sub(o.To) <= g.cfg.MeasureWindow {
+		if o := g.st.Workers[w]; now.Sub(o.at()) <= g.cfg.MeasureWindow {
 			m += o.Rate()
 		}
 	}
@@ -201,7 +217,7 @@ func (g *governor) measured(now time.Time) float64 {
 func (g *governor) accepted(now time.Time) (accepted, sent float64) {
 	byWorker := map[string]Observation{}
 	for _, o := range g.st.Recent {
-		if now.Sub(o.To) > g.cfg.AcceptWindow {
+		if now.Sub(o.at()) > g.cfg.AcceptWindow {
 			continue
 		}
 		sum, ok := byWorker[o.Worker]

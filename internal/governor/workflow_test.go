@@ -3,6 +3,7 @@ package governor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,9 @@ type sig struct {
 	Throttles int
 	Accepted  int
 	Span      time.Duration
+	// Skew is how far the worker's clock is ahead of the workflow's
+	// (negative: behind); From and To are on the worker's clock.
+	Skew time.Duration
 }
 
 func (s sig) obs() Observation {
@@ -68,7 +72,7 @@ func (s sig) obs() Observation {
 	if span == 0 {
 		span = time.Second
 	}
-	to := t0.Add(s.At)
+	to := t0.Add(s.At + s.Skew)
 	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, Accepted: s.Accepted, From: to.Add(-span), To: to}
 }
 
@@ -409,6 +413,42 @@ func TestDecisions(t *testing.T) {
 				assert.Equal(t, t0.Add(last.At), r.state.LastWrite)
 			}
 		})
+	}
+}
+
+// TestClockSkew: a worker whose clock is off, either way, by a few
+// seconds or by more than the windows, gets the same decisions as one on
+// time: the governor judges a report's age by when it arrived, on its
+// own clock, and its rates by the report's own interval. A clock 15 s
+// behind once dropped every report (the queue pinned at the floor, no
+// raise ever due); 5 s behind, the cut used the sent rate.
+func TestClockSkew(t *testing.T) {
+	s := time.Second
+	for _, alone := range []bool{true, false} {
+		for _, skew := range []time.Duration{0, -5 * s, 5 * s, -15 * s, 15 * s, -time.Hour, time.Hour} {
+			t.Run(fmt.Sprintf("alone=%v/%s", alone, skew), func(t *testing.T) {
+				in := input()
+				in.Config = Config{Beta: DefaultBeta, Gather: DefaultGather}
+				// Worker a, skewed, alone or beside b, on time: a
+				// throttle, then a steady load without throttles, which
+				// a raise after Calm follows.
+				sigs := []sig{{At: 2 * s, Worker: "a", Requests: 10, Accepted: 6, Throttles: 4, Skew: skew}}
+				for at := 4 * s; at <= 60*s; at += s {
+					sigs = append(sigs, sig{At: at, Worker: "a", Requests: 3, Accepted: 3, Skew: skew})
+				}
+				want := []write{{3*s + 500*time.Millisecond, 5.4}, {32 * s, 6}} // 0.9 × 6/s; then + 20 %, at most twice the 3/s measured
+				if !alone {
+					sigs = append(sigs, sig{At: 2*s + 300*time.Millisecond, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7})
+					for at := 4 * s; at <= 60*s; at += s {
+						sigs = append(sigs, sig{At: at, Worker: "b", Requests: 3, Accepted: 3})
+					}
+					want = []write{{3*s + 500*time.Millisecond, 8.1}, {32*s + 300*time.Millisecond, 9.72}} // 0.9 × (6 + 3)/s; then + 20 %
+				}
+				r := runGovernor(t, in, nil, sigs, 60*s)
+				requireWrites(t, want, r.writes)
+				assert.Equal(t, StatusLimited, r.state.Status)
+			})
+		}
 	}
 }
 

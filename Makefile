@@ -119,6 +119,7 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s

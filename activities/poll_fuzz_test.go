@@ -218,7 +218,7 @@ func FuzzPoll(f *testing.F) {
 		mu.Unlock()
 		text := logs.take()
 		secrets := []string{tok, digits}
-		if len(pieces(strings.Join([]string{path, strings.ReplaceAll(headers, "$QV", ""), string(respBody)}, "\n"), qsecret)) == 0 {
+		if !qvInPath(headers) && len(pieces(strings.Join([]string{path, strings.ReplaceAll(headers, "$QV", ""), string(respBody)}, "\n"), qsecret)) == 0 {
 			secrets = append(secrets, qsecret)
 		}
 		assertNoPiece(t, err, resp, text, secrets...)

@@ -39,7 +39,10 @@ import (
 // monitor origin's credentials, never the idempotency key. Each request
 // goes through the origin's admission (Config.Admission) as the start
 // request does: one not admitted ends the attempt with a retryable
-// workflows.ErrTypeNotAdmitted.
+// workflows.ErrTypeNotAdmitted. Asked to cancel the operation instead, it
+// sends the convention's cancel request, retried as a poll is, and counts
+// the requests it sent: it fails after the third that failed
+// (attempts not admitted send none).
 func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
@@ -369,8 +372,21 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	if pl.op.Monitor != pl.in.Monitor && !pl.in.Cancel {
 		next.Monitor = pl.op.Monitor
 	}
+	if pl.in.Cancel && next.Sent >= request.CancelAttempts {
+		// The activity counts the cancel requests sent: attempts the
+		// origin's admission held back sent none.
+		activity.GetLogger(ctx).Error("cancel request failed, none left", "key", d.IdempotencyKey, "sent", next.Sent, "status", d.Status)
+		return a.fail(fmt.Sprintf("%s; that was the last of %d cancel requests: the operation goes on at the server: ask it to cancel again later",
+			msg, request.CancelAttempts), errType, d)
+	}
 	left, beyond := beyondDeadline(pl.info, prev, &next, now, delay)
 	activity.RecordHeartbeat(ctx, next)
+	if beyond && pl.in.Cancel {
+		d.NextRetryDelay = delay
+		activity.GetLogger(ctx).Error("cancel request not retried before the deadline", "key", d.IdempotencyKey, "sent", next.Sent, "delay", delay)
+		return a.fail(fmt.Sprintf("%s; the next cancel request would wait %s (%s) but only %s remain for asking (%s): the operation goes on at the server: ask it to cancel again later",
+			msg, delay, source, max(left, 0).Round(time.Millisecond), pl.info.ScheduleToCloseTimeout), workflows.ErrTypeRetryWouldExceedDeadline, d)
+	}
 	if beyond {
 		d.NextRetryDelay = delay
 		d.OutcomeUnknown = true

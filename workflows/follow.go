@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -61,7 +60,11 @@ type FollowOptions struct {
 	// the wait before the first poll, in a poll or between polls), ask the
 	// server to cancel the operation too, if the origin's convention has a
 	// cancel request (activities.LongRunning.CancelMethod; Google's
-	// ":cancel"). Default false: polling stops, the operation goes on.
+	// ":cancel"). The workflow ends cancelled once the server answered
+	// it, after 3 cancel requests that failed, or after 10 min of asking
+	// (attempts the origin's admission holds back send nothing and are not
+	// counted; the workflow stays open meanwhile). Default false: polling
+	// stops, the operation goes on.
 	CancelOperation bool `json:"cancel_operation,omitempty"`
 }
 
@@ -301,8 +304,10 @@ func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, t
 			MaximumInterval: in.Backoff.MaximumInterval,
 			// The timeout bounds the polls; this ceiling only replaces
 			// Temporal's "0 is unlimited", which its test environment
-			// reads as 10.
-			MaximumAttempts:        int32(min(timeout/MinPollInterval+1, math.MaxInt32)),
+			// reads as 10. Every attempt, a poll or one the origin's
+			// admission held back, is followed by a wait of at least
+			// request.MinInFlightWait, which AttemptCeiling counts.
+			MaximumAttempts:        request.AttemptCeiling(0, timeout),
 			NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 		},
 		Summary: "polling " + Summary("GET", op.Monitor, op.Operation),
@@ -311,12 +316,18 @@ func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, t
 
 // askToCancel asks the server to cancel the operation in (the poll
 // activity with Cancel set), in a context the workflow's cancellation
-// does not reach; its failure is logged, not returned.
+// does not reach, for request.CancelTimeout at most; its failure is
+// logged, not returned. The activity counts the cancel requests it sends
+// (request.CancelAttempts): the attempts the origin's admission holds
+// back send nothing and do not use them up.
 func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in request.Monitor) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	in.Cancel = true
-	po.ScheduleToCloseTimeout = time.Minute
-	po.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes)}
+	po.ScheduleToCloseTimeout = request.CancelTimeout
+	po.RetryPolicy = &temporal.RetryPolicy{
+		MaximumAttempts:        request.AttemptCeiling(request.CancelAttempts, request.CancelTimeout),
+		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
+	}
 	po.Summary = "cancelling the operation at " + Summary("GET", in.Monitor, in.Operation)[len("GET "):]
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, po), request.PollActivityName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("asking the server to cancel the operation failed", "operation", in.Operation, "error", err)

@@ -22,6 +22,31 @@ const (
 	DefaultFollowTimeout   = 24 * time.Hour
 )
 
+// Asking the server to cancel an operation (workflows.FollowOptions.
+// CancelOperation: the poll activity with Monitor.Cancel set).
+//
+// CancelAttempts is how many cancel requests are sent at most: the poll
+// activity counts the requests it sent (a request the origin's admission
+// holds back is none) and ends after the third that failed; Temporal's
+// MaximumAttempts is only AttemptCeiling(CancelAttempts, CancelTimeout).
+//
+// CancelTimeout bounds the asking, from the workflow's cancellation on,
+// the waits for admission included. It is twice the longest an origin's
+// breaker holds requests back with the worker's defaults (the Retry-After
+// of the 503 that opened it, at most activities.DefaultMaxRetryAfter, 5
+// min), so that a cancel request waits out an outage and is sent as the
+// breaker's probe, with room for its own retries. A wait that could not
+// end within it fails at once (RetryWouldExceedDeadline, logged). The
+// workflow waits for the asking (it runs in a disconnected context):
+// cancelled while the origin is held back, it stays open, its pending
+// activity "cancelling the operation at …" showing why in the Web UI,
+// until the cancel request is answered, or failed 3 times, or this
+// bound, and then ends cancelled.
+const (
+	CancelAttempts = 3
+	CancelTimeout  = 10 * time.Minute
+)
+
 // PollBackoff is the backoff of the polls without Retry-After: from
 // interval (default DefaultPollInterval) doubling up to maxInterval
 // (default DefaultMaxPollInterval), equal jitter.

@@ -111,7 +111,7 @@ func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
 		if r.next(b[seg:i], 0) >= 0 {
 			return b, named, false
 		}
-		end := stringEnd(b, i)
+		end := request.StringEnd(b, i)
 		if end < 0 {
 			return b, named, false
 		}
@@ -138,20 +138,6 @@ func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
 		return b, named, false
 	}
 	return out, changed, true
-}
-
-// stringEnd returns the index of the quote that closes the JSON string
-// literal opening at b[i], or -1.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j
-		}
-	}
-	return -1
 }
 
 func encodeString(s string) []byte {

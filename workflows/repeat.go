@@ -8,20 +8,53 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// calls remembers, for each workflow execution in this worker's memory, the
-// keys its calls used and the history length at which each was first used.
-// It is keyed weakly by the execution's workflow.Info, and an entry goes
-// with its execution.
+// perExecution keeps a map of V for each workflow execution in this
+// worker's memory, keyed weakly by the execution's workflow.Info, so that
+// an entry goes with its execution (a run that continues as new starts
+// with none). The one home of workflow code's memory across calls: the
+// Repeat rule's keys (calls) and the webhooks an operation awaits (hooks,
+// webhook.go).
 //
 // The SDK may run an execution's code again from the start with the same
 // workflow.Info (when it rebuilds a stale cached state): such a replay
-// meets each call at a history length no greater than the one recorded, so
-// a call is a repeat only when it comes later in the history than the first
-// call with its key. The detection is therefore the same on every replay.
-var calls = struct {
-	sync.Mutex
-	keys map[weak.Pointer[workflow.Info]]map[string]firstUse
-}{keys: map[weak.Pointer[workflow.Info]]map[string]firstUse{}}
+// meets each entry at a history length no greater than the one at which
+// it was made, which is how its users tell a replay from a later call, so
+// that they decide the same on every replay. Temporal's test environment
+// keeps no history length (0) and never runs the code again.
+type perExecution[V any] struct {
+	mu sync.Mutex
+	m  map[weak.Pointer[workflow.Info]]map[string]V
+}
+
+// with calls f, under the lock, with ctx's execution's map (made on first
+// use) and the current history length.
+func (p *perExecution[V]) with(ctx workflow.Context, f func(m map[string]V, length int)) {
+	info := workflow.GetInfo(ctx)
+	length := info.GetCurrentHistoryLength()
+	wp := weak.Make(info)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.m[wp]
+	if m == nil {
+		if p.m == nil {
+			p.m = map[weak.Pointer[workflow.Info]]map[string]V{}
+		}
+		m = map[string]V{}
+		p.m[wp] = m
+		runtime.AddCleanup(info, func(wp weak.Pointer[workflow.Info]) {
+			p.mu.Lock()
+			delete(p.m, wp)
+			p.mu.Unlock()
+		}, wp)
+	}
+	f(m, length)
+}
+
+// calls remembers, for each workflow execution, the keys its calls used
+// and the history length at which each was first used: a call is a repeat
+// only when it comes later in the history than the first call with its
+// key, the same on every replay.
+var calls perExecution[firstUse]
 
 type firstUse struct {
 	operation     string
@@ -35,37 +68,24 @@ type firstUse struct {
 // length (a replay of the first call, or one started beside it in the same
 // workflow task) neither repeats nor owns it.
 func repeated(ctx workflow.Context, key, operation string) (prev string, again, owns bool) {
-	info := workflow.GetInfo(ctx)
-	length := info.GetCurrentHistoryLength()
-	wp := weak.Make(info)
-	calls.Lock()
-	defer calls.Unlock()
-	seen := calls.keys[wp]
-	if seen == nil {
-		seen = map[string]firstUse{}
-		calls.keys[wp] = seen
-		runtime.AddCleanup(info, func(wp weak.Pointer[workflow.Info]) {
-			calls.Lock()
-			delete(calls.keys, wp)
-			calls.Unlock()
-		}, wp)
-	}
-	// Temporal's test environment keeps no history length (0) and never
-	// rebuilds a cached state: there every second call is a repeat.
-	if first, ok := seen[key]; ok {
-		return first.operation, length == 0 || length > first.historyLength, false
-	}
-	seen[key] = firstUse{operation: operation, historyLength: length}
-	return "", false, true
+	calls.with(ctx, func(seen map[string]firstUse, length int) {
+		// In the test environment (length 0) every second call is a
+		// repeat.
+		if first, ok := seen[key]; ok {
+			prev, again = first.operation, length == 0 || length > first.historyLength
+			return
+		}
+		seen[key] = firstUse{operation: operation, historyLength: length}
+		owns = true
+	})
+	return prev, again, owns
 }
 
 // forget drops key after its call failed: calling again with the same key
 // is then a retry of the same operation (the safe thing to do), not a
 // repeat of a completed one.
 func forget(ctx workflow.Context, key string) {
-	calls.Lock()
-	defer calls.Unlock()
-	delete(calls.keys[weak.Make(workflow.GetInfo(ctx))], key)
+	calls.with(ctx, func(seen map[string]firstUse, _ int) { delete(seen, key) })
 }
 
 // refuseRepeat is the Repeat rule, the one statement of it that Call (in

@@ -8,12 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -360,44 +357,26 @@ func expectWebhook(ctx workflow.Context, operation, key string, opts WebhookOpti
 	return w, nil
 }
 
-// hooks keeps, for each workflow execution in this worker's memory, the
-// webhook of each operation it awaits, keyed weakly by the execution's
-// workflow.Info as calls is (repeat.go), so that an entry goes with its
-// execution. A run that continues as new starts with none.
-var hooks = struct {
-	sync.Mutex
-	ops map[weak.Pointer[workflow.Info]]map[string]*webhook
-}{ops: map[weak.Pointer[workflow.Info]]map[string]*webhook{}}
+// hooks keeps, for each workflow execution (perExecution), the webhook of
+// each operation it awaits.
+var hooks perExecution[*webhook]
 
 // operationWebhook is the webhook of operation with key in this execution:
 // the one an earlier call made, with what its handler took, or a new one.
 // A call that meets a webhook made at its own history length or later is
-// the SDK running the execution's code again from the start (calls'
-// reasoning): it starts afresh, as the first run of that call did, so that
-// every replay takes the same notifications.
-func operationWebhook(ctx workflow.Context, operation, key string) *webhook {
-	info := workflow.GetInfo(ctx)
-	length := info.GetCurrentHistoryLength()
-	wp := weak.Make(info)
-	hooks.Lock()
-	defer hooks.Unlock()
-	ops := hooks.ops[wp]
-	if ops == nil {
-		ops = map[string]*webhook{}
-		hooks.ops[wp] = ops
-		runtime.AddCleanup(info, func(wp weak.Pointer[workflow.Info]) {
-			hooks.Lock()
-			delete(hooks.ops, wp)
-			hooks.Unlock()
-		}, wp)
-	}
-	// Temporal's test environment keeps no history length (0) and never
-	// runs the code again: there an earlier call's webhook is always kept.
-	w := ops[operation]
-	if w == nil || w.key != key || length != 0 && length <= w.made {
-		w = &webhook{operation: operation, key: key, made: length, seen: map[string]bool{}}
-		ops[operation] = w
-	}
+// the SDK running the execution's code again from the start
+// (perExecution): it starts afresh, as the first run of that call did, so
+// that every replay takes the same notifications.
+func operationWebhook(ctx workflow.Context, operation, key string) (w *webhook) {
+	hooks.with(ctx, func(ops map[string]*webhook, length int) {
+		// In the test environment (length 0) an earlier call's webhook
+		// is always kept.
+		w = ops[operation]
+		if w == nil || w.key != key || length != 0 && length <= w.made {
+			w = &webhook{operation: operation, key: key, made: length, seen: map[string]bool{}}
+			ops[operation] = w
+		}
+	})
 	return w
 }
 

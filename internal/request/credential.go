@@ -135,7 +135,7 @@ func RedactFields(doc []byte, with string) ([]byte, bool) {
 		case ',':
 			expectName = len(stack) > 0 && stack[len(stack)-1] == '{'
 		case '"':
-			end := stringEnd(doc, i)
+			end := StringEnd(doc, i)
 			if !expectName {
 				i = end
 				continue
@@ -198,18 +198,19 @@ func mayNameCredential(name []byte) bool {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// stringEnd returns the index of the quote that closes the JSON string
-// opening at doc[i] (doc is valid JSON).
-func stringEnd(doc []byte, i int) int {
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
+// StringEnd returns the index of the quote that closes the JSON string
+// literal opening at b[i], or -1 if none does (never in valid JSON). The
+// one scanner of string literals for the redactors of JSON bodies.
+func StringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
 		case '\\':
 			j++
 		case '"':
 			return j
 		}
 	}
-	return len(doc) - 1
+	return -1
 }
 
 // valueEnd returns the index just past the JSON value starting at doc[i]
@@ -217,13 +218,13 @@ func stringEnd(doc []byte, i int) int {
 func valueEnd(doc []byte, i int) int {
 	switch doc[i] {
 	case '"':
-		return stringEnd(doc, i) + 1
+		return StringEnd(doc, i) + 1
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(doc); j++ {
 			switch doc[j] {
 			case '"':
-				j = stringEnd(doc, j)
+				j = StringEnd(doc, j)
 			case '{', '[':
 				depth++
 			case '}', ']':

@@ -2,6 +2,8 @@ package activities_test
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,4 +49,21 @@ func TestAnswerCredentialFieldsRedacted(t *testing.T) {
 			assert.Contains(t, string(resp.Body), k, "a business field is kept")
 		}
 	}
+}
+
+// TestAnswerKeepsStripeObjects (seam review of issue 30, item 3): a Stripe
+// PaymentIntent with its latest Charge, the answer to a 2xx, is the result
+// byte for byte but its client_secret: the card's network_token,
+// extended_authorization and incremental_authorization are objects, kept
+// in shape so the result still decodes into stripe-go's types.
+func TestAnswerKeepsStripeObjects(t *testing.T) {
+	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
+	require.NoError(t, err)
+	const cs = `"pi_3QxYzAB2eZvKYlo21a2b3c4d_secret_F4kE5eCrEtV4lu3x9"`
+	require.Contains(t, string(pi), cs)
+	srv := newRecorder(t, status(200, string(pi), "Content-Type", "application/json"))
+	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+	require.NoError(t, err)
+	assert.True(t, resp.BodyRedacted)
+	assert.Equal(t, strings.Replace(string(pi), cs, `"[REDACTED]"`, 1), string(resp.Body))
 }

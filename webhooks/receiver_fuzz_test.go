@@ -37,7 +37,8 @@ func FuzzReceiver(f *testing.F) {
 	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"","operation":"o"}}}}`, true, "/webhooks", false, false, "", "")
 	f.Add(`not json`, true, "/webhooks", false, false, "", "")
 	f.Add(`{"id":"e","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"client\u005fsecret":"pi_secret_123"}}}`, true, "/webhooks", false, false, "", "")
-	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"accessToken":"pi_secret_123","nested":[{"clientSecret":{"v":"pi_secret_123"}}]}}}`, true, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"accessToken":"pi_secret_123","nested":[{"clientSecret":{"v":1,"password":"pi_secret_123"}},{"api_keys":[["pi_secret_123"]]}]}}}`, true, "/webhooks", false, false, "", "")
+	f.Add(`{"id":"e","type":"t","data":{"object":{"metadata":{"workflow_id":"w","operation":"o"},"card":{"network_token":{"used":false},"incremental_authorization":{"status":"unavailable"},"cvc":"123"}}}}`, true, "/webhooks", false, false, "", "")
 	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order-1/charge/AAAA", true, false, "", "")
 	f.Add(`{"id":"evt_2"}`, false, "/callbacks/order%2F1/charge/"+validToken(), true, false, "", "")
 	// GitHub's set-up: the type and ID in unsigned headers.
@@ -158,7 +159,7 @@ func FuzzReceiver(f *testing.F) {
 			}
 			var doc any
 			_ = json.Unmarshal(n.Body, &doc)
-			checkRedacted(t, doc)
+			checkRedacted(t, doc, false)
 		}
 	})
 }
@@ -225,23 +226,22 @@ func tokenOwner(escapedPath string) (string, string, bool) {
 	return wf, op, err == nil && strings.HasSuffix(u, "/"+parts[2])
 }
 
-// checkRedacted fails when a field named like a credential
-// (request.IsCredential) has a value other than "[redacted]".
-func checkRedacted(t *testing.T, v any) {
+// checkRedacted fails when a string or number that is the value of a
+// member named like a credential (request.IsCredential), or in an array
+// that is, is other than "[redacted]"; named says v is such a value.
+func checkRedacted(t *testing.T, v any, named bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if request.IsCredential(k) {
-				if e != "[redacted]" {
-					t.Fatalf("field %q reached the workflow: %v", k, e)
-				}
-				continue
-			}
-			checkRedacted(t, e)
+			checkRedacted(t, e, request.IsCredential(k))
 		}
 	case []any:
 		for _, e := range x {
-			checkRedacted(t, e)
+			checkRedacted(t, e, named)
+		}
+	case string, float64:
+		if named && x != "[redacted]" {
+			t.Fatalf("a credential-named value reached the workflow: %v", x)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestReceiverRedactsCredentialFields(t *testing.T) {
 		fields = append(fields, `"`+k+`":"`+s+`"`)
 	}
 	body := `{"id":"evt_1","type":"charge.succeeded","data":{"object":{` + strings.Join(fields, ",") +
-		`,"nested":[{"sessionToken":{"raw":"st_value_0012"}}],"metadata":{"workflow_id":"order-1","operation":"charge"}}}}`
+		`,"nested":[{"credentials":{"password":"st_value_0012","used":false}},{"api_keys":["st_value_0013"]}],"metadata":{"workflow_id":"order-1","operation":"charge"}}}}`
 	u := &updates{}
 	rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
 	w := post(t, rc, "/webhooks", body, sign(secret, body))
@@ -45,9 +46,33 @@ func TestReceiverRedactsCredentialFields(t *testing.T) {
 		assert.NotContains(t, got, s, "%s reached history", k)
 		assert.Contains(t, got, `"`+k+`":"[redacted]"`)
 	}
-	assert.NotContains(t, got, "st_value_0012", "a credential-named member's object reached history")
+	assert.NotContains(t, got, "st_value_0012", "a member named like a credential, in a credential-named object, reached history")
+	assert.NotContains(t, got, "st_value_0013", "a credential-named array's value reached history")
+	assert.Contains(t, got, `{"password":"[redacted]","used":false}`, "an object under a credential name is walked into")
 	for k, s := range kept {
 		assert.Contains(t, got, `"`+k+`":"`+s+`"`, "a business field was redacted")
 	}
 	assert.Equal(t, "charge.succeeded", n.Type)
+}
+
+// TestReceiverKeepsStripeObjects (seam review of issue 30, item 3): a
+// Stripe payment_intent.succeeded event reaches Notification.Body byte for
+// byte but its client_secret; the card's network_token,
+// extended_authorization and incremental_authorization objects keep their
+// shape, so the workflow can decode the body into stripe-go's types.
+func TestReceiverKeepsStripeObjects(t *testing.T) {
+	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
+	require.NoError(t, err)
+	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	require.NoError(t, err)
+	body := `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":` + string(pi) + `}}`
+	u := &updates{}
+	rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
+	w := post(t, rc, "/webhooks", body, sign(secret, body))
+	require.Equal(t, 200, w.Code, w.Body.String())
+	require.Equal(t, 1, u.count())
+	n := u.calls[0].Args[0].(*workflows.Notification)
+	const cs = `"pi_3QxYzAB2eZvKYlo21a2b3c4d_secret_F4kE5eCrEtV4lu3x9"`
+	require.Contains(t, body, cs)
+	assert.Equal(t, strings.Replace(body, cs, `"[redacted]"`, 1), string(n.Body))
 }

@@ -243,9 +243,9 @@ type Notification struct {
 	// Received when the receiver verified it (its clock).
 	Sent     time.Time `json:"sent,omitzero"`
 	Received time.Time `json:"received"`
-	// Body is the event's JSON body, values of members named like
-	// credentials ("client_secret", "accessToken", …, see
-	// request.IsCredential) redacted; omitted
+	// Body is the event's JSON body, the strings and numbers held by
+	// members named like credentials ("client_secret", "accessToken", …,
+	// see request.RedactFields) redacted; omitted
 	// (BodyOmitted) when it is larger than the receiver's MaxEventBytes.
 	Body        json.RawMessage `json:"body,omitempty"`
 	BodyOmitted bool            `json:"body_omitted,omitempty"`

@@ -3,9 +3,11 @@ package request
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestIsCredential (issue 30, item 3): one rule for header names and JSON
@@ -28,6 +30,15 @@ func TestIsCredential(t *testing.T) {
 		"webhook_signing_key", "encryptionKey", "passphrase", "basicAuth", "clientsecret",
 		"accesstoken", "xapikey", "id-token", "client.secret", "sessionData", "session_id",
 		"user_credentials", "nextPageToken", "token_type", "api_keys",
+		// A key after authorization, authentication, functions, application
+		// or transaction, run together or not; run-together session IDs.
+		"X-Authorization-Key", "AuthenticationKey", "X-Functions-Key", "DD-APPLICATION-KEY",
+		"application_key", "transactionKey", "transaction_key", "Sessionid", "JSESSIONID",
+		"PHPSESSID", "sessionkey", "encryptionkey", "authorizationkey",
+		// Card and sign-in secrets, as a name's last word, and their codes.
+		"cvc", "card_cvc", "CVV", "cardCvv", "cvv2", "cvc2", "passcode", "smsPasscode", "pwd",
+		"user_pwd", "otp", "sms_otp", "pin", "card_pin", "cardPin", "PIN", "pin_code",
+		"otpCode", "security_code", "securityCode",
 	}
 	plain := []string{
 		"X-Correlation-Id", "X-Request-Id", "Accept-Language", "Content-Language", "X-Note",
@@ -38,6 +49,11 @@ func TestIsCredential(t *testing.T) {
 		"keyId", "tokenized_card", "tokenization_method", "total_tokens", "max_tokens",
 		"authorization_code", "authCode", "auth_code", "X-Auth-Email", "author", "possession",
 		"secretary", "amount", "status", "",
+		// Close to the card and sign-in words, yet no secret.
+		"pinned", "shipping", "spinner", "opinion", "pin_status", "pinLength", "cvc_check",
+		"cvv_result", "otp_enabled", "otpSentAt", "transaction_id", "transactionId",
+		"application_id", "functions", "code", "status_code", "authentication_flow",
+		"three_d_secure", "passenger", "option", "topic",
 	}
 	for _, name := range credential {
 		assert.True(t, IsCredential(name), "IsCredential(%q)", name)
@@ -56,14 +72,23 @@ func TestRedactFields(t *testing.T) {
 		{"none", `{"id":"ch_1","amount":42}`, `{"id":"ch_1","amount":42}`, false},
 		{"camelCase and prefixed", `{"accessToken":"at_1","data":{"clientSecret":"cs_1","secret_key":"sk_1"},"n":1}`,
 			`{"accessToken":"[R]","data":{"clientSecret":"[R]","secret_key":"[R]"},"n":1}`, true},
-		{"any value, spacing kept", `{ "apiKey" : {"a":[1,"}"]}, "idToken":12345 , "token":null,"x":true}`,
-			`{ "apiKey" : "[R]", "idToken":"[R]" , "token":"[R]","x":true}`, true},
+		{"strings and numbers, spacing kept", `{ "apiKey" : "k" , "idToken":12345 , "pin":-1.5e3,"x":true}`,
+			`{ "apiKey" : "[R]" , "idToken":"[R]" , "pin":"[R]","x":true}`, true},
+		{"null and booleans hold no secret", `{"token":null,"password":false,"otp":true}`,
+			`{"token":null,"password":false,"otp":true}`, false},
+		{"an object is walked into by its members' names", `{"network_token":{"used":false},"incremental_authorization":{"status":"unavailable"},"apiKey":{"a":[1,"}"]}}`,
+			`{"network_token":{"used":false},"incremental_authorization":{"status":"unavailable"},"apiKey":{"a":[1,"}"]}}`, false},
+		{"a member of such an object named like one", `{"credentials":{"user":"u","password":"p","n":{"id":7}}}`,
+			`{"credentials":{"user":"u","password":"[R]","n":{"id":7}}}`, true},
+		{"an array's values under a credential name", `{"api_keys":["k1",2,null,true,["k3"],{"id":"i","secret":"s"}],"ids":["a"]}`,
+			`{"api_keys":["[R]","[R]",null,true,["[R]"],{"id":"i","secret":"[R]"}],"ids":["a"]}`, true},
 		{"inside arrays", `[{"private_key":"pk"},{"password":"p\"w"}]`, `[{"private_key":"[R]"},{"password":"[R]"}]`, true},
 		{"a name written with escapes", `{"\u0074oken":"t1"}`, `{"\u0074oken":"[R]"}`, true},
 		{"a value named like one is kept", `{"note":"token","k":["secret"]}`, `{"note":"token","k":["secret"]}`, false},
 		{"business fields kept", `{"idempotency_key":"k1","tokenized_card":"4242","authorization_code":"123456"}`,
 			`{"idempotency_key":"k1","tokenized_card":"4242","authorization_code":"123456"}`, false},
 		{"duplicate names", `{"token":"a","token":"b"}`, `{"token":"[R]","token":"[R]"}`, true},
+		{"a credential name as a value after one", `{"token":"token","a":{"secret":["secret"]}}`, `{"token":"[R]","a":{"secret":["[R]"]}}`, true},
 		{"not JSON", `{"token":"a"`, `{"token":"a"`, false},
 		{"a scalar", `"token"`, `"token"`, false},
 	}
@@ -79,9 +104,53 @@ func TestRedactFields(t *testing.T) {
 	}
 }
 
+// TestRedactFieldsKeepsStripeObjects (seam review of issue 30, item 3): a
+// Stripe PaymentIntent with its latest Charge keeps every byte but its
+// client_secret: the card's extended_authorization,
+// incremental_authorization and network_token are objects, walked into
+// rather than replaced, so the answer still decodes into stripe-go's types
+// (mirrored below: a bool, an int64, a struct where a string would fail).
+func TestRedactFieldsKeepsStripeObjects(t *testing.T) {
+	doc, err := os.ReadFile("testdata/stripe_payment_intent.json")
+	require.NoError(t, err)
+	const secret = `"pi_3QxYzAB2eZvKYlo21a2b3c4d_secret_F4kE5eCrEtV4lu3x9"`
+	require.Equal(t, 1, bytes.Count(doc, []byte(secret)))
+	got, changed := RedactFields(doc, "[R]")
+	assert.True(t, changed)
+	assert.Equal(t, string(bytes.Replace(doc, []byte(secret), []byte(`"[R]"`), 1)), string(got))
+	var pi struct {
+		ClientSecret string `json:"client_secret"`
+		LatestCharge struct {
+			PaymentMethodDetails struct {
+				Card struct {
+					AuthorizationCode        string                  `json:"authorization_code"`
+					Checks                   map[string]any          `json:"checks"`
+					ExtendedAuthorization    struct{ Status string } `json:"extended_authorization"`
+					IncrementalAuthorization struct{ Status string } `json:"incremental_authorization"`
+					Multicapture             struct{ Status string } `json:"multicapture"`
+					NetworkToken             struct{ Used bool }     `json:"network_token"`
+					Overcapture              struct {
+						MaximumAmountCapturable int64  `json:"maximum_amount_capturable"`
+						Status                  string `json:"status"`
+					} `json:"overcapture"`
+				} `json:"card"`
+			} `json:"payment_method_details"`
+		} `json:"latest_charge"`
+	}
+	require.NoError(t, json.Unmarshal(got, &pi), "decodes as stripe-go's Charge would")
+	card := pi.LatestCharge.PaymentMethodDetails.Card
+	assert.Equal(t, "[R]", pi.ClientSecret)
+	assert.Equal(t, "disabled", card.ExtendedAuthorization.Status)
+	assert.Equal(t, "unavailable", card.IncrementalAuthorization.Status)
+	assert.Equal(t, int64(2000), card.Overcapture.MaximumAmountCapturable)
+	assert.Equal(t, "123456", card.AuthorizationCode)
+	assert.Equal(t, "pass", card.Checks["cvc_check"])
+}
+
 // FuzzRedactFields: the result of valid JSON is valid JSON in which every
-// member named like a credential holds the replacement, and nothing else
-// changed (the document decodes the same with those members set back).
+// string or number that is the value of a member named like a credential,
+// or inside an array that is, holds the replacement, and nothing else
+// changed (objects are walked into; null and booleans are kept).
 func FuzzRedactFields(f *testing.F) {
 	for _, s := range []string{`{"accessToken":"a","b":[{"apiKey":1}]}`, `{"\u0074oken":{"x":"}"}}`, `[1,"token",{"k":{"secret":null}}]`, `{"a" : "b" , "password" : [ ] }`} {
 		f.Add([]byte(s))
@@ -105,8 +174,8 @@ func FuzzRedactFields(f *testing.F) {
 			t.Fatalf("result is not JSON: %v: %q", err, got)
 		}
 		in, _ := decode(doc)
-		var walk func(a, b any)
-		walk = func(a, b any) {
+		var walk func(a, b any, named bool)
+		walk = func(a, b any, named bool) {
 			switch x := a.(type) {
 			case map[string]any:
 				y, ok := b.(map[string]any)
@@ -114,13 +183,7 @@ func FuzzRedactFields(f *testing.F) {
 					t.Fatalf("object changed: %q -> %q", doc, got)
 				}
 				for k, v := range x {
-					if IsCredential(k) {
-						if y[k] != "[R]" {
-							t.Fatalf("member %q kept its value: %q", k, got)
-						}
-						continue
-					}
-					walk(v, y[k])
+					walk(v, y[k], IsCredential(k))
 				}
 			case []any:
 				y, ok := b.([]any)
@@ -128,7 +191,14 @@ func FuzzRedactFields(f *testing.F) {
 					t.Fatalf("array changed: %q -> %q", doc, got)
 				}
 				for i := range x {
-					walk(x[i], y[i])
+					walk(x[i], y[i], named)
+				}
+			case string, json.Number:
+				if named && b != "[R]" {
+					t.Fatalf("a credential-named value %v was kept: %q", a, got)
+				}
+				if !named && a != b {
+					t.Fatalf("value %v became %v: %q", a, b, got)
 				}
 			default:
 				if a != b {
@@ -136,6 +206,6 @@ func FuzzRedactFields(f *testing.F) {
 				}
 			}
 		}
-		walk(in, out)
+		walk(in, out, false)
 	})
 }

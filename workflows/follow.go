@@ -214,6 +214,13 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 	}
 	var resp *Response
 	err := waitBeforePolling(ctx, op, wait)
+	ask := opts.CancelOperation
+	if err != nil && ask && workflow.GetVersion(ctx, cancelDuringFirstWait, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// A history recorded before a cancellation during the first wait
+		// asked the server to cancel ended there, without asking: replay
+		// it as recorded, not as a nondeterminism error.
+		ask = false
+	}
 	if err == nil {
 		if left := deadline.Sub(workflow.Now(ctx)); left > 0 {
 			resp, _, err = pollMonitor(ctx, ao, op, in, left)
@@ -225,7 +232,7 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 		return resp, nil
 	}
 	var ce *temporal.CanceledError
-	if (errors.As(err, &ce) || ctx.Err() != nil) && opts.CancelOperation {
+	if (errors.As(err, &ce) || ctx.Err() != nil) && ask {
 		askToCancel(ctx, pollOptions(ao, op, in, timeout), in)
 	}
 	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
@@ -261,6 +268,12 @@ func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted,
 // FollowOptions.Timeout bounding the first wait: its marker is recorded
 // only where a start answer's Retry-After passes the timeout.
 const firstWaitBounded = "follow-timeout-bounds-first-wait"
+
+// cancelDuringFirstWait is the change ID (workflow.GetVersion) of
+// FollowOptions.CancelOperation asking the server to cancel when the
+// workflow is cancelled during the first wait: its marker is recorded
+// only where that happens.
+const cancelDuringFirstWait = "follow-cancel-during-first-wait"
 
 // waitBeforePolling waits d (none if 0) before the first poll of op, on
 // a timer the Web UI names for what it is: the monitor's host and path,

@@ -186,3 +186,49 @@ func TestFollowFirstWaitVersion(t *testing.T) {
 		})
 	}
 }
+
+// cancelFirstWaitChangeID is the GetVersion change ID of asking the server
+// to cancel (FollowOptions.CancelOperation) when the workflow is cancelled
+// during the first Retry-After wait: renaming it breaks recorded histories.
+const cancelFirstWaitChangeID = "follow-cancel-during-first-wait"
+
+// TestReplayFollowCancelFirstWait replays a history recorded on a real dev
+// server (a scratch recorder at 7500d85, before a cancellation during the
+// first wait asked the server to cancel) of a call with
+// FollowOptions{CancelOperation: true} to a Google-style operation whose
+// start answer said Retry-After: 60, cancelled 2 s into that wait: the
+// timer started and was cancelled, no cancel request, the workflow
+// cancelled. Today's code must replay it as recorded.
+func TestReplayFollowCancelFirstWait(t *testing.T) {
+	raw, err := os.ReadFile("testdata/follow_cancel_first_wait_history.json")
+	require.NoError(t, err)
+	var hist historypb.History
+	require.NoError(t, protojson.Unmarshal(raw, &hist))
+
+	var in workflows.Request
+	require.NoError(t, json.Unmarshal(hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
+	require.NotNil(t, in.Follow)
+	assert.True(t, in.Follow.CancelOperation)
+	var timers, markers, polls int
+	for _, ev := range hist.Events {
+		if a := ev.GetTimerStartedEventAttributes(); a != nil {
+			timers++
+			assert.Equal(t, time.Minute, a.GetStartToFireTimeout().AsDuration())
+		}
+		if ev.GetMarkerRecordedEventAttributes() != nil {
+			markers++
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
+			polls++
+		}
+	}
+	assert.Equal(t, 1, timers, "the first wait's timer")
+	assert.Zero(t, markers, "no version marker")
+	assert.Zero(t, polls, "no poll or cancel request")
+	assert.Equal(t, enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, hist.Events[len(hist.Events)-1].GetEventType())
+
+	r := worker.NewWorkflowReplayer()
+	workflows.Register(r)
+	svc := historyService{history: &hist}
+	require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: "histgen-follow-cancel-order-4", RunID: "recorded"}))
+}

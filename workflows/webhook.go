@@ -78,7 +78,10 @@ type WebhookOptions struct {
 // JSON body and in an event's: an event whose ID there is another (or
 // none) is refused, one whose ID matches is the operation's and ends it by
 // its type. An event that comes before the start answer is held until the
-// answer says which resource is the operation's.
+// answer says which resource is the operation's. A value redacted there (a
+// field named like a credential, see request.IsCredential) or a body
+// omitted binds nothing: point Start and Event at an ID field not named
+// like a credential.
 type WebhookResource struct {
 	// Start is the dotted path of the ID in the start answer's body, e.g.
 	// "id". Required.
@@ -315,9 +318,17 @@ type webhook struct {
 	made      int // the history length at which it was made
 	// seen holds the IDs of the notifications taken.
 	seen map[string]bool
-	// count counts them; ended is the terminal one, or the poll's outcome.
+	// count counts them; ended is the outcome of what decides: a
+	// notification that decides alone (decides), or the resource's read.
 	count int
 	ended *Outcome
+	// pending is the first notification of a terminal type that cannot
+	// decide alone, with a WebhookPoll to confirm it: it starts the
+	// confirming poll, and ends nothing itself.
+	pending *Notification
+	// extra counts the notifications taken that could change nothing
+	// (dispose: not useful); maxNotifications bounds them.
+	extra int
 	// unconfirmable counts the notifications of a terminal type that ended
 	// nothing: not signed, and no WebhookPoll to confirm them.
 	unconfirmable int
@@ -417,8 +428,9 @@ func CallbackURL(ctx workflow.Context, operation string) (string, error) {
 const maxNotifications = 32
 
 // admit is the update's validator: it rejects, before anything reaches
-// history, a notification already taken, one for another operation, and
-// any after the operation ended.
+// history, a notification already taken, one for another operation, any
+// after the operation ended, and, past maxNotifications, one that could
+// change nothing (dispose decides, for it and for take).
 func (w *webhook) admit(n Notification) error {
 	switch {
 	case n.Operation != w.operation:
@@ -431,12 +443,48 @@ func (w *webhook) admit(n Notification) error {
 		return fmt.Errorf("operation %s already ended (%s, from %s)", w.operation, w.ended.State, w.ended.Source)
 	case n.OperationUnsigned && w.opts.Resource != nil && w.resource != "" && !w.bound(n):
 		return fmt.Errorf("the event's resource (%s) is not operation %s's %q", w.opts.Resource.Event, w.operation, w.resource)
-	case w.count >= maxNotifications && w.ends(n) == "":
-		// History is bounded: past this, only an event that ends the
-		// operation is taken.
-		return fmt.Errorf("operation %s took %d notifications already: only a terminal one is taken now", w.operation, w.count)
+	case w.extra >= maxNotifications && !w.useful(w.dispose(&n)):
+		// History is bounded: past this, only an event that may end the
+		// operation is taken (a terminal one never is refused for slots).
+		return fmt.Errorf("operation %s took %d notifications that end nothing already: only a terminal one is taken now", w.operation, w.extra)
 	}
 	return nil
+}
+
+// disposition is what take does with a notification admit lets through.
+type disposition int
+
+const (
+	dispNote          disposition = iota // not of a terminal type: counted
+	dispUnconfirmable                    // terminal type, cannot decide alone, no WebhookPoll
+	dispHold                             // until the start answer names the resource
+	dispPend                             // starts the poll that confirms it
+	dispEnd                              // ends the operation by its type
+)
+
+// dispose is the one decision of what n does, for admit and take: hold
+// an event WebhookOptions.Resource may bind until the start answer;
+// end the operation by one that decides alone; have the resource's read
+// confirm one that cannot (with a WebhookPoll); count the rest.
+func (w *webhook) dispose(n *Notification) disposition {
+	switch {
+	case w.state(n.Type) == "":
+		return dispNote
+	case n.OperationUnsigned && !n.TypeUnsigned && w.opts.Resource != nil && w.resource == "" && !w.unbindable:
+		return dispHold // whose is it? The start answer will say
+	case w.decides(n):
+		return dispEnd
+	case w.opts.Poll != nil:
+		return dispPend
+	}
+	return dispUnconfirmable
+}
+
+// useful reports whether a notification so disposed may still end the
+// operation or start its confirmation: such a one is never refused for
+// slots.
+func (w *webhook) useful(d disposition) bool {
+	return d == dispEnd || d == dispHold || d == dispPend && w.pending == nil
 }
 
 // take is the update's handler: it records n and, when its type ends the
@@ -448,23 +496,36 @@ func (w *webhook) take(ctx workflow.Context, n Notification) (string, error) {
 	}
 	w.seen[n.ID] = true
 	w.count++
-	if n.OperationUnsigned && w.opts.Resource != nil && w.resource == "" && !w.unbindable && w.state(n.Type) != "" && !n.TypeUnsigned {
-		// Whose is it? The start answer will say.
+	d := w.dispose(&n)
+	if !w.useful(d) {
+		w.extra++
+	}
+	return w.apply(ctx, n, d), nil
+}
+
+// apply does with n what d says, and returns what it did.
+func (w *webhook) apply(ctx workflow.Context, n Notification, d disposition) string {
+	switch d {
+	case dispHold:
 		w.held = append(w.held, n)
-		return "held: until the start answer names the resource", nil
-	}
-	state := w.ends(n)
-	if state == "" {
-		if w.state(n.Type) != "" {
-			w.unconfirmable++
-			workflow.GetLogger(ctx).Error("a notification of a terminal type ends nothing: its type or operation is not signed, and no WebhookPoll can confirm it; set WebhookOptions.Poll",
-				"operation", w.operation, "event", n.ID, "type", n.Type, "type_unsigned", n.TypeUnsigned, "operation_unsigned", n.OperationUnsigned)
-			return "noted: not signed, and no WebhookPoll to confirm it", nil
+		return "held: until the start answer names the resource"
+	case dispEnd:
+		state := w.state(n.Type)
+		w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
+		return "ended: " + state
+	case dispPend:
+		if w.pending != nil {
+			return "noted: a read of the resource confirms an earlier notification already"
 		}
-		return "noted", nil
+		w.pending = &n
+		return "pending: a read of the resource decides"
+	case dispUnconfirmable:
+		w.unconfirmable++
+		workflow.GetLogger(ctx).Error("a notification of a terminal type ends nothing: its type or operation is not signed, and no WebhookPoll can confirm it; set WebhookOptions.Poll",
+			"operation", w.operation, "event", n.ID, "type", n.Type, "type_unsigned", n.TypeUnsigned, "operation_unsigned", n.OperationUnsigned)
+		return "noted: not signed, and no WebhookPoll to confirm it"
 	}
-	w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
-	return "ended: " + state, nil
+	return "noted"
 }
 
 // state is the state an event type ends the operation in, "" if none.
@@ -480,16 +541,6 @@ func (w *webhook) state(typ string) string {
 	return ""
 }
 
-// ends is the state n ends the operation in, "" if none: the state of its
-// type, but for a notification that cannot end it alone (Notification
-// TypeUnsigned, OperationUnsigned) where no WebhookPoll can confirm it.
-func (w *webhook) ends(n Notification) string {
-	if !w.decides(&n) && w.opts.Poll == nil {
-		return ""
-	}
-	return w.state(n.Type)
-}
-
 // decides reports whether n may end the operation without a read of the
 // resource: its type and operation signed (Notification.alone), or its
 // operation bound by the resource (WebhookOptions.Resource).
@@ -497,10 +548,32 @@ func (w *webhook) decides(n *Notification) bool {
 	return n.alone() || !n.TypeUnsigned && w.opts.Resource != nil && w.resource != "" && w.bound(*n)
 }
 
-// bound reports whether n's body names the operation's resource.
+// decided reports whether the operation ended by something that decides
+// (a notification that decides alone, or the resource's read).
+func (w *webhook) decided() bool {
+	return w.ended != nil && (w.ended.Notification == nil || w.ended.Source == SourcePoll || w.ended.Confirmed || w.decides(w.ended.Notification))
+}
+
+// bound reports whether n's body names the operation's resource (never
+// by a redacted or omitted value: resourceID).
 func (w *webhook) bound(n Notification) bool {
-	id, ok := scalar(n.Body, w.opts.Resource.Event)
+	id, ok := resourceID(n.Body, n.BodyOmitted, w.opts.Resource.Event)
 	return ok && id == w.resource
+}
+
+// resourceID is the resource's ID at path of a body, unless the body was
+// omitted (BodyOmitted) or the value there is a redaction's placeholder
+// (a name like a credential's: "[REDACTED]" in an answer, "[redacted]" in
+// an event), which binds nothing.
+func resourceID(body []byte, omitted bool, path string) (string, bool) {
+	if omitted {
+		return "", false
+	}
+	id, ok := scalar(body, path)
+	if !ok || strings.Contains(strings.ToLower(id), "[redacted]") {
+		return "", false
+	}
+	return id, true
 }
 
 // scalar is the string, or a number's literal, at a dotted path of a JSON
@@ -529,12 +602,12 @@ func (w *webhook) bind(ctx workflow.Context, start *Response) {
 	if r == nil || w.resource != "" || start == nil {
 		return
 	}
-	if id, ok := scalar(start.Body, r.Start); ok {
+	if id, ok := resourceID(start.Body, start.BodyOmitted, r.Start); ok {
 		w.resource = id
 	} else {
 		w.unbindable = true
-		workflow.GetLogger(ctx).Error("the start answer names no resource (WebhookOptions.Resource.Start): events that carry no metadata end nothing without the resource's confirmation",
-			"operation", w.operation, "field", r.Start)
+		workflow.GetLogger(ctx).Error("the start answer names no resource this call can bind events by (WebhookOptions.Resource.Start is missing there, redacted because its name is like a credential's, or the body was omitted as too large): events that carry no metadata end nothing without the resource's confirmation; point WebhookOptions.Resource.Start at an ID field not named like a credential, put WebhookMetadata in the start request, or set WebhookOptions.Poll",
+			"operation", w.operation, "field", r.Start, "body_omitted", start.BodyOmitted)
 	}
 	held := w.held
 	w.held = nil
@@ -543,21 +616,35 @@ func (w *webhook) bind(ctx workflow.Context, start *Response) {
 			break
 		}
 		if w.resource != "" && !w.bound(n) {
-			continue // another resource's
+			workflow.GetLogger(ctx).Warn("a signed event held until the start answer is not this operation's resource (WebhookOptions.Resource.Event is another ID, missing, redacted or its body omitted): it ends nothing",
+				"operation", w.operation, "event", n.ID, "type", n.Type, "field", r.Event, "body_omitted", n.BodyOmitted)
+			continue
 		}
-		if state := w.ends(n); state != "" {
-			w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
-		}
+		w.apply(ctx, n, w.dispose(&n))
 	}
 }
 
 // confirming reports whether the outcome is the resource's, read by the
 // poll: with WebhookPoll.Confirm, or once a notification that cannot end
-// the operation alone came.
+// the operation alone came (pending) and nothing decided since.
 func (w *webhook) confirming() bool {
 	p := w.opts.Poll
-	return p != nil && (p.Confirm || w.ended != nil && w.ended.Notification != nil && !w.decides(w.ended.Notification))
+	return p != nil && (p.Confirm || w.ended == nil && w.pending != nil)
 }
+
+// confirmed is the notification the resource's read confirms: the one
+// that ended the operation (WebhookPoll.Confirm), else the pending one;
+// nil if none.
+func (w *webhook) confirmed() *Notification {
+	if w.ended != nil {
+		return w.ended.Notification
+	}
+	return w.pending
+}
+
+// woken reports whether the wait for a notification is over: something
+// decided, or a notification to confirm came.
+func (w *webhook) woken() bool { return w.ended != nil || w.pending != nil && w.opts.Poll != nil }
 
 // await waits for the operation's outcome: a terminal notification, or,
 // when none came within WebhookOptions.Poll.After, the first terminal
@@ -577,6 +664,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }
 	p := w.opts.Poll
+	woken := w.woken
 	var mon string
 	if p != nil {
 		u, err := p.pollURL(start)
@@ -591,7 +679,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 		first = min(timeout, max(cmp.Or(p.After, DefaultPollAfter), MinPollInterval))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s", w.operation))
-	if _, err := workflow.AwaitWithTimeout(ctx, first, ended); err != nil {
+	if _, err := workflow.AwaitWithTimeout(ctx, first, woken); err != nil {
 		return nil, err
 	}
 	if w.confirming() && mon == "" {
@@ -641,9 +729,10 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		return nil, nil, false
 	}
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
-	if w.ended != nil {
+	conf := w.confirmed()
+	if conf != nil {
 		// The resource's state, confirming the notification's.
-		out.Source, out.Notification, out.Confirmed = SourceWebhook, w.ended.Notification, true
+		out.Source, out.Notification, out.Confirmed = SourceWebhook, conf, true
 	}
 	f, isFailure := AsFailure(err)
 	switch {
@@ -660,7 +749,7 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		if f.Accepted != nil {
 			out.Polls = f.Accepted.Polls
 		}
-	case w.ended != nil:
+	case conf != nil:
 		// Fail closed: a notification the resource did not confirm.
 		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
@@ -671,10 +760,10 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		// deadline, and is then confirmed by another read.
 		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
 			"key", op.IdempotencyKey, "error", err)
-		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), func() bool { return w.ended != nil }); err != nil {
+		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
 			return nil, err, true
 		}
-		if w.ended == nil {
+		if !w.woken() {
 			return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
 		}
 		return w.poll(ctx, ao, mon, deadline)
@@ -683,18 +772,18 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		// notification may still come until the deadline.
 		workflow.GetLogger(ctx).Error("the fallback poll failed: awaiting the webhook only", "operation", w.operation,
 			"key", op.IdempotencyKey, "error", err)
-		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), func() bool { return w.ended != nil }); err != nil {
+		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
 			return nil, err, true
 		}
-		if w.ended != nil && w.confirming() {
+		if w.confirming() {
 			// A notification that needs the resource's word: read it again.
 			return w.poll(ctx, ao, mon, deadline)
 		}
 		return nil, nil, false
 	}
-	if out.Confirmed && out.State != w.ended.State {
+	if out.Confirmed && out.State != w.state(conf.Type) {
 		workflow.GetLogger(ctx).Warn("the resource contradicts the notification: its state is the outcome", "operation", w.operation,
-			"notification", w.ended.Notification.ID, "notified", w.ended.State, "resource", out.State)
+			"notification", conf.ID, "notified", w.state(conf.Type), "resource", out.State)
 	}
 	w.ended = out
 	if err != nil {
@@ -729,15 +818,23 @@ func (w *webhook) result(start *Response) (*Response, error) {
 	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the operation %s %s: %s", w.operation, what, why), t, nil, f)
 }
 
-// unconfirmed is the error of a call with WebhookPoll.Confirm whose
-// outcome no read of the resource confirmed.
+// unconfirmed is the error of a call whose outcome needs a read of the
+// resource (WebhookPoll.Confirm, or a notification that cannot decide
+// alone) that none gave.
 func (w *webhook) unconfirmed(ctx workflow.Context, why string) error {
-	return w.notEnded(ctx, fmt.Sprintf("the outcome of operation %s could not be confirmed (WebhookPoll.Confirm): %s; look the operation up at the provider (its key is the call's)", w.operation, why))
+	what := ""
+	if n := w.confirmed(); n != nil {
+		what = fmt.Sprintf(" (the %s event %s)", n.Type, n.ID)
+	}
+	return w.notEnded(ctx, fmt.Sprintf("the outcome of operation %s%s could not be confirmed by a read of the resource: %s; look the operation up at the provider (its key is the call's)", w.operation, what, why))
 }
 
 // stillRunning is the error of an operation not ended within timeout.
 func (w *webhook) stillRunning(ctx workflow.Context, timeout time.Duration) error {
 	hint := ""
+	if n := w.pending; n != nil && w.ended == nil {
+		hint = fmt.Sprintf(" (event %s of a terminal type whose type or operation the provider did not sign came, and no read of the resource confirmed it)", n.ID)
+	}
 	if w.unconfirmable > 0 {
 		hint = fmt.Sprintf(" (%d of a terminal type whose type or operation the provider did not sign: set WebhookOptions.Poll so that the resource confirms such an event)", w.unconfirmable)
 	}

@@ -157,7 +157,7 @@ func TestWebhookOutcome(t *testing.T) {
 			wantSource: workflows.SourceWebhook, wantState: workflows.StateFailed, wantErr: workflows.ErrTypeOperationFailed, wantID: "evt_1", wantPolls: true, wantConfirmed: true},
 		{name: "unsigned type, resource unreadable: fails closed", status: "succeeded", poll: true, pollPath: "/missing/{id}",
 			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
-			wantSource: workflows.SourceWebhook, wantState: workflows.StateSucceeded, wantErr: workflows.ErrTypeOperationStillRunning, wantID: "evt_1"},
+			wantErr:    workflows.ErrTypeOperationStillRunning, wantMessage: "event evt_1"},
 		{name: "unsigned type without a poll ends nothing", poll: false, timeout: 10 * time.Minute,
 			deliveries: []delivery{{at: 10 * time.Second, n: unsigned("evt_1", "charge.succeeded", false)}},
 			wantErr:    workflows.ErrTypeOperationStillRunning, wantMessage: "set WebhookOptions.Poll"},

@@ -320,10 +320,12 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 	var resp Response
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
-		if hook != nil && hook.ended != nil {
-			// The start failed (every attempt unanswered, say), but the
-			// provider's verified event says how the operation ended: a
-			// succeeded operation is never reported failed.
+		if hook != nil && hook.decided() {
+			// The start failed (every attempt unanswered, say), but what
+			// decides (a verified event that decides alone, or a read of
+			// the resource) says how the operation ended: a succeeded
+			// operation is never reported failed. A notification still to
+			// be confirmed does not replace the start's error.
 			workflow.GetLogger(ctx).Warn("the start request failed, but a verified notification ended the operation", "operation", req.Operation,
 				"key", in.IdempotencyKey, "error", err)
 			return hook.await(ctx, ao, nil)

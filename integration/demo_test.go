@@ -314,8 +314,8 @@ func checkDemoOutput(t *testing.T, out string, uiPort, metricsPort int) {
 	for _, s := range []string{
 		"3 requests, 1 distinct idempotency key(s), 1 record(s), 0 replay(s)",
 		"type=HTTPClientError last_status=400 attempts=1 ",
-		"4 requests, 1 distinct idempotency key(s), 1 record(s)",
-		"5 requests, 1 distinct idempotency key(s), 1 record(s), 1 replay(s)",
+		"4 requests, 2 distinct idempotency key(s), 1 record(s)",
+		"5 requests, 2 distinct idempotency key(s), 1 record(s), 1 replay(s)",
 		fmt.Sprintf("Web UI: http://127.0.0.1:%d/namespaces/default/workflows/demo-payment/", uiPort),
 		fmt.Sprintf("Web UI: http://127.0.0.1:%d/namespaces/default/workflows\n", uiPort),
 		fmt.Sprintf("Metrics (Prometheus text, the SDK's and the activity's): http://127.0.0.1:%d/metrics\n", metricsPort),

@@ -93,7 +93,7 @@ func TestClientErrorFailsAtOnce(t *testing.T) {
 	if d, ok := workflows.AsFailure(err); !ok || d.Status != 400 || d.Attempt != 1 || d.IdempotencyKey != keyOf(wid, "charge") {
 		t.Errorf("failure details %+v (found: %v); want status 400 on attempt 1 with the workflow's key", d, ok)
 	}
-	checkStats(t, srv.Stats(), testsuite.Stats{Requests: 1, DistinctKeys: 0, Records: 0, Replays: -1, InFlight: -1, Failures: 1})
+	checkStats(t, srv.Stats(), testsuite.Stats{Requests: 1, DistinctKeys: 1, Records: 0, Replays: -1, InFlight: -1, Failures: 1})
 
 	// The same, as the server recorded it: the workflow's failure event.
 	it := tc.GetWorkflowHistory(ctx, wid, run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
@@ -346,7 +346,7 @@ func TestDeadlineFailsFast(t *testing.T) {
 	if took > 15*time.Second {
 		t.Errorf("the workflow took %s to fail; want well under its 30s schedule-to-close", took)
 	}
-	checkStats(t, srv.Stats(), testsuite.Stats{Requests: 1, DistinctKeys: 0, Records: 0, Replays: 0, InFlight: 0, Failures: 1})
+	checkStats(t, srv.Stats(), testsuite.Stats{Requests: 1, DistinctKeys: 1, Records: 0, Replays: 0, InFlight: 0, Failures: 1})
 	t.Logf("failed after %s: %v", took.Round(time.Millisecond), appErr)
 }
 

@@ -38,12 +38,12 @@ func TestRequestDecodesPlainJSONBody(t *testing.T) {
 	}
 }
 
-// TestUnsafeInputRefusedOddAnswersClassified (classes 8–11): what the
-// old activity sent or classified wrongly: control characters other than CR, LF and NUL in
-// header values, three spellings of one header name, bodies over 256 KiB,
-// NUL in operation names, hosts that are not ASCII (all refused before
-// anything is sent); 425 Too Early (retried); several Retry-After headers
-// (the longest valid one wins).
+// TestUnsafeInputRefusedOddAnswersClassified (classes 8–11): what the old
+// activity sent or classified wrongly: control characters other than CR, LF
+// and NUL in header values, three spellings of one header name, bodies over
+// 256 KiB, NUL in operation names, hosts that are not ASCII (all refused
+// before anything is sent); 425 Too Early (retried); several Retry-After
+// headers (the longest valid one wins).
 func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		srv := newRecorder(t, status(201, `{}`))

@@ -350,9 +350,9 @@ func TestRedirectQueryValuesRedacted(t *testing.T) {
 }
 
 // TestEncodedBodiesLayeredCutOrUnknown: a body coded in layers, cut in
-// transit or in a coding the activity does not know is never a success
-// that leaks or hides a credential; what an adversarial review of the
-// decoding found, each failing before its fix: a body gzipped twice (the HTTP client
+// transit or in a coding the activity does not know is never a success that
+// leaks or hides a credential; what an adversarial review of the decoding
+// found, each failing before its fix: a body gzipped twice (the HTTP client
 // used to undo one layer and drop Content-Encoding, hiding the other); a
 // close-delimited coded body cut in transit (reported as a success); a
 // thousand layers of deflate (a decompressor each, 85 MiB); a server's

@@ -52,10 +52,8 @@ type handle struct {
 }
 
 func (h handle) WorkflowID() string { return h.o.WorkflowID }
-
-func (h handle) RunID() string { return "" }
-
-func (h handle) UpdateID() string { return h.o.UpdateID }
+func (h handle) RunID() string      { return "" }
+func (h handle) UpdateID() string   { return h.o.UpdateID }
 
 func (h handle) Get(_ context.Context, v any) error {
 	if h.err != nil {

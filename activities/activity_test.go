@@ -2,9 +2,7 @@ package activities_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,78 +14,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-const token = "tok_live_9f8e7d6c5b4a"
-
-// recorder is an httptest server that records what it receives.
-type recorder struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []*http.Request
-	bodies   [][]byte
-	handler  http.HandlerFunc
-}
-
-func newRecorder(t *testing.T, h http.HandlerFunc) *recorder {
-	r := &recorder{handler: h}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.requests = append(r.requests, req.Clone(req.Context()))
-		r.bodies = append(r.bodies, b)
-		r.mu.Unlock()
-		r.handler(w, req)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.requests)
-}
-
-func (r *recorder) last() (*http.Request, []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.requests[len(r.requests)-1], r.bodies[len(r.bodies)-1]
-}
-
-func status(code int, body string, headers ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		for i := 0; i+1 < len(headers); i += 2 {
-			w.Header().Set(headers[i], headers[i+1])
-		}
-		w.WriteHeader(code)
-		_, _ = io.WriteString(w, body)
-	}
-}
-
-// run executes one attempt of the activity in Temporal's activity test
-// environment and returns the result, the error and the captured logs.
-func run(t *testing.T, cfg activities.Config, req request.Input) (*workflows.Response, error, string) {
-	t.Helper()
-	return runAfter(t, cfg, req, nil)
-}
-
-func appError(t *testing.T, err error) *temporal.ApplicationError {
-	t.Helper()
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(err, &appErr), "want an ApplicationError, got %T: %v", err, err)
-	return appErr
-}
-
-func req(url string) request.Input {
-	return request.Input{Operation: "charge", URL: url, Body: json.RawMessage(`{"amount":42}`), IdempotencyKey: "key-1"}
-}
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	tests := []struct {

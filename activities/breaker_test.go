@@ -3,7 +3,6 @@ package activities_test
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,24 +14,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-// fakeClock is a Config.Now that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // TestBreaker: five failures open the origin's breaker; then every attempt,
 // a first one included, sends nothing and comes back when a probe may go;
@@ -168,26 +149,6 @@ func TestBreaker(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sharedRate is a Config.SharedRate with a fixed limit on one queue,
-// recording what it is told.
-type sharedRate struct {
-	queue string
-	limit float64
-
-	mu      sync.Mutex
-	records []string
-}
-
-func (s *sharedRate) Limit(q string) (float64, bool) {
-	return s.limit, q == s.queue && s.limit > 0
-}
-
-func (s *sharedRate) Record(q string, throttled, failed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.records = append(s.records, fmt.Sprintf("%s throttled=%v failed=%v", q, throttled, failed))
 }
 
 // TestSharedRate: with the server's limit in force on the attempt's queue

@@ -1,10 +1,7 @@
 package activities_test
 
 import (
-	"bytes"
 	"cmp"
-	"compress/gzip"
-	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,35 +23,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) take() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.b.String()
-	s.b.Reset()
-	return out
-}
-
-// fuzzAnswer is what the fuzz server answers to the current input.
-type fuzzAnswer struct {
-	status   int
-	headers  string // "Name: value" lines
-	body     []byte
-	echoAt   int
-	echoMode byte
-}
 
 // echo returns what the server echoes of the credentials it received:
 // mode selects which credential and how it is written.
@@ -87,131 +55,6 @@ func echo(r *http.Request, mode byte, n int) string {
 		return "https://user:" + tok + "@files.example.net/x?sig=" + key
 	}
 	return ""
-}
-
-// qsecret stands in a query value of the URLs the fuzz server sends
-// ("$QV" in a Location or Content-Location header, and the 307 of a path
-// under /hop/): none of its pieces may reach any output.
-const qsecret = "qsv_3c4d5e6f7a8b9c0d"
-
-// qvInPath reports whether the fuzz server's headers put "$QV" in the
-// path of a header value that is a clean URL up to it ("Location: $QV",
-// "Location: /r/$QV"): qsecret is then a path segment, shown as paths are
-// (a monitor's host/path), not a query value. After a '?' or '#', or after
-// any byte a clean URL does not have (space, control, non-ASCII, '%'), it
-// is one, or may be: RedactURL refuses to show what does not parse
-// cleanly.
-func qvInPath(headers string) bool {
-	clean := func(r rune) bool {
-		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~/:@!&'()*+,;=", r)
-	}
-	for line := range strings.SplitSeq(headers, "\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || strings.Contains(name, "$QV") {
-			continue
-		}
-		before, _, ok := strings.Cut(value, "$QV")
-		if ok && strings.IndexFunc(strings.TrimLeft(before, " \t"), func(r rune) bool { return !clean(r) }) < 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// cut reports whether the answer breaks off its body: it announces more
-// bytes than it sends, then closes the connection (statuses that carry no
-// body cannot be cut).
-func (a fuzzAnswer) cut() bool {
-	return a.echoMode&0x20 != 0 && a.status != http.StatusNoContent && a.status != http.StatusNotModified
-}
-
-// coding is the content coding the answer's body is sent in, asked for or
-// not: none, gzip when the request accepts it, deflate, or br (bytes that
-// are not decodable here).
-func (a fuzzAnswer) coding(r *http.Request) string {
-	switch a.echoMode >> 6 {
-	case 1:
-		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-			return "gzip"
-		}
-	case 2:
-		return "deflate"
-	case 3:
-		return "br"
-	}
-	return ""
-}
-
-func encodeAs(coding string, b []byte) []byte {
-	var buf bytes.Buffer
-	switch coding {
-	case "gzip":
-		w := gzip.NewWriter(&buf)
-		_, _ = w.Write(b)
-		_ = w.Close()
-	case "deflate":
-		w := zlib.NewWriter(&buf)
-		_, _ = w.Write(b)
-		_ = w.Close()
-	case "br":
-		buf.WriteByte(0x1b)
-		buf.Write(b)
-	default:
-		return b
-	}
-	return buf.Bytes()
-}
-
-func (a fuzzAnswer) write(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/hop/") {
-		w.Header().Set("Location", "/hopped?X-Amz-Signature="+qsecret)
-		w.WriteHeader(http.StatusTemporaryRedirect)
-		return
-	}
-	e := echo(r, a.echoMode, a.echoAt)
-	for line := range strings.SplitSeq(a.headers, "\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name == "" {
-			continue
-		}
-		name = strings.TrimSpace(name)
-		qv := ""
-		if c := http.CanonicalHeaderKey(name); c == "Location" || c == "Content-Location" {
-			qv = qsecret
-		}
-		value = strings.TrimSpace(strings.NewReplacer("$ECHO", e, "$QV", qv).Replace(value))
-		w.Header().Add(name, value)
-	}
-	if a.echoMode&0x08 != 0 {
-		w.Header().Set("X-Request-Id", e)
-	}
-	if a.echoMode&0x10 != 0 {
-		w.Header().Set("Location", "/next?token="+e)
-	}
-	at := a.echoAt % (len(a.body) + 1)
-	body := make([]byte, 0, len(a.body)+len(e))
-	body = append(append(append(body, a.body[:at]...), e...), a.body[at:]...)
-	if c := a.coding(r); c != "" {
-		w.Header().Set("Content-Encoding", c)
-		body = encodeAs(c, body)
-	}
-	if !a.cut() {
-		w.WriteHeader(a.status)
-		_, _ = w.Write(body)
-		return
-	}
-	conn, buf, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", a.status, http.StatusText(a.status))
-	h := w.Header().Clone()
-	h.Set("Content-Length", fmt.Sprint(len(body)+10))
-	_ = h.Write(buf)
-	_, _ = buf.WriteString("\r\n")
-	_, _ = buf.Write(body)
-	_ = buf.Flush()
 }
 
 // FuzzDo drives the activity with generated requests against a server

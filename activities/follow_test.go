@@ -20,11 +20,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// followWorkflow posts to url and follows the operation with opts.
-func followWorkflow(ctx workflow.Context, url string, opts workflows.FollowOptions) (*workflows.Response, error) {
-	return workflows.Post(ctx, "transfer", url, map[string]any{"amount": 100}, workflows.Follow(opts))
-}
-
 // runFollow runs followWorkflow against srv (started here with opts and
 // the environment's clock) with conv for its origin.
 func runFollow(t *testing.T, async testsuite.Async, conv func(base string) activities.Convention, fo workflows.FollowOptions) (*testsuite.Server, *workflows.Response, error) {
@@ -42,20 +37,6 @@ func runFollow(t *testing.T, async testsuite.Async, conv func(base string) activ
 		require.NoError(t, env.GetWorkflowResult(&resp))
 	}
 	return srv, resp, err
-}
-
-func preset(lr func() activities.LongRunning) func(string) activities.Convention {
-	return func(string) activities.Convention {
-		c := activities.IETF()
-		c.LongRunning = lr()
-		return c
-	}
-}
-
-func google(base string) activities.Convention {
-	c := activities.IETF()
-	c.LongRunning = activities.GoogleOperation(base + "/v1/")
-	return c
 }
 
 // TestFollowConventions: each convention the reference server plays is

@@ -2,118 +2,18 @@ package activities_test
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
-
-// counting is a client.MetricsHandler that sums counters and collects
-// timer values by name and this package's labels, and keeps every label
-// value it was given.
-type counting struct {
-	mu     *sync.Mutex
-	tags   map[string]string
-	counts map[string]int64
-	timers map[string][]time.Duration
-	values map[string]bool
-	gauges map[string]float64
-}
-
-func newCounting() *counting {
-	return &counting{mu: &sync.Mutex{}, tags: map[string]string{}, counts: map[string]int64{},
-		timers: map[string][]time.Duration{}, values: map[string]bool{}, gauges: map[string]float64{}}
-}
-
-func (c *counting) WithTags(tags map[string]string) client.MetricsHandler {
-	merged := maps.Clone(c.tags)
-	maps.Copy(merged, tags)
-	c.mu.Lock()
-	for _, v := range tags {
-		c.values[v] = true
-	}
-	c.mu.Unlock()
-	return &counting{mu: c.mu, tags: merged, counts: c.counts, timers: c.timers, values: c.values, gauges: c.gauges}
-}
-
-// key is name{label=value,...} with this package's labels, sorted.
-func (c *counting) key(name string) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(c.tags)) {
-		if k == "origin" || k == "operation" || k == "outcome" || k == "error_type" || k == "reason" {
-			parts = append(parts, k+"="+c.tags[k])
-		}
-	}
-	return name + "{" + strings.Join(parts, ",") + "}"
-}
-
-func (c *counting) Counter(name string) client.MetricsCounter {
-	return counter{c, c.key(name)}
-}
-func (c *counting) Gauge(name string) client.MetricsGauge {
-	return gauge{c, c.key(name)}
-}
-
-// gaugeValues returns the last value of each gauge.
-func (c *counting) gaugeValues() map[string]float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.gauges)
-}
-
-type gauge struct {
-	c   *counting
-	key string
-}
-
-func (g gauge) Update(v float64) {
-	g.c.mu.Lock()
-	defer g.c.mu.Unlock()
-	g.c.gauges[g.key] = v
-}
-func (c *counting) Timer(name string) client.MetricsTimer {
-	return timer{c, c.key(name)}
-}
-
-// snapshot returns copies of the counters and timers.
-func (c *counting) snapshot() (map[string]int64, map[string][]time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.counts), maps.Clone(c.timers)
-}
-
-type counter struct {
-	c   *counting
-	key string
-}
-
-func (k counter) Inc(n int64) {
-	k.c.mu.Lock()
-	defer k.c.mu.Unlock()
-	k.c.counts[k.key] += n
-}
-
-type timer struct {
-	c   *counting
-	key string
-}
-
-func (k timer) Record(d time.Duration) {
-	k.c.mu.Lock()
-	defer k.c.mu.Unlock()
-	k.c.timers[k.key] = append(k.c.timers[k.key], d)
-}
 
 // runMetrics runs one attempt of r against cfg in Temporal's activity test
 // environment with a counting metrics handler.

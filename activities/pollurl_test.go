@@ -2,9 +2,12 @@ package activities_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -47,6 +51,55 @@ func TestPollUncleanLocationNotShown(t *testing.T) {
 				assert.NotContains(t, text, qsecret[:8], "%s shows what follows the unclean byte", where)
 			}
 			assert.True(t, strings.Contains(err.Error(), request.CutURL), "the cut is said: %s", err)
+		})
+	}
+}
+
+// TestWebhookPollURLWithQuery: a WebhookPoll.URL with a query, which the
+// workflow wrote (and Temporal's history holds, as it holds Request.URL),
+// is polled as written, its placeholders filled there too (escaped as
+// query values); it is not held to the origin's
+// Convention.LongRunning.KeepQuery, which guards the monitors a server
+// names.
+func TestWebhookPollURLWithQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name, id, poll, want string
+	}{
+		{"a parameter after the placeholder", "ch_1", "/charges/{id}?expand=latest_charge", "/charges/ch_1?expand=latest_charge"},
+		{"Stripe's expand[]", "ch_1", "/charges/{id}?expand[]=latest_charge", "/charges/ch_1?expand[]=latest_charge"},
+		{"a placeholder in the query", "ch 1&status=x", "/charges?id={id}", "/charges?id=ch+1%26status%3Dx"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var polled []string
+			srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					w.WriteHeader(http.StatusCreated)
+					_, _ = fmt.Fprintf(w, `{"id":%q,"status":"processing"}`, tc.id)
+					return
+				}
+				mu.Lock()
+				polled = append(polled, r.URL.RequestURI())
+				mu.Unlock()
+				_, _ = fmt.Fprintf(w, `{"id":%q,"status":"succeeded"}`, tc.id)
+			})
+			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+			testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{})
+			req := workflows.Request{Operation: "charge", Method: http.MethodPost, URL: srv.URL + "/charges", Body: []byte(`{}`),
+				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Timeout: 10 * time.Minute,
+					Poll: &workflows.WebhookPoll{URL: srv.URL + tc.poll, After: time.Minute, Succeeded: []string{"succeeded"}}}}
+			require.NoError(t, req.Validate())
+			env.ExecuteWorkflow(workflows.WorkflowName, req)
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			var resp workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			require.NotNil(t, resp.Outcome)
+			assert.Equal(t, workflows.SourcePoll, resp.Outcome.Source)
+			assert.Equal(t, workflows.StateSucceeded, resp.Outcome.State)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, []string{tc.want}, polled)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -18,10 +19,14 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -415,4 +420,112 @@ func logRecords(out, msg string) []map[string]any {
 		}
 	}
 	return recs
+}
+
+// starterOutput is what the starter prints on success (cmd/starter's Output).
+type starterOutput struct {
+	WorkflowID     string          `json:"workflow_id"`
+	RunID          string          `json:"run_id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Status         int             `json:"status"`
+	Attempts       int32           `json:"attempts"`
+	Replayed       bool            `json:"replayed"`
+	Body           json.RawMessage `json:"body,omitempty"`
+	BodyOmitted    bool            `json:"body_omitted,omitempty"`
+}
+
+func parseStarterOutput(t testing.TB, res starterRun) starterOutput {
+	t.Helper()
+	var out starterOutput
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		t.Fatalf("starter stdout %q: %v", res.Stdout, err)
+	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func messages(events []*historypb.HistoryEvent) []proto.Message {
+	ms := make([]proto.Message, len(events))
+	for i, ev := range events {
+		ms[i] = ev
+	}
+	return ms
+}
+
+// echoBody is an error body that echoes the Authorization header auth so
+// that token, inside it, straddles byte 1024 of the body, where error
+// snippets are cut; as text or as JSON.
+func echoBody(auth, token string, asJSON bool) []byte {
+	prefix, mid, tail := "upstream failed ", "; the request had Authorization: ", "; nothing was charged; "+strings.Repeat("y", 300)
+	if asJSON {
+		prefix, mid, tail = `{"error":"invalid_request","detail":"`, ` the request had Authorization: `, `","more":"`+strings.Repeat("y", 300)+`"}`
+	}
+	at := max(strings.Index(auth, token), 0)
+	pad := 1024 - len(token)/2 - len(prefix) - len(mid) - at
+	return []byte(prefix + strings.Repeat("x", pad) + mid + auth + tail)
+}
+
+var body = json.RawMessage(`{"amount":42,"currency":"EUR"}`)
+
+// decode decodes a string payload ("" for none).
+func decode(t testing.TB, p *commonpb.Payload) string {
+	t.Helper()
+	if p == nil {
+		return ""
+	}
+	var s string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
+		t.Fatalf("decoding payload: %v", err)
+	}
+	return s
+}
+
+// scrape returns the metric families served at url, and the text.
+func scrape(t testing.TB, url string) (map[string]*dto.MetricFamily, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("GET %s: not Prometheus' text format: %v\n%s", url, err, b)
+	}
+	return fams, string(b)
+}
+
+// labelsOf returns a metric's labels as a map.
+func labelsOf(m *dto.Metric) map[string]string {
+	l := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		l[lp.GetName()] = lp.GetValue()
+	}
+	return l
+}
+
+// series returns the metrics of family name whose labels include want.
+func series(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
+	var out []*dto.Metric
+next:
+	for _, m := range fams[name].GetMetric() {
+		l := labelsOf(m)
+		for k, v := range want {
+			if l[k] != v {
+				continue next
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }

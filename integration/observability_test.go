@@ -18,8 +18,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -39,51 +37,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-// scrape returns the metric families served at url, and the text.
-func scrape(t testing.TB, url string) (map[string]*dto.MetricFamily, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
-	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("GET %s: not Prometheus' text format: %v\n%s", url, err, b)
-	}
-	return fams, string(b)
-}
-
-// labelsOf returns a metric's labels as a map.
-func labelsOf(m *dto.Metric) map[string]string {
-	l := map[string]string{}
-	for _, lp := range m.GetLabel() {
-		l[lp.GetName()] = lp.GetValue()
-	}
-	return l
-}
-
-// series returns the metrics of family name whose labels include want.
-func series(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
-	var out []*dto.Metric
-next:
-	for _, m := range fams[name].GetMetric() {
-		l := labelsOf(m)
-		for k, v := range want {
-			if l[k] != v {
-				continue next
-			}
-		}
-		out = append(out, m)
-	}
-	return out
-}
 
 // TestObservabilityMetrics runs the seed scenario (the reference API
 // binary with --script 503,429:1, then processing; the API requires the

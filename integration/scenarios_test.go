@@ -4,18 +4,15 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -25,8 +22,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-var body = json.RawMessage(`{"amount":42,"currency":"EUR"}`)
 
 // metadataQuery is the SDK's built-in query for a workflow's metadata,
 // current details included (what the Web UI shows).
@@ -511,17 +506,4 @@ func TestInspectable(t *testing.T) {
 	if got := decode(t, scheduled.GetUserMetadata().GetSummary()); got != wantSummary {
 		t.Errorf("activity summary %q, want %q", got, wantSummary)
 	}
-}
-
-// decode decodes a string payload ("" for none).
-func decode(t testing.TB, p *commonpb.Payload) string {
-	t.Helper()
-	if p == nil {
-		return ""
-	}
-	var s string
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
-		t.Fatalf("decoding payload: %v", err)
-	}
-	return s
 }

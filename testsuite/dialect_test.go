@@ -15,13 +15,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
-// reply is an answer of the server as the client sees it.
-type reply struct {
-	status int
-	header http.Header
-	body   string
-}
-
 // send sends method path with the key in keyHeader (none if key is "").
 func send(t *testing.T, c *http.Client, base, method, path, keyHeader, key, body string) (reply, error) {
 	t.Helper()
@@ -139,18 +132,6 @@ func dialectCases() []dialectCase {
 		},
 	}
 }
-
-// clock is an injectable clock for Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // TestDialects plays every scenario against every dialect.
 func TestDialects(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,33 +12,6 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
-
-// fakeClock is a clock a test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func do(t *testing.T, method, url, key string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(`{"amount":1}`))
-	require.NoError(t, err)
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
 
 // TestServerAsync: each style's acceptance names a monitor that reports
 // running, then the outcome, with the record made once; a replay names

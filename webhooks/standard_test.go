@@ -24,9 +24,6 @@ var (
 	stdWrong   = "whsec_" + base64.StdEncoding.EncodeToString([]byte("not the endpoint's key, 32 bytes"))
 )
 
-// t0 is the tests' now.
-var t0 = time.Unix(1_767_000_000, 0)
-
 const stdBody = `{"type":"payment.succeeded","id":"ignored","data":{"amount":1200,"note":"café ✓"}}`
 
 // stdHeaders signs body as a Standard Webhooks sender does, with one
@@ -179,18 +176,6 @@ func TestStandardWebhooksSecrets(t *testing.T) {
 			}
 			assertClean(t, err, tt.secrets...)
 		})
-	}
-}
-
-// assertClean fails t if err's text holds any of the secret values (a
-// secret, an expected MAC, a received signature).
-func assertClean(t testing.TB, err error, secrets ...string) {
-	t.Helper()
-	for _, s := range secrets {
-		s = strings.TrimPrefix(s, "whsec_")
-		if len(s) >= 4 && strings.Contains(err.Error(), s) {
-			t.Fatalf("the error %q holds a secret value", err)
-		}
 	}
 }
 

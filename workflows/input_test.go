@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -76,4 +77,23 @@ func TestReadyWorkflowDetails(t *testing.T) {
 	key := workflows.DeriveKey(testNamespace, "order-1", "charge")
 	want := workflows.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
 	assert.Equal(t, want, meta.GetCurrentDetails())
+}
+
+// TestRequestDecodesPlainJSONBody: workflow input written before bodies
+// travelled in their exact form (a history, or input typed by hand) has
+// the body as plain JSON; it still decodes, to that JSON's text.
+func TestRequestDecodesPlainJSONBody(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"url":"https://x.example/p","body":{"amount":42}}`, `{"amount":42}`},
+		{`{"url":"https://x.example/p","body":[1,2]}`, `[1,2]`},
+		{`{"url":"https://x.example/p","body":"{\"a\":\"<\"}"}`, `{"a":"<"}`},
+		{`{"url":"https://x.example/p","body":null}`, ``},
+		{`{"url":"https://x.example/p"}`, ``},
+	}
+	for _, tt := range tests {
+		var r workflows.Request
+		require.NoError(t, json.Unmarshal([]byte(tt.in), &r), tt.in)
+		assert.Equal(t, tt.want, string(r.Body), tt.in)
+		assert.Equal(t, "https://x.example/p", r.URL)
+	}
 }

@@ -52,31 +52,6 @@ func newChargeAPI(t *testing.T, status string) *chargeAPI {
 	return a
 }
 
-// notify is a verified notification of operation "charge".
-func notify(id, typ string) workflows.Notification {
-	return workflows.Notification{ID: id, Type: typ, Operation: "charge", Scheme: "stripe", Received: time.Unix(1700000000, 0),
-		Body: []byte(`{"id":"` + id + `","type":"` + typ + `"}`)}
-}
-
-// unsigned is notify's notification with its type from a header the
-// signature does not cover (webhooks.HMACOptions.TypeHeader), or, with
-// unbound, one whose signed body does not name the operation (a callback
-// URL's path routed it).
-func unsigned(id, typ string, unbound bool) workflows.Notification {
-	n := notify(id, typ)
-	n.Scheme = "hmac"
-	n.TypeUnsigned, n.OperationUnsigned = !unbound, unbound
-	return n
-}
-
-// delivery is a notification sent at a time after the workflow starts.
-type delivery struct {
-	at time.Duration
-	n  workflows.Notification
-	// rejected: the validator must refuse it.
-	rejected bool
-}
-
 // TestWebhookOutcome: the workflow takes the first terminal state, from a
 // notification or the fallback poll, and refuses duplicates and late
 // notifications without recording them.
@@ -310,9 +285,13 @@ func TestWebhookLateNotification(t *testing.T) {
 	assert.Contains(t, got[2], "evt_1 rejected: ")
 }
 
-// TestWebhookReviewFindings: the defects an adversarial review found on
-// the workflow side, each a case that failed before its fix.
-func TestWebhookReviewFindings(t *testing.T) {
+// TestWebhookOutcomeFromResourceAndPollQueue: a webhook call ends as its
+// resource says (a 303 to a failed one, a start failed after the webhook
+// ended it, a resource not yet readable), notifications that end nothing
+// are bounded, and polls run on the request's task queue; the defects an
+// adversarial review found on the workflow side, each a case that failed
+// before its fix.
+func TestWebhookOutcomeFromResourceAndPollQueue(t *testing.T) {
 	type run struct {
 		resp *workflows.Response
 		err  error

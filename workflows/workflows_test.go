@@ -16,9 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
@@ -26,7 +24,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
@@ -50,49 +47,6 @@ func ChargeOrder(ctx workflow.Context, baseURL string, amount int) (string, erro
 		return "", err
 	}
 	return rec.ID, nil
-}
-
-// testNamespace is the namespace of Temporal's test workflow environment.
-const testNamespace = "default-test-namespace"
-
-type harness struct {
-	env    *testsuite.TestWorkflowEnvironment
-	starts []time.Time // the test clock at each activity attempt
-	keys   []string    // the key of each attempt
-}
-
-func newHarness(t *testing.T, srv *idemtest.Server, cfg activities.Config, workflowID string) *harness {
-	var s testsuite.WorkflowTestSuite
-	h := &harness{env: s.NewTestWorkflowEnvironment()}
-	idemtest.Register(t, h.env, srv, cfg)
-	h.env.RegisterWorkflow(ChargeOrder)
-	if workflowID != "" {
-		h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})
-	}
-	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		var in request.Input
-		if args.Get(&in) == nil {
-			h.keys = append(h.keys, in.IdempotencyKey)
-		}
-		h.starts = append(h.starts, h.env.Now())
-	})
-	return h
-}
-
-func (h *harness) call(req workflows.Request) (*workflows.Response, error) {
-	h.env.ExecuteWorkflow(workflows.WorkflowName, req)
-	if err := h.env.GetWorkflowError(); err != nil {
-		return nil, err
-	}
-	var resp workflows.Response
-	if err := h.env.GetWorkflowResult(&resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}
-
-func charge(srv *idemtest.Server) workflows.Request {
-	return workflows.Request{Operation: "charge", URL: srv.URL + "/payments", Body: json.RawMessage(`{"amount":4200}`)}
 }
 
 // TestSeedScenario: 503, then 429 with Retry-After: 1, then 201 → 3 requests,
@@ -477,16 +431,6 @@ func TestReplayKeepsKey(t *testing.T) {
 			assert.Equal(t, recorded, replayed, "the replay derives the recorded key")
 		})
 	}
-}
-
-// historyService serves one recorded history to the replayer.
-type historyService struct {
-	workflowservice.WorkflowServiceClient
-	history *historypb.History
-}
-
-func (h historyService) GetWorkflowExecutionHistory(context.Context, *workflowservice.GetWorkflowExecutionHistoryRequest, ...grpc.CallOption) (*workflowservice.GetWorkflowExecutionHistoryResponse, error) {
-	return &workflowservice.GetWorkflowExecutionHistoryResponse{History: h.history}, nil
 }
 
 func TestSummary(t *testing.T) {

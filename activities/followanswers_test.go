@@ -4,72 +4,22 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// followed is what a follow against a handler gave: the result or error,
-// the polls, and every request with the environment's time.
-type followed struct {
-	resp *workflows.Response
-	err  error
-	f    workflows.Failure
-	n    int
-	log  []string
-	at   []time.Time
-}
-
-// follow runs followWorkflow against one server: POST is the start
-// (start), anything else a poll (poll).
-func follow(t *testing.T, conv activities.Convention, start, poll http.HandlerFunc, fo workflows.FollowOptions, cfg activities.Config) followed {
-	t.Helper()
-	var mu sync.Mutex
-	var res followed
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		res.log = append(res.log, r.Method+" "+r.URL.RequestURI())
-		res.at = append(res.at, env.Now())
-		mu.Unlock()
-		if r.Method == http.MethodPost && r.URL.Path == "/transfers" {
-			start(w, r)
-			return
-		}
-		mu.Lock()
-		res.n++
-		mu.Unlock()
-		poll(w, r)
-	})
-	cfg.Conventions = map[string]activities.Convention{srv.URL: conv}
-	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, cfg)
-	env.RegisterWorkflow(followWorkflow)
-	env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", fo)
-	if res.err = env.GetWorkflowError(); res.err == nil {
-		require.NoError(t, env.GetWorkflowResult(&res.resp))
-	} else {
-		res.f, _ = workflows.AsFailure(res.err)
-	}
-	return res
-}
-
-func conv(l activities.LongRunning) activities.Convention {
-	c := activities.IETF()
-	c.LongRunning = l
-	return c
-}
-
-// TestFollowHardening: the defects an adversarial review of the first
-// version found, each failing on it.
-func TestFollowHardening(t *testing.T) {
+// TestFollowMonitorAnswers: what a start answer and its monitor say is
+// read as it means (status documents, 303s, moved monitors, Retry-After,
+// 409s) and monitors that cannot be followed safely are refused; the
+// defects an adversarial review of the first version found, each failing
+// on it.
+func TestFollowMonitorAnswers(t *testing.T) {
 	opLoc := conv(activities.OperationLocation())
 	for _, tc := range []struct {
 		name        string
@@ -227,50 +177,6 @@ func TestFollowHardening(t *testing.T) {
 			tc.check(t, follow(t, tc.conv, tc.start, tc.poll, workflows.FollowOptions{Timeout: 2 * time.Minute}, tc.cfg))
 		})
 	}
-}
-
-// TestFollowCancelRequestKeepsQuery: the cancel suffix goes on the path,
-// before the monitor's query.
-func TestFollowCancelRequestKeepsQuery(t *testing.T) {
-	c := conv(activities.OperationLocation())
-	c.LongRunning.CancelMethod, c.LongRunning.CancelSuffix = http.MethodPost, ":cancel"
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	var mu sync.Mutex
-	var cancels []string
-	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodPost && r.URL.Path == "/transfers":
-			w.Header().Set("Operation-Location", "/operations/1?api-version=2024-01-01")
-			w.WriteHeader(http.StatusAccepted)
-		case r.Method == http.MethodPost:
-			mu.Lock()
-			cancels = append(cancels, r.URL.RequestURI())
-			mu.Unlock()
-		default:
-			w.Header().Set("Retry-After", "5")
-			_, _ = w.Write([]byte(`{"status":"Running"}`))
-		}
-	})
-	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{Conventions: map[string]activities.Convention{srv.URL: c}})
-	env.RegisterWorkflow(followWorkflow)
-	env.RegisterDelayedCallback(env.CancelWorkflow, 20*time.Second)
-	env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{CancelOperation: true})
-	assert.Equal(t, []string{"/operations/1:cancel?api-version=2024-01-01"}, cancels)
-}
-
-// TestFollowStartResultWithinBound: the start's result, the accepted
-// operation included, stays within MaxResultBytes.
-func TestFollowStartResultWithinBound(t *testing.T) {
-	body := `{"blob":"` + strings.Repeat("y", 6<<10) + `"}`
-	srv := newRecorder(t, status(202, body, "Location", "/operations/"+strings.Repeat("m", 7<<10)))
-	in := req(srv.URL + "/charges")
-	in.Follow = true
-	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: 12 << 10}, in)
-	require.NoError(t, err)
-	enc, _ := json.Marshal(resp)
-	assert.LessOrEqual(t, len(enc), 12<<10)
-	assert.True(t, resp.BodyOmitted)
-	require.NotNil(t, resp.Accepted, "the operation is kept, the body omitted")
 }
 
 // TestFollowResultURL: where a succeeded operation's result is read, as

@@ -1,9 +1,7 @@
 package activities_test
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/temporal"
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -21,70 +18,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-// TestFollowCancelAsksOnEveryPath: with CancelOperation, cancelling the
-// workflow asks the server to cancel the operation once, wherever the
-// following is: in the start answer's Retry-After wait before the first
-// poll, between polls, or in a poll.
-func TestFollowCancelAsksOnEveryPath(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		retryAfter int           // the start answer's and the monitor's Retry-After, s
-		cancelAt   time.Duration // 0: while the second poll is in flight
-		polls      int
-	}{
-		{"in the first Retry-After wait", 60, 30 * time.Second, 0},
-		{"between polls", 5, 12 * time.Second, 2},
-		{"in a poll", 5, 0, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			var mu sync.Mutex
-			polls, cancels := 0, 0
-			cancelled := make(chan struct{})
-			srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				defer mu.Unlock()
-				w.Header().Set("Retry-After", strconv.Itoa(tc.retryAfter))
-				switch {
-				case r.Method == http.MethodPost && r.URL.Path == "/transfers":
-					_, _ = w.Write([]byte(`{"name":"operations/1","done":false}`))
-				case r.Method == http.MethodPost && r.URL.Path == "/v1/operations/1:cancel":
-					if cancels++; cancels == 1 {
-						close(cancelled)
-					}
-					_, _ = w.Write([]byte(`{}`))
-				default:
-					polls++
-					if tc.cancelAt == 0 && polls == 2 {
-						// The poll is in flight: the workflow is cancelled,
-						// and this answer waits for the cancel request.
-						env.CancelWorkflow()
-						mu.Unlock()
-						select {
-						case <-cancelled:
-						case <-time.After(10 * time.Second):
-						}
-						mu.Lock()
-					}
-					_, _ = w.Write([]byte(`{"name":"operations/1","done":false}`))
-				}
-			})
-			testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
-			env.RegisterWorkflow(followWorkflow)
-			if tc.cancelAt > 0 {
-				env.RegisterDelayedCallback(env.CancelWorkflow, tc.cancelAt)
-			}
-			env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{CancelOperation: true})
-			var ce *temporal.CanceledError
-			require.ErrorAs(t, env.GetWorkflowError(), &ce)
-			mu.Lock()
-			defer mu.Unlock()
-			assert.Equal(t, 1, cancels, "cancel requests")
-			assert.Equal(t, tc.polls, polls, "polls")
-		})
-	}
-}
 
 // TestFollowTimeoutBoundsFirstWait: FollowOptions.Timeout bounds the
 // following from the start answer on, the Retry-After wait before the
@@ -174,55 +107,6 @@ func TestFollowFirstWaitTimerSummary(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	assert.Equal(t, []string{"Retry-After wait before polling " + host + "/operations/op_1"}, rec.got)
-}
-
-// TestWebhookPollURLWithQuery: a WebhookPoll.URL with a query, which the
-// workflow wrote (and Temporal's history holds, as it holds Request.URL),
-// is polled as written, its placeholders filled there too (escaped as
-// query values); it is not held to the origin's
-// Convention.LongRunning.KeepQuery, which guards the monitors a server
-// names.
-func TestWebhookPollURLWithQuery(t *testing.T) {
-	for _, tc := range []struct {
-		name, id, poll, want string
-	}{
-		{"a parameter after the placeholder", "ch_1", "/charges/{id}?expand=latest_charge", "/charges/ch_1?expand=latest_charge"},
-		{"Stripe's expand[]", "ch_1", "/charges/{id}?expand[]=latest_charge", "/charges/ch_1?expand[]=latest_charge"},
-		{"a placeholder in the query", "ch 1&status=x", "/charges?id={id}", "/charges?id=ch+1%26status%3Dx"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var polled []string
-			srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
-				if r.Method == http.MethodPost {
-					w.WriteHeader(http.StatusCreated)
-					_, _ = fmt.Fprintf(w, `{"id":%q,"status":"processing"}`, tc.id)
-					return
-				}
-				mu.Lock()
-				polled = append(polled, r.URL.RequestURI())
-				mu.Unlock()
-				_, _ = fmt.Fprintf(w, `{"id":%q,"status":"succeeded"}`, tc.id)
-			})
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{})
-			req := workflows.Request{Operation: "charge", Method: http.MethodPost, URL: srv.URL + "/charges", Body: []byte(`{}`),
-				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Timeout: 10 * time.Minute,
-					Poll: &workflows.WebhookPoll{URL: srv.URL + tc.poll, After: time.Minute, Succeeded: []string{"succeeded"}}}}
-			require.NoError(t, req.Validate())
-			env.ExecuteWorkflow(workflows.WorkflowName, req)
-			require.True(t, env.IsWorkflowCompleted())
-			require.NoError(t, env.GetWorkflowError())
-			var resp workflows.Response
-			require.NoError(t, env.GetWorkflowResult(&resp))
-			require.NotNil(t, resp.Outcome)
-			assert.Equal(t, workflows.SourcePoll, resp.Outcome.Source)
-			assert.Equal(t, workflows.StateSucceeded, resp.Outcome.State)
-			mu.Lock()
-			defer mu.Unlock()
-			assert.Equal(t, []string{tc.want}, polled)
-		})
-	}
 }
 
 // TestWebhookTimeoutBoundsFirstWait: WebhookOptions.Timeout bounds the

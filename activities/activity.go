@@ -119,13 +119,12 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 // nothing for an invalid request or one its origin's admission holds back
 // (Config.Admission); otherwise it sends the request once with the
 // idempotency key and the origin's credentials, follows a 307 or 308 to
-// the same origin, and classifies the answer by the README's
-// classification table, implemented once in outcome.go: a 2xx is the
+// the same origin, and classifies the answer by the classification
+// table of docs/how-it-works.md, implemented once in outcome.go: a 2xx is the
 // workflows.Response; every failure is a *temporal.ApplicationError of a
 // workflows.ErrType… type carrying a workflows.Failure, retryable ones with
 // their NextRetryDelay (retry.go says which delay wins). Each attempt that
-// sends is an HTTP client span and is counted in the worker's metrics (the
-// README's Observability section).
+// sends is an HTTP client span and is counted in the worker's metrics (docs/observability.md).
 func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")

@@ -14,7 +14,7 @@
 // Register both on a worker with [New] and [Activities.Register]; workflow
 // code calls it through package workflows, whose [workflows.Response] and
 // [workflows.Failure] are what it returns. The rules live in one place
-// each: the classification in outcome.go (the README's table), the retry
+// each: the classification in outcome.go (the table in docs/how-it-works.md), the retry
 // delay in retry.go, admission and the circuit breaker in
 // internal/admission, redaction in redact.go.
 //

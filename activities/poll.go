@@ -29,8 +29,8 @@ import (
 // Config.MaxRetryAfter), else the poll backoff: Temporal's retry timer, not
 // the worker, holds the wait, so a waiting operation costs the worker no
 // goroutine and survives a worker's or the Temporal server's restart. A
-// failed read of the monitor is classified as any answer is (the README's
-// table) and retried at the same pace. A succeeded operation returns its
+// failed read of the monitor is classified as any answer is (the table
+// in docs/how-it-works.md) and retried at the same pace. A succeeded operation returns its
 // final result (the monitor's answer, its ResultField, the result URL's, or
 // a 303's target's); a failed or cancelled one fails with
 // workflows.ErrTypeOperationFailed or ErrTypeOperationCanceled; one still

@@ -9,8 +9,8 @@
 // a per-operation callback URL made by [Callbacks]), and hands the event
 // to the workflow as a Temporal Update whose ID is the event's, answering
 // 2xx only once the workflow took it or needs it no more; anything that
-// fails verification never reaches Temporal. The README's "Webhooks"
-// section states the answers, what reaches history and the security
+// fails verification never reaches Temporal. docs/webhooks.md
+// states the answers, what reaches history and the security
 // model.
 //
 // A Verifier checks one scheme's signature: [StandardWebhooks] (Standard

@@ -45,7 +45,7 @@ type Failure struct {
 	// Attempt is the activity attempt (from 1) that failed.
 	Attempt int32 `json:"attempt"`
 	// Reason says why the answer was classified so: the rule of the
-	// README's classification table that applied.
+	// classification table (docs/how-it-works.md) that applied.
 	Reason string `json:"reason,omitempty"`
 	// OutcomeUnknown is true when a request of this operation may have
 	// reached the server without an answer (a timeout, a lost connection, a
@@ -129,7 +129,7 @@ func decodeFailure(appErr *temporal.ApplicationError, f *Failure) (ok bool) {
 // The error types of a [Failure] (its Type, and the Type of the
 // *temporal.ApplicationError it comes in). Each constant's name is
 // "ErrType" and its value; the values are recorded in Temporal's histories
-// and never change. The README's classification table says which answer
+// and never change. The classification table (docs/how-it-works.md) says which answer
 // gets which type; here is what each means and what to do next.
 //
 // Types that Temporal retries, with the same key, until the operation
@@ -162,11 +162,11 @@ const (
 	// treat the status as a business outcome (a 402: the card was declined).
 	ErrTypeHTTPClientError = "HTTPClientError"
 	// ErrTypeHTTPNonRetryableStatus: the server answered a status that
-	// retrying cannot fix and that is not a 4xx (the README's table, rule
+	// retrying cannot fix and that is not a 4xx (the classification table, rule
 	// 7). Check OutcomeUnknown.
 	ErrTypeHTTPNonRetryableStatus = "HTTPNonRetryableStatus"
 	// ErrTypeHTTPRetryableStatus: the server answered a retryable status
-	// (the README's table, rule 7) or told the activity to retry.
+	// (the classification table, rule 7) or told the activity to retry.
 	ErrTypeHTTPRetryableStatus = "HTTPRetryableStatus"
 	// ErrTypeNetworkError: the request or its answer failed in transit
 	// (refused, reset, timed out, a body cut short).

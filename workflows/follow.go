@@ -16,8 +16,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// Defaults of FollowOptions (the README's "Long-running operations"
-// section states them too).
+// Defaults of FollowOptions (docs/long-running.md states them too).
 const (
 	// DefaultFollowTimeout bounds following an operation, all polls
 	// included, when FollowOptions.Timeout is 0.

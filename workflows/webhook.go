@@ -19,8 +19,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// Defaults of WebhookOptions (the README's "Webhooks" section states them
-// too).
+// Defaults of WebhookOptions (docs/webhooks.md states them too).
 const (
 	// DefaultWebhookTimeout bounds the wait of a call with
 	// Request.Webhook, fallback polls included, when WebhookOptions.Timeout
@@ -93,7 +92,7 @@ type WebhookResource struct {
 
 // WebhookPoll is the fallback of a webhook: GET the resource until its
 // status ends the operation, through the poll activity and its
-// classification (the README's table), paced as FollowOptions.
+// classification (the table in docs/how-it-works.md), paced as FollowOptions.
 type WebhookPoll struct {
 	// URL is the resource read with GET, e.g.
 	// "https://api.example.com/v1/charges/{id}": each {field} (a dotted

@@ -44,7 +44,7 @@ const WorkflowName = "IdempotentHTTPCall"
 
 // Defaults for the zero values of RetryOptions and Request, stated here
 // once (the backoff ones in internal/request, where the activity applies
-// them too: 200 ms, 2 and 10 s today) and in the README's Retries section.
+// them too: 200 ms, 2 and 10 s today) and in docs/how-it-works.md.
 const (
 	DefaultInitialInterval        = request.DefaultInitialInterval
 	DefaultBackoffCoefficient     = request.DefaultBackoffCoefficient

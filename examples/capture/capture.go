@@ -1,4 +1,4 @@
-// Package capture is the README's webhook example, compiled and tested: a
+// Package capture is the webhook example of docs/webhooks.md, compiled and tested: a
 // card payment that the provider confirms later by a signed webhook, with
 // polling as the fallback; and the receiver that verifies the provider's
 // webhooks (Stripe's and Standard Webhooks') and hands each to its

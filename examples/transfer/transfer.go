@@ -1,4 +1,4 @@
-// Package transfer is the README's long-running example, compiled and
+// Package transfer is the long-running example of docs/long-running.md, compiled and
 // tested: a bank transfer that the API accepts with 202 and settles later,
 // followed durably to its end under one idempotency key; and the worker
 // registration that tells the activity how the API reports it.

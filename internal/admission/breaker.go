@@ -20,7 +20,7 @@ import "time"
 // probeTimeout (its attempt was lost) makes way for another.
 //
 // The choice, measured in the benchmarks' simulation and on the dev
-// server (README, "An API that is down"): the failure ratio over a time
+// server (docs/protecting-an-api.md): the failure ratio over a time
 // window is Envoy's and failsafe-go's time-based threshold; MinFailures is
 // Envoy's consecutive_5xx default (5); one probe at a time is
 // failsafe-go's half-open state with one permit. The open time is short

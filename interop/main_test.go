@@ -12,8 +12,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
 var tableOut = flag.String("interop.table", "", "also write the results table (Markdown) to this file")

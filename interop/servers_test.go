@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/interop"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -68,7 +68,7 @@ var servers = []server{
 	{name: "reference/express", conv: activities.IETF(), keyOptional: true, boot: bootReference(testsuite.ExpressDialect())},
 }
 
-// nodeTarget is an npm server (internal/interop).
+// nodeTarget is an npm server (internal/testing/interop).
 type nodeTarget struct{ s *interop.Server }
 
 // bootNode starts the npm server once for the suite run; each test gets a

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/capture"
-	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -28,7 +28,7 @@ func TestCapture(t *testing.T) {
 	secret := newSecret()
 	t.Setenv("WEBHOOK_SECRETS", secret)
 	t.Setenv("STRIPE_WEBHOOK_SECRET", "whsec_stripe_test_2b7f")
-	c := devServer(t) // a Temporal dev server (internal/itest)
+	c := devServer(t) // a Temporal dev server (internal/testing/itest)
 	hooks, err := capture.Receivers(c)
 	require.NoError(t, err)
 	receiver := httptest.NewServer(hooks)

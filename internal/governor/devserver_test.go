@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
-	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
 // startDevServer builds the Temporal CLI pinned by tools/go.mod into

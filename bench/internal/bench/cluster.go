@@ -10,14 +10,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // ClusterContention is the contention experiment on the cluster with two
 // workers (issue 11, "across workers"): temporal-server on PostgreSQL
-// (internal/cluster), one reference server, and two worker processes (the
+// (internal/testing/cluster), one reference server, and two worker processes (the
 // worker binary, as a user runs it) polling one task queue, each with its
 // own admission limiter. The two share no state: each learns the target's
 // capacity from its own answers alone, as AWS SDK clients do. The run is

@@ -17,7 +17,7 @@
 // is:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
-//	go run ./internal/histgen -temporal bin/temporal -out workflows/testdata
+//	go run ./internal/cmd/histgen -temporal bin/temporal -out workflows/testdata
 package main
 
 import (

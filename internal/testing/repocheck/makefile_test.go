@@ -13,7 +13,7 @@ import (
 )
 
 // root is the module's root, two levels above this package.
-const root = "../.."
+const root = "../../.."
 
 // recipes returns the recipe lines of each target of the Makefile at
 // path: the tab-indented lines that follow "name:".

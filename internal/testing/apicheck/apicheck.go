@@ -805,7 +805,7 @@ func typeString(e ast.Expr) string {
 func Render(modPath string, lines []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The public API of %s: one line per exported identifier.\n", modPath)
-	b.WriteString("# Generated; a change is deliberate: go test ./internal/apicheck -update\n")
+	b.WriteString("# Generated; a change is deliberate: go test ./internal/testing/apicheck -update\n")
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')

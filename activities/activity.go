@@ -36,8 +36,7 @@ type Activities struct {
 	// traceHeaders are the canonical names of the headers the propagator
 	// writes: a request may not set them.
 	traceHeaders map[string]bool
-	// admission is Config.Admission's limiter configuration with its
-	// defaults, worked out once.
+	// admission is Config.Admission with its defaults, worked out once.
 	admission admission.Config
 	// userAgent is the User-Agent header's value, shared by every request
 	// (see send).
@@ -93,15 +92,12 @@ func New(cfg Config) (*Activities, error) {
 		a.traceHeaders[http.CanonicalHeaderKey(f)] = true
 	}
 	if !cfg.Admission.Off {
-		if err := cfg.Admission.validate(); err != nil {
+		if err := cfg.Admission.Validate(); err != nil {
 			return nil, err
 		}
-		a.admission = cfg.Admission.limiterConfig().WithDefaults()
+		a.admission = cfg.Admission.WithDefaults()
 		a.limiter = admission.New(a.admission)
-		a.throttles = slices.Clone(cfg.Admission.Throttles)
-		if len(a.throttles) == 0 {
-			a.throttles = defaultThrottles
-		}
+		a.throttles = slices.Clone(a.admission.Throttles)
 	}
 	return a, nil
 }

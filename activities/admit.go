@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -16,37 +15,10 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// defaultThrottles are the statuses that Admission treats as throttles by
-// default: 429 Too Many Requests only.
-var defaultThrottles = []int{http.StatusTooManyRequests}
-
 // throttle reports whether status is one of the statuses the limiter
 // learns the origin's capacity from (Admission.Throttles).
 func (a *Activities) throttle(status int) bool {
 	return slices.Contains(a.throttles, status)
-}
-
-// validate checks the parameters of an Admission that is on.
-func (c Admission) validate() error {
-	switch {
-	case c.InitialRate < 0, c.MinRate < 0, c.MinRetries < 0, c.RetryWindow < 0, c.MaxWait < 0, c.MaxDelay < 0:
-		return fmt.Errorf("Config.Admission: InitialRate, MinRate, MinRetries, RetryWindow, MaxWait and MaxDelay may not be negative (0 takes the default); set Off to turn admission off")
-	case c.MinRate > 0 && c.InitialRate > 0 && c.MinRate > c.InitialRate:
-		return fmt.Errorf("Config.Admission: MinRate %g is above InitialRate %g", c.MinRate, c.InitialRate)
-	}
-	b := c.Breaker
-	switch {
-	case b.FailureRatio < 0, b.FailureRatio > 1:
-		return fmt.Errorf("Config.Admission.Breaker: FailureRatio %g is not a share: use a value above 0 and at most 1 (0 takes the default 0.5); set Breaker.Off to turn the breaker off", b.FailureRatio)
-	case b.MinFailures < 0, b.FailureWindow < 0, b.OpenTime < 0, b.MaxOpenTime < 0, b.RestartRate < 0:
-		return fmt.Errorf("Config.Admission.Breaker: MinFailures, FailureWindow, OpenTime, MaxOpenTime and RestartRate may not be negative (0 takes the default); set Breaker.Off to turn the breaker off")
-	}
-	for _, s := range c.Throttles {
-		if s < 400 || s > 599 {
-			return fmt.Errorf("Config.Admission.Throttles: %d is not an HTTP error status: list statuses from 400 to 599, such as 429 or 503", s)
-		}
-	}
-	return nil
 }
 
 // asking is the attempt whose request asks for admission: what admit
@@ -121,7 +93,7 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	// (Hop), or at its turn when it was short but did not fit the attempt;
 	// never sooner than the waits workflows.Call counted Temporal's
 	// attempts for (request.AttemptCeiling).
-	delay := cfg.Hop(d.Wait, d.Reason)
+	delay := a.limiter.Hop(d.Wait, d.Reason)
 	if delay == 0 {
 		delay = d.Wait
 	}

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -147,6 +149,13 @@ func TestAdmissionHoldsBack(t *testing.T) {
 			assert.Equal(t, appErr.NextRetryDelay(), d.NextRetryDelay)
 		})
 	}
+}
+
+// TestAdmissionIsOneDeclaration: Admission and Breaker are the limiter's
+// own configuration types, declared once (no copy to drift from them).
+func TestAdmissionIsOneDeclaration(t *testing.T) {
+	assert.Equal(t, reflect.TypeFor[admission.Config]().String(), reflect.TypeFor[activities.Admission]().String())
+	assert.Equal(t, reflect.TypeFor[admission.Breaker]().String(), reflect.TypeFor[activities.Breaker]().String())
 }
 
 func TestAdmissionRejectsBadConfig(t *testing.T) {

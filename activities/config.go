@@ -128,43 +128,10 @@ type Config struct {
 // paces it. Each worker learns on its own; several workers calling one
 // origin each adapt to what they see.
 //
-// The zero value turns admission on with the defaults below.
-type Admission struct {
-	// Off turns admission and the retry budget off: every attempt is sent
-	// at once, and throttles are retried after the backoff.
-	Off bool
-	// InitialRate is the rate, in requests per second, of an origin that
-	// has not throttled yet (default 10).
-	InitialRate float64
-	// MinRate is the lowest rate throttles can bring an origin to (default 0.5).
-	MinRate float64
-	// RetryRatio is the share of an origin's requests that retries may be,
-	// beyond MinRetries, within RetryWindow (default 0.2; negative: no
-	// retry budget).
-	RetryRatio float64
-	// MinRetries is how many retries per RetryWindow are always allowed
-	// (default 100: 10 a second, as Finagle's RetryBudget).
-	MinRetries int
-	// RetryWindow is the retry budget's sliding window (default 10 s).
-	RetryWindow time.Duration
-	// MaxWait is the longest wait for admission spent inside an attempt
-	// (default 1 s, at most a fifth of the attempt's start-to-close timeout).
-	MaxWait time.Duration
-	// MaxDelay is the longest an attempt that ended to wait stays away
-	// before it asks again (default 3 s).
-	MaxDelay time.Duration
-	// Breaker is the circuit breaker per origin (default on).
-	Breaker Breaker
-	// Throttles are the statuses that say "too fast": each cuts the
-	// origin's rate, and a throttle without Retry-After is retried as soon
-	// as the limiter admits it (default: 429 only). Other retryable
-	// failures, 503 included, are failures, not a rate: the retry budget
-	// bounds them and the backoff spaces them (as the AWS SDKs' adaptive
-	// mode treats 5xx as transient, not as throttles), so an API that
-	// fails some requests at random is not slowed to MinRate. Add 503 for
-	// an API that sheds load with it.
-	Throttles []int
-}
+// The zero value turns admission on with the defaults its fields state.
+// The fields, each with its default, are documented where the type is
+// declared: go doc github.com/idemhttp/temporal-idempotent-http/internal/admission.Config.
+type Admission = admission.Config
 
 // SharedRate is one learned rate per origin for every worker, kept by the
 // Temporal server: the origin's requests run on a task queue of their own
@@ -208,47 +175,9 @@ type SharedRate interface {
 // With the defaults, an API that is down gets one probe a second from each
 // worker, whatever the number of operations waiting for it, and its
 // recovery is found within a second. The zero value turns the breaker on
-// with the defaults below.
-type Breaker struct {
-	// Off turns the breaker off: failures only cost backoff.
-	Off bool
-	// FailureRatio is the share of the answered requests within
-	// FailureWindow that must have failed to open the breaker, above 0 and
-	// at most 1 (default 0.5).
-	FailureRatio float64
-	// MinFailures is the least number of failures within FailureWindow
-	// that opens the breaker (default 5, as Envoy's consecutive_5xx).
-	MinFailures int
-	// FailureWindow is the sliding window the failures are counted in
-	// (default 10 s).
-	FailureWindow time.Duration
-	// OpenTime is how long the breaker stays open before a probe (default
-	// 1 s); a failing answer's Retry-After replaces it.
-	OpenTime time.Duration
-	// MaxOpenTime is the longest open time: each failed probe doubles the
-	// last up to this (default 1 s, at least OpenTime). It is the longest a
-	// recovered API waits for its first probe.
-	MaxOpenTime time.Duration
-	// RestartRate is the rate, in requests per second, an origin starts
-	// again at when its breaker closes (default half of
-	// Admission.InitialRate, at most InitialRate).
-	RestartRate float64
-}
-
-// limiterConfig is a's configuration for package admission.
-func (a Admission) limiterConfig() admission.Config {
-	b := a.Breaker
-	return admission.Config{
-		InitialRate: a.InitialRate, MinRate: a.MinRate,
-		RetryRatio: a.RetryRatio, RetryWindow: a.RetryWindow, MinRetries: a.MinRetries,
-		MaxWait: a.MaxWait, MaxDelay: a.MaxDelay,
-		Breaker: admission.Breaker{
-			Off: b.Off, FailureRatio: b.FailureRatio, MinFailures: b.MinFailures,
-			FailureWindow: b.FailureWindow, OpenTime: b.OpenTime, MaxOpenTime: b.MaxOpenTime,
-			RestartRate: b.RestartRate,
-		},
-	}
-}
+// with the defaults its fields state, documented where the type is
+// declared: go doc github.com/idemhttp/temporal-idempotent-http/internal/admission.Breaker.
+type Breaker = admission.Breaker
 
 // origin is what the activity knows about one allowed origin.
 type origin struct {

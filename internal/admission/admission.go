@@ -34,6 +34,7 @@
 package admission
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -41,7 +42,7 @@ import (
 )
 
 // Defaults of Config and Breaker: the one place of their values, which
-// activities.Admission and activities.Breaker state for users.
+// the fields' docs state for users.
 const (
 	DefaultInitialRate = 10.0
 	DefaultMinRate     = 0.5
@@ -57,6 +58,10 @@ const (
 	DefaultFailureWindow = 10 * time.Second
 	DefaultOpenTime      = time.Second
 	DefaultMaxOpenTime   = time.Second
+
+	// DefaultThrottle is the one status of the default Throttles: 429 Too
+	// Many Requests.
+	DefaultThrottle = 429
 )
 
 // CUBIC's constants. The AWS SDKs cut to 0.7 of the rate; 0.8 keeps an API
@@ -78,25 +83,78 @@ const (
 )
 
 // Config holds the limiter's parameters; zero fields take the defaults.
-// Its fields are activities.Admission's (but Off and Throttles, which the
-// activity applies), which documents them and their defaults for users;
-// the reasons behind the values are here.
+// It is activities.Admission (an alias, whose doc explains admission to
+// users): the field docs state each default for users, the reasons behind
+// the values are here. Off and Throttles are applied by the caller (the
+// activity): the Limiter reads neither.
 type Config struct {
+	// Off turns admission and the retry budget off: every attempt is sent
+	// at once, and throttles are retried after the backoff.
+	Off bool
+	// InitialRate is the rate, in requests per second, of an origin that
+	// has not throttled yet (default 10).
 	InitialRate float64
-	MinRate     float64
-	// Burst is how much unused rate an idle origin saves up, as a duration
-	// at the current rate (default 1 s, at least one request); the
-	// activity leaves it at its default.
-	Burst       time.Duration
-	RetryRatio  float64
+	// MinRate is the lowest rate throttles can bring an origin to (default 0.5).
+	MinRate float64
+	// RetryRatio is the share of an origin's requests that retries may be,
+	// beyond MinRetries, within RetryWindow (default 0.2; negative: no
+	// retry budget).
+	RetryRatio float64
+	// MinRetries is how many retries per RetryWindow are always allowed
+	// (default 100: 10 a second, as Finagle's RetryBudget).
+	MinRetries int
+	// RetryWindow is the retry budget's sliding window (default 10 s).
 	RetryWindow time.Duration
-	MinRetries  int
-	MaxWait     time.Duration
-	// MaxDelay: in the benchmarks' simulation with two workers (each
-	// attempt on either), 5 s made the last success 1.39 × the limit and
-	// 3 s 1.27 ×; each hop is an activity task for Temporal.
+	// MaxWait is the longest wait for admission spent inside an attempt
+	// (default 1 s, at most a fifth of the attempt's start-to-close timeout).
+	MaxWait time.Duration
+	// MaxDelay is the longest an attempt that ended to wait stays away
+	// before it asks again (default 3 s).
+	//
+	// In the benchmarks' simulation with two workers (each attempt on
+	// either), 5 s made the last success 1.39 × the limit and 3 s 1.27 ×;
+	// each hop is an activity task for Temporal.
 	MaxDelay time.Duration
-	Breaker  Breaker
+	// Breaker is the circuit breaker per origin (default on).
+	Breaker Breaker
+	// Throttles are the statuses that say "too fast": each cuts the
+	// origin's rate, and a throttle without Retry-After is retried as soon
+	// as the limiter admits it (default: 429 only). Other retryable
+	// failures, 503 included, are failures, not a rate: the retry budget
+	// bounds them and the backoff spaces them (as the AWS SDKs' adaptive
+	// mode treats 5xx as transient, not as throttles), so an API that
+	// fails some requests at random is not slowed to MinRate. Add 503 for
+	// an API that sheds load with it.
+	Throttles []int
+
+	// burst is how much unused rate an idle origin saves up, as a duration
+	// at the current rate (default 1 s, at least one request); the
+	// activity leaves it at its default, so it is not a setting.
+	burst time.Duration
+}
+
+// Validate checks the parameters of a Config that is on; its errors name
+// the fields as the activity's user writes them (Config.Admission…).
+func (c Config) Validate() error {
+	switch {
+	case c.InitialRate < 0, c.MinRate < 0, c.MinRetries < 0, c.RetryWindow < 0, c.MaxWait < 0, c.MaxDelay < 0:
+		return fmt.Errorf("Config.Admission: InitialRate, MinRate, MinRetries, RetryWindow, MaxWait and MaxDelay may not be negative (0 takes the default); set Off to turn admission off")
+	case c.MinRate > 0 && c.InitialRate > 0 && c.MinRate > c.InitialRate:
+		return fmt.Errorf("Config.Admission: MinRate %g is above InitialRate %g", c.MinRate, c.InitialRate)
+	}
+	b := c.Breaker
+	switch {
+	case b.FailureRatio < 0, b.FailureRatio > 1:
+		return fmt.Errorf("Config.Admission.Breaker: FailureRatio %g is not a share: use a value above 0 and at most 1 (0 takes the default 0.5); set Breaker.Off to turn the breaker off", b.FailureRatio)
+	case b.MinFailures < 0, b.FailureWindow < 0, b.OpenTime < 0, b.MaxOpenTime < 0, b.RestartRate < 0:
+		return fmt.Errorf("Config.Admission.Breaker: MinFailures, FailureWindow, OpenTime, MaxOpenTime and RestartRate may not be negative (0 takes the default); set Breaker.Off to turn the breaker off")
+	}
+	for _, s := range c.Throttles {
+		if s < 400 || s > 599 {
+			return fmt.Errorf("Config.Admission.Throttles: %d is not an HTTP error status: list statuses from 400 to 599, such as 429 or 503", s)
+		}
+	}
+	return nil
 }
 
 // Hop is how long an attempt that must wait for admission stays away
@@ -106,8 +164,8 @@ type Config struct {
 // are not precise below about a second), but after at most MaxDelay for a
 // wait for the rate (which may grow in the meantime). An open breaker
 // changes only at its open time: its wait is not cut to MaxDelay.
-func (c Config) Hop(wait time.Duration, why Reason) time.Duration {
-	c = c.WithDefaults()
+func (l *Limiter) Hop(wait time.Duration, why Reason) time.Duration {
+	c := l.cfg
 	if wait <= c.MaxWait {
 		return 0
 	}
@@ -128,8 +186,8 @@ func (c Config) WithDefaults() Config {
 	// A throttle must not raise the rate of an origin that starts below
 	// the floor.
 	c.MinRate = min(c.MinRate, c.InitialRate)
-	if c.Burst <= 0 {
-		c.Burst = DefaultBurst
+	if c.burst <= 0 {
+		c.burst = DefaultBurst
 	}
 	if c.RetryRatio == 0 {
 		c.RetryRatio = DefaultRetryRatio
@@ -147,6 +205,9 @@ func (c Config) WithDefaults() Config {
 		c.MaxDelay = DefaultMaxDelay
 	}
 	c.Breaker = c.Breaker.WithDefaults(c.InitialRate)
+	if len(c.Throttles) == 0 {
+		c.Throttles = []int{DefaultThrottle}
+	}
 	return c
 }
 
@@ -224,7 +285,7 @@ type State struct {
 type bucket struct {
 	rate float64 // requests per second
 	// tokens are the requests that may be sent now: they fill at rate up
-	// to Burst and each send takes one.
+	// to burst and each send takes one.
 	tokens float64
 	// served is how many tickets have had their turn (fractional): it
 	// advances at rate too, whether the holders came back in time or not,
@@ -270,7 +331,7 @@ func (l *Limiter) behind() time.Duration {
 func (l *Limiter) bucket(origin string, now time.Time) *bucket {
 	b := l.origins[origin]
 	if b == nil {
-		burst := max(l.cfg.InitialRate*l.cfg.Burst.Seconds(), 1)
+		burst := max(l.cfg.InitialRate*l.cfg.burst.Seconds(), 1)
 		// The origin's clock keeps no monotonic reading: it indexes the
 		// budget's slots and the measuring intervals by its wall time.
 		b = &bucket{rate: l.cfg.InitialRate, at: now.Round(0), wall: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
@@ -318,13 +379,13 @@ func (b *bucket) own(t time.Time) time.Time {
 }
 
 // advance serves the queue at the current rate for dt of the origin's
-// time; an idle origin saves up at most Burst.
+// time; an idle origin saves up at most burst.
 func (b *bucket) advance(dt time.Duration, cfg Config) {
 	if dt > 0 {
 		b.served += b.rate * dt.Seconds()
 		b.tokens += b.rate * dt.Seconds()
 	}
-	burst := max(b.rate*cfg.Burst.Seconds(), 1)
+	burst := max(b.rate*cfg.burst.Seconds(), 1)
 	b.served = min(b.served, float64(b.issued)+burst)
 	b.tokens = min(b.tokens, burst)
 }

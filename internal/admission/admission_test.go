@@ -3,6 +3,8 @@ package admission
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,9 +44,43 @@ func admitN(t *testing.T, l *Limiter, o string, now time.Time, n int) {
 	}
 }
 
+// TestValidate: Validate refuses what WithDefaults would silently replace
+// or what cannot be a setting, naming the field as the activity's user
+// writes it (Config.Admission…), and accepts the zero value.
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // "" : valid
+	}{
+		{"zero", Config{}, ""},
+		{"custom", Config{InitialRate: 3, MinRate: 1, RetryRatio: -1, Throttles: []int{429, 503}, Breaker: Breaker{FailureRatio: 1}}, ""},
+		{"negative rate", Config{InitialRate: -1}, "Config.Admission: InitialRate, MinRate, MinRetries, RetryWindow, MaxWait and MaxDelay may not be negative"},
+		{"negative wait", Config{MaxWait: -time.Second}, "may not be negative (0 takes the default); set Off to turn admission off"},
+		{"min above initial", Config{InitialRate: 1, MinRate: 2}, "Config.Admission: MinRate 2 is above InitialRate 1"},
+		{"throttle not an error status", Config{Throttles: []int{429, 200}}, "Config.Admission.Throttles: 200 is not an HTTP error status"},
+		{"failure ratio above 1", Config{Breaker: Breaker{FailureRatio: 1.5}}, "Config.Admission.Breaker: FailureRatio 1.5 is not a share"},
+		{"negative open time", Config{Breaker: Breaker{OpenTime: -time.Second}}, "Config.Admission.Breaker: MinFailures, FailureWindow, OpenTime, MaxOpenTime and RestartRate may not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	defaults := Config{
-		InitialRate: DefaultInitialRate, MinRate: DefaultMinRate, Burst: DefaultBurst,
+		InitialRate: DefaultInitialRate, MinRate: DefaultMinRate, burst: DefaultBurst,
+		Throttles:  []int{429},
 		RetryRatio: DefaultRetryRatio, RetryWindow: DefaultRetryWindow, MinRetries: DefaultMinRetries,
 		MaxWait: DefaultMaxWait, MaxDelay: DefaultMaxDelay,
 		Breaker: Breaker{
@@ -53,13 +89,13 @@ func TestConfigDefaults(t *testing.T) {
 		},
 	}
 	custom := Config{
-		InitialRate: 3, MinRate: 0.1, Burst: 2 * time.Second,
+		InitialRate: 3, MinRate: 0.1, burst: 2 * time.Second, Throttles: []int{429, 503},
 		RetryRatio: 0.5, RetryWindow: time.Minute, MinRetries: 2,
 		MaxWait: 300 * time.Millisecond, MaxDelay: time.Second,
 		Breaker: Breaker{FailureRatio: 0.9, MinFailures: 20, FailureWindow: time.Minute, OpenTime: 5 * time.Second, MaxOpenTime: time.Minute, RestartRate: 2},
 	}
 	negative := Config{
-		InitialRate: -1, MinRate: -1, Burst: -1, RetryWindow: -1, MinRetries: -1, MaxWait: -1, MaxDelay: -1,
+		InitialRate: -1, MinRate: -1, burst: -1, RetryWindow: -1, MinRetries: -1, MaxWait: -1, MaxDelay: -1,
 		Breaker: Breaker{FailureRatio: -1, MinFailures: -1, FailureWindow: -1, OpenTime: -1, MaxOpenTime: -1, RestartRate: -1},
 	}
 	budgetOff := defaults
@@ -90,10 +126,10 @@ func TestConfigDefaults(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.in.WithDefaults(); got != tc.want {
+			if got := tc.in.WithDefaults(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("WithDefaults() = %+v, want %+v", got, tc.want)
 			}
-			if got := New(tc.in).cfg; got != tc.want {
+			if got := New(tc.in).cfg; !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("New().cfg = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -137,7 +173,7 @@ func TestHop(t *testing.T) {
 		{"circuit open, short", Config{}, ms(900), 0, ReasonCircuitOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.cfg.Hop(tc.wait, tc.why); got != tc.want {
+			if got := New(tc.cfg).Hop(tc.wait, tc.why); got != tc.want {
 				t.Errorf("Hop(%v) = %v, want %v", tc.wait, got, tc.want)
 			}
 		})
@@ -152,8 +188,8 @@ func TestSlowStartBurst(t *testing.T) {
 		rate  float64
 	}{
 		{"defaults", Config{}, 10, 10},
-		{"rate 4, burst 500ms", Config{InitialRate: 4, Burst: ms(500)}, 2, 4},
-		{"rate 3, burst 2s", Config{InitialRate: 3, Burst: 2 * time.Second}, 6, 3},
+		{"rate 4, burst 500ms", Config{InitialRate: 4, burst: ms(500)}, 2, 4},
+		{"rate 3, burst 2s", Config{InitialRate: 3, burst: 2 * time.Second}, 6, 3},
 		{"at least one", Config{InitialRate: 0.5}, 1, 0.5},
 		{"rate 100", Config{InitialRate: 100}, 100, 100},
 	} {
@@ -732,7 +768,7 @@ func TestLongRunMatchesRate(t *testing.T) {
 		run  time.Duration
 	}{
 		{"defaults, 60s", Config{}, time.Minute},
-		{"rate 3, burst 2s", Config{InitialRate: 3, Burst: 2 * time.Second}, time.Minute},
+		{"rate 3, burst 2s", Config{InitialRate: 3, burst: 2 * time.Second}, time.Minute},
 		{"rate 0.7", Config{InitialRate: 0.7}, 2 * time.Minute},
 		{"rate 250", Config{InitialRate: 250}, 20 * time.Second},
 	} {
@@ -755,7 +791,7 @@ func TestLongRunMatchesRate(t *testing.T) {
 					held = Ticket{}
 				}
 			}
-			burst := math.Floor(max(cfg.InitialRate*cfg.Burst.Seconds(), 1))
+			burst := math.Floor(max(cfg.InitialRate*cfg.burst.Seconds(), 1))
 			want := cfg.InitialRate*tc.run.Seconds() + burst
 			if math.Abs(float64(admitted)-want) > 1 {
 				t.Fatalf("admitted %d in %v, want %v ± 1", admitted, tc.run, want)
@@ -1000,8 +1036,8 @@ const fuzzRetryAfter = 7 * time.Second
 // fuzzConfigs are the configurations FuzzLimiter picks from.
 var fuzzConfigs = []Config{
 	{},
-	{InitialRate: 1, MinRate: 0.1, Burst: ms(100)},
-	{InitialRate: 50, MinRate: 2, Burst: 3 * time.Second, MinRetries: 1, RetryRatio: 0.5, RetryWindow: time.Second},
+	{InitialRate: 1, MinRate: 0.1, burst: ms(100)},
+	{InitialRate: 50, MinRate: 2, burst: 3 * time.Second, MinRetries: 1, RetryRatio: 0.5, RetryWindow: time.Second},
 	{InitialRate: 0.3, RetryRatio: -1},
 	{InitialRate: 1000, MinRate: 0.01, RetryWindow: time.Minute},
 	{Breaker: Breaker{MinFailures: 1, FailureRatio: 0.1, OpenTime: ms(300), MaxOpenTime: 5 * time.Second}},

@@ -3,8 +3,9 @@ package admission
 import "time"
 
 // Breaker configures an origin's circuit breaker; zero fields take the
-// defaults. Its fields are activities.Breaker's, which documents them and
-// their defaults for users.
+// defaults. It is activities.Breaker (an alias, whose doc explains the
+// breaker to users): the field docs state each default for users, the
+// reasons behind the values are here.
 //
 // The breaker is closed while the origin answers. It opens when, within
 // the last FailureWindow, at least MinFailures requests failed and they
@@ -35,13 +36,29 @@ import "time"
 // workflows after a 60 s outage: 176 in all against 182 from 10/s) for
 // about the same time (from 3 to 10/s all within 1.11-1.18 ×).
 type Breaker struct {
-	Off           bool
-	FailureRatio  float64
-	MinFailures   int
+	// Off turns the breaker off: failures only cost backoff.
+	Off bool
+	// FailureRatio is the share of the answered requests within
+	// FailureWindow that must have failed to open the breaker, above 0 and
+	// at most 1 (default 0.5).
+	FailureRatio float64
+	// MinFailures is the least number of failures within FailureWindow
+	// that opens the breaker (default 5, as Envoy's consecutive_5xx).
+	MinFailures int
+	// FailureWindow is the sliding window the failures are counted in
+	// (default 10 s).
 	FailureWindow time.Duration
-	OpenTime      time.Duration
-	MaxOpenTime   time.Duration
-	RestartRate   float64
+	// OpenTime is how long the breaker stays open before a probe (default
+	// 1 s); a failing answer's Retry-After replaces it.
+	OpenTime time.Duration
+	// MaxOpenTime is the longest open time: each failed probe doubles the
+	// last up to this (default 1 s, at least OpenTime). It is the longest a
+	// recovered API waits for its first probe.
+	MaxOpenTime time.Duration
+	// RestartRate is the rate, in requests per second, an origin starts
+	// again at when its breaker closes (default half of
+	// Admission.InitialRate, at most InitialRate).
+	RestartRate float64
 }
 
 // Circuit is the state of an origin's breaker.

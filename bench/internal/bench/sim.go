@@ -128,7 +128,7 @@ type simConfig struct {
 	Trace bool
 	// Admission, if set, puts every request through the limiter the
 	// activity uses (package admission), one per simulated worker: a
-	// request not admitted waits as the activity does (admission.Config.Hop;
+	// request not admitted waits as the activity does (admission.Limiter.Hop;
 	// a hop at least MinRetryDelay).
 	Admission *simAdmission
 	// Outage, if positive, makes the model answer every request as a
@@ -281,7 +281,6 @@ func simulate(cfg simConfig) simResult {
 			continue
 		}
 		if e.kind == evAdmit {
-			a := cfg.Admission
 			if sh != nil && !e.dispatched {
 				if at, ok := sh.dispatch(e.t); ok && at > e.t {
 					push(simEvent{t: at, client: e.client, kind: evAdmit, dispatched: true})
@@ -302,7 +301,7 @@ func simulate(cfg simConfig) simResult {
 			}
 			tickets[e.client] = d.Ticket
 			wait := d.Wait
-			if hop := a.Config.Hop(wait, d.Reason); hop > 0 {
+			if hop := l.Hop(wait, d.Reason); hop > 0 {
 				wait = max(hop, cfg.MinRetryDelay)
 			}
 			push(simEvent{t: e.t + wait, client: e.client, kind: evAdmit})

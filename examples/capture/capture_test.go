@@ -5,10 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,49 +98,4 @@ func devServer(t *testing.T) client.Client {
 	defer cancel()
 	require.NoError(t, itest.BuildCLI(ctx, cli), "building the Temporal CLI")
 	return itest.StartDevServerT(t, itest.DevServerOptions{CLI: cli}).Client()
-}
-
-// TestREADMEShowsThisCode: the regions marked "README: <name>" stand word
-// for word in README.md or in the page of docs/ that shows them.
-func TestREADMEShowsThisCode(t *testing.T) {
-	showing := pages(t)
-	region := regexp.MustCompile(`(?s)// README: (\w+)\n(.*?)// README: end`)
-	found := 0
-	for _, file := range []string{"capture.go", "capture_test.go"} {
-		src, err := os.ReadFile(file)
-		require.NoError(t, err)
-		for _, m := range region.FindAllSubmatch(src, -1) {
-			found++
-			code := strings.TrimSpace(string(m[2]))
-			if !shown(showing, code) {
-				t.Errorf("neither README.md nor docs/*.md shows the %q region of %s word for word:\n%s", m[1], file, code)
-			}
-		}
-	}
-	require.Equal(t, 3, found, "regions: workflow, receiver, test")
-}
-
-// pages returns README.md and every page of docs/, by path: a region
-// marked "README: <name>" must stand word for word in one of them.
-func pages(t *testing.T) map[string]string {
-	t.Helper()
-	docs, err := filepath.Glob("../../docs/*.md")
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, p := range append([]string{"../../README.md"}, docs...) {
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
-		out[p] = string(b)
-	}
-	return out
-}
-
-// shown reports whether one of the pages holds code word for word.
-func shown(pages map[string]string, code string) bool {
-	for _, text := range pages {
-		if strings.Contains(text, code) {
-			return true
-		}
-	}
-	return false
 }

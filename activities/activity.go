@@ -169,14 +169,14 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
 		// RFC 9110's 303: the result is at Location, which the poll
 		// activity reads (accepted checks it as a monitor).
-		v = verdict{outcome: outcomeSuccess}
+		v = verdict{kind: kindSuccess}
 	}
 	d := workflows.Failure{
 		Operation: req.Operation, Method: p.method, URL: p.shown,
 		IdempotencyKey: req.IdempotencyKey, Attempt: info.Attempt, Status: ans.status, Reason: v.reason,
 	}
 	logger := activity.GetLogger(ctx)
-	if v.outcome == outcomeSuccess {
+	if v.kind == kindSuccess {
 		var acc *workflows.Accepted
 		if req.Follow {
 			var err error
@@ -209,12 +209,12 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 				p.method, from, ans.status, d.Location, v.reason)
 		} else {
 			msg = fmt.Sprintf("%s %s answered %s: %s", p.method, from, strings.TrimSpace(fmt.Sprint(ans.status, " ", http.StatusText(ans.status))), v.reason)
-			if v.outcome == outcomeFinal && d.Body != "" {
+			if v.kind == kindFinal && d.Body != "" {
 				msg += " (response: " + d.Body + ")"
 			}
 		}
 	}
-	if v.outcome == outcomeFinal {
+	if v.kind == kindFinal {
 		d.OutcomeUnknown = prev.hint() || v.unknown
 		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)

@@ -14,9 +14,9 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// verdict is the outcome of one attempt and why.
+// verdict is how one attempt ends (its kind) and why.
 type verdict struct {
-	outcome outcome
+	kind    verdictKind
 	errType string
 	// reason says which rule applied, for messages and workflows.Failure.
 	reason string
@@ -95,7 +95,7 @@ func unknownStatus(status int) bool {
 func decide(ans *answer, conv *Convention, prev progress) verdict {
 	if ans.err != nil {
 		if ans.status >= 200 && ans.status <= 299 {
-			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true,
+			return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true,
 				reason: fmt.Sprintf("the %d answer's body broke off after %d bytes: the server has most likely done the work; retrying with the same key to get its whole stored answer", ans.status, ans.size)}
 		}
 		return decideError(ans.err)
@@ -103,9 +103,9 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 	status := ans.status
 	switch {
 	case status >= 200 && status <= 299:
-		return verdict{outcome: outcomeSuccess}
+		return verdict{kind: kindSuccess}
 	case status >= 300 && status <= 399 && ans.header.Get("Location") != "":
-		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeRedirectNotFollowed,
+		return verdict{kind: kindFinal, errType: workflows.ErrTypeRedirectNotFollowed,
 			reason: "a redirect the activity does not follow: only 307 and 308 to the same origin are followed, so a request is never turned into a GET or sent with its key or credentials elsewhere"}
 	}
 	advice, adviceName, adviceSet := serverAdvice(ans.header)
@@ -138,22 +138,22 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 				prev.earlier(), conv.BareConflictWait, prev.guessed().Round(time.Millisecond))
 		}
 		if why != "" {
-			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeIdempotencyKeyInFlight, inFlight: true, guessed: guessed,
+			return verdict{kind: kindRetry, errType: workflows.ErrTypeIdempotencyKeyInFlight, inFlight: true, guessed: guessed,
 				reason: fmt.Sprintf("%d: a request with this key is still being processed (%s); waiting for it with the same key", status, why)}
 		}
 	}
 	if sig, ok := match(conv.KeyReused, status, body); ok {
-		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeIdempotencyKeyReused,
+		return verdict{kind: kindFinal, errType: workflows.ErrTypeIdempotencyKeyReused,
 			reason: fmt.Sprintf("%d matches the key-reused signal %d %q: the server saw this key with a different request (body, method or path); two operations share a key, or the request changed between runs of the same workflow ID", status, sig.Status, sig.Body)}
 	}
 	if adviceSet {
 		if advice {
-			return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
+			return verdict{kind: kindRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
 		}
-		return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
+		return verdict{kind: kindFinal, errType: statusType(status), unknown: unknownStatus(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
 	}
 	if retryableStatus[status] {
-		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: unknownStatus(status), reason: fmt.Sprintf("%d is retryable", status)}
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: unknownStatus(status), reason: fmt.Sprintf("%d is retryable", status)}
 	}
 	reason := fmt.Sprintf("%d is not retryable: the same request cannot succeed; fix the request", status)
 	switch {
@@ -164,7 +164,7 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 	case unknownStatus(status):
 		reason = fmt.Sprintf("%d is not retryable: the server cannot handle this request (it may have done part of it)", status)
 	}
-	return verdict{outcome: outcomeFinal, errType: statusType(status), unknown: unknownStatus(status), reason: reason}
+	return verdict{kind: kindFinal, errType: statusType(status), unknown: unknownStatus(status), reason: reason}
 }
 
 // got says what an attempt whose outcome is unknown got, for the messages
@@ -214,14 +214,14 @@ func decideError(err error) verdict {
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uaerr), errors.As(err, &herr), errors.As(err, &cerr):
-		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
+		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
 	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return verdict{outcome: outcomeFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server does not speak TLS: fix the URL's scheme"}
+		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server does not speak TLS: fix the URL's scheme"}
 	case errors.As(err, &dns), errors.As(err, &op) && op.Op == "dial":
-		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, reason: "the connection could not be made; nothing was sent"}
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, reason: "the connection could not be made; nothing was sent"}
 	case errors.Is(err, context.DeadlineExceeded):
-		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
 	default:
-		return verdict{outcome: outcomeRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
 	}
 }

@@ -37,19 +37,19 @@ func TestDecideEveryStatus(t *testing.T) {
 			v := decideStatus(status, nil, "", false)
 			switch {
 			case status >= 200 && status <= 299:
-				assert.Equal(t, outcomeSuccess, v.outcome)
+				assert.Equal(t, kindSuccess, v.kind)
 				assert.Empty(t, v.errType)
 			case retryable[status]:
-				assert.Equal(t, outcomeRetry, v.outcome)
+				assert.Equal(t, kindRetry, v.kind)
 				assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, v.errType)
 			case status == 417:
-				assert.Equal(t, outcomeFinal, v.outcome)
+				assert.Equal(t, kindFinal, v.kind)
 				assert.Equal(t, workflows.ErrTypeIdempotencyKeyReused, v.errType)
 			case status >= 400 && status <= 499:
-				assert.Equal(t, outcomeFinal, v.outcome)
+				assert.Equal(t, kindFinal, v.kind)
 				assert.Equal(t, workflows.ErrTypeHTTPClientError, v.errType)
 			default: // 1xx, 3xx, 501, 505-519, 525-599
-				assert.Equal(t, outcomeFinal, v.outcome)
+				assert.Equal(t, kindFinal, v.kind)
 				assert.Equal(t, workflows.ErrTypeHTTPNonRetryableStatus, v.errType)
 			}
 			assert.False(t, v.inFlight)
@@ -77,55 +77,55 @@ func TestDecideRules(t *testing.T) {
 		header   http.Header
 		body     string
 		hint     bool
-		want     outcome
+		want     verdictKind
 		wantType string
 		inFlight bool
 	}{
-		{"409 alone on a first attempt is a business conflict", 409, nil, `{"error":"order exists"}`, false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"409 with Retry-After is in flight", 409, h("Retry-After", "1"), "", false, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
-		{"409 IETF problem body is in flight", 409, h("Content-Type", "application/problem+json"), ietfInFlight, false, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
-		{"409 Stripe idempotency_key_in_use is in flight", 409, nil, stripeInUse, false, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
-		{"409 after an attempt without an answer is in flight", 409, nil, `conflict`, true, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
-		{"409 with Stripe-Should-Retry true is in flight", 409, h("Stripe-Should-Retry", "true"), "", false, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 alone on a first attempt is a business conflict", 409, nil, `{"error":"order exists"}`, false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"409 with Retry-After is in flight", 409, h("Retry-After", "1"), "", false, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 IETF problem body is in flight", 409, h("Content-Type", "application/problem+json"), ietfInFlight, false, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 Stripe idempotency_key_in_use is in flight", 409, nil, stripeInUse, false, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 after an attempt without an answer is in flight", 409, nil, `conflict`, true, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 with Stripe-Should-Retry true is in flight", 409, h("Stripe-Should-Retry", "true"), "", false, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
 		// The server's own word that the key is in flight decides over its
 		// general advice: failing would report a payment that is still
 		// being made as failed.
-		{"409 in flight signal wins over advice false", 409, h("Stripe-Should-Retry", "false"), stripeInUse, false, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
-		{"409 with Retry-After wins over advice false", 409, h("Stripe-Should-Retry", "false", "Retry-After", "2"), "", false, outcomeRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 in flight signal wins over advice false", 409, h("Stripe-Should-Retry", "false"), stripeInUse, false, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
+		{"409 with Retry-After wins over advice false", 409, h("Stripe-Should-Retry", "false", "Retry-After", "2"), "", false, kindRetry, workflows.ErrTypeIdempotencyKeyInFlight, true},
 		// Only the activity's guess makes a bare 409 in flight: the
 		// server's explicit advice decides (final, of unknown outcome).
-		{"bare 409 after an unanswered attempt, advice false", 409, h("Stripe-Should-Retry", "false"), `conflict`, true, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"422 IETF key reused", 422, nil, ietfReused, false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"422 validation error naming the key field", 422, nil, `{"errors":{"idempotency_key":["is too long (maximum is 64 characters)"]}}`, false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"422 validation error about the key's format", 422, nil, `{"title":"Invalid Idempotency-Key","detail":"Idempotency-Key must be a UUID"}`, false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"422 about the key's format", 422, nil, `{"detail":"Idempotency-Key does not match the required format (UUID)"}`, false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"422 IETF draft's key reused detail", 422, nil, `{"detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."}`, false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"422 @node-idempotency/nestjs key reused", 422, nil, `{"statusCode":422,"message":"Idempotency-Key is already used"}`, false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"422 key used with another payload", 422, nil, `{"error":"idempotency key was used with a different request payload"}`, false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"417 express-style key reused", 417, nil, "", false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"400 Stripe idempotency_error", 400, nil, stripeReused, false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"400 plain", 400, nil, `{"error":"bad"}`, false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"key reused wins over advice", 400, h("Stripe-Should-Retry", "true"), stripeReused, false, outcomeFinal, workflows.ErrTypeIdempotencyKeyReused, false},
-		{"Stripe-Should-Retry true on 400", 400, h("Stripe-Should-Retry", "true"), "", false, outcomeRetry, workflows.ErrTypeHTTPRetryableStatus, false},
-		{"X-Should-Retry false on 503", 503, h("X-Should-Retry", "false"), "", false, outcomeFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
-		{"X-Should-Retry false on 429", 429, h("X-Should-Retry", " FALSE "), "", false, outcomeFinal, workflows.ErrTypeHTTPClientError, false},
-		{"X-Should-Retry true on 501", 501, h("X-Should-Retry", "true"), "", false, outcomeRetry, workflows.ErrTypeHTTPRetryableStatus, false},
-		{"advice of another value is ignored", 503, h("X-Should-Retry", "maybe"), "", false, outcomeRetry, workflows.ErrTypeHTTPRetryableStatus, false},
-		{"425 Too Early is retried (RFC 8470)", 425, nil, "", false, outcomeRetry, workflows.ErrTypeHTTPRetryableStatus, false},
-		{"3xx with Location", 302, h("Location", "/x"), "", false, outcomeFinal, workflows.ErrTypeRedirectNotFollowed, false},
-		{"3xx without Location", 304, nil, "", false, outcomeFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
-		{"2xx ignores advice", 201, h("X-Should-Retry", "true"), "", false, outcomeSuccess, "", false},
-		{"status 0", 0, nil, "", false, outcomeFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
-		{"status 600", 600, nil, "", false, outcomeFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
+		{"bare 409 after an unanswered attempt, advice false", 409, h("Stripe-Should-Retry", "false"), `conflict`, true, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"422 IETF key reused", 422, nil, ietfReused, false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"422 validation error is a client error", 422, nil, `{"error":"amount must be positive"}`, false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"422 validation error naming the key field", 422, nil, `{"errors":{"idempotency_key":["is too long (maximum is 64 characters)"]}}`, false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"422 validation error about the key's format", 422, nil, `{"title":"Invalid Idempotency-Key","detail":"Idempotency-Key must be a UUID"}`, false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"422 about the key's format", 422, nil, `{"detail":"Idempotency-Key does not match the required format (UUID)"}`, false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"422 IETF draft's key reused detail", 422, nil, `{"detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."}`, false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"422 @node-idempotency/nestjs key reused", 422, nil, `{"statusCode":422,"message":"Idempotency-Key is already used"}`, false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"422 key used with another payload", 422, nil, `{"error":"idempotency key was used with a different request payload"}`, false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"417 express-style key reused", 417, nil, "", false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"400 Stripe idempotency_error", 400, nil, stripeReused, false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"400 plain", 400, nil, `{"error":"bad"}`, false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"key reused wins over advice", 400, h("Stripe-Should-Retry", "true"), stripeReused, false, kindFinal, workflows.ErrTypeIdempotencyKeyReused, false},
+		{"Stripe-Should-Retry true on 400", 400, h("Stripe-Should-Retry", "true"), "", false, kindRetry, workflows.ErrTypeHTTPRetryableStatus, false},
+		{"X-Should-Retry false on 503", 503, h("X-Should-Retry", "false"), "", false, kindFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
+		{"X-Should-Retry false on 429", 429, h("X-Should-Retry", " FALSE "), "", false, kindFinal, workflows.ErrTypeHTTPClientError, false},
+		{"X-Should-Retry true on 501", 501, h("X-Should-Retry", "true"), "", false, kindRetry, workflows.ErrTypeHTTPRetryableStatus, false},
+		{"advice of another value is ignored", 503, h("X-Should-Retry", "maybe"), "", false, kindRetry, workflows.ErrTypeHTTPRetryableStatus, false},
+		{"425 Too Early is retried (RFC 8470)", 425, nil, "", false, kindRetry, workflows.ErrTypeHTTPRetryableStatus, false},
+		{"3xx with Location", 302, h("Location", "/x"), "", false, kindFinal, workflows.ErrTypeRedirectNotFollowed, false},
+		{"3xx without Location", 304, nil, "", false, kindFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
+		{"2xx ignores advice", 201, h("X-Should-Retry", "true"), "", false, kindSuccess, "", false},
+		{"status 0", 0, nil, "", false, kindFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
+		{"status 600", 600, nil, "", false, kindFinal, workflows.ErrTypeHTTPNonRetryableStatus, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := decideStatus(tt.status, tt.header, tt.body, tt.hint)
-			assert.Equal(t, tt.want, v.outcome, v.reason)
+			assert.Equal(t, tt.want, v.kind, v.reason)
 			assert.Equal(t, tt.wantType, v.errType, v.reason)
 			assert.Equal(t, tt.inFlight, v.inFlight, v.reason)
-			if tt.want != outcomeSuccess {
+			if tt.want != kindSuccess {
 				assert.NotEmpty(t, v.reason)
 			}
 		})
@@ -153,29 +153,29 @@ func TestDecideError(t *testing.T) {
 	tests := []struct {
 		name     string
 		err      error
-		want     outcome
+		want     verdictKind
 		wantType string
 		unknown  bool
 	}{
-		{"connection refused", urlErr(opErr("dial", os.NewSyscallError("connect", syscall.ECONNREFUSED))), outcomeRetry, workflows.ErrTypeNetworkError, false},
-		{"connection reset", urlErr(opErr("read", os.NewSyscallError("read", syscall.ECONNRESET))), outcomeRetry, workflows.ErrTypeNetworkError, true},
-		{"broken pipe", urlErr(opErr("write", syscall.EPIPE)), outcomeRetry, workflows.ErrTypeNetworkError, true},
-		{"dns not found", urlErr(opErr("dial", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true})), outcomeRetry, workflows.ErrTypeNetworkError, false},
-		{"dns temporary", urlErr(&net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}), outcomeRetry, workflows.ErrTypeNetworkError, false},
-		{"timeout", urlErr(context.DeadlineExceeded), outcomeRetry, workflows.ErrTypeNetworkError, true},
-		{"canceled", urlErr(context.Canceled), outcomeRetry, workflows.ErrTypeNetworkError, true},
-		{"eof", urlErr(io.EOF), outcomeRetry, workflows.ErrTypeNetworkError, true},
-		{"body cut short", fmt.Errorf("reading the 500 response body: %w", io.ErrUnexpectedEOF), outcomeRetry, workflows.ErrTypeNetworkError, true},
-		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), outcomeFinal, workflows.ErrTypeTLSCertificateError, false},
-		{"bare unknown authority", urlErr(x509.UnknownAuthorityError{}), outcomeFinal, workflows.ErrTypeTLSCertificateError, false},
-		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), outcomeFinal, workflows.ErrTypeTLSCertificateError, false},
-		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), outcomeFinal, workflows.ErrTypeTLSCertificateError, false},
-		{"tls to plain http", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), outcomeFinal, workflows.ErrTypeTLSCertificateError, false},
+		{"connection refused", urlErr(opErr("dial", os.NewSyscallError("connect", syscall.ECONNREFUSED))), kindRetry, workflows.ErrTypeNetworkError, false},
+		{"connection reset", urlErr(opErr("read", os.NewSyscallError("read", syscall.ECONNRESET))), kindRetry, workflows.ErrTypeNetworkError, true},
+		{"broken pipe", urlErr(opErr("write", syscall.EPIPE)), kindRetry, workflows.ErrTypeNetworkError, true},
+		{"dns not found", urlErr(opErr("dial", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true})), kindRetry, workflows.ErrTypeNetworkError, false},
+		{"dns temporary", urlErr(&net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}), kindRetry, workflows.ErrTypeNetworkError, false},
+		{"timeout", urlErr(context.DeadlineExceeded), kindRetry, workflows.ErrTypeNetworkError, true},
+		{"canceled", urlErr(context.Canceled), kindRetry, workflows.ErrTypeNetworkError, true},
+		{"eof", urlErr(io.EOF), kindRetry, workflows.ErrTypeNetworkError, true},
+		{"body cut short", fmt.Errorf("reading the 500 response body: %w", io.ErrUnexpectedEOF), kindRetry, workflows.ErrTypeNetworkError, true},
+		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), kindFinal, workflows.ErrTypeTLSCertificateError, false},
+		{"bare unknown authority", urlErr(x509.UnknownAuthorityError{}), kindFinal, workflows.ErrTypeTLSCertificateError, false},
+		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), kindFinal, workflows.ErrTypeTLSCertificateError, false},
+		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), kindFinal, workflows.ErrTypeTLSCertificateError, false},
+		{"tls to plain http", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), kindFinal, workflows.ErrTypeTLSCertificateError, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := decide(&answer{err: tt.err}, nil, progress{})
-			assert.Equal(t, tt.want, v.outcome)
+			assert.Equal(t, tt.want, v.kind)
 			assert.Equal(t, tt.wantType, v.errType)
 			assert.Equal(t, tt.unknown, v.unknown)
 		})
@@ -197,9 +197,9 @@ func TestRetryAfterOfSeveralValues(t *testing.T) {
 	assert.Equal(t, 9*time.Second, d)
 }
 
-func TestOutcomeString(t *testing.T) {
-	for o, want := range map[outcome]string{outcomeSuccess: "success", outcomeRetry: "retryable", outcomeFinal: "non_retryable", 0: "unknown"} {
-		assert.Equal(t, want, o.String())
+func TestVerdictKindString(t *testing.T) {
+	for k, want := range map[verdictKind]string{kindSuccess: "success", kindRetry: "retryable", kindFinal: "non_retryable", 0: "unknown"} {
+		assert.Equal(t, want, k.String())
 	}
 }
 
@@ -273,9 +273,9 @@ func TestDecideBareConflict(t *testing.T) {
 			assert.Equal(t, tt.wantType == workflows.ErrTypeIdempotencyKeyInFlight, v.inFlight, v.reason)
 			assert.Equal(t, tt.wantGuess, v.guessed, v.reason)
 			if v.inFlight {
-				assert.Equal(t, outcomeRetry, v.outcome, v.reason)
+				assert.Equal(t, kindRetry, v.kind, v.reason)
 			} else {
-				assert.Equal(t, outcomeFinal, v.outcome, v.reason)
+				assert.Equal(t, kindFinal, v.kind, v.reason)
 			}
 			assert.Contains(t, v.reason, tt.wantReason)
 		})

@@ -285,14 +285,14 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 	if v.inFlight {
 		v.errType, v.reason = workflows.ErrTypeHTTPRetryableStatus, fmt.Sprintf("%d from the monitor, marked to retry", ans.status)
 	}
-	switch v.outcome {
-	case outcomeSuccess:
+	switch v.kind {
+	case kindSuccess:
 		pl.op.State = state
 		r := pl.a.result(ans, p, pl.info.Attempt, pl.op)
 		r.Replayed = false
 		activity.GetLogger(ctx).Info("long-running operation ended", "key", pl.in.IdempotencyKey, "monitor", request.RedactURL(pl.op.Monitor), "status", ans.status, "polls", pl.info.Attempt, "state", state)
 		return r, ans.status, p.origin, nil
-	case outcomeFinal:
+	case kindFinal:
 		return nil, ans.status, p.origin, pl.final(p, v.errType, ans.status, pl.describe(p, ans, v.reason), pl.a.redact.snippet(ans.body))
 	}
 	return nil, ans.status, p.origin, pl.retry(ctx, p, ans, v.errType, pl.describe(p, ans, v.reason))

@@ -152,21 +152,21 @@ func (a *Activities) metrics(ctx context.Context, origin, operation string) clie
 	return activity.GetMetricsHandler(ctx).WithTags(a.labels.tags.get("origin", origin, "operation", a.labels.operationLabel(operation)))
 }
 
-// resultOf returns an attempt's outcome and error type as metrics, spans and
+// resultOf returns an attempt's verdict kind and error type as metrics, spans and
 // logs name them: Do's error decides, so that a retryable type made final
 // on the last attempt counts as non_retryable.
-func resultOf(err error) (outcome, string) {
+func resultOf(err error) (verdictKind, string) {
 	if err == nil {
-		return outcomeSuccess, "none"
+		return kindSuccess, "none"
 	}
 	var appErr *temporal.ApplicationError
 	switch {
 	case errors.As(err, &appErr) && appErr.NonRetryable():
-		return outcomeFinal, appErr.Type()
+		return kindFinal, appErr.Type()
 	case errors.As(err, &appErr):
-		return outcomeRetry, appErr.Type()
+		return kindRetry, appErr.Type()
 	default:
-		return outcomeRetry, "unknown"
+		return kindRetry, "unknown"
 	}
 }
 
@@ -177,8 +177,8 @@ func (a *Activities) count(m client.MetricsHandler, err error) {
 
 // countIn adds one to the counter name, labelled by how err ends the attempt.
 func (a *Activities) countIn(m client.MetricsHandler, name string, err error) {
-	outcome, errType := resultOf(err)
-	m.WithTags(a.outcomeTags.get("outcome", outcome.String(), "error_type", errType)).Counter(name).Inc(1)
+	kind, errType := resultOf(err)
+	m.WithTags(a.outcomeTags.get("outcome", kind.String(), "error_type", errType)).Counter(name).Inc(1)
 }
 
 // tracerName is the instrumentation scope of the attempts' spans.
@@ -243,8 +243,8 @@ func endSpan(span trace.Span, status int, resp *workflows.Response, err error) {
 	if status > 0 {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	}
-	outcome, errType := resultOf(err)
-	span.SetAttributes(attrOutcome.String(outcome.String()))
+	kind, errType := resultOf(err)
+	span.SetAttributes(attrOutcome.String(kind.String()))
 	switch {
 	case err == nil:
 		span.SetAttributes(attrReplayed.Bool(resp.Replayed))

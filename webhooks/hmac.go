@@ -1,28 +1,14 @@
 package webhooks
 
 import (
-	"bytes"
-	"crypto/hmac"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-)
-
-// The bounds of a verifier's header parsing, so that a hostile delivery
-// costs little: a signature or ID header over maxHeaderBytes (a timestamp
-// over 32 bytes) is rejected unread, and signatures past the first
-// maxSignatures are ignored: the work is one MAC of the body and at most
-// maxSignatures comparisons per secret.
-const (
-	maxHeaderBytes = 8 << 10
-	maxSignatures  = 16
 )
 
 // HMACOptions configures HMAC: a plain HMAC-SHA256 of the body (or of
@@ -217,64 +203,7 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event,
 	return ev, nil
 }
 
-// checkSecrets returns the secrets, or an error naming the first unusable
-// one by its position (never its value).
-func checkSecrets(scheme string, secrets []string) ([]string, error) {
-	if len(secrets) == 0 {
-		return nil, fmt.Errorf("webhooks: %s: no secret: give the endpoint's signing secret (several during a rotation)", scheme)
-	}
-	for i, s := range secrets {
-		switch {
-		case strings.TrimSpace(s) == "":
-			return nil, fmt.Errorf("webhooks: %s: secret %d of %d is empty", scheme, i+1, len(secrets))
-		case strings.TrimSpace(s) != s:
-			return nil, fmt.Errorf("webhooks: %s: secret %d of %d starts or ends with white space (a stray newline?)", scheme, i+1, len(secrets))
-		}
-	}
-	return secrets, nil
-}
-
-// anyMatch reports whether any received MAC equals the MAC of any key,
-// comparing in constant time.
-func anyMatch(keys [][]byte, received [][]byte, mac func(key []byte) []byte) bool {
-	for _, k := range keys {
-		want := mac(k)
-		for _, r := range received {
-			if hmac.Equal(want, r) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func noMatch(n int) error {
-	secrets := "the secret"
-	if n > 1 {
-		secrets = fmt.Sprintf("any of the %d secrets", n)
-	}
-	return fmt.Errorf("%w: no signature matches %s: check the endpoint's signing secret, and that the body is passed as received", ErrSignature, secrets)
-}
-
-func missingID(field string) error {
-	return fmt.Errorf("%w: the body has no top-level %q string or number", ErrEvent, field)
-}
-
-// parseUnix parses a timestamp header's value: Unix seconds.
-func parseUnix(header, v string) (int64, error) {
-	switch {
-	case v == "":
-		return 0, fmt.Errorf("%w: the %s header is missing", ErrTimestamp, header)
-	case len(v) > 32:
-		return 0, fmt.Errorf("%w: the %s header is not a Unix time in seconds", ErrTimestamp, header)
-	}
-	t, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: the %s header is not a Unix time in seconds", ErrTimestamp, header)
-	}
-	return t, nil
-}
-
+// digits reports whether s is a non-empty run of ASCII digits.
 func digits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
@@ -282,56 +211,4 @@ func digits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// checkAge rejects a timestamp t (Unix seconds) more than past seconds
-// before now or more than future seconds after it (future < 0: no bound),
-// now truncated to whole seconds as the official libraries do.
-func checkAge(what string, t int64, now time.Time, past, future int64) error {
-	n := now.Unix()
-	// Saturating differences: t may be any int64.
-	switch {
-	case t < n && (n-t > past || n-t < 0):
-		return fmt.Errorf("%w: %s is %s old, past the tolerance of %s: a replay, or the sender's clock is behind", ErrTimestamp, what, secs(n, t), time.Duration(past)*time.Second)
-	case future >= 0 && t > n && (t-n > future || t-n < 0):
-		return fmt.Errorf("%w: %s is %s in the future, past the tolerance of %s: the sender's clock is ahead", ErrTimestamp, what, secs(t, n), time.Duration(future)*time.Second)
-	}
-	return nil
-}
-
-// secs says b - a (b > a) seconds as a duration, or "very far" when that
-// does not fit one.
-func secs(b, a int64) string {
-	d := b - a
-	if d < 0 || d > int64(1<<63-1)/int64(time.Second) {
-		return "more than 292 years"
-	}
-	return (time.Duration(d) * time.Second).String()
-}
-
-// bodyFields returns the top-level fields idField (a string, or a
-// number's literal) and typeField (a string) of a JSON object body, ""
-// for any that is absent or of another type, or when the body is not a
-// JSON object.
-func bodyFields(body []byte, idField, typeField string) (id, typ string) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return "", ""
-	}
-	if raw, ok := m[idField]; ok && idField != "" {
-		var s string
-		switch {
-		case json.Unmarshal(raw, &s) == nil:
-			id = s
-		case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
-			id = string(bytes.TrimSpace(raw))
-		}
-	}
-	if raw, ok := m[typeField]; ok && typeField != "" {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			typ = s
-		}
-	}
-	return id, typ
 }

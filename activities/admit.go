@@ -156,7 +156,7 @@ func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt
 	if a.limiter == nil || ctx.Err() != nil {
 		return
 	}
-	o := admission.Outcome{
+	o := admission.Observation{
 		Throttled: ans.err == nil && a.throttle(ans.status),
 		Failed:    ans.err != nil || ans.status >= 500 && unknownStatus(ans.status),
 	}

@@ -490,8 +490,9 @@ func (b *bucket) admitTicket(d Decision, now time.Time, t Ticket) Decision {
 	return d
 }
 
-// Outcome is what the answer to one request says about its origin.
-type Outcome struct {
+// Observation is what the answer to one request says about its origin's
+// health: the limiter and the breaker learn from it (Limiter.Observe).
+type Observation struct {
 	// Throttled: the answer means "too fast" (a 429): it cuts the rate.
 	Throttled bool
 	// Failed: the origin is failing (a 5xx that is not about the request,
@@ -505,7 +506,7 @@ type Outcome struct {
 	RetryAfter time.Duration
 }
 
-// Observe records the outcome o of a request to origin sent at sent and
+// Observe records the observation o of a request to origin sent at sent and
 // answered (or given up on) at now. A throttle of a request sent before
 // the last cut does not cut again: it belongs to the same overload, which
 // the cut already answered (as TCP cuts once per round trip). A request
@@ -513,7 +514,7 @@ type Outcome struct {
 // that is neither a throttle nor a failure grows the slow start by one
 // request per second; a failure leaves the rate as it is (the breaker
 // answers failures).
-func (l *Limiter) Observe(origin string, sent, now time.Time, o Outcome) {
+func (l *Limiter) Observe(origin string, sent, now time.Time, o Observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket(origin, now)

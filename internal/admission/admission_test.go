@@ -17,8 +17,8 @@ var base = time.Unix(1_700_000_000, 0)
 // at is the fake clock: base plus d.
 func at(d time.Duration) time.Time { return base.Add(d) }
 
-// throttle is the outcome of a 429.
-var throttle = Outcome{Throttled: true}
+// throttle is the observation of a 429.
+var throttle = Observation{Throttled: true}
 
 // ms is n milliseconds.
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -225,7 +225,7 @@ func TestSlowStartGrowsByOnePerAnswer(t *testing.T) {
 		if s := l.State(origin, now); s.Rate != float64(2+i) || s.Throttled {
 			t.Fatalf("after %d answers: State %+v, want rate %d, not throttled", i, s, 2+i)
 		}
-		l.Observe(origin, now.Add(-ms(50)), now, Outcome{})
+		l.Observe(origin, now.Add(-ms(50)), now, Observation{})
 	}
 	now := at(5 * time.Second)
 	if s := l.State(origin, now); s.Rate != 52 {
@@ -317,7 +317,7 @@ func TestThrottleCutsFromMeasuredRate(t *testing.T) {
 	var now time.Time
 	for i := 1; i <= 12; i++ {
 		now = at(ms(250 * i))
-		l.Observe(origin, now.Add(-ms(100)), now, Outcome{})
+		l.Observe(origin, now.Add(-ms(100)), now, Observation{})
 	}
 	b := bucketOf(l, origin)
 	if !near(b.measured, 4, 0.1) {
@@ -340,7 +340,7 @@ func TestCubicRegrowth(t *testing.T) {
 	// Slow start: 4 answers (crossing a measuring interval) bring the rate
 	// to 5, under twice the measured rate.
 	for i := range 4 {
-		l.Observe(origin, at(ms(200*i-100)), at(ms(200*i)), Outcome{})
+		l.Observe(origin, at(ms(200*i-100)), at(ms(200*i)), Observation{})
 	}
 	before := l.State(origin, at(ms(600))).Rate
 	if before != 5 {
@@ -356,7 +356,7 @@ func TestCubicRegrowth(t *testing.T) {
 	var peak float64
 	for i := 1; i <= int(10*pace); i++ {
 		now := cut.Add(time.Duration(float64(i) / pace * float64(time.Second)))
-		l.Observe(origin, now.Add(-ms(100)), now, Outcome{})
+		l.Observe(origin, now.Add(-ms(100)), now, Observation{})
 		rate = l.State(origin, now).Rate
 		if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < DefaultMinRate {
 			t.Fatalf("at %v: rate %v", now.Sub(cut), rate)
@@ -606,7 +606,7 @@ func runTicks(l *Limiter, times []time.Time, throttleEvery int) [][]stepCall {
 	calls := make([][]stepCall, len(times))
 	for i, now := range times {
 		if i > 0 {
-			l.Observe(origin, times[i-1], now, Outcome{Throttled: throttleEvery > 0 && i%throttleEvery == 0})
+			l.Observe(origin, times[i-1], now, Observation{Throttled: throttleEvery > 0 && i%throttleEvery == 0})
 		}
 		for j := range 4 {
 			var d Decision
@@ -743,7 +743,7 @@ func TestSuccessAfterFirstThrottle(t *testing.T) {
 			// All the answers are in the first measuring interval, [0, 500ms):
 			// none is measured yet.
 			for i := range tc.answers {
-				l.Observe(origin, at(ms(10*i)), at(ms(10*i+5)), Outcome{})
+				l.Observe(origin, at(ms(10*i)), at(ms(10*i+5)), Observation{})
 			}
 			cut := at(ms(100))
 			before := l.State(origin, cut).Rate
@@ -751,7 +751,7 @@ func TestSuccessAfterFirstThrottle(t *testing.T) {
 			if b := bucketOf(l, origin); b.measured != 0 {
 				t.Fatalf("measured %v before the success, want none yet", b.measured)
 			}
-			l.Observe(origin, cut.Add(tc.after-ms(10)), cut.Add(tc.after), Outcome{})
+			l.Observe(origin, cut.Add(tc.after-ms(10)), cut.Add(tc.after), Observation{})
 			k := math.Cbrt(before * (1 - beta) / cubeC)
 			want := cubeC*math.Pow(tc.after.Seconds()-k, 3) + before
 			if r := l.State(origin, cut.Add(tc.after)).Rate; !near(r, want, 1e-9) || r < before*beta || r > before {
@@ -966,7 +966,7 @@ func TestOriginsIndependent(t *testing.T) {
 	// Slow start on one origin does not raise the other.
 	l2 := New(Config{})
 	for range 5 {
-		l2.Observe(a, now, now, Outcome{})
+		l2.Observe(a, now, now, Observation{})
 	}
 	if ra, rb := l2.State(a, now).Rate, l2.State(b, now).Rate; ra != 15 || rb != 10 {
 		t.Fatalf("rates a %v b %v, want 15 and 10", ra, rb)
@@ -996,7 +996,7 @@ func TestConcurrent(t *testing.T) {
 					d := l.Admit(o, now, held, i%7 == 0)
 					held = d.Ticket
 				case 2:
-					l.Observe(o, now.Add(-ms(50)), now, Outcome{Throttled: (g+i)%11 == 0})
+					l.Observe(o, now.Add(-ms(50)), now, Observation{Throttled: (g+i)%11 == 0})
 				case 3:
 					l.Admit(o, now, Ticket{}, true)
 				case 4:
@@ -1190,7 +1190,7 @@ func checkLimiter(t *testing.T, data []byte) {
 			}
 			// An answer with arg's high bit is a failure, with a
 			// Retry-After when its next bit is set too.
-			out := Outcome{Throttled: op&7 == 4, Failed: op&7 == 3 && arg&0x80 != 0}
+			out := Observation{Throttled: op&7 == 4, Failed: op&7 == 3 && arg&0x80 != 0}
 			if out.Failed && arg&0x40 != 0 {
 				out.RetryAfter = fuzzRetryAfter
 			}

@@ -10,7 +10,7 @@ import "time"
 // The breaker is closed while the origin answers. It opens when, within
 // the last FailureWindow, at least MinFailures requests failed and they
 // are at least FailureRatio of the answered requests: a failure is a 5xx
-// that is not about the request, or no answer at all (Outcome.Failed);
+// that is not about the request, or no answer at all (Observation.Failed);
 // throttles and other 4xx are answers, not failures. Open, it admits
 // nothing for OpenTime (or the failing answer's Retry-After), then goes
 // half open: the next request is admitted as the probe and every other
@@ -167,9 +167,9 @@ func (b *bucket) gate() (wait time.Duration, probe bool) {
 	return 0, false
 }
 
-// observeBreaker records the outcome o of a request sent at sent (on the
+// observeBreaker records the observation o of a request sent at sent (on the
 // origin's clock).
-func (b *bucket) observeBreaker(sent time.Time, o Outcome, cfg Config) {
+func (b *bucket) observeBreaker(sent time.Time, o Observation, cfg Config) {
 	br := &b.br
 	if sent.Before(br.since) {
 		return

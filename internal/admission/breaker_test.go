@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// failure is the outcome of a 503 (or of no answer).
-var failure = Outcome{Failed: true}
+// failure is the observation of a 503 (or of no answer).
+var failure = Observation{Failed: true}
 
-// answer is one outcome at a time offset, for a request sent just before.
+// answer is one observation at a time offset, for a request sent just before.
 type answer struct {
 	at time.Duration
-	o  Outcome
+	o  Observation
 }
 
 func TestBreakerOpens(t *testing.T) {
@@ -25,7 +25,7 @@ func TestBreakerOpens(t *testing.T) {
 	mixed := func(failures, successes int) []answer {
 		var as []answer
 		for i := range successes {
-			as = append(as, answer{ms(10 * i), Outcome{}})
+			as = append(as, answer{ms(10 * i), Observation{}})
 		}
 		for i := range failures {
 			as = append(as, answer{ms(10 * (successes + i)), failure})
@@ -55,7 +55,7 @@ func TestBreakerOpens(t *testing.T) {
 		{"a throttle marked failed is a throttle", Breaker{}, func() []answer {
 			var as []answer
 			for i := range 20 {
-				as = append(as, answer{ms(10 * i), Outcome{Throttled: true, Failed: true}})
+				as = append(as, answer{ms(10 * i), Observation{Throttled: true, Failed: true}})
 			}
 			return as
 		}(), false},
@@ -101,10 +101,10 @@ func openAt(t *testing.T, cfg Config) *Limiter {
 func TestBreakerProbes(t *testing.T) {
 	type step struct {
 		at     time.Duration
-		admit  bool    // Admit a first request (else Observe the probe's outcome)
-		o      Outcome // the probe's outcome
-		want   Reason  // Admit: "" for admitted
-		probe  bool    // Admit: admitted as the probe
+		admit  bool        // Admit a first request (else Observe the probe's observation)
+		o      Observation // the probe's observation
+		want   Reason      // Admit: "" for admitted
+		probe  bool        // Admit: admitted as the probe
 		wait   time.Duration
 		sentAt time.Duration // Observe: when the request answered was sent (default: the last probe)
 	}
@@ -132,13 +132,13 @@ func TestBreakerProbes(t *testing.T) {
 		}},
 		{"Retry-After on the failure sets the open time", []step{
 			{at: ms(1000), admit: true, probe: true},
-			{at: ms(1100), o: Outcome{Failed: true, RetryAfter: 7 * time.Second}},
+			{at: ms(1100), o: Observation{Failed: true, RetryAfter: 7 * time.Second}},
 			{at: ms(8000), admit: true, want: ReasonCircuitOpen, wait: ms(100)},
 			{at: ms(8100), admit: true, probe: true},
 		}},
 		{"an answered probe closes it: the slow start again", []step{
 			{at: ms(1000), admit: true, probe: true},
-			{at: ms(1050), o: Outcome{}},
+			{at: ms(1050), o: Observation{}},
 			{at: ms(1060), admit: true},
 			{at: ms(1060), admit: true},
 		}},
@@ -153,10 +153,10 @@ func TestBreakerProbes(t *testing.T) {
 			{at: ms(1000) + probeTimeout, admit: true, probe: true},
 		}},
 		{"an answer to a request sent before it opened decides nothing", []step{
-			{at: ms(500), o: Outcome{}, sentAt: ms(-50)},
+			{at: ms(500), o: Observation{}, sentAt: ms(-50)},
 			{at: ms(600), admit: true, want: ReasonCircuitOpen, wait: ms(400)},
 			{at: ms(1000), admit: true, probe: true},
-			{at: ms(1010), o: Outcome{}, sentAt: ms(-40)},
+			{at: ms(1010), o: Observation{}, sentAt: ms(-40)},
 			{at: ms(1020), admit: true, want: ReasonCircuitOpen, wait: probeWait},
 		}},
 	} {
@@ -197,7 +197,7 @@ func TestBreakerClosesToSlowStart(t *testing.T) {
 	if d := l.Admit(origin, at(time.Second), Ticket{}, false); !d.Probe {
 		t.Fatalf("no probe at 1 s: %+v", d)
 	}
-	l.Observe(origin, at(time.Second), at(ms(1010)), Outcome{})
+	l.Observe(origin, at(time.Second), at(ms(1010)), Observation{})
 	// The probe's answer is the slow start's first, from RestartRate.
 	restart := DefaultInitialRate / 2
 	s := l.State(origin, at(ms(1010)))
@@ -205,7 +205,7 @@ func TestBreakerClosesToSlowStart(t *testing.T) {
 		t.Fatalf("after the probe: %+v, want closed, not throttled, rate %v", s, restart+1)
 	}
 	// It grows by one per answer.
-	l.Observe(origin, at(ms(1020)), at(ms(1030)), Outcome{})
+	l.Observe(origin, at(ms(1020)), at(ms(1030)), Observation{})
 	if s := l.State(origin, at(ms(1030))); s.Rate != restart+2 {
 		t.Errorf("rate after one more answer %v, want %v", s.Rate, restart+2)
 	}

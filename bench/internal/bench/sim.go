@@ -326,7 +326,7 @@ func simulate(cfg simConfig) simResult {
 		}
 		back := e.t + net() // the answer reaches the client
 		if e.worker != nil {
-			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), simOutcome(ok, e.t < cfg.Outage))
+			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), simObservation(ok, e.t < cfg.Outage))
 			if sh != nil {
 				sh.answer(e.worker, ok)
 			}
@@ -440,10 +440,10 @@ func (s *sharedState) report(t time.Duration) {
 	}
 }
 
-// simOutcome is what a simulated answer tells the limiter: a failure (503)
+// simObservation is what a simulated answer tells the limiter: a failure (503)
 // during the outage, else a throttle (429) when it did not succeed.
-func simOutcome(ok, outage bool) admission.Outcome {
-	return admission.Outcome{Failed: outage, Throttled: !ok && !outage}
+func simObservation(ok, outage bool) admission.Observation {
+	return admission.Observation{Failed: outage, Throttled: !ok && !outage}
 }
 
 // SimSummary is the mean over several seeded runs of one configuration.

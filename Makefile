@@ -120,7 +120,7 @@ fuzz:
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/testing/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)

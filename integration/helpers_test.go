@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -210,7 +211,7 @@ func startOn(t testing.TB, ctx context.Context, c client.Client, taskQueue, work
 		ID: workflowID, TaskQueue: taskQueue,
 		// A guard: nothing here should run for long.
 		WorkflowExecutionTimeout: 5 * time.Minute,
-		StaticSummary:            workflows.Summary("POST", req.URL, req.Operation),
+		StaticSummary:            request.Summary("POST", req.URL, req.Operation),
 	}, workflows.WorkflowName, req)
 	if err != nil {
 		t.Fatalf("starting workflow %s: %v", workflowID, err)
@@ -231,7 +232,7 @@ func call(t testing.TB, ctx context.Context, taskQueue, workflowID string, req w
 
 // keyOf is the key the ready workflow derives for operation in workflowID.
 func keyOf(workflowID, operation string) string {
-	return workflows.DeriveKey(dev.Namespace, workflowID, operation)
+	return request.DeriveKey(dev.Namespace, workflowID, operation)
 }
 
 // checkStats compares the counters the test cares about (a negative want

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -440,7 +441,7 @@ func TestInspectable(t *testing.T) {
 	url := srv.URL + "/refunds"
 	run := start(t, ctx, tq, wid, workflows.Request{Operation: "refund", URL: url, Body: body, Retry: workflows.RetryOptions{MaximumAttempts: 10}})
 	key := keyOf(wid, "refund")
-	wantSummary := workflows.Summary("POST", url, "refund")
+	wantSummary := request.Summary("POST", url, "refund")
 
 	err := itest.Eventually(ctx, 50*time.Millisecond, func() error {
 		desc, err := tc.DescribeWorkflowExecution(ctx, wid, run.GetRunID())

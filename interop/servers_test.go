@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -207,7 +208,7 @@ func (r refTarget) PaymentsURL() string { return r.s.URL + "/payments" }
 
 func (r refTarget) Script(t *testing.T, script string) {
 	t.Helper()
-	steps, err := testsuite.ParseScript(script)
+	steps, err := serverflag.ParseScript(script)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,19 +140,6 @@ func ExpressDialect() Dialect {
 	}
 }
 
-// ParseDialect returns the preset named "ietf", "stripe" or "express".
-func ParseDialect(name string) (Dialect, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "ietf", "":
-		return IETFDialect(), nil
-	case "stripe":
-		return StripeDialect(), nil
-	case "express":
-		return ExpressDialect(), nil
-	}
-	return Dialect{}, fmt.Errorf("dialect %q: want ietf, stripe or express", name)
-}
-
 // normalized fills the defaults documented on Dialect.
 func (d Dialect) normalized() Dialect {
 	if d == (Dialect{}) {

@@ -72,17 +72,6 @@ type Async struct {
 	FlakyPolls int
 }
 
-// ParseAsyncStyle checks a Style name ("" is AsyncLocation).
-func ParseAsyncStyle(s string) (string, error) {
-	switch s {
-	case "":
-		return AsyncLocation, nil
-	case AsyncLocation, AsyncSeeOther, AsyncAzure, AsyncOperationLocation, AsyncGoogle:
-		return s, nil
-	}
-	return "", fmt.Errorf("async style %q: want %s, %s, %s, %s or %s", s, AsyncLocation, AsyncSeeOther, AsyncAzure, AsyncOperationLocation, AsyncGoogle)
-}
-
 // apiVersion is the query parameter the Azure styles put in their URLs.
 const apiVersion = "?api-version=2024-01-01"
 

@@ -94,13 +94,3 @@ func TestServerAsyncOutcomes(t *testing.T) {
 	assert.Contains(t, missing, "no such operation")
 	assert.Equal(t, 1, never.Stats().Cancels)
 }
-
-func TestParseAsyncStyle(t *testing.T) {
-	for in, want := range map[string]string{"": testsuite.AsyncLocation, "azure": testsuite.AsyncAzure, "google": testsuite.AsyncGoogle} {
-		got, err := testsuite.ParseAsyncStyle(in)
-		require.NoError(t, err)
-		assert.Equal(t, want, got)
-	}
-	_, err := testsuite.ParseAsyncStyle("soap")
-	assert.ErrorContains(t, err, "want location")
-}

@@ -47,7 +47,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,25 +144,6 @@ func Fail(status int, retryAfter ...string) Step {
 		s.RetryAfter = retryAfter[0]
 	}
 	return s
-}
-
-// ParseScript parses a comma-separated script such as "503,429:1,201": each
-// item a status, optionally ":" and a Retry-After value.
-func ParseScript(s string) ([]Step, error) {
-	var steps []Step
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		code, ra, _ := strings.Cut(item, ":")
-		n, err := strconv.Atoi(code)
-		if err != nil || n < 100 || n > 599 {
-			return nil, fmt.Errorf("script item %q: want STATUS or STATUS:RETRY-AFTER with a status 100-599, e.g. 503 or 429:1", item)
-		}
-		steps = append(steps, Step{Status: n, RetryAfter: ra})
-	}
-	return steps, nil
 }
 
 // Record is one unit of work done by the server: one per distinct key.

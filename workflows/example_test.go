@@ -56,15 +56,6 @@ func ExamplePost() {
 	// requests 2, keys 1, records 1
 }
 
-func ExampleDeriveKey() {
-	// The key depends on the namespace, the workflow ID and the operation only.
-	fmt.Println(workflows.DeriveKey("default", "order-1", "charge") == workflows.DeriveKey("default", "order-1", "charge"))
-	fmt.Println(workflows.DeriveKey("default", "order-1", "charge") == workflows.DeriveKey("default", "order-1", "refund"))
-	// Output:
-	// true
-	// false
-}
-
 // Subscription is the input of a periodic billing workflow.
 type Subscription struct {
 	APIURL string
@@ -91,12 +82,27 @@ func MonthlyCharge(ctx workflow.Context, sub Subscription) error {
 	return workflow.NewContinueAsNewError(ctx, MonthlyCharge, sub)
 }
 
-// ExampleKey_periodic shows the keys of a periodic operation: one per period.
+// periodKeys returns the keys MonthlyCharge uses for two periods, the
+// second asked twice.
+func periodKeys(ctx workflow.Context) ([]string, error) {
+	return []string{workflows.Key(ctx, "charge-2026-11"), workflows.Key(ctx, "charge-2026-12"), workflows.Key(ctx, "charge-2026-12")}, nil
+}
+
+// ExampleKey_periodic shows the keys of a periodic operation such as
+// MonthlyCharge: one per period, the same every time it is asked.
 func ExampleKey_periodic() {
-	for _, period := range []string{"2026-11", "2026-12"} {
-		fmt.Println(period, workflows.DeriveKey("default", "subscription-42", "charge-"+period)[:8])
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(periodKeys)
+	env.ExecuteWorkflow(periodKeys)
+	var keys []string
+	if err := env.GetWorkflowResult(&keys); err != nil {
+		panic(err)
 	}
+	fmt.Println("one key per period:", keys[0] != keys[1])
+	fmt.Println("the same when asked again:", keys[1] == keys[2])
 	// Output:
-	// 2026-11 c522b263
-	// 2026-12 328237d4
+	// one key per period: true
+	// the same when asked again: true
 }

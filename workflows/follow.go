@@ -322,7 +322,7 @@ func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, t
 			MaximumAttempts:        request.AttemptCeiling(0, timeout),
 			NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 		},
-		Summary: "polling " + Summary("GET", op.Monitor, op.Operation),
+		Summary: "polling " + request.Summary("GET", op.Monitor, op.Operation),
 	}
 }
 
@@ -340,7 +340,7 @@ func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in request.M
 		MaximumAttempts:        request.AttemptCeiling(request.CancelAttempts, request.CancelTimeout),
 		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
-	po.Summary = "cancelling the operation at " + Summary("GET", in.Monitor, in.Operation)[len("GET "):]
+	po.Summary = "cancelling the operation at " + request.Summary("GET", in.Monitor, in.Operation)[len("GET "):]
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, po), request.PollActivityName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("asking the server to cancel the operation failed", "operation", in.Operation, "error", err)
 	}

@@ -74,8 +74,8 @@ func TestReadyWorkflowDetails(t *testing.T) {
 	require.NoError(t, err)
 	var meta sdkpb.WorkflowMetadata
 	require.NoError(t, v.Get(&meta))
-	key := workflows.DeriveKey(testNamespace, "order-1", "charge")
-	want := workflows.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
+	key := request.DeriveKey(testNamespace, "order-1", "charge")
+	want := request.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
 	assert.Equal(t, want, meta.GetCurrentDetails())
 }
 

@@ -186,7 +186,7 @@ func TestWebhookOutcome(t *testing.T) {
 				require.True(t, ok, "%v", env.GetWorkflowError())
 				assert.Equal(t, tc.wantErr, f.Type, f.Message)
 				assert.Contains(t, f.Message, tc.wantMessage)
-				assert.Equal(t, workflows.DeriveKey("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
+				assert.Equal(t, request.DeriveKey("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
 				out = f.Outcome
 				if tc.wantState == "" {
 					assert.Nil(t, out)

@@ -22,12 +22,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -53,11 +51,6 @@ const (
 	DefaultStartToCloseTimeout    = 10 * time.Second
 	DefaultScheduleToCloseTimeout = 2 * time.Minute
 )
-
-// keyNamespace is the UUID namespace of derived keys (a UUIDv5 of the name
-// "temporal-idempotent-http" in the URL namespace). Changing it changes every
-// key and would repeat work already done: never change it.
-var keyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("temporal-idempotent-http"))
 
 // RetryOptions are the one retry policy of a call; they become the
 // activity's Temporal RetryPolicy. A zero field takes the value of the
@@ -209,13 +202,7 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 // each period gets its own key.
 func Key(ctx workflow.Context, operation string) string {
 	info := workflow.GetInfo(ctx)
-	return DeriveKey(info.Namespace, info.WorkflowExecution.ID, operation)
-}
-
-// DeriveKey is Key outside a workflow, for tools and tests that need to
-// predict the key of a workflow ID.
-func DeriveKey(namespace, workflowID, operation string) string {
-	return uuid.NewSHA1(keyNamespace, []byte(namespace+"\x00"+workflowID+"\x00"+operation)).String()
+	return request.DeriveKey(info.Namespace, info.WorkflowExecution.ID, operation)
 }
 
 // Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
@@ -407,7 +394,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		MaximumAttempts:        request.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
 		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
-	ao.Summary = Summary(method, req.URL, req.Operation)
+	ao.Summary = request.Summary(method, req.URL, req.Operation)
 	return in, ao, nil
 }
 
@@ -421,7 +408,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 func (r Request) Validate() error {
 	key := r.IdempotencyKey
 	if key == "" && strings.TrimSpace(r.Operation) != "" {
-		key = DeriveKey("", "", r.Operation)
+		key = request.DeriveKey("", "", r.Operation)
 	}
 	_, err := validate(r, key)
 	return err
@@ -466,19 +453,6 @@ func validate(req Request, key string) (string, error) {
 		return "", invalid("%v", err)
 	}
 	return method, nil
-}
-
-// Summary is the activity's one-line summary in the Web UI, e.g.
-// "POST api.example.com/payments (charge)".
-func Summary(method, rawURL, operation string) string {
-	s := method + " " + rawURL
-	if u, err := url.Parse(rawURL); err == nil {
-		s = method + " " + u.Host + u.Path
-	}
-	if operation != "" {
-		s += " (" + operation + ")"
-	}
-	return s
 }
 
 // retryOptions fills the zero fields of r from the retry policy already on
@@ -569,7 +543,7 @@ func ExecuteChild(ctx workflow.Context, req Request) (*Response, error) {
 	}
 	cwo := workflow.ChildWorkflowOptions{
 		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + req.Operation,
-		StaticSummary: Summary(method, req.URL, req.Operation),
+		StaticSummary: request.Summary(method, req.URL, req.Operation),
 	}
 	var resp Response
 	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {

@@ -66,7 +66,7 @@ func TestSeedScenario(t *testing.T) {
 	assert.Equal(t, 201, resp.Status)
 	assert.Equal(t, int32(3), resp.Attempt)
 	assert.False(t, resp.Replayed)
-	want := workflows.DeriveKey(testNamespace, "order-1", "charge")
+	want := request.DeriveKey(testNamespace, "order-1", "charge")
 	assert.Equal(t, []string{want, want, want}, h.keys, "one key for every attempt")
 	for _, l := range srv.Log() {
 		assert.Equal(t, want, l.IdempotencyKey)
@@ -161,8 +161,8 @@ func TestKeys(t *testing.T) {
 	assert.Equal(t, "rec_1", id)
 	require.Len(t, h.keys, 2)
 	assert.NotEqual(t, h.keys[0], h.keys[1], "two operations, two keys")
-	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-7", "charge"), h.keys[0])
-	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-7", "receipt"), h.keys[1])
+	assert.Equal(t, request.DeriveKey(testNamespace, "order-7", "charge"), h.keys[0])
+	assert.Equal(t, request.DeriveKey(testNamespace, "order-7", "receipt"), h.keys[1])
 	assert.Equal(t, 2, srv.Stats().Records)
 
 	// A re-run of the same business workflow ID gets the same keys and the
@@ -417,7 +417,7 @@ func TestReplayKeepsKey(t *testing.T) {
 				}
 			}
 			wfID := "histgen-seed-order-1"
-			require.Equal(t, []string{workflows.DeriveKey("default", wfID, "charge")}, recorded)
+			require.Equal(t, []string{request.DeriveKey("default", wfID, "charge")}, recorded)
 
 			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
 				Interceptors: []interceptor.WorkerInterceptor{&keyRecorder{keys: &replayed}},
@@ -430,30 +430,6 @@ func TestReplayKeepsKey(t *testing.T) {
 			require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
 			assert.Equal(t, recorded, replayed, "the replay derives the recorded key")
 		})
-	}
-}
-
-func TestSummary(t *testing.T) {
-	tests := []struct{ method, url, op, want string }{
-		{"POST", "https://api.example.com/payments?x=1", "charge", "POST api.example.com/payments (charge)"},
-		{"PUT", "http://127.0.0.1:8081/orders/7", "", "PUT 127.0.0.1:8081/orders/7"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, workflows.Summary(tt.method, tt.url, tt.op))
-	}
-}
-
-func TestDeriveKey(t *testing.T) {
-	k := workflows.DeriveKey(testNamespace, "order-1", "charge")
-	assert.Len(t, k, 36)
-	assert.Equal(t, k, workflows.DeriveKey(testNamespace, "order-1", "charge"), "stable")
-	for _, other := range []string{
-		workflows.DeriveKey("prod", "order-1", "charge"),
-		workflows.DeriveKey(testNamespace, "order-2", "charge"),
-		workflows.DeriveKey(testNamespace, "order-1", "refund"),
-		workflows.DeriveKey(testNamespace, "order-1charge", ""),
-	} {
-		assert.NotEqual(t, k, other)
 	}
 }
 
@@ -485,7 +461,7 @@ func TestFinalFailureLogsOnce(t *testing.T) {
 	assert.Equal(t, request.BodyHash(req.Body), l["body_sha256"])
 	assert.Equal(t, req.URL, l["url"])
 	assert.Equal(t, "POST", l["method"])
-	assert.Equal(t, workflows.DeriveKey(testNamespace, "default-test-workflow-id", "charge"), l["key"])
+	assert.Equal(t, request.DeriveKey(testNamespace, "default-test-workflow-id", "charge"), l["key"])
 	assert.EqualValues(t, 3, l["attempts"])
 	assert.EqualValues(t, 503, l["last_status"])
 	assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, l["error_type"])
@@ -513,7 +489,7 @@ func TestExecuteChild(t *testing.T) {
 	require.NoError(t, h.env.GetWorkflowError())
 	var key string
 	require.NoError(t, h.env.GetWorkflowResult(&key))
-	assert.Equal(t, workflows.DeriveKey(testNamespace, "order-11", "charge"), key, "the parent's key, not the child's")
+	assert.Equal(t, request.DeriveKey(testNamespace, "order-11", "charge"), key, "the parent's key, not the child's")
 	assert.Equal(t, []string{"order-11/charge"}, childIDs)
 	assert.Equal(t, 1, srv.Stats().Records)
 }
@@ -557,7 +533,7 @@ func replayDeclined(t *testing.T, file string) {
 		assert.Equal(t, http.StatusPaymentRequired, f.Status)
 		assert.Equal(t, int32(1), f.Attempt)
 		assert.Equal(t, "charge", f.Operation)
-		assert.Equal(t, workflows.DeriveKey("default", wfID, "charge"), f.IdempotencyKey)
+		assert.Equal(t, request.DeriveKey("default", wfID, "charge"), f.IdempotencyKey)
 		assert.Contains(t, f.Message, "402")
 		assert.Contains(t, f.Body, "Payment Required")
 		assert.False(t, f.OutcomeUnknown)

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -99,7 +100,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	steps, err := testsuite.ParseScript(*script)
+	steps, err := serverflag.ParseScript(*script)
 	if err != nil {
 		return config{}, err
 	}
@@ -109,7 +110,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	if *lockTimeout < 0 {
 		return config{}, fmt.Errorf("--lock-timeout %v: want 0 or more", *lockTimeout)
 	}
-	dialect, err := testsuite.ParseDialect(*dialectName)
+	dialect, err := serverflag.ParseDialect(*dialectName)
 	if err != nil {
 		return config{}, fmt.Errorf("--dialect: %w", err)
 	}
@@ -125,7 +126,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	})
 	var async *testsuite.Async
 	if *asyncStyle != "" {
-		style, err := testsuite.ParseAsyncStyle(*asyncStyle)
+		style, err := serverflag.ParseAsyncStyle(*asyncStyle)
 		if err != nil {
 			return config{}, fmt.Errorf("--async: %w", err)
 		}

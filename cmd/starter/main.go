@@ -48,6 +48,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -240,7 +241,7 @@ func (cfg config) startOptions() client.StartWorkflowOptions {
 		ID:                       cfg.workflowID,
 		TaskQueue:                cfg.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            workflows.Summary(strings.ToUpper(cfg.method), cfg.url, cfg.operation),
+		StaticSummary:            request.Summary(strings.ToUpper(cfg.method), cfg.url, cfg.operation),
 	}
 }
 
@@ -250,7 +251,7 @@ func (cfg config) expectedKey(ns, workflowID string) string {
 	if cfg.key != "" {
 		return cfg.key
 	}
-	return workflows.DeriveKey(ns, workflowID, cfg.operation)
+	return request.DeriveKey(ns, workflowID, cfg.operation)
 }
 
 // clientOptions loads the client options from the environment or a profile,

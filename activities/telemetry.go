@@ -61,9 +61,10 @@ const (
 	// second; 0 while none is (labelled origin only).
 	metricRateLimit = "idempotent_http_rate_limit"
 	// metricPolls counts the poll activity's attempts (one poll of a
-	// long-running operation's monitor each), labelled as the attempts
-	// counter: a poll that found the operation still running is retryable
-	// with error_type OperationRunning.
+	// long-running operation's monitor each, but for those admission held
+	// back: error_type NotAdmitted, nothing sent), labelled as the
+	// attempts counter: a poll that found the operation still running is
+	// retryable with error_type OperationRunning.
 	metricPolls = "idempotent_http_polls_total"
 )
 

@@ -3,7 +3,6 @@ package workflows_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,12 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -51,10 +48,7 @@ func TestReplayFollowFirstWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			raw, err := os.ReadFile(tt.file)
-			require.NoError(t, err)
-			var hist historypb.History
-			require.NoError(t, protojson.Unmarshal(raw, &hist))
+			hist := recordedHistory(t, tt.file)
 
 			var in workflows.Request
 			require.NoError(t, json.Unmarshal(hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
@@ -99,7 +93,7 @@ func TestReplayFollowFirstWait(t *testing.T) {
 
 			r := worker.NewWorkflowReplayer()
 			workflows.Register(r)
-			svc := historyService{history: &hist}
+			svc := historyService{history: hist}
 			require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: "histgen-follow-order-3", RunID: "recorded"}))
 		})
 	}
@@ -200,10 +194,7 @@ const cancelFirstWaitChangeID = "follow-cancel-during-first-wait"
 // timer started and was cancelled, no cancel request, the workflow
 // cancelled. Today's code must replay it as recorded.
 func TestReplayFollowCancelFirstWait(t *testing.T) {
-	raw, err := os.ReadFile("testdata/follow_cancel_first_wait_history.json")
-	require.NoError(t, err)
-	var hist historypb.History
-	require.NoError(t, protojson.Unmarshal(raw, &hist))
+	hist := recordedHistory(t, "testdata/follow_cancel_first_wait_history.json")
 
 	var in workflows.Request
 	require.NoError(t, json.Unmarshal(hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
@@ -229,6 +220,6 @@ func TestReplayFollowCancelFirstWait(t *testing.T) {
 
 	r := worker.NewWorkflowReplayer()
 	workflows.Register(r)
-	svc := historyService{history: &hist}
+	svc := historyService{history: hist}
 	require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: "histgen-follow-cancel-order-4", RunID: "recorded"}))
 }

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
@@ -23,6 +25,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -71,6 +74,17 @@ func (h *harness) call(req workflows.Request) (*workflows.Response, error) {
 
 func charge(srv *idemtest.Server) workflows.Request {
 	return workflows.Request{Operation: "charge", URL: srv.URL + "/payments", Body: json.RawMessage(`{"amount":4200}`)}
+}
+
+// recordedHistory reads a history recorded on a dev server
+// (testdata/*_history*.json, written by internal/cmd/histgen).
+func recordedHistory(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var hist historypb.History
+	require.NoError(t, protojson.Unmarshal(raw, &hist))
+	return &hist
 }
 
 // historyService serves one recorded history to the replayer.

@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
@@ -24,7 +22,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -397,10 +394,7 @@ func TestReplayKeepsKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			raw, err := os.ReadFile(tt.file)
-			require.NoError(t, err)
-			var hist historypb.History
-			require.NoError(t, protojson.Unmarshal(raw, &hist))
+			hist := recordedHistory(t, tt.file)
 
 			var recorded, replayed []string
 			for _, ev := range hist.Events {
@@ -426,7 +420,7 @@ func TestReplayKeepsKey(t *testing.T) {
 			workflows.Register(r)
 			// ReplayWorkflowExecution replays in the recorded namespace, as a
 			// worker does; the file replay functions use a placeholder namespace.
-			svc := historyService{history: &hist}
+			svc := historyService{history: hist}
 			require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
 			assert.Equal(t, recorded, replayed, "the replay derives the recorded key")
 		})
@@ -508,10 +502,7 @@ func TestReplayReadsRecordedFailure(t *testing.T) {
 }
 
 func replayDeclined(t *testing.T, file string) {
-	raw, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var hist historypb.History
-	require.NoError(t, protojson.Unmarshal(raw, &hist))
+	hist := recordedHistory(t, file)
 	const wfID = "histgen-declined-order-2"
 	fc := temporal.GetDefaultFailureConverter()
 
@@ -542,6 +533,6 @@ func replayDeclined(t *testing.T, file string) {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
 	require.NoError(t, err)
 	workflows.Register(r)
-	svc := historyService{history: &hist}
+	svc := historyService{history: hist}
 	require.NoError(t, r.ReplayWorkflowExecution(t.Context(), svc, nil, "default", workflow.Execution{ID: wfID, RunID: "recorded"}))
 }

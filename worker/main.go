@@ -49,6 +49,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -130,7 +131,7 @@ func parseFlags() (config, error) {
 	flag.Int64Var(&cfg.maxBody, "max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
 	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); +azure, +operation-location or +google choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
+	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); +azure, +operation-location or +google choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
@@ -269,6 +270,10 @@ func activityConfig(origins []string, token string) activities.Config {
 	return cfg
 }
 
+// conventionPreset is the type of the convention presets package
+// activities registers by name (internal/named): ietf, stripe, ….
+type conventionPreset = func() activities.Convention
+
 // parseConventions reads ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] items:
 // +quoted sets Convention.KeyQuoted; +azure, +operation-location and
 // +google set Convention.LongRunning to AzureAsyncOperation,
@@ -280,12 +285,9 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 		preset, keyHeader, _ := strings.Cut(spec, ":")
 		preset, modifiers, hasModifiers := strings.Cut(preset, "+")
 		var c activities.Convention
-		switch strings.ToLower(strings.TrimSpace(preset)) {
-		case "ietf":
-			c = activities.IETF()
-		case "stripe":
-			c = activities.Stripe()
-		default:
+		if p, known := named.Lookup[conventionPreset](strings.TrimSpace(preset)); known {
+			c = p()
+		} else {
 			ok = false
 		}
 		origin = strings.TrimSpace(origin)
@@ -314,7 +316,7 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] with PRESET ietf or stripe and MODIFIER quoted, azure, operation-location or google, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted+azure", item)
+			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] with PRESET %s and MODIFIER quoted, azure, operation-location or google, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted+azure", item, named.OneOf[conventionPreset]())
 		}
 		if keyHeader != "" {
 			c.KeyHeader = strings.TrimSpace(keyHeader)

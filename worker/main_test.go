@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 )
 
 func TestActivityConfig(t *testing.T) {
@@ -96,6 +98,25 @@ func TestParseConventions(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestConventionPresets: every preset package activities registers is one
+// --convention accepts, as the convention its function returns, and names
+// in its help and its error.
+func TestConventionPresets(t *testing.T) {
+	names := named.Names[conventionPreset]()
+	require.Subset(t, names, []string{"ietf", "stripe"})
+	for _, name := range names {
+		preset, ok := named.Lookup[conventionPreset](name)
+		require.True(t, ok)
+		got, err := parseConventions("https://api.example.com=" + strings.ToUpper(name))
+		require.NoError(t, err, name)
+		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": preset()}, got, name)
+	}
+	_, err := parseConventions("https://api.example.com=nosuch")
+	assert.ErrorContains(t, err, "PRESET "+named.OneOf[conventionPreset]()+" and")
+	parseArgs(t)
+	assert.Contains(t, flag.CommandLine.Lookup("convention").Usage, "PRESET "+named.OneOf[conventionPreset]()+";")
 }
 
 // parseArgs runs parseFlags on args, as the command line, with a fresh

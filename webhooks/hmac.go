@@ -8,8 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
+
+// The hmac scheme with its default options; the worker's --webhook-hmac-*
+// flags set the others.
+func init() {
+	named.Register[newVerifier]("hmac", func(secrets ...string) (Verifier, error) { return HMAC(HMACOptions{Secrets: secrets}) })
+}
 
 // HMACOptions configures HMAC: a plain HMAC-SHA256 of the body (or of
 // "timestamp.body") in a header, as GitHub's X-Hub-Signature-256 and many

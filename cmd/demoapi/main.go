@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
+	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
@@ -204,7 +206,7 @@ type webhookFlags struct {
 func addWebhookFlags(fs *flag.FlagSet) webhookFlags {
 	return webhookFlags{
 		url:        fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on"),
-		scheme:     fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: standard-webhooks, stripe or hmac"),
+		scheme:     fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: "+named.List(signature.Names()...)),
 		secretEnv:  fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)"),
 		duration:   fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook"),
 		outcome:    fs.String("webhook-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed or canceled"),

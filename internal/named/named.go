@@ -1,9 +1,10 @@
 // Package named holds the choices the binaries name on their command
-// lines (the worker's convention presets, say), each registered by the
-// package that declares it, in that package's init. Adding a choice is
-// then a change to that package alone: the flag that names it, its help
-// and its error messages read the names here, and no exported lookup is
-// needed in the public API for a binary of this repository.
+// lines (the worker's convention presets and webhook verifiers), each
+// registered by the package that declares it, in that package's init.
+// Adding a choice is then a change to that package alone: the flag that
+// names it, its help and its error messages read the names here, and no
+// exported lookup is needed in the public API for a binary of this
+// repository.
 package named
 
 import (
@@ -66,8 +67,11 @@ func Names[T any]() []string {
 
 // OneOf lists the names of the choices of type T for a help text or an
 // error message: "a", "a or b", "a, b or c".
-func OneOf[T any]() string {
-	names := Names[T]()
+func OneOf[T any]() string { return List(Names[T]()...) }
+
+// List lists names for a help text or an error message: "a", "a or b",
+// "a, b or c".
+func List(names ...string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}

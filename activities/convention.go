@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -175,6 +176,13 @@ func Stripe() Convention {
 		SignalsInFlight: true,
 		KeyReused:       []Signal{{Status: 400, Body: "idempotency_error"}},
 	}
+}
+
+// The presets the worker's --convention flag names: a preset registered
+// here is one the flag accepts and lists in its help.
+func init() {
+	named.Register("ietf", IETF)
+	named.Register("stripe", Stripe)
 }
 
 // withDefaults fills the zero fields of c and checks it.

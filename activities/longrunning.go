@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -124,6 +125,15 @@ func OperationLocation() LongRunning {
 		StatusField:    "status", Succeeded: []string{"Succeeded"}, Failed: []string{"Failed"}, Canceled: []string{"Canceled"},
 		ErrorField: "error", ResultField: "result", ResultAtLocation: true, KeepQuery: []string{"api-version"},
 	}
+}
+
+// The long-running presets the worker's --convention modifiers name
+// (+azure, …), each given the origin: one registered here is one the flag
+// accepts and lists in its help.
+func init() {
+	named.Register("azure", func(string) LongRunning { return AzureAsyncOperation() })
+	named.Register("operation-location", func(string) LongRunning { return OperationLocation() })
+	named.Register("google", func(origin string) LongRunning { return GoogleOperation(origin + "/v1/") })
 }
 
 // GoogleOperation is Google's long-running operations (AIP-151,

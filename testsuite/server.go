@@ -569,7 +569,8 @@ func (s *Server) claim(c *call, uri string) decision {
 // outcome in e (the entry claimed for a new key; nil without a key) and
 // logs the status.
 func (s *Server) process(c *call, e *entry) decision {
-	st, ct, b, rec := s.work(c.r, c.body, c.key, c.hash, c.now)
+	st, b, rec := s.work(c.r, c.body, c.key, c.hash, c.now)
+	const ct = "application/json" // what work, accept and startOperation answer
 	var h http.Header
 	switch {
 	case st < 200 || st > 299:
@@ -737,15 +738,16 @@ func (s *Server) nextFailure(now time.Time) (Step, bool) {
 
 // work does the work of a new key (or of a request without a key when the
 // dialect allows it), outside the lock: it creates the record and answers
-// 201 with it, or calls Options.Work. A non-2xx answer creates no record.
-// rec is the index of the record in s.records, -1 if none is kept.
-func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.Time) (st int, ct string, b []byte, rec int) {
+// 201 with it, or calls Options.Work; the answer b is JSON. A non-2xx
+// answer creates no record. rec is the index of the record in s.records,
+// -1 if none is kept.
+func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.Time) (st int, b []byte, rec int) {
 	if s.opts.ProcessingTime > 0 {
 		time.Sleep(s.opts.ProcessingTime)
 	}
 	if len(body) > 0 && !json.Valid(body) {
 		b, _ := json.Marshal(map[string]string{"error": "request body is not valid JSON"})
-		return http.StatusBadRequest, "application/json", b, -1
+		return http.StatusBadRequest, b, -1
 	}
 	record := Record{IdempotencyKey: key, BodySHA256: hash, Method: r.Method, Path: r.URL.Path, Created: now}
 	if len(body) > 0 {
@@ -754,14 +756,14 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 	st = http.StatusCreated
 	if s.opts.Work != nil && s.opts.Async == nil && s.wh == nil {
 		if st, b = s.opts.Work(r, body); st < 200 || st > 299 {
-			return st, "application/json", b, -1
+			return st, b, -1
 		}
 	}
 	rec = s.keep(&record)
 	if b == nil {
 		b, _ = json.Marshal(record)
 	}
-	return st, "application/json", b, rec
+	return st, b, rec
 }
 
 // keep counts the work of record, names it and keeps it in s.records,

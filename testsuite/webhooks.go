@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
@@ -145,17 +147,10 @@ type Webhooks struct {
 // with its error.
 func (w Webhooks) Validate() error {
 	var errs []error
-	switch w.Scheme {
-	case "", SchemeStandardWebhooks:
-		if key, err := signature.StandardKey(w.Secret); err != nil || len(key) == 0 {
-			errs = append(errs, errors.New(`Secret: want a Standard Webhooks secret, "whsec_" and the key in base64`))
-		}
-	case SchemeStripe, SchemeHMAC:
-		if w.Secret == "" {
-			errs = append(errs, errors.New("Secret: required"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("Scheme %q: want %s, %s or %s", w.Scheme, SchemeStandardWebhooks, SchemeStripe, SchemeHMAC))
+	if sc, ok := signature.Lookup(cmp.Or(w.Scheme, SchemeStandardWebhooks)); !ok {
+		errs = append(errs, fmt.Errorf("Scheme %q: want %s", w.Scheme, named.List(signature.Names()...)))
+	} else if _, err := sc.Key(w.Secret); err != nil {
+		errs = append(errs, fmt.Errorf("Secret: %w", err))
 	}
 	if w.URL != "" {
 		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -203,8 +198,9 @@ type Delivery struct {
 
 // sender is the state of a server's webhooks.
 type sender struct {
-	w       Webhooks // normalized
-	key     []byte   // the Standard Webhooks key
+	w       Webhooks         // normalized
+	scheme  signature.Scheme // w.Scheme's
+	key     []byte           // its signing key
 	client  *http.Client
 	ctx     context.Context // done at Server.Close
 	stop    context.CancelFunc
@@ -248,9 +244,8 @@ func newSender(w Webhooks) *sender {
 		w.RetryFor = defaultRetryFor
 	}
 	sn := &sender{w: w, ops: map[string]*hookOp{}}
-	if w.Scheme == SchemeStandardWebhooks {
-		sn.key, _ = signature.StandardKey(w.Secret)
-	}
+	sn.scheme, _ = signature.Lookup(w.Scheme)
+	sn.key, _ = sn.scheme.Key(w.Secret)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	sn.client = &http.Client{
 		Transport: tr,
@@ -527,18 +522,9 @@ func (sn *sender) send(u string, c *hookCopy, now time.Time) (int, error) {
 // sign sets the scheme's signature headers of c, signed at ts; a forged
 // copy is signed, well-formed, under another secret.
 func (sn *sender) sign(h http.Header, c *hookCopy, ts int64) {
-	key, secret := sn.key, sn.w.Secret
+	key := sn.key
 	if c.kind == DeliveryForged {
-		key, secret = append([]byte("forged:"), key...), "forged:"+secret
+		key = append([]byte("forged:"), key...)
 	}
-	switch sn.w.Scheme {
-	case SchemeStripe:
-		h.Set(signature.StripeSignature, signature.Stripe(ts, c.body, secret))
-	case SchemeHMAC:
-		h.Set(signature.HMACSignature, signature.HMACHex(secret, c.body))
-	default:
-		h.Set(signature.StandardID, c.id)
-		h.Set(signature.StandardTimestamp, strconv.FormatInt(ts, 10))
-		h.Set(signature.StandardSignature, signature.Standard(key, c.id, ts, c.body))
-	}
+	sn.scheme.Sign(h, key, c.id, ts, c.body)
 }

@@ -8,8 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
+
+// The hmac scheme with its default options; the worker's --webhook-hmac-*
+// flags set the others.
+func init() {
+	named.Register[newVerifier]("hmac", func(secrets ...string) (Verifier, error) { return HMAC(HMACOptions{Secrets: secrets}) })
+}
 
 // HMACOptions configures HMAC: a plain HMAC-SHA256 of the body (or of
 // "timestamp.body") in a header, as GitHub's X-Hub-Signature-256 and many
@@ -110,54 +117,67 @@ func (v *hmacVerifier) Scheme() string    { return "hmac" }
 func (v *hmacVerifier) RejectStatus() int { return http.StatusUnauthorized }
 
 func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event, error) {
-	var ev Event
-	var ts string
-	if v.o.TimestampHeader != "" {
-		ts = h.Get(v.o.TimestampHeader)
-		t, err := parseUnix(v.o.TimestampHeader, ts)
-		if err != nil {
-			return Event{}, err
-		}
-		if !digits(ts) {
-			// The signed content is the timestamp as sent: keep it to
-			// what senders write.
-			return Event{}, fmt.Errorf("%w: %s is not a Unix time in seconds (digits only)", ErrTimestamp, v.o.TimestampHeader)
-		}
-		tol := int64(v.o.Tolerance / time.Second)
-		if err := checkAge(v.o.TimestampHeader, t, now, tol, tol); err != nil {
-			return Event{}, err
-		}
-		ev.Time = time.Unix(t, 0)
+	ts, at, err := v.timestamp(h, now)
+	if err != nil {
+		return Event{}, err
 	}
+	sigs, err := v.signatures(h)
+	if err != nil {
+		return Event{}, err
+	}
+	if !anyMatch(v.keys, sigs, func(key []byte) []byte { return signature.HMAC(string(key), ts, body) }) {
+		return Event{}, noMatch(len(v.keys))
+	}
+	return v.identify(h, body, Event{Time: at})
+}
+
+// timestamp returns the TimestampHeader as sent, part of the signed
+// content, and the time it says, once it is checked to be a Unix time
+// within Tolerance of now; "" and the zero time when no TimestampHeader is
+// configured.
+func (v *hmacVerifier) timestamp(h http.Header, now time.Time) (string, time.Time, error) {
+	if v.o.TimestampHeader == "" {
+		return "", time.Time{}, nil
+	}
+	ts := h.Get(v.o.TimestampHeader)
+	t, err := parseUnix(v.o.TimestampHeader, ts)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if !digits(ts) {
+		// The signed content is the timestamp as sent: keep it to
+		// what senders write.
+		return "", time.Time{}, fmt.Errorf("%w: %s is not a Unix time in seconds (digits only)", ErrTimestamp, v.o.TimestampHeader)
+	}
+	tol := int64(v.o.Tolerance / time.Second)
+	if err := checkAge(v.o.TimestampHeader, t, now, tol, tol); err != nil {
+		return "", time.Time{}, err
+	}
+	return ts, time.Unix(t, 0), nil
+}
+
+// signatures returns the well-formed signatures of the Header (at most
+// maxSignatures fields are read), or why there is none.
+func (v *hmacVerifier) signatures(h http.Header) ([][]byte, error) {
 	vals := h.Values(v.o.Header)
 	if len(vals) == 0 || strings.TrimSpace(strings.Join(vals, "")) == "" {
-		return Event{}, fmt.Errorf("%w: the %s header is missing", ErrSignature, v.o.Header)
+		return nil, fmt.Errorf("%w: the %s header is missing", ErrSignature, v.o.Header)
 	}
 	var sigs [][]byte
 	size, malformed := 0, 0
 	for _, val := range vals {
 		if size += len(val); size > maxHeaderBytes {
-			return Event{}, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrSignature, v.o.Header, maxHeaderBytes)
+			return nil, fmt.Errorf("%w: the %s header is longer than %d bytes", ErrSignature, v.o.Header, maxHeaderBytes)
 		}
 		for _, f := range strings.FieldsFunc(val, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
 			if len(sigs)+malformed >= maxSignatures {
 				break
 			}
-			s, ok := strings.CutPrefix(f, v.o.Prefix)
-			var mac []byte
-			var err error
-			if ok {
-				if v.o.Encoding == "base64" {
-					mac, err = base64.StdEncoding.DecodeString(s)
-				} else {
-					mac, err = hex.DecodeString(s)
-				}
-			}
-			if !ok || err != nil || len(mac) == 0 {
+			if mac, ok := v.decode(f); ok {
+				sigs = append(sigs, mac)
+			} else {
 				malformed++
-				continue
 			}
-			sigs = append(sigs, mac)
 		}
 	}
 	if len(sigs) == 0 {
@@ -165,13 +185,32 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) (Event,
 		if v.o.Prefix != "" {
 			want = fmt.Sprintf("%q and %s", v.o.Prefix, want)
 		}
-		return Event{}, fmt.Errorf("%w: the %s header holds no well-formed signature (want %s)", ErrSignature, v.o.Header, want)
+		return nil, fmt.Errorf("%w: the %s header holds no well-formed signature (want %s)", ErrSignature, v.o.Header, want)
 	}
-	if !anyMatch(v.keys, sigs, func(key []byte) []byte { return signature.HMAC(string(key), ts, body) }) {
-		return Event{}, noMatch(len(v.keys))
+	return sigs, nil
+}
+
+// decode returns the MAC one field of the Header carries, false unless it
+// has the Prefix and a non-empty MAC in the Encoding.
+func (v *hmacVerifier) decode(field string) ([]byte, bool) {
+	s, ok := strings.CutPrefix(field, v.o.Prefix)
+	if !ok {
+		return nil, false
 	}
-	// The ID and the type: from their headers when set, else from the
-	// body (parsed only when one of them is needed).
+	var mac []byte
+	var err error
+	if v.o.Encoding == "base64" {
+		mac, err = base64.StdEncoding.DecodeString(s)
+	} else {
+		mac, err = hex.DecodeString(s)
+	}
+	return mac, err == nil && len(mac) > 0
+}
+
+// identify returns ev with the verified delivery's ID and type: from
+// their headers when set, else from the body (parsed only when one of
+// them is needed).
+func (v *hmacVerifier) identify(h http.Header, body []byte, ev Event) (Event, error) {
 	idField, typeField := v.o.IDField, v.o.TypeField
 	if v.o.IDHeader != "" {
 		idField, ev.ID, ev.IDUnsigned = "", h.Get(v.o.IDHeader), true

@@ -6,8 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
+
+func init() { named.Register[newVerifier]("standard-webhooks", StandardWebhooks) }
 
 // StandardWebhooks returns the Verifier of the Standard Webhooks scheme
 // (https://www.standardwebhooks.com/, Svix's): the secrets are "whsec_"

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
+
+func init() { named.Register[newVerifier]("stripe", Stripe) }
 
 // stripeTolerance is how old a Stripe delivery's timestamp may be: 300
 // seconds, the default of Stripe's official libraries.

@@ -12,6 +12,11 @@ import (
 	"time"
 )
 
+// newVerifier makes a scheme's Verifier from its secrets. Each scheme's
+// file registers its own by the scheme's name in internal/signature's
+// Schemes (internal/named), where the worker's --webhook-scheme finds it.
+type newVerifier = func(secrets ...string) (Verifier, error)
+
 // Verifier checks one webhook scheme's signature: StandardWebhooks,
 // Stripe or HMAC. Each holds several secrets at once (rotation: a
 // delivery signed by any of them verifies) and compares in constant time.

@@ -49,6 +49,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -130,7 +131,7 @@ func parseFlags() (config, error) {
 	flag.Int64Var(&cfg.maxBody, "max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
 	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET ietf or stripe; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); +azure, +operation-location or +google choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
+	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); "+longRunningModifiers()+" choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
@@ -269,10 +270,30 @@ func activityConfig(origins []string, token string) activities.Config {
 	return cfg
 }
 
+// conventionPreset is the type of the convention presets package
+// activities registers by name (internal/named): ietf, stripe, ….
+type conventionPreset = func() activities.Convention
+
+// longRunningPreset is the type of the long-running presets package
+// activities registers by name (internal/named): azure, …, each given the
+// origin.
+type longRunningPreset = func(origin string) activities.LongRunning
+
+// longRunningModifiers lists the --convention modifiers of the
+// long-running presets: "+azure, … or +google".
+func longRunningModifiers() string {
+	names := named.Names[longRunningPreset]()
+	for i, n := range names {
+		names[i] = "+" + n
+	}
+	return named.List(names...)
+}
+
 // parseConventions reads ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] items:
-// +quoted sets Convention.KeyQuoted; +azure, +operation-location and
-// +google set Convention.LongRunning to AzureAsyncOperation,
-// OperationLocation or GoogleOperation(ORIGIN + "/v1/").
+// +quoted sets Convention.KeyQuoted; a long-running preset's name
+// (+azure, +operation-location, +google) sets Convention.LongRunning to
+// it (AzureAsyncOperation, OperationLocation, GoogleOperation(ORIGIN +
+// "/v1/")).
 func parseConventions(list string) (map[string]activities.Convention, error) {
 	out := map[string]activities.Convention{}
 	for _, item := range cliutil.SplitList(list) {
@@ -280,12 +301,9 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 		preset, keyHeader, _ := strings.Cut(spec, ":")
 		preset, modifiers, hasModifiers := strings.Cut(preset, "+")
 		var c activities.Convention
-		switch strings.ToLower(strings.TrimSpace(preset)) {
-		case "ietf":
-			c = activities.IETF()
-		case "stripe":
-			c = activities.Stripe()
-		default:
+		if p, known := named.Lookup[conventionPreset](strings.TrimSpace(preset)); known {
+			c = p()
+		} else {
 			ok = false
 		}
 		origin = strings.TrimSpace(origin)
@@ -295,26 +313,22 @@ func parseConventions(list string) (map[string]activities.Convention, error) {
 				break
 			}
 			m = strings.ToLower(strings.TrimSpace(m))
-			lro := m == "azure" || m == "operation-location" || m == "google"
+			longRunning, lro := named.Lookup[longRunningPreset](m)
 			if seen[m] || lro && lroSet {
 				ok = false // twice, or two long-running conventions
 			}
 			seen[m], lroSet = true, lroSet || lro
-			switch m {
-			case "quoted":
+			switch {
+			case m == "quoted":
 				c.KeyQuoted = true
-			case "azure":
-				c.LongRunning = activities.AzureAsyncOperation()
-			case "operation-location":
-				c.LongRunning = activities.OperationLocation()
-			case "google":
-				c.LongRunning = activities.GoogleOperation(origin + "/v1/")
+			case lro:
+				c.LongRunning = longRunning(origin)
 			default:
 				ok = false
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] with PRESET ietf or stripe and MODIFIER quoted, azure, operation-location or google, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted+azure", item)
+			return nil, fmt.Errorf("%q: want ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER] with PRESET %s and MODIFIER %s, e.g. https://api.stripe.com=stripe or https://api.example.com=ietf+quoted+azure", item, named.OneOf[conventionPreset](), named.List(append([]string{"quoted"}, named.Names[longRunningPreset]()...)...))
 		}
 		if keyHeader != "" {
 			c.KeyHeader = strings.TrimSpace(keyHeader)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 )
 
 func TestActivityConfig(t *testing.T) {
@@ -96,6 +98,41 @@ func TestParseConventions(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestConventionPresets: every convention and long-running preset package
+// activities registers is one --convention accepts (as PRESET, as
+// +MODIFIER), as the value its function returns, and names in its help
+// and its error.
+func TestConventionPresets(t *testing.T) {
+	names := named.Names[conventionPreset]()
+	require.Subset(t, names, []string{"ietf", "stripe"})
+	for _, name := range names {
+		preset, ok := named.Lookup[conventionPreset](name)
+		require.True(t, ok)
+		got, err := parseConventions("https://api.example.com=" + strings.ToUpper(name))
+		require.NoError(t, err, name)
+		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": preset()}, got, name)
+	}
+	_, err := parseConventions("https://api.example.com=nosuch")
+	assert.ErrorContains(t, err, "PRESET "+named.OneOf[conventionPreset]()+" and")
+	parseArgs(t)
+	assert.Contains(t, flag.CommandLine.Lookup("convention").Usage, "PRESET "+named.OneOf[conventionPreset]()+";")
+
+	// And every long-running preset is a modifier, given the origin.
+	lros := named.Names[longRunningPreset]()
+	require.Subset(t, lros, []string{"azure", "operation-location", "google"})
+	for _, name := range lros {
+		preset, _ := named.Lookup[longRunningPreset](name)
+		got, err := parseConventions("https://api.example.com=ietf+" + name)
+		require.NoError(t, err, name)
+		want := activities.IETF()
+		want.LongRunning = preset("https://api.example.com")
+		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": want}, got, name)
+		assert.Contains(t, flag.CommandLine.Lookup("convention").Usage, "+"+name)
+	}
+	_, err = parseConventions("https://api.example.com=ietf+" + lros[0] + "+" + lros[1])
+	assert.Error(t, err, "two long-running presets")
 }
 
 // parseArgs runs parseFlags on args, as the command line, with a fresh

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
+	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
 
@@ -45,7 +46,7 @@ var hmacDefaults = webhooks.HMACOptions{Header: "X-Signature", Encoding: "hex"}
 // webhookFlags declares the receiver's flags on fs.
 func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.addr, "webhook-addr", os.Getenv("WEBHOOK_ADDR"), "serve the webhook receiver on http://ADDR: POST "+webhookPath+" takes a provider's signed events (fixed endpoint), "+callbackPath+"… the callback URLs of --callback-base-url; each verified event goes to the workflow awaiting its operation (env WEBHOOK_ADDR; default: off)")
-	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: standard-webhooks, stripe or hmac (HMAC-SHA256 of the body, as the --webhook-hmac-* flags say); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
+	fs.StringVar(&c.scheme, "webhook-scheme", cliutil.Env("WEBHOOK_SCHEME", "standard-webhooks"), "signature scheme of the events: "+named.List(signature.Names()...)+" (hmac: HMAC-SHA256 of the body, as the --webhook-hmac-* flags say); the secrets come from WEBHOOK_SECRETS, comma-separated, the newest first (rotation) (env WEBHOOK_SCHEME)")
 	fs.StringVar(&c.hmac.Header, "webhook-hmac-header", hmacDefaults.Header, "header of the hmac scheme's signature, e.g. X-Hub-Signature-256 (GitHub), X-Shopify-Hmac-Sha256 (Shopify)")
 	fs.StringVar(&c.hmac.Prefix, "webhook-hmac-prefix", "", "text before each hmac signature, not part of it, e.g. sha256= (GitHub) (default none)")
 	fs.StringVar(&c.hmac.Encoding, "webhook-hmac-encoding", hmacDefaults.Encoding, "encoding of the hmac signature: hex or base64 (Shopify)")
@@ -70,8 +71,9 @@ func (c *webhookConfig) readSecrets(getenv func(string) string) {
 // the scheme and its flags are checked either way.
 func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
 	scheme := strings.ToLower(c.scheme)
-	if !slices.Contains([]string{"standard-webhooks", "stripe", "hmac"}, scheme) {
-		return nil, fmt.Errorf("--webhook-scheme %q: want standard-webhooks, stripe or hmac", c.scheme)
+	newVerifier, ok := named.Lookup[schemeVerifier](scheme)
+	if _, signed := signature.Lookup(scheme); !ok || !signed {
+		return nil, fmt.Errorf("--webhook-scheme %q: want %s", c.scheme, named.List(signature.Names()...))
 	}
 	if o := c.hmac; scheme != "hmac" && (o.Header != hmacDefaults.Header || o.Encoding != hmacDefaults.Encoding || o.Prefix+o.TimestampHeader+o.IDHeader+o.TypeHeader != "") {
 		return nil, fmt.Errorf("--webhook-hmac-* are for --webhook-scheme hmac, not %q: drop them, or use hmac", c.scheme)
@@ -79,17 +81,17 @@ func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
 	if len(c.secrets) == 0 {
 		return nil, nil
 	}
-	switch scheme {
-	case "standard-webhooks":
-		return webhooks.StandardWebhooks(c.secrets...)
-	case "hmac":
+	if scheme == "hmac" {
 		o := c.hmac
 		o.Secrets = c.secrets
 		return webhooks.HMAC(o)
-	default: // stripe
-		return webhooks.Stripe(c.secrets...)
 	}
+	return newVerifier(c.secrets...)
 }
+
+// schemeVerifier is the type of the verifiers package webhooks registers
+// by scheme name (internal/named), one per scheme of internal/signature.
+type schemeVerifier = func(secrets ...string) (webhooks.Verifier, error)
 
 // callbacks is the Callbacks --callback-base-url asks for, nil without.
 func (c *webhookConfig) callbacks() *webhooks.Callbacks {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
+	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
@@ -189,5 +191,28 @@ func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
 				t.Errorf("verified %d, refused %d of the event and its forged copy, want 1 and 1", verified, refused)
 			}
 		})
+	}
+}
+
+// TestWebhookSchemes: every scheme of internal/signature is one
+// --webhook-scheme accepts, named in its help, and builds that scheme's
+// verifier; another name is refused with the list.
+func TestWebhookSchemes(t *testing.T) {
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef"))
+	for _, name := range signature.Names() {
+		v, err := verifierOf(t, []string{"--webhook-scheme", strings.ToUpper(name)}, secret)
+		if err != nil || v == nil || v.Scheme() != name {
+			t.Errorf("--webhook-scheme %s: verifier %v, %v", name, v, err)
+		}
+	}
+	_, err := verifierOf(t, []string{"--webhook-scheme", "nosuch"}, secret)
+	if want := "want " + named.List(signature.Names()...); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("--webhook-scheme nosuch: %v, want an error with %q", err, want)
+	}
+	var c webhookConfig
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	webhookFlags(fs, &c)
+	if usage, want := fs.Lookup("webhook-scheme").Usage, named.List(signature.Names()...)+" ("; !strings.Contains(usage, want) {
+		t.Errorf("--webhook-scheme's help %q does not list %q", usage, want)
 	}
 }

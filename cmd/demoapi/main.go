@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
+	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
@@ -70,29 +72,11 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	window := fs.Duration("window", testsuite.DefaultWindow, "how long keys are remembered")
 	capacity := fs.Int("capacity", 0, "requests accepted per --capacity-window, 429 beyond (0: unlimited)")
 	capacityWindow := fs.Duration("capacity-window", time.Second, "window of --capacity")
-	dialectName := fs.String("dialect", "ietf", "convention played: ietf, stripe or express")
-	keyHeader := fs.String("key-header", "", "request header carrying the key instead of the dialect's Idempotency-Key, e.g. PayPal-Request-Id")
-	replayHeader := fs.String("replay-header", "", `header set to "true" on replays instead of the dialect's; --replay-header= for none`)
-	inFlightRetryAfter := fs.Bool("in-flight-retry-after", false, "send Retry-After: 1 with the in-flight 409, or not with =false (default: the dialect's, on for ietf only)")
+	dialectSet := addDialectFlags(fs)
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long an unfinished first request keeps its key locked (0: until the window ends)")
 	orphanPrefix := fs.String("orphan-prefix", "", "keys starting with this prefix are orphaned: their first request is never answered and the key stays locked")
-	asyncStyle := fs.String("async", "", "make every new key's work a long-running operation, followed at a status monitor in this style: location, see-other, azure, operation-location or google (default: none, the work is done at once)")
-	asyncDuration := fs.Duration("async-duration", 30*time.Second, "how long each long-running operation runs (with --async)")
-	asyncRetryAfter := fs.Int("async-retry-after", 2, "Retry-After, in seconds, of the acceptance and of each poll while running; 0 for none (with --async)")
-	asyncOutcome := fs.String("async-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed, canceled or never (with --async)")
-	asyncFlaky := fs.Int("async-flaky-polls", 0, "answer every n-th poll 503 (with --async; 0: none)")
-	whURL := fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on")
-	whScheme := fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: standard-webhooks, stripe or hmac")
-	whSecretEnv := fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)")
-	whDuration := fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook")
-	whOutcome := fs.String("webhook-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed or canceled")
-	whDeliveries := fs.Int("webhook-deliveries", 1, "how many times the terminal event is delivered (same event ID)")
-	whProgress := fs.Bool("webhook-progress", false, "also send an operation.processing event, after the terminal one")
-	whShuffle := fs.Bool("webhook-shuffle", false, "send each operation's deliveries in random order")
-	whJitter := fs.Duration("webhook-jitter", 0, "largest random delay before each delivery")
-	whForged := fs.Int("webhook-forged", 0, "extra copies of the terminal event per operation with a wrong signature")
-	whStale := fs.Int("webhook-stale", 0, "extra copies of the terminal event per operation signed 10 minutes ago")
-	whDropRate := fs.Float64("webhook-drop-rate", 0, "fraction of operations whose webhooks are never sent, in [0, 1]")
+	asyncSet := addAsyncFlags(fs)
+	webhookSet := addWebhookFlags(fs)
 	token := fs.String("require-token", apiToken, "if set, requests must carry Authorization: Bearer TOKEN (env API_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -110,68 +94,157 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	if *lockTimeout < 0 {
 		return config{}, fmt.Errorf("--lock-timeout %v: want 0 or more", *lockTimeout)
 	}
-	dialect, err := serverflag.ParseDialect(*dialectName)
+	dialect, err := dialectSet.dialect(fs)
 	if err != nil {
-		return config{}, fmt.Errorf("--dialect: %w", err)
+		return config{}, err
 	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "key-header":
-			dialect.KeyHeader = *keyHeader
-		case "replay-header":
-			dialect.ReplayHeader = *replayHeader
-		case "in-flight-retry-after":
-			dialect.InFlightRetryAfter = *inFlightRetryAfter
-		}
-	})
-	var async *testsuite.Async
-	if *asyncStyle != "" {
-		style, err := serverflag.ParseAsyncStyle(*asyncStyle)
-		if err != nil {
-			return config{}, fmt.Errorf("--async: %w", err)
-		}
-		switch *asyncOutcome {
-		case testsuite.OutcomeSucceeded, testsuite.OutcomeFailed, testsuite.OutcomeCanceled, testsuite.OutcomeNever:
-		default:
-			return config{}, fmt.Errorf("--async-outcome %q: want succeeded, failed, canceled or never", *asyncOutcome)
-		}
-		async = &testsuite.Async{Style: style, Duration: *asyncDuration, RetryAfter: *asyncRetryAfter, Outcome: *asyncOutcome, FlakyPolls: *asyncFlaky}
+	async, err := asyncSet.async()
+	if err != nil {
+		return config{}, err
 	}
-	var webhooks *testsuite.Webhooks
-	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "webhook-") {
-			webhooks = &testsuite.Webhooks{
-				URL: *whURL, Scheme: *whScheme, Secret: os.Getenv(*whSecretEnv), Duration: *whDuration,
-				Outcome: *whOutcome, Deliveries: *whDeliveries, Progress: *whProgress, Shuffle: *whShuffle,
-				Jitter: *whJitter, Forged: *whForged, Stale: *whStale, DropRate: *whDropRate,
-			}
-		}
-	})
-	if webhooks != nil {
-		switch {
-		case async != nil:
-			return config{}, errors.New("--async and --webhook-*: pick one way to report operations")
-		case webhooks.Secret == "":
-			return config{}, fmt.Errorf("--webhook-*: set the signing secret in the environment variable %s (--webhook-secret-env names another)", *whSecretEnv)
-		case *whDeliveries < 1:
-			return config{}, fmt.Errorf("--webhook-deliveries %d: want 1 or more", *whDeliveries)
-		}
-		if err := webhooks.Validate(); err != nil {
-			return config{}, err
-		}
-	}
-	var orphan func(string) bool
-	if prefix := *orphanPrefix; prefix != "" {
-		orphan = func(key string) bool { return strings.HasPrefix(key, prefix) }
+	webhooks, err := webhookSet.webhooks(fs, async != nil)
+	if err != nil {
+		return config{}, err
 	}
 	return config{
 		addr: *addr, script: *script, token: *token, steps: steps,
 		opts: testsuite.Options{
 			Dialect: dialect, Window: *window, ProcessingTime: *processing, FailureRate: *failureRate,
 			FailureRetryAfter: *failureRetryAfter, Capacity: *capacity, CapacityWindow: *capacityWindow,
-			LockTimeout: *lockTimeout, Orphan: orphan, Async: async, Webhooks: webhooks,
+			LockTimeout: *lockTimeout, Orphan: orphanKeys(*orphanPrefix), Async: async, Webhooks: webhooks,
 		},
 	}, nil
+}
+
+// orphanKeys is testsuite.Options.Orphan for --orphan-prefix: nil, no key
+// orphaned, when prefix is empty.
+func orphanKeys(prefix string) func(string) bool {
+	if prefix == "" {
+		return nil
+	}
+	return func(key string) bool { return strings.HasPrefix(key, prefix) }
+}
+
+// dialectFlags are --dialect and the flags that change one of its answers.
+type dialectFlags struct {
+	name, keyHeader, replayHeader *string
+	inFlightRetryAfter            *bool
+}
+
+func addDialectFlags(fs *flag.FlagSet) dialectFlags {
+	return dialectFlags{
+		name:               fs.String("dialect", "ietf", "convention played: ietf, stripe or express"),
+		keyHeader:          fs.String("key-header", "", "request header carrying the key instead of the dialect's Idempotency-Key, e.g. PayPal-Request-Id"),
+		replayHeader:       fs.String("replay-header", "", `header set to "true" on replays instead of the dialect's; --replay-header= for none`),
+		inFlightRetryAfter: fs.Bool("in-flight-retry-after", false, "send Retry-After: 1 with the in-flight 409, or not with =false (default: the dialect's, on for ietf only)"),
+	}
+}
+
+// dialect is the named dialect with the answers the command line set
+// (fs parsed) in place of its own.
+func (d dialectFlags) dialect(fs *flag.FlagSet) (testsuite.Dialect, error) {
+	dialect, err := serverflag.ParseDialect(*d.name)
+	if err != nil {
+		return testsuite.Dialect{}, fmt.Errorf("--dialect: %w", err)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "key-header":
+			dialect.KeyHeader = *d.keyHeader
+		case "replay-header":
+			dialect.ReplayHeader = *d.replayHeader
+		case "in-flight-retry-after":
+			dialect.InFlightRetryAfter = *d.inFlightRetryAfter
+		}
+	})
+	return dialect, nil
+}
+
+// asyncFlags are --async and its --async-* settings.
+type asyncFlags struct {
+	style, outcome    *string
+	duration          *time.Duration
+	retryAfter, flaky *int
+}
+
+func addAsyncFlags(fs *flag.FlagSet) asyncFlags {
+	return asyncFlags{
+		style:      fs.String("async", "", "make every new key's work a long-running operation, followed at a status monitor in this style: location, see-other, azure, operation-location or google (default: none, the work is done at once)"),
+		duration:   fs.Duration("async-duration", 30*time.Second, "how long each long-running operation runs (with --async)"),
+		retryAfter: fs.Int("async-retry-after", 2, "Retry-After, in seconds, of the acceptance and of each poll while running; 0 for none (with --async)"),
+		outcome:    fs.String("async-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed, canceled or never (with --async)"),
+		flaky:      fs.Int("async-flaky-polls", 0, "answer every n-th poll 503 (with --async; 0: none)"),
+	}
+}
+
+// async is testsuite.Options.Async: nil without --async.
+func (a asyncFlags) async() (*testsuite.Async, error) {
+	if *a.style == "" {
+		return nil, nil
+	}
+	style, err := serverflag.ParseAsyncStyle(*a.style)
+	if err != nil {
+		return nil, fmt.Errorf("--async: %w", err)
+	}
+	switch *a.outcome {
+	case testsuite.OutcomeSucceeded, testsuite.OutcomeFailed, testsuite.OutcomeCanceled, testsuite.OutcomeNever:
+	default:
+		return nil, fmt.Errorf("--async-outcome %q: want succeeded, failed, canceled or never", *a.outcome)
+	}
+	return &testsuite.Async{Style: style, Duration: *a.duration, RetryAfter: *a.retryAfter, Outcome: *a.outcome, FlakyPolls: *a.flaky}, nil
+}
+
+// webhookFlags are the --webhook-* flags; any of them turns webhooks on.
+type webhookFlags struct {
+	url, scheme, secretEnv, outcome *string
+	duration, jitter                *time.Duration
+	deliveries, forged, stale       *int
+	progress, shuffle               *bool
+	dropRate                        *float64
+}
+
+func addWebhookFlags(fs *flag.FlagSet) webhookFlags {
+	return webhookFlags{
+		url:        fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on"),
+		scheme:     fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: "+named.List(signature.Names()...)),
+		secretEnv:  fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)"),
+		duration:   fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook"),
+		outcome:    fs.String("webhook-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed or canceled"),
+		deliveries: fs.Int("webhook-deliveries", 1, "how many times the terminal event is delivered (same event ID)"),
+		progress:   fs.Bool("webhook-progress", false, "also send an operation.processing event, after the terminal one"),
+		shuffle:    fs.Bool("webhook-shuffle", false, "send each operation's deliveries in random order"),
+		jitter:     fs.Duration("webhook-jitter", 0, "largest random delay before each delivery"),
+		forged:     fs.Int("webhook-forged", 0, "extra copies of the terminal event per operation with a wrong signature"),
+		stale:      fs.Int("webhook-stale", 0, "extra copies of the terminal event per operation signed 10 minutes ago"),
+		dropRate:   fs.Float64("webhook-drop-rate", 0, "fraction of operations whose webhooks are never sent, in [0, 1]"),
+	}
+}
+
+// webhooks is testsuite.Options.Webhooks: nil when no --webhook-* flag is
+// set (fs parsed); async says --async is set too, which excludes them.
+func (w webhookFlags) webhooks(fs *flag.FlagSet, async bool) (*testsuite.Webhooks, error) {
+	on := false
+	fs.Visit(func(f *flag.Flag) { on = on || strings.HasPrefix(f.Name, "webhook-") })
+	if !on {
+		return nil, nil
+	}
+	webhooks := &testsuite.Webhooks{
+		URL: *w.url, Scheme: *w.scheme, Secret: os.Getenv(*w.secretEnv), Duration: *w.duration,
+		Outcome: *w.outcome, Deliveries: *w.deliveries, Progress: *w.progress, Shuffle: *w.shuffle,
+		Jitter: *w.jitter, Forged: *w.forged, Stale: *w.stale, DropRate: *w.dropRate,
+	}
+	switch {
+	case async:
+		return nil, errors.New("--async and --webhook-*: pick one way to report operations")
+	case webhooks.Secret == "":
+		return nil, fmt.Errorf("--webhook-*: set the signing secret in the environment variable %s (--webhook-secret-env names another)", *w.secretEnv)
+	case webhooks.Deliveries < 1:
+		return nil, fmt.Errorf("--webhook-deliveries %d: want 1 or more", webhooks.Deliveries)
+	}
+	if err := webhooks.Validate(); err != nil {
+		return nil, err
+	}
+	return webhooks, nil
 }
 
 func run() error {

@@ -22,6 +22,33 @@ const setRateTimeout = 10 * time.Second
 // continuing as new after Config.MaxSignals signals or when the server
 // suggests it.
 func Workflow(ctx workflow.Context, in Input) error {
+	g, err := newGovernor(ctx, in)
+	if err != nil {
+		return err
+	}
+	ch := workflow.GetSignalChannel(ctx, SignalName)
+	var timer decisionTimer
+	for {
+		if g.continueDue(ctx) {
+			return g.continueAsNew(ctx, ch, &timer)
+		}
+		now := workflow.Now(ctx)
+		at, armed := g.nextAt(now)
+		if armed && !now.Before(at) {
+			timer.stop()
+			g.decide(ctx)
+			continue
+		}
+		timer.set(ctx, now, at, armed)
+		if err := g.await(ctx, ch, &timer); err != nil {
+			return err
+		}
+	}
+}
+
+// newGovernor begins a run of in: the defaults and the namespace filled
+// in, and the query handler set.
+func newGovernor(ctx workflow.Context, in Input) (*governor, error) {
 	g := &governor{in: in, cfg: in.Config.WithDefaults(), st: in.State}
 	g.arrival = workflow.GetVersion(ctx, versionArrival, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
@@ -35,78 +62,92 @@ func Workflow(ctx workflow.Context, in Input) error {
 		st.Workers = maps.Clone(g.st.Workers)
 		return st, nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	ch := workflow.GetSignalChannel(ctx, SignalName)
-	var (
-		timerAt     time.Time // the raise timer's deadline (zero: none)
-		timerFired  bool
-		cancelTimer workflow.CancelFunc
-		timer       workflow.Future
-	)
-	stopTimer := func() {
-		if cancelTimer != nil {
-			cancelTimer()
-		}
-		timerAt, timer, cancelTimer = time.Time{}, nil, nil
+	return g, nil
+}
+
+// decisionTimer is the timer of the next decision due, if any.
+type decisionTimer struct {
+	at     time.Time // its deadline (zero: none)
+	cancel workflow.CancelFunc
+	future workflow.Future
+}
+
+// set makes the timer fire at at, or not at all when !armed; a timer
+// already set for at is kept.
+func (t *decisionTimer) set(ctx workflow.Context, now, at time.Time, armed bool) {
+	if !armed {
+		t.stop()
+		return
 	}
-	signals := 0
+	if at.Equal(t.at) {
+		return
+	}
+	t.stop()
+	tctx, cancel := workflow.WithCancel(ctx)
+	*t = decisionTimer{at: at, cancel: cancel, future: workflow.NewTimer(tctx, at.Sub(now))}
+}
+
+// stop cancels the timer, if one is set.
+func (t *decisionTimer) stop() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	*t = decisionTimer{}
+}
+
+// await waits for a signal, which it observes, for the timer, on which it
+// makes the decision due, or for cancellation, which it returns.
+func (g *governor) await(ctx workflow.Context, ch workflow.ReceiveChannel, timer *decisionTimer) error {
+	fired := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
+		var obs Observation
+		c.Receive(ctx, &obs)
+		g.signals++
+		g.observe(ctx, obs)
+	})
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	if timer.future != nil {
+		sel.AddFuture(timer.future, func(workflow.Future) { fired = true })
+	}
+	sel.Select(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if fired {
+		*timer = decisionTimer{} // fired: nothing to cancel
+		g.decide(ctx)
+	}
+	return nil
+}
+
+// continueDue reports whether this run should continue as new: after
+// Config.MaxSignals signals, or when the server suggests it after one.
+func (g *governor) continueDue(ctx workflow.Context) bool {
+	return g.signals > 0 && (g.signals >= g.cfg.MaxSignals || workflow.GetInfo(ctx).GetContinueAsNewSuggested())
+}
+
+// continueAsNew ends the run and carries its state to the next: every
+// signal already delivered is handled first (none may be lost), and a
+// decision due now is made here, while a later one is carried.
+func (g *governor) continueAsNew(ctx workflow.Context, ch workflow.ReceiveChannel, timer *decisionTimer) error {
 	for {
-		if signals > 0 && (signals >= g.cfg.MaxSignals || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
-			// No signal may be lost: handle every one already delivered.
-			for {
-				var obs Observation
-				if !ch.ReceiveAsync(&obs) {
-					break
-				}
-				g.observe(ctx, obs)
-			}
-			stopTimer()
-			// A decision due now is made here; a later one is carried.
-			if at, ok := g.nextAt(workflow.Now(ctx)); ok && !workflow.Now(ctx).Before(at) {
-				g.decide(ctx)
-			}
-			g.prune(workflow.Now(ctx))
-			next := g.in
-			next.State = g.st
-			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+		var obs Observation
+		if !ch.ReceiveAsync(&obs) {
+			break
 		}
-		now := workflow.Now(ctx)
-		at, armed := g.nextAt(now)
-		if armed && !now.Before(at) {
-			stopTimer()
-			g.decide(ctx)
-			continue
-		}
-		if !armed {
-			stopTimer()
-		} else if !at.Equal(timerAt) {
-			stopTimer()
-			tctx, cancel := workflow.WithCancel(ctx)
-			timerAt, cancelTimer, timer = at, cancel, workflow.NewTimer(tctx, at.Sub(now))
-		}
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
-			var obs Observation
-			c.Receive(ctx, &obs)
-			signals++
-			g.observe(ctx, obs)
-		})
-		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-		if timer != nil {
-			timerFired = false
-			sel.AddFuture(timer, func(workflow.Future) { timerFired = true })
-		}
-		sel.Select(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if timerFired {
-			timerAt, timer, cancelTimer = time.Time{}, nil, nil
-			timerFired = false
-			g.decide(ctx)
-		}
+		g.observe(ctx, obs)
 	}
+	timer.stop()
+	if at, ok := g.nextAt(workflow.Now(ctx)); ok && !workflow.Now(ctx).Before(at) {
+		g.decide(ctx)
+	}
+	g.prune(workflow.Now(ctx))
+	next := g.in
+	next.State = g.st
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 }
 
 // governor is one run's decision state.
@@ -118,6 +159,8 @@ type governor struct {
 	// (Observation.Received), not by their worker's clock; false only
 	// when replaying a history from before that (versionArrival).
 	arrival bool
+	// signals counts the signals received by this run.
+	signals int
 }
 
 // versionArrival is the change that ages observations by their arrival

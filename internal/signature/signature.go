@@ -9,10 +9,79 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// Scheme is one webhook signature scheme: its name (the worker's
+// --webhook-scheme, testsuite.Webhooks.Scheme, the Verifier's Scheme) and
+// how the reference server signs with it. Package webhooks registers the
+// verifier of each by Name (internal/named), so that a scheme added to
+// Schemes, with its verifier, is one the worker and the reference server
+// know with no other change.
+type Scheme struct {
+	Name string
+	// Key returns the signing key of a secret, or what is wrong with the
+	// secret.
+	Key func(secret string) ([]byte, error)
+	// Sign sets the signature headers of a delivery of body with event ID
+	// id, sent at ts (Unix seconds), signed under key.
+	Sign func(h http.Header, key []byte, id string, ts int64, body []byte)
+}
+
+// Schemes lists the webhook schemes, the default first.
+var Schemes = []Scheme{
+	{Name: "standard-webhooks", Key: standardKey, Sign: func(h http.Header, key []byte, id string, ts int64, body []byte) {
+		h.Set(StandardID, id)
+		h.Set(StandardTimestamp, strconv.FormatInt(ts, 10))
+		h.Set(StandardSignature, Standard(key, id, ts, body))
+	}},
+	{Name: "stripe", Key: secretBytes, Sign: func(h http.Header, key []byte, _ string, ts int64, body []byte) {
+		h.Set(StripeSignature, Stripe(ts, body, string(key)))
+	}},
+	{Name: "hmac", Key: secretBytes, Sign: func(h http.Header, key []byte, _ string, _ int64, body []byte) {
+		h.Set(HMACSignature, HMACHex(string(key), body))
+	}},
+}
+
+// Lookup returns the scheme named name.
+func Lookup(name string) (Scheme, bool) {
+	for _, s := range Schemes {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scheme{}, false
+}
+
+// Names returns the names of the Schemes, in order.
+func Names() []string {
+	names := make([]string, len(Schemes))
+	for i, s := range Schemes {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// standardKey is a Standard Webhooks secret's key: "whsec_" and base64.
+func standardKey(secret string) ([]byte, error) {
+	if key, err := StandardKey(secret); err == nil && len(key) > 0 {
+		return key, nil
+	}
+	return nil, errors.New(`want a Standard Webhooks secret, "whsec_" and the key in base64`)
+}
+
+// secretBytes is the key of a scheme that signs under the secret's bytes
+// as written.
+func secretBytes(secret string) ([]byte, error) {
+	if secret == "" {
+		return nil, errors.New("required")
+	}
+	return []byte(secret), nil
+}
 
 // The headers of the schemes.
 const (

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -50,6 +51,10 @@ func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.R
 	info := activity.GetInfo(ctx)
 	pl := &poller{a: a, info: info, in: in, op: followedOperation(&in, info.Attempt)}
 	resp, err := pl.poll(ctx)
+	if pl.span != nil {
+		// As the start request's: the attempt's span ends with its result.
+		endSpan(pl.span, pl.status, resp, err)
+	}
 	m := a.metrics(ctx, pl.origin, in.Operation)
 	a.countIn(m, metricPolls, err)
 	if pl.status > 0 {
@@ -70,6 +75,10 @@ type poller struct {
 	start    string
 	startURL *url.URL
 	style    longrunning.Style
+	// span is the attempt's client span, started by its first request
+	// sent, and spanCtx the context that carries it.
+	span    trace.Span
+	spanCtx context.Context
 	// origin is the origin of the last request (for metrics), status its
 	// answer's status (0: none, or it was not admitted), took the time the
 	// requests of the attempt took.
@@ -266,11 +275,12 @@ func (pl *poller) prepare(method, raw string) *prepared {
 	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
 }
 
-// send sends p once in its own client span, once admitted, as the start
-// request is (admit, exchange): a poll is no retry for the retry budget
-// unless the last one failed, and one not admitted ends the attempt with
-// a retryable workflows.ErrTypeNotAdmitted, the operation in its Failure;
-// its next attempt polls at its turn. The error is nil when it was sent.
+// send sends p once admitted, as the start request is (admit, exchange,
+// in the attempt's client span, which Poll ends with the attempt's result
+// as Do does): a poll is no retry for the retry budget unless the last one
+// failed, and one not admitted ends the attempt with a retryable
+// workflows.ErrTypeNotAdmitted, the operation in its Failure; its next
+// attempt polls at its turn. The error is nil when it was sent.
 func (pl *poller) send(ctx context.Context, p *prepared) (answer, error) {
 	a := pl.a
 	pl.origin, pl.status = p.origin, 0
@@ -284,17 +294,14 @@ func (pl *poller) send(ctx context.Context, p *prepared) (answer, error) {
 	if err := a.admit(ctx, p, a.metrics(ctx, p.origin, pl.in.Operation), q); err != nil {
 		return answer{}, err
 	}
-	ctx, span := a.startSpan(ctx, p, pl.info.Attempt)
-	p.inject = a.cfg.Propagator != nil || span.SpanContext().IsValid()
+	if pl.span == nil {
+		pl.spanCtx, pl.span = a.startSpan(ctx, p, pl.info.Attempt)
+	}
+	p.inject = a.cfg.Propagator != nil || pl.span.SpanContext().IsValid()
 	start := time.Now()
-	ans := a.exchange(ctx, pl.info.TaskQueue, p)
+	ans := a.exchange(pl.spanCtx, pl.info.TaskQueue, p)
 	pl.took += time.Since(start)
 	pl.status = ans.status
-	var err error
-	if ans.err != nil {
-		err = ans.err
-	}
-	endSpan(span, ans.status, nil, err)
 	return ans, nil
 }
 

@@ -158,14 +158,11 @@ func (pl *poller) begin(ctx context.Context) (string, error) {
 // read ends the attempt with the monitor's answer ans to p, as the style
 // reads it; see: a 303 may still be followed (once per attempt).
 func (pl *poller) read(ctx context.Context, p *prepared, ans *answer, see bool) (*workflows.Response, error) {
-	a := pl.a
 	if ans.err != nil || !(see && ans.status == http.StatusSeeOther) && (ans.status < 200 || ans.status > 299) {
 		return pl.result(ctx, p, ans, "")
 	}
-	if _, doc := pl.style.Document(); doc && ans.status != http.StatusSeeOther && (ans.size > a.cfg.MaxResponseBytes || ans.truncated || ans.encoded != "") {
-		return nil, pl.final(p, workflows.ErrTypeHTTPNonRetryableStatus, ans.status,
-			fmt.Sprintf("the monitor's %d status document (%d bytes, content coding %q) cannot be read: it is larger than Config.MaxResponseBytes (%d) or in a coding the worker cannot decode; raise MaxResponseBytes, then resume with workflows.FollowAccepted and the Failure's Accepted",
-				ans.status, ans.size, ans.encoded, a.cfg.MaxResponseBytes), "")
+	if err := pl.whole(p, ans); err != nil {
+		return nil, err
 	}
 	r := pl.style.Read(longrunning.Answer{Status: ans.status, Header: ans.header, Body: ans.body})
 	name := pl.stateName(r.Name)
@@ -177,33 +174,58 @@ func (pl *poller) read(ctx context.Context, p *prepared, ans *answer, see bool) 
 		}
 		return pl.seeOther(ctx, p, ans, r)
 	case longrunning.Running:
-		if r.Next != "" {
-			// The monitor moved: the next poll goes there (RFC 9110's 202
-			// names the monitor in Location; Azure SDKs follow the newest).
-			moved, err := a.followable(pl.l, pl.start, ans.from, r.Next, true)
-			if err != nil {
-				return nil, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then resume with workflows.FollowAccepted and the Failure's Accepted", request.RedactURL(r.Next), err), "")
-			}
-			pl.op.Monitor = moved
-		}
-		return nil, pl.running(ctx, p, ans, name)
+		return nil, pl.moved(ctx, p, ans, r.Next, name)
 	case longrunning.Unreadable:
 		field, _ := pl.style.Document()
 		return nil, pl.retry(ctx, p, ans, workflows.ErrTypeHTTPRetryableStatus,
 			fmt.Sprintf("the monitor's %d answer is not a status document this origin's Convention.LongRunning reads (no %s): polling again", ans.status, field))
 	case longrunning.Failed, longrunning.Canceled:
-		t, what := workflows.ErrTypeOperationFailed, "failed"
-		if r.State == longrunning.Canceled {
-			t, what = workflows.ErrTypeOperationCanceled, "was cancelled"
-		}
-		body := ans.body
-		if r.Detail != nil {
-			body = r.Detail
-		}
-		shown := a.redact.snippet(body)
-		return nil, pl.final(p, t, ans.status, fmt.Sprintf("the operation %s (status %q): %s", what, name, shown), shown)
+		return nil, pl.failed(p, ans, r, name)
 	}
 	return pl.succeed(ctx, p, ans, r.Detail, name)
+}
+
+// whole fails the following when the style reads a status document and
+// ans, a 2xx, holds none it can read: cut at Config.MaxResponseBytes, or
+// in a content coding the worker cannot decode.
+func (pl *poller) whole(p *prepared, ans *answer) error {
+	a := pl.a
+	if _, doc := pl.style.Document(); !doc || ans.status == http.StatusSeeOther ||
+		ans.size <= a.cfg.MaxResponseBytes && !ans.truncated && ans.encoded == "" {
+		return nil
+	}
+	return pl.final(p, workflows.ErrTypeHTTPNonRetryableStatus, ans.status,
+		fmt.Sprintf("the monitor's %d status document (%d bytes, content coding %q) cannot be read: it is larger than Config.MaxResponseBytes (%d) or in a coding the worker cannot decode; raise MaxResponseBytes, then resume with workflows.FollowAccepted and the Failure's Accepted",
+			ans.status, ans.size, ans.encoded, a.cfg.MaxResponseBytes), "")
+}
+
+// moved ends the attempt of an operation still running (its state name):
+// next, when set, is the monitor's new URL, where the next poll goes (RFC
+// 9110's 202 names the monitor in Location; Azure SDKs follow the newest).
+func (pl *poller) moved(ctx context.Context, p *prepared, ans *answer, next, name string) error {
+	if next != "" {
+		moved, err := pl.a.followable(pl.l, pl.start, ans.from, next, true)
+		if err != nil {
+			return pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then resume with workflows.FollowAccepted and the Failure's Accepted", request.RedactURL(next), err), "")
+		}
+		pl.op.Monitor = moved
+	}
+	return pl.running(ctx, p, ans, name)
+}
+
+// failed fails the following of an operation its status document says
+// failed or was cancelled (r, its state name), with the server's error.
+func (pl *poller) failed(p *prepared, ans *answer, r longrunning.Reading, name string) error {
+	t, what := workflows.ErrTypeOperationFailed, "failed"
+	if r.State == longrunning.Canceled {
+		t, what = workflows.ErrTypeOperationCanceled, "was cancelled"
+	}
+	body := ans.body
+	if r.Detail != nil {
+		body = r.Detail
+	}
+	shown := pl.a.redact.snippet(body)
+	return pl.final(p, t, ans.status, fmt.Sprintf("the operation %s (status %q): %s", what, name, shown), shown)
 }
 
 // seeOther reads the answer at r.Next, a 303's target: the operation's

@@ -125,7 +125,7 @@ fuzz:
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzPoll$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
-	$(GO) test ./activities -run '^$$' -fuzz '^FuzzLongRunningState$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/longrunning -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzWireBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzLimiter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzReceiver$$' -fuzztime $(FUZZTIME)

@@ -8,8 +8,10 @@
 // A second activity, [Activities.Poll], follows a long-running operation
 // that a call asked to follow (workflows.Request.Follow): one GET of its
 // status monitor per attempt, read by the origin's [LongRunning]
-// convention (longrunning.go, poll.go), the wait between polls held by
-// Temporal's retry timer.
+// convention (longrunning.go chooses the reader of its style, one per
+// style in internal/longrunning; poll.go sends each request through the
+// start request's admission, exchange and classification), the wait
+// between polls held by Temporal's retry timer.
 //
 // Register both on a worker with [New] and [Activities.Register]; workflow
 // code calls it through package workflows, whose [workflows.Response] and

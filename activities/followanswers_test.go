@@ -166,6 +166,35 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Equal(t, 201, r.f.Accepted.StartStatus)
 				assert.Equal(t, time.Second, r.f.Accepted.RetryAfter)
 			}},
+		{"a status document's 303 names the result",
+			opLoc, status(202, `{}`, "Operation-Location", "/operations/1"),
+			func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/operations/1" {
+					status(303, `{"status":"Running"}`, "Location", "/transfers/1")(w, r)
+					return
+				}
+				status(200, `{"id":"t1"}`)(w, r)
+			}, activities.Config{},
+			func(t *testing.T, r followed) {
+				require.NoError(t, r.err)
+				assert.JSONEq(t, `{"id":"t1"}`, string(r.resp.Body))
+				assert.Empty(t, r.resp.Accepted.State)
+				assert.Equal(t, []string{"POST /transfers", "GET /operations/1", "GET /transfers/1"}, r.log)
+			}},
+		{"a status document without the state is polled again",
+			opLoc, status(202, `{}`, "Operation-Location", "/operations/1"), status(200, `{"state":"Succeeded"}`), activities.Config{},
+			func(t *testing.T, r followed) {
+				assert.Equal(t, workflows.ErrTypeOperationStillRunning, r.f.Type)
+				assert.Contains(t, r.f.Message, "not a status document this origin's Convention.LongRunning reads (no status): polling again")
+				assert.Greater(t, r.n, 2)
+			}},
+		{"a Google operation's start without a name is the result",
+			google("http://unused.example"), status(200, `{"done":true}`), status(200, `{}`), activities.Config{},
+			func(t *testing.T, r followed) {
+				require.NoError(t, r.err)
+				assert.Nil(t, r.resp.Accepted)
+				assert.Zero(t, r.n)
+			}},
 		{"a 409 from the monitor is no key in flight",
 			activities.IETF(), status(202, `{}`, "Location", "/operations/1"), status(409, `{"error":"in progress"}`, "Retry-After", "1"), activities.Config{},
 			func(t *testing.T, r followed) {

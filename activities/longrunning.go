@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/longrunning"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -212,39 +212,18 @@ func (l *LongRunning) statusDocument(header string) bool {
 // follow (see KeepQuery, MonitorOrigins).
 func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflows.Accepted, error) {
 	l := &p.o.conv.LongRunning
-	var raw, header string
-	switch {
-	case ans.status == http.StatusSeeOther:
-		// RFC 9110's 303 to the result: read it with a GET.
-		raw, header = ans.header.Get("Location"), "Location"
-	case l.NameField != "":
-		name, ok := request.StringField(ans.body, l.NameField)
-		if !ok || name == "" {
-			return nil, nil
+	raw, header, named := l.monitor(ans)
+	if !named {
+		if ans.status == http.StatusAccepted && l.NameField == "" {
+			return nil, a.fail(fmt.Sprintf("%s %s answered 202 Accepted without a status monitor (none of %s): the operation goes on at the server, and a 202 is no result. Name the monitor header in the origin's Convention.LongRunning, then run the same workflow ID again (the same key gets the stored answer)",
+				p.method, p.shown, strings.Join(l.MonitorHeaders, ", ")), workflows.ErrTypeMonitorNotFollowed, workflows.Failure{
+				Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
+				Attempt: attempt, Status: ans.status, OutcomeUnknown: true,
+			})
 		}
-		raw = strings.TrimSuffix(l.MonitorBase, "/") + "/" + strings.TrimPrefix(name, "/")
-	default:
-		for _, h := range l.MonitorHeaders {
-			if v := ans.header.Get(h); v != "" {
-				raw, header = v, h
-				break
-			}
-		}
-		if raw == "" || ans.status != http.StatusAccepted && header == "Location" {
-			if ans.status == http.StatusAccepted {
-				return nil, a.fail(fmt.Sprintf("%s %s answered 202 Accepted without a status monitor (none of %s): the operation goes on at the server, and a 202 is no result. Name the monitor header in the origin's Convention.LongRunning, then run the same workflow ID again (the same key gets the stored answer)",
-					p.method, p.shown, strings.Join(l.MonitorHeaders, ", ")), workflows.ErrTypeMonitorNotFollowed, workflows.Failure{
-					Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
-					Attempt: attempt, Status: ans.status, OutcomeUnknown: true,
-				})
-			}
-			return nil, nil
-		}
+		return nil, nil
 	}
-	op := &workflows.Accepted{
-		Operation: p.req.Operation, Method: p.method, URL: p.raw, IdempotencyKey: p.req.IdempotencyKey,
-		StartStatus: ans.status, StatusDocument: l.statusDocument(header) && ans.status != http.StatusSeeOther, RetryAfter: request.MinPollInterval,
-	}
+	op := startedOperation(p, ans.status, l.statusDocument(header) && ans.status != http.StatusSeeOther)
 	if _, wait, ok := a.pollRetryAfter(ans.header, a.cfg.Now()); ok {
 		op.RetryAfter = wait
 	}
@@ -259,20 +238,59 @@ func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflo
 	if op.Monitor, err = a.followable(l, p.origin, ans.from, raw, true); err != nil {
 		return nil, refuse("the status monitor", request.RedactURL(raw), err)
 	}
-	if op.StatusDocument && l.ResultAtLocation {
-		if p.method == http.MethodPut || p.method == http.MethodPatch {
-			// The resource itself, whatever Location says (on a PUT it
-			// is often the monitor again).
-			op.ResultURL = p.raw
-		} else if loc := ans.header.Get("Location"); loc != "" && header != "Location" && p.method == http.MethodPost {
-			// A POST's result is at Location; a DELETE has none to read
-			// (azcore's pollers do no final GET for it).
-			if op.ResultURL, err = a.followable(l, p.origin, ans.from, loc, true); err != nil {
-				return nil, refuse("the result's Location", request.RedactURL(loc), err)
-			}
+	if !op.StatusDocument || !l.ResultAtLocation {
+		return op, nil
+	}
+	switch longrunning.FinalVia(p.method, ans.header, header) {
+	case longrunning.FinalOriginal:
+		op.ResultURL = p.raw
+	case longrunning.FinalLocation:
+		loc := ans.header.Get("Location")
+		if op.ResultURL, err = a.followable(l, p.origin, ans.from, loc, true); err != nil {
+			return nil, refuse("the result's Location", request.RedactURL(loc), err)
 		}
 	}
 	return op, nil
+}
+
+// monitor returns the status monitor that the start answer ans names (as
+// written), the header that names it ("" for the body's NameField), and
+// whether it names one: a 303's Location (RFC 9110: the result is there),
+// the body's NameField, else the first of MonitorHeaders it holds; a
+// Location on an answer other than 202 is a created resource, no monitor.
+func (l *LongRunning) monitor(ans *answer) (raw, header string, named bool) {
+	switch {
+	case ans.status == http.StatusSeeOther:
+		return ans.header.Get("Location"), "Location", true
+	case l.NameField != "":
+		raw, named = longrunning.Named(ans.body, l.NameField, l.MonitorBase)
+		return raw, "", named
+	}
+	header, raw = longrunning.MonitorHeader(ans.header, l.MonitorHeaders)
+	return raw, header, raw != "" && (ans.status == http.StatusAccepted || header != "Location")
+}
+
+// style is the reader of the monitor's answers of the operation in, by
+// the settings of its start origin's convention: its status codes
+// (RFC 9110) unless the start found a status document; a webhook's
+// fallback poll reads it by the workflow's rule (in.Status); else
+// DoneField's document (Google), else StatusField's (Azure).
+func (l *LongRunning) style(in *request.Monitor) longrunning.Style {
+	switch {
+	case !in.StatusDocument:
+		return longrunning.StatusCode{}
+	case in.Status != nil:
+		return longrunning.Rule(*in.Status)
+	case l.DoneField != "":
+		return longrunning.Done{Field: l.DoneField, Error: l.ErrorField, Result: l.ResultField}
+	}
+	return longrunning.Document{Field: l.StatusField, Succeeded: l.Succeeded, Failed: l.Failed, Canceled: l.Canceled,
+		Error: l.ErrorField, Result: l.ResultField}
+}
+
+// cancel is the convention's cancel request (CancelMethod, CancelSuffix).
+func (l *LongRunning) cancel() longrunning.Cancel {
+	return longrunning.Cancel{Method: l.CancelMethod, Suffix: l.CancelSuffix}
 }
 
 // pollRetryAfter reads the Retry-After of a start answer or a monitor's:
@@ -335,57 +353,22 @@ func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, ra
 // in the start's result and the poll's input.
 const maxFollowedURL = 8 << 10
 
-// The ends of an operation a status document can report.
-type state int
+// startedOperation is the operation the start request p accepted with an
+// answer of status, its monitor read as a status document or not; the
+// caller sets its monitor and result URLs.
+func startedOperation(p *prepared, status int, document bool) *workflows.Accepted {
+	return &workflows.Accepted{
+		Operation: p.req.Operation, Method: p.method, URL: p.raw, IdempotencyKey: p.req.IdempotencyKey,
+		StartStatus: status, StatusDocument: document, RetryAfter: request.MinPollInterval,
+	}
+}
 
-const (
-	stateUnreadable state = iota
-	stateRunning
-	stateSucceeded
-	stateFailed
-	stateCanceled
-)
-
-// state reads a status document: the operation's state and its name as
-// the server wrote it.
-func (l *LongRunning) state(body []byte) (state, string) {
-	if l.DoneField != "" {
-		v, ok := request.Field(body, l.DoneField)
-		var done bool
-		if ok && json.Unmarshal(v, &done) != nil {
-			return stateUnreadable, ""
-		}
-		if json.Unmarshal(body, new(map[string]json.RawMessage)) != nil {
-			return stateUnreadable, ""
-		}
-		switch e, failed := request.Field(body, l.ErrorField); {
-		case !done:
-			return stateRunning, l.DoneField + ": false"
-		case failed:
-			var status struct{ Code int }
-			if json.Unmarshal(e, &status) == nil && status.Code == 1 {
-				// google.rpc.Code CANCELLED.
-				return stateCanceled, l.DoneField + ": true, " + l.ErrorField + " CANCELLED"
-			}
-			return stateFailed, l.DoneField + ": true, " + l.ErrorField
-		default:
-			return stateSucceeded, l.DoneField + ": true"
-		}
+// followedOperation is the operation the poll activity follows, as its
+// input in names it, after polls polls.
+func followedOperation(in *request.Monitor, polls int32) *workflows.Accepted {
+	return &workflows.Accepted{
+		Operation: in.Operation, Method: in.Method, URL: in.URL, IdempotencyKey: in.IdempotencyKey,
+		Monitor: in.Monitor, StatusDocument: in.StatusDocument, ResultURL: in.ResultURL, Polls: polls,
+		StartStatus: in.StartStatus, RetryAfter: in.RetryAfter,
 	}
-	s, ok := request.StringField(body, l.StatusField)
-	if !ok {
-		return stateUnreadable, ""
-	}
-	in := func(values []string) bool {
-		return slices.ContainsFunc(values, func(v string) bool { return strings.EqualFold(v, s) })
-	}
-	switch {
-	case in(l.Succeeded):
-		return stateSucceeded, s
-	case in(l.Failed):
-		return stateFailed, s
-	case in(l.Canceled):
-		return stateCanceled, s
-	}
-	return stateRunning, s
 }

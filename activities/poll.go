@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/longrunning"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -48,15 +49,15 @@ func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.R
 		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
 	}
 	info := activity.GetInfo(ctx)
-	pl := &poller{a: a, info: info, in: in, op: &workflows.Accepted{
-		Operation: in.Operation, Method: in.Method, URL: in.URL, IdempotencyKey: in.IdempotencyKey,
-		Monitor: in.Monitor, StatusDocument: in.StatusDocument, ResultURL: in.ResultURL, Polls: info.Attempt,
-		StartStatus: in.StartStatus, RetryAfter: in.RetryAfter,
-	}}
-	resp, status, origin, err := pl.poll(ctx)
-	m := a.metrics(ctx, origin, in.Operation)
+	pl := &poller{a: a, info: info, in: in, op: followedOperation(&in, info.Attempt)}
+	resp, err := pl.poll(ctx)
+	if pl.span != nil {
+		// As the start request's: the attempt's span ends with its result.
+		endSpan(pl.span, pl.status, resp, err)
+	}
+	m := a.metrics(ctx, pl.origin, in.Operation)
 	a.countIn(m, metricPolls, err)
-	if status > 0 {
+	if pl.status > 0 {
 		m.Timer(metricAttemptDuration).Record(pl.took)
 	}
 	return resp, err
@@ -68,10 +69,22 @@ type poller struct {
 	info activity.Info
 	in   request.Monitor
 	op   *workflows.Accepted
-	// l is the start origin's convention, start that origin.
-	l     *LongRunning
-	start string
-	took  time.Duration
+	// l is the start origin's convention, start that origin and startURL
+	// the start request's URL; style reads the monitor's answers.
+	l        *LongRunning
+	start    string
+	startURL *url.URL
+	style    longrunning.Style
+	// span is the attempt's client span, started by its first request
+	// sent, and spanCtx the context that carries it.
+	span    trace.Span
+	spanCtx context.Context
+	// origin is the origin of the last request (for metrics), status its
+	// answer's status (0: none, or it was not admitted), took the time the
+	// requests of the attempt took.
+	origin string
+	status int
+	took   time.Duration
 	// ended: the status document said the operation succeeded (its 202
 	// is then no "still running").
 	ended bool
@@ -82,27 +95,49 @@ type poller struct {
 	succeeded bool
 }
 
-// poll runs the attempt and returns its result or error, the status of
-// the last answer and the monitor's origin (for metrics).
-func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, error) {
+// poll runs the attempt: one GET of the monitor (or the cancel request),
+// and the request its answer leads to, if any.
+func (pl *poller) poll(ctx context.Context) (*workflows.Response, error) {
+	mon, err := pl.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	method := http.MethodGet
+	if pl.in.Cancel {
+		var ok bool
+		if method, mon, ok = pl.l.cancel().Request(mon); !ok {
+			activity.GetLogger(ctx).Info("operation not cancelled: its convention has no cancel request", "key", pl.in.IdempotencyKey)
+			pl.origin = pl.start
+			return nil, nil
+		}
+	}
+	p := pl.prepare(method, mon)
+	ans, err := pl.send(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if pl.in.Cancel {
+		return pl.result(ctx, p, &ans, "")
+	}
+	return pl.read(ctx, p, &ans, true)
+}
+
+// begin finds the start origin's convention and the monitor to poll,
+// checked as the start's monitor is.
+func (pl *poller) begin(ctx context.Context) (string, error) {
 	a, in := pl.a, pl.in
 	su, err := a.urls.parse(in.URL)
 	if err != nil {
-		return nil, 0, "", pl.final(nil, workflows.ErrTypeInvalidRequest, 0, "the operation's start URL: "+err.Error(), "")
+		return "", pl.final(nil, workflows.ErrTypeInvalidRequest, 0, "the operation's start URL: "+err.Error(), "")
 	}
 	so := a.origins[su.origin]
 	if so == nil {
-		return nil, 0, "", pl.final(nil, workflows.ErrTypeOriginNotAllowed, 0, fmt.Sprintf("origin %s of the operation's start request is not allowed by this worker: add it to Config.AllowedOrigins", su.origin), "")
+		return "", pl.final(nil, workflows.ErrTypeOriginNotAllowed, 0, fmt.Sprintf("origin %s of the operation's start request is not allowed by this worker: add it to Config.AllowedOrigins", su.origin), "")
 	}
-	pl.l, pl.start = &so.conv.LongRunning, su.origin
-	if r := in.Status; r != nil {
-		// A webhook's fallback poll reads the resource by the workflow's
-		// rule; the origin's convention still says which monitors to follow.
-		l := *pl.l
-		l.StatusField, l.DoneField, l.ErrorField, l.ResultField = r.Field, "", "", ""
-		l.Succeeded, l.Failed, l.Canceled = r.Succeeded, r.Failed, r.Canceled
-		pl.l = &l
-	}
+	// A webhook's fallback poll reads the resource by the workflow's rule
+	// (style); the origin's convention still says which monitors to follow.
+	pl.l, pl.start, pl.startURL = &so.conv.LongRunning, su.origin, su.url
+	pl.style = pl.l.style(&pl.in)
 	if pl.prev = loadProgress(ctx, pl.info.Attempt); pl.prev.Monitor != "" && !in.Cancel {
 		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
 	}
@@ -115,116 +150,136 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 	written := in.Status != nil && pl.op.Monitor == in.Monitor
 	mon, err := a.followable(pl.l, su.origin, su.url, pl.op.Monitor, !written)
 	if err != nil {
-		return nil, 0, "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", request.RedactURL(pl.op.Monitor), err), "")
+		return "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", request.RedactURL(pl.op.Monitor), err), "")
 	}
-	method := http.MethodGet
-	if in.Cancel {
-		if pl.l.CancelMethod == "" {
-			activity.GetLogger(ctx).Info("operation not cancelled: its convention has no cancel request", "key", in.IdempotencyKey)
-			return nil, 0, su.origin, nil
-		}
-		u, _ := url.Parse(mon) // followable parsed it
-		u.Path, u.RawPath = u.Path+pl.l.CancelSuffix, ""
-		method, mon = pl.l.CancelMethod, u.String()
-	}
-	p := pl.prepare(method, mon)
-	ans, err := pl.send(ctx, p)
-	if err != nil {
-		return nil, 0, p.origin, err
-	}
-	if ans.err == nil && ans.status == http.StatusSeeOther && !in.Cancel {
-		// The operation ended; its result is at the 303's target.
-		loc := ans.header.Get("Location")
-		target, err := a.followable(pl.l, pl.start, ans.from, loc, false)
-		if err != nil {
-			return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(loc), err), "")
-		}
-		p = pl.prepare(http.MethodGet, target)
-		if ans, err = pl.send(ctx, p); err != nil {
-			return nil, 0, p.origin, err
-		}
-		if in.Status == nil {
-			return pl.result(ctx, p, &ans, "")
-		}
-		// A webhook's fallback poll: the target is the resource, whose
-		// status document decides, as the monitor's would have.
-	}
-	switch {
-	case in.Cancel || ans.err != nil || ans.status < 200 || ans.status > 299:
-		return pl.result(ctx, p, &ans, "")
-	case !in.StatusDocument && ans.status == http.StatusAccepted:
-		if loc := ans.header.Get("Location"); loc != "" {
-			// The monitor moved: the next poll goes there (RFC 9110's 202
-			// names the monitor in Location; Azure SDKs follow the newest).
-			moved, err := a.followable(pl.l, pl.start, ans.from, loc, true)
-			if err != nil {
-				return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then resume with workflows.FollowAccepted and the Failure's Accepted", request.RedactURL(loc), err), "")
-			}
-			pl.op.Monitor = moved
-		}
-		return nil, ans.status, p.origin, pl.running(ctx, p, &ans, "")
-	case !in.StatusDocument:
-		return pl.result(ctx, p, &ans, "")
-	case ans.size > a.cfg.MaxResponseBytes || ans.truncated || ans.encoded != "":
-		return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeHTTPNonRetryableStatus, ans.status,
-			fmt.Sprintf("the monitor's %d status document (%d bytes, content coding %q) cannot be read: it is larger than Config.MaxResponseBytes (%d) or in a coding the worker cannot decode; raise MaxResponseBytes, then resume with workflows.FollowAccepted and the Failure's Accepted",
-				ans.status, ans.size, ans.encoded, a.cfg.MaxResponseBytes), "")
-	}
-	st, name := pl.state(ans.body)
-	pl.op.State = name
-	if ans.status == http.StatusAccepted && st == stateUnreadable {
-		// A 202 without a readable state is still running.
-		st = stateRunning
-	}
-	switch st {
-	case stateRunning:
-		return nil, ans.status, p.origin, pl.running(ctx, p, &ans, name)
-	case stateUnreadable:
-		return nil, ans.status, p.origin, pl.retry(ctx, p, &ans, workflows.ErrTypeHTTPRetryableStatus,
-			fmt.Sprintf("the monitor's %d answer is not a status document this origin's Convention.LongRunning reads (no %s): polling again", ans.status, cmp.Or(pl.l.StatusField, pl.l.DoneField)))
-	case stateFailed, stateCanceled:
-		t, what := workflows.ErrTypeOperationFailed, "failed"
-		if st == stateCanceled {
-			t, what = workflows.ErrTypeOperationCanceled, "was cancelled"
-		}
-		body := ans.body
-		if e, ok := request.Field(ans.body, pl.l.ErrorField); ok {
-			body = e
-		}
-		shown := a.redact.snippet(body)
-		return nil, ans.status, p.origin, pl.final(p, t, ans.status, fmt.Sprintf("the operation %s (status %q): %s", what, name, shown), shown)
-	}
-	pl.succeeded = true
-	if in.ResultURL != "" {
-		target, err := a.followable(pl.l, pl.start, su.url, in.ResultURL, false)
-		if err != nil {
-			return nil, ans.status, p.origin, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", request.RedactURL(in.ResultURL), err), "")
-		}
-		p = pl.prepare(http.MethodGet, target)
-		if ans, err = pl.send(ctx, p); err != nil {
-			return nil, 0, p.origin, err
-		}
-		return pl.result(ctx, p, &ans, name)
-	}
-	pl.ended = true
-	if pl.l.ResultField != "" {
-		if v, ok := request.Field(ans.body, pl.l.ResultField); ok {
-			ans.body, ans.size, ans.sha256 = v, int64(len(v)), ""
-		}
-	}
-	return pl.result(ctx, p, &ans, name)
+	return mon, nil
 }
 
-// state reads a status document: the state, and its name as the server
-// wrote it, redacted and cut to maxStateBytes (it goes to history, logs
-// and messages).
-func (pl *poller) state(body []byte) (state, string) {
-	st, name := pl.l.state(body)
+// read ends the attempt with the monitor's answer ans to p, as the style
+// reads it; see: a 303 may still be followed (once per attempt).
+func (pl *poller) read(ctx context.Context, p *prepared, ans *answer, see bool) (*workflows.Response, error) {
+	if ans.err != nil || !(see && ans.status == http.StatusSeeOther) && (ans.status < 200 || ans.status > 299) {
+		return pl.result(ctx, p, ans, "")
+	}
+	if err := pl.whole(p, ans); err != nil {
+		return nil, err
+	}
+	r := pl.style.Read(longrunning.Answer{Status: ans.status, Header: ans.header, Body: ans.body})
+	name := pl.stateName(r.Name)
+	pl.op.State = name
+	switch r.State {
+	case longrunning.Ended, longrunning.Elsewhere:
+		if r.Next == "" {
+			return pl.result(ctx, p, ans, "")
+		}
+		return pl.seeOther(ctx, p, ans, r)
+	case longrunning.Running:
+		return nil, pl.moved(ctx, p, ans, r.Next, name)
+	case longrunning.Unreadable:
+		field, _ := pl.style.Document()
+		return nil, pl.retry(ctx, p, ans, workflows.ErrTypeHTTPRetryableStatus,
+			fmt.Sprintf("the monitor's %d answer is not a status document this origin's Convention.LongRunning reads (no %s): polling again", ans.status, field))
+	case longrunning.Failed, longrunning.Canceled:
+		return nil, pl.failed(p, ans, r, name)
+	}
+	return pl.succeed(ctx, p, ans, r.Detail, name)
+}
+
+// whole fails the following when the style reads a status document and
+// ans, a 2xx, holds none it can read: cut at Config.MaxResponseBytes, or
+// in a content coding the worker cannot decode.
+func (pl *poller) whole(p *prepared, ans *answer) error {
+	a := pl.a
+	if _, doc := pl.style.Document(); !doc || ans.status == http.StatusSeeOther ||
+		ans.size <= a.cfg.MaxResponseBytes && !ans.truncated && ans.encoded == "" {
+		return nil
+	}
+	return pl.final(p, workflows.ErrTypeHTTPNonRetryableStatus, ans.status,
+		fmt.Sprintf("the monitor's %d status document (%d bytes, content coding %q) cannot be read: it is larger than Config.MaxResponseBytes (%d) or in a coding the worker cannot decode; raise MaxResponseBytes, then resume with workflows.FollowAccepted and the Failure's Accepted",
+			ans.status, ans.size, ans.encoded, a.cfg.MaxResponseBytes), "")
+}
+
+// moved ends the attempt of an operation still running (its state name):
+// next, when set, is the monitor's new URL, where the next poll goes (RFC
+// 9110's 202 names the monitor in Location; Azure SDKs follow the newest).
+func (pl *poller) moved(ctx context.Context, p *prepared, ans *answer, next, name string) error {
+	if next != "" {
+		moved, err := pl.a.followable(pl.l, pl.start, ans.from, next, true)
+		if err != nil {
+			return pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then resume with workflows.FollowAccepted and the Failure's Accepted", request.RedactURL(next), err), "")
+		}
+		pl.op.Monitor = moved
+	}
+	return pl.running(ctx, p, ans, name)
+}
+
+// failed fails the following of an operation its status document says
+// failed or was cancelled (r, its state name), with the server's error.
+func (pl *poller) failed(p *prepared, ans *answer, r longrunning.Reading, name string) error {
+	t, what := workflows.ErrTypeOperationFailed, "failed"
+	if r.State == longrunning.Canceled {
+		t, what = workflows.ErrTypeOperationCanceled, "was cancelled"
+	}
+	body := ans.body
+	if r.Detail != nil {
+		body = r.Detail
+	}
+	shown := pl.a.redact.snippet(body)
+	return pl.final(p, t, ans.status, fmt.Sprintf("the operation %s (status %q): %s", what, name, shown), shown)
+}
+
+// seeOther reads the answer at r.Next, a 303's target: the operation's
+// result (r.State Ended), or the resource whose status document decides,
+// as the monitor's would have (Elsewhere: a webhook's fallback poll).
+func (pl *poller) seeOther(ctx context.Context, p *prepared, ans *answer, r longrunning.Reading) (*workflows.Response, error) {
+	target, err := pl.a.followable(pl.l, pl.start, ans.from, r.Next, false)
+	if err != nil {
+		return nil, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(r.Next), err), "")
+	}
+	p = pl.prepare(http.MethodGet, target)
+	got, err := pl.send(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if r.State == longrunning.Ended {
+		return pl.result(ctx, p, &got, "")
+	}
+	return pl.read(ctx, p, &got, false)
+}
+
+// succeed ends the attempt of an operation its status document says
+// succeeded (its state name): the result is read at the operation's
+// result URL, else it is the document's result field (detail), else the
+// document.
+func (pl *poller) succeed(ctx context.Context, p *prepared, ans *answer, detail []byte, name string) (*workflows.Response, error) {
+	pl.succeeded = true
+	if pl.in.ResultURL != "" {
+		target, err := pl.a.followable(pl.l, pl.start, pl.startURL, pl.in.ResultURL, false)
+		if err != nil {
+			return nil, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", request.RedactURL(pl.in.ResultURL), err), "")
+		}
+		p = pl.prepare(http.MethodGet, target)
+		got, err := pl.send(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return pl.result(ctx, p, &got, name)
+	}
+	pl.ended = true
+	if detail != nil {
+		ans.body, ans.size, ans.sha256 = detail, int64(len(detail)), ""
+	}
+	return pl.result(ctx, p, ans, name)
+}
+
+// stateName is a state's name as the server wrote it, redacted and cut
+// to maxStateBytes (it goes to history, logs and messages).
+func (pl *poller) stateName(name string) string {
 	name = pl.a.redact.string(name)
 	if len(name) > maxStateBytes {
 		name = strings.ToValidUTF8(name[:maxStateBytes], "") + "…"
 	}
-	return st, name
+	return name
 }
 
 // maxStateBytes bounds a state's name as the server wrote it.
@@ -242,13 +297,15 @@ func (pl *poller) prepare(method, raw string) *prepared {
 	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
 }
 
-// send sends p once in its own client span, once admitted, as the start
-// request is (admit, exchange): a poll is no retry for the retry budget
-// unless the last one failed, and one not admitted ends the attempt with
-// a retryable workflows.ErrTypeNotAdmitted, the operation in its Failure;
-// its next attempt polls at its turn. The error is nil when it was sent.
+// send sends p once admitted, as the start request is (admit, exchange,
+// in the attempt's client span, which Poll ends with the attempt's result
+// as Do does): a poll is no retry for the retry budget unless the last one
+// failed, and one not admitted ends the attempt with a retryable
+// workflows.ErrTypeNotAdmitted, the operation in its Failure; its next
+// attempt polls at its turn. The error is nil when it was sent.
 func (pl *poller) send(ctx context.Context, p *prepared) (answer, error) {
 	a := pl.a
+	pl.origin, pl.status = p.origin, 0
 	d := pl.details(p, 0)
 	d.OutcomeUnknown = !pl.in.Cancel
 	q := asking{info: pl.info, prev: &pl.prev, retry: pl.prev.Retry || pl.prev.Unknown, d: d,
@@ -259,25 +316,23 @@ func (pl *poller) send(ctx context.Context, p *prepared) (answer, error) {
 	if err := a.admit(ctx, p, a.metrics(ctx, p.origin, pl.in.Operation), q); err != nil {
 		return answer{}, err
 	}
-	ctx, span := a.startSpan(ctx, p, pl.info.Attempt)
-	p.inject = a.cfg.Propagator != nil || span.SpanContext().IsValid()
-	start := time.Now()
-	ans := a.exchange(ctx, pl.info.TaskQueue, p)
-	pl.took += time.Since(start)
-	var err error
-	if ans.err != nil {
-		err = ans.err
+	if pl.span == nil {
+		pl.spanCtx, pl.span = a.startSpan(ctx, p, pl.info.Attempt)
 	}
-	endSpan(span, ans.status, nil, err)
+	p.inject = a.cfg.Propagator != nil || pl.span.SpanContext().IsValid()
+	start := time.Now()
+	ans := a.exchange(pl.spanCtx, pl.info.TaskQueue, p)
+	pl.took += time.Since(start)
+	pl.status = ans.status
 	return ans, nil
 }
 
 // result ends the attempt with the answer ans to p: a 2xx is the final
 // result (a 202 still running), anything else is classified as any
 // answer is.
-func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state string) (*workflows.Response, int, string, error) {
+func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state string) (*workflows.Response, error) {
 	if ans.err == nil && ans.status == http.StatusAccepted && !pl.in.Cancel && !pl.ended {
-		return nil, ans.status, p.origin, pl.running(ctx, p, ans, state)
+		return nil, pl.running(ctx, p, ans, state)
 	}
 	// A poll carries no key: no answer of it is about a key, and a 409 is
 	// only a conflict (retried, as the monitor may settle).
@@ -291,11 +346,11 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 		r := pl.a.result(ans, p, pl.info.Attempt, pl.op)
 		r.Replayed = false
 		activity.GetLogger(ctx).Info("long-running operation ended", "key", pl.in.IdempotencyKey, "monitor", request.RedactURL(pl.op.Monitor), "status", ans.status, "polls", pl.info.Attempt, "state", state)
-		return r, ans.status, p.origin, nil
+		return r, nil
 	case kindFinal:
-		return nil, ans.status, p.origin, pl.final(p, v.errType, ans.status, pl.describe(p, ans, v.reason), pl.a.redact.snippet(ans.body))
+		return nil, pl.final(p, v.errType, ans.status, pl.describe(p, ans, v.reason), pl.a.redact.snippet(ans.body))
 	}
-	return nil, ans.status, p.origin, pl.retry(ctx, p, ans, v.errType, pl.describe(p, ans, v.reason))
+	return nil, pl.retry(ctx, p, ans, v.errType, pl.describe(p, ans, v.reason))
 }
 
 // describe says what ans to p was, for an error's message.

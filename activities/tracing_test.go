@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -318,6 +319,59 @@ func TestPropagator(t *testing.T) {
 				assert.Equal(t, "tenant=acme-internal", r.Header.Get("baggage"))
 			} else {
 				assert.Empty(t, r.Header.Values("baggage"))
+			}
+		})
+	}
+}
+
+// TestPollSpan: a poll attempt that sends is one HTTP client span, as a
+// start attempt is, ended with the attempt's result: "still running" a
+// retryable OperationRunning, the last one a success, the read of the
+// result in the same attempt within it. (Polls once ended each span
+// before they knew the result, and a recording tracer made every poll
+// that got an answer panic.)
+func TestPollSpan(t *testing.T) {
+	for _, tc := range []struct {
+		style string
+		conv  func(string) activities.Convention
+	}{
+		{testsuite.AsyncLocation, preset(activities.AcceptedLocation)},
+		{testsuite.AsyncAzure, preset(activities.AzureAsyncOperation)},
+		{testsuite.AsyncOperationLocation, preset(activities.OperationLocation)},
+		{testsuite.AsyncGoogle, google},
+	} {
+		t.Run(tc.style, func(t *testing.T) {
+			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Duration: 6 * time.Second, RetryAfter: 2}, Now: env.Now})
+			sr := tracetest.NewSpanRecorder()
+			testsuite.Register(t, env, srv, activities.Config{
+				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)),
+				Conventions:    map[string]activities.Convention{srv.URL: tc.conv(srv.URL)},
+			})
+			env.RegisterWorkflow(followWorkflow)
+			env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{})
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			var resp *workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			var polls []sdktrace.ReadOnlySpan
+			for _, s := range sr.Ended() {
+				if s.Name() == http.MethodGet {
+					polls = append(polls, s)
+				}
+			}
+			require.Len(t, polls, int(resp.Accepted.Polls), "one span per poll attempt")
+			for i, s := range polls {
+				a := attrs(s)
+				assert.Equal(t, attribute.IntValue(i+1), a["idempotent_http.attempt"], "span %d", i)
+				if i < len(polls)-1 {
+					assert.Equal(t, "retryable", a["idempotent_http.outcome"].AsString(), "span %d", i)
+					assert.Equal(t, workflows.ErrTypeOperationRunning, a["idempotent_http.error_type"].AsString(), "span %d", i)
+					continue
+				}
+				assert.Equal(t, "success", a["idempotent_http.outcome"].AsString())
+				assert.Equal(t, attribute.IntValue(http.StatusOK), a["http.response.status_code"])
+				assert.Equal(t, codes.Unset, s.Status().Code)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -131,12 +132,56 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 func Marshal(v any) ([]byte, error) {
 	rv := reflect.ValueOf(v)
 	w := reflect.New(shadow(rv.Type())).Elem()
-	for i := range rv.NumField() {
-		if rv.Type().Field(i).IsExported() {
-			w.Field(i).Set(rv.Field(i).Convert(w.Field(i).Type()))
-		}
-	}
+	copyFields(w, rv, rv.Type())
 	return json.Marshal(w.Interface())
+}
+
+// MarshalOrdered is Marshal with the object's members named in first
+// written first, in that order, and the others after them, in their
+// order: for a type whose histories hold its members in an order other
+// than its fields' (a struct that embeds another, as request.Monitor
+// embeds request.Accepted). The members' bytes are Marshal's.
+func MarshalOrdered(v any, first ...string) ([]byte, error) {
+	data, err := Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	type member struct {
+		key   string
+		value json.RawMessage
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var members []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		m := member{key: tok.(string)}
+		if err := dec.Decode(&m.value); err != nil {
+			return nil, err
+		}
+		members = append(members, m)
+	}
+	rank := func(key string) int {
+		if i := slices.Index(first, key); i >= 0 {
+			return i
+		}
+		return len(first)
+	}
+	slices.SortStableFunc(members, func(a, b member) int { return rank(a.key) - rank(b.key) })
+	out := append(make([]byte, 0, len(data)), '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, _ := json.Marshal(m.key)
+		out = append(append(append(out, key...), ':'), m.value...)
+	}
+	return append(out, '}'), nil
 }
 
 // Unmarshal decodes data into the struct *v as encoding/json does, reading
@@ -144,20 +189,34 @@ func Marshal(v any) ([]byte, error) {
 func Unmarshal(data []byte, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	w := reflect.New(shadow(rv.Type())).Elem()
-	for i := range rv.NumField() {
-		if rv.Type().Field(i).IsExported() {
-			w.Field(i).Set(rv.Field(i).Convert(w.Field(i).Type()))
-		}
-	}
+	copyFields(w, rv, rv.Type())
 	if err := json.Unmarshal(data, w.Addr().Interface()); err != nil {
 		return err
 	}
-	for i := range rv.NumField() {
-		if rv.Type().Field(i).IsExported() {
-			rv.Field(i).Set(w.Field(i).Convert(rv.Field(i).Type()))
+	copyFields(rv, w, rv.Type())
+	return nil
+}
+
+// copyFields sets the exported fields of dst from those of src, one of
+// them a struct of type t and the other its shadow, embedded structs
+// field by field.
+func copyFields(dst, src reflect.Value, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		switch {
+		case !f.IsExported():
+		case embedded(f):
+			copyFields(dst.Field(i), src.Field(i), f.Type)
+		default:
+			dst.Field(i).Set(src.Field(i).Convert(dst.Field(i).Type()))
 		}
 	}
-	return nil
+}
+
+// embedded reports whether f is an embedded struct, whose fields
+// encoding/json writes as the outer struct's own.
+func embedded(f reflect.StructField) bool {
+	return f.Anonymous && f.IsExported() && f.Type.Kind() == reflect.Struct
 }
 
 var (
@@ -167,7 +226,9 @@ var (
 )
 
 // shadow returns t with Duration for time.Duration and Body for
-// json.RawMessage fields, and a blank for each unexported field.
+// json.RawMessage fields, embedded structs shadowed alike (a shadow has
+// no methods: an embedded struct's MarshalJSON is not promoted to it),
+// and a blank for each unexported field.
 func shadow(t reflect.Type) reflect.Type {
 	if s, ok := shadows.Load(t); ok {
 		return s.(reflect.Type)
@@ -180,6 +241,9 @@ func shadow(t reflect.Type) reflect.Type {
 			f.Type = reflect.TypeFor[Duration]()
 		case rawType:
 			f.Type = reflect.TypeFor[Body]()
+		}
+		if embedded(f) {
+			f.Type = shadow(f.Type)
 		}
 		if !f.IsExported() {
 			// reflect.StructOf takes no unexported field: a blank stands in.

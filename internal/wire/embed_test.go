@@ -1,0 +1,75 @@
+package wire_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+)
+
+// inner has its own MarshalJSON, as request.Accepted does.
+type inner struct {
+	Name  string        `json:"name"`
+	Every time.Duration `json:"every,omitempty"`
+}
+
+func (i inner) MarshalJSON() ([]byte, error) { type plain inner; return wire.Marshal(plain(i)) }
+
+func (i *inner) UnmarshalJSON(data []byte) error {
+	type plain inner
+	return wire.Unmarshal(data, (*plain)(i))
+}
+
+// outer embeds inner, as request.Monitor embeds request.Accepted: its
+// fields must not be dropped by inner's promoted methods.
+type outer struct {
+	inner
+	Cancel bool          `json:"cancel,omitempty"`
+	Wait   time.Duration `json:"wait,omitempty"`
+	hidden int
+}
+
+type exported struct {
+	Inner
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+type Inner = inner
+
+func TestEmbeddedStructs(t *testing.T) {
+	tests := []struct {
+		name  string
+		order []string
+		in    exported
+		want  string
+	}{
+		{"declaration order", nil, exported{Inner: inner{Name: "a", Every: time.Second}, Cancel: true}, `{"name":"a","every":"1s","cancel":true}`},
+		{"reordered", []string{"cancel", "every"}, exported{Inner: inner{Name: "a", Every: time.Second}, Cancel: true}, `{"cancel":true,"every":"1s","name":"a"}`},
+		{"unnamed members keep their order", []string{"every"}, exported{Inner: inner{Name: "b", Every: time.Minute}, Cancel: true}, `{"every":"1m0s","name":"b","cancel":true}`},
+		{"absent members", []string{"cancel", "every"}, exported{Inner: inner{Name: "<&>"}}, `{"name":"\u003c\u0026\u003e"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			type plain exported
+			got, err := wire.MarshalOrdered(plain(tt.in), tt.order...)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, string(got))
+			var back exported
+			require.NoError(t, wire.Unmarshal(got, (*plain)(&back)))
+			assert.Equal(t, tt.in, back)
+		})
+	}
+	// An unexported embedded struct is left out, as an unexported field
+	// is; the outer struct's own fields are kept.
+	type plainOuter outer
+	got, err := wire.Marshal(plainOuter(outer{inner: inner{Name: "x"}, Cancel: true, Wait: 2 * time.Second, hidden: 1}))
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(got, &m))
+	assert.Equal(t, true, m["cancel"])
+	assert.Equal(t, "2s", m["wait"])
+}

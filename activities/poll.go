@@ -48,11 +48,9 @@ func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.R
 		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
 	}
 	info := activity.GetInfo(ctx)
-	pl := &poller{a: a, info: info, in: in, op: &workflows.Accepted{
-		Operation: in.Operation, Method: in.Method, URL: in.URL, IdempotencyKey: in.IdempotencyKey,
-		Monitor: in.Monitor, StatusDocument: in.StatusDocument, ResultURL: in.ResultURL, Polls: info.Attempt,
-		StartStatus: in.StartStatus, RetryAfter: in.RetryAfter,
-	}}
+	op := in.Accepted
+	op.State, op.Polls = "", int(info.Attempt)
+	pl := &poller{a: a, info: info, in: in, op: &op}
 	resp, status, origin, err := pl.poll(ctx)
 	m := a.metrics(ctx, origin, in.Operation)
 	a.countIn(m, metricPolls, err)
@@ -107,7 +105,7 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
 	}
 	// Attempts that were not admitted sent no poll.
-	pl.op.Polls = pl.prev.Sent + 1
+	pl.op.Polls = int(pl.prev.Sent) + 1
 	// KeepQuery guards what a server names before it is written to
 	// history; a webhook's fallback poll reads the URL the workflow wrote
 	// (WebhookPoll.URL, in history already, as Request.URL is): polled as
@@ -362,13 +360,13 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 		if b.InitialInterval <= 0 {
 			b = request.PollBackoff(0, 0)
 		}
-		delay = max(b.Delay(pl.op.Polls, a.cfg.Uniform, 0), request.MinPollInterval)
+		delay = max(b.Delay(int32(pl.op.Polls), a.cfg.Uniform, 0), request.MinPollInterval)
 		source = "poll backoff"
 	}
 	// The deadline is carried over to Config.Now's clock once and kept in
 	// the heartbeat, as the HTTP activity does (see scheduleDeadline).
 	prev := pl.prev
-	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: pl.op.Polls, Retry: errType != workflows.ErrTypeOperationRunning}
+	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: int32(pl.op.Polls), Retry: errType != workflows.ErrTypeOperationRunning}
 	if pl.op.Monitor != pl.in.Monitor && !pl.in.Cancel {
 		next.Monitor = pl.op.Monitor
 	}

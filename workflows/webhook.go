@@ -296,7 +296,7 @@ type Outcome struct {
 	// are not taken).
 	Notifications int `json:"notifications,omitempty"`
 	// Polls is how many polls the fallback made (0 when it did not run).
-	Polls int32 `json:"polls,omitempty"`
+	Polls int `json:"polls,omitempty"`
 	// Confirmed is true when a read of the resource confirmed the
 	// notification's outcome (WebhookPoll.Confirm): State is then the
 	// resource's.
@@ -711,7 +711,7 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	p := w.opts.Poll
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
-	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
+	in := pollInput(op, FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
 	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops

@@ -100,7 +100,7 @@ func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } 
 //
 //   - Operation, Method, URL and IdempotencyKey: the start request's;
 //   - StartStatus and RetryAfter: the start answer's status (202) and
-//     Retry-After (at least MinPollInterval, at most the worker's
+//     Retry-After (at least 1 s, at most the worker's
 //     Config.MaxRetryAfter), the wait before the first poll;
 //   - Monitor: the status monitor's URL, polled with GET (in a final
 //     Response or a Failure, the last one polled);

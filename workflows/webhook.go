@@ -727,6 +727,14 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	if w.ended != nil && !w.confirming() {
 		return nil, nil, false
 	}
+	return w.polled(ctx, ao, mon, deadline, resp, err)
+}
+
+// polled is the outcome of a fallback poll that ended with resp or err:
+// the resource's terminal state (confirming a notification's, if one came
+// to be confirmed), or, if the poll could not read it, what awaitAfter
+// makes of the wait for a notification.
+func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, resp *Response, err error) (*Response, error, bool) {
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
 	conf := w.confirmed()
 	if conf != nil {
@@ -753,32 +761,8 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
 		return nil, nil, false // the deadline passed
-	case w.confirming():
-		// No notification yet, and the resource unreadable now (not yet
-		// readable, say): a notification may still come until the
-		// deadline, and is then confirmed by another read.
-		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
-			"key", op.IdempotencyKey, "error", err)
-		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
-			return nil, err, true
-		}
-		if !w.woken() {
-			return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
-		}
-		return w.poll(ctx, ao, mon, deadline)
 	default:
-		// The poll failed (the resource unreadable or not allowed, …): a
-		// notification may still come until the deadline.
-		workflow.GetLogger(ctx).Error("the fallback poll failed: awaiting the webhook only", "operation", w.operation,
-			"key", op.IdempotencyKey, "error", err)
-		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
-			return nil, err, true
-		}
-		if w.confirming() {
-			// A notification that needs the resource's word: read it again.
-			return w.poll(ctx, ao, mon, deadline)
-		}
-		return nil, nil, false
+		return w.awaitAfter(ctx, ao, mon, deadline, err)
 	}
 	if out.Confirmed && out.State != w.state(conf.Type) {
 		workflow.GetLogger(ctx).Warn("the resource contradicts the notification: its state is the outcome", "operation", w.operation,
@@ -792,6 +776,33 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	r := *resp
 	r.Outcome = out
 	return &r, nil, true
+}
+
+// awaitAfter waits for a notification after the fallback poll failed
+// with err (the resource unreadable, not yet readable, or not allowed, …),
+// until the deadline: a notification to confirm is confirmed by another
+// poll; with WebhookPoll.Confirm, none coming fails the call (fail
+// closed); otherwise the webhook alone may still end the operation.
+func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, err error) (*Response, error, bool) {
+	confirming := w.confirming()
+	if confirming {
+		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
+			"key", w.key, "error", err)
+	} else {
+		workflow.GetLogger(ctx).Error("the fallback poll failed: awaiting the webhook only", "operation", w.operation,
+			"key", w.key, "error", err)
+	}
+	if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
+		return nil, err, true
+	}
+	switch {
+	case confirming && !w.woken():
+		return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
+	case confirming || w.confirming():
+		// A notification that needs the resource's word: read it again.
+		return w.poll(ctx, ao, mon, deadline)
+	}
+	return nil, nil, false
 }
 
 // result is the Response or error of a notification's outcome.

@@ -97,7 +97,7 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, int, string, e
 		// A webhook's fallback poll reads the resource by the workflow's
 		// rule; the origin's convention still says which monitors to follow.
 		l := *pl.l
-		l.StatusField, l.DoneField, l.ErrorField, l.ResultField = r.Field, "", "", ""
+		l.StatusField, l.DoneField, l.ErrorField, l.ResultField = r.StatusField, "", "", ""
 		l.Succeeded, l.Failed, l.Canceled = r.Succeeded, r.Failed, r.Canceled
 		pl.l = &l
 	}

@@ -33,7 +33,7 @@ func TestWireJSONOfOperationTypes(t *testing.T) {
 	mon.StartStatus, mon.RetryAfter = 202, 2*time.Second
 	mon.Backoff = request.PollBackoff(time.Second, time.Minute)
 	mon.Cancel = true
-	mon.Status = &request.StatusRule{Field: "state", Succeeded: []string{"succeeded"}, Failed: []string{"failed"}, Canceled: []string{"canceled"}}
+	mon.Status = &request.StatusRule{StatusField: "state", Succeeded: []string{"succeeded"}, Failed: []string{"failed"}, Canceled: []string{"canceled"}}
 	const monJSON = `{"operation":"refund","idempotency_key":"key-1","method":"POST","url":"https://api.example.com/refunds","monitor":"https://api.example.com/operations/7","status_document":true,"result_url":"https://api.example.com/refunds/7","start_status":202,"retry_after":"2s","backoff":{"initial_interval":"1s","backoff_coefficient":2,"maximum_interval":"1m0s","jitter":"equal"},"cancel":true,"status":{"field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"]}}`
 	const monNanos = `{"operation":"refund","idempotency_key":"key-1","method":"POST","url":"https://api.example.com/refunds","monitor":"https://api.example.com/operations/7","status_document":true,"result_url":"https://api.example.com/refunds/7","start_status":202,"retry_after":2000000000,"backoff":{"initial_interval":1000000000,"backoff_coefficient":2,"maximum_interval":60000000000,"jitter":"equal"},"cancel":true,"status":{"field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"]}}`
 
@@ -82,6 +82,7 @@ func TestWireJSONOfOperationTypes(t *testing.T) {
 		{"webhook poll all", poll, pollJSON, `{"url":"https://api.example.com/v1/charges/{id}","after":300000000000,"status_field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"],"confirm":true,"interval":1000000000,"maximum_interval":60000000000}`, func() any { return new(workflows.WebhookPoll) }},
 		{"status rule zero", request.StatusRule{}, `{"field":""}`, "", func() any { return new(request.StatusRule) }},
 		{"status rule all", *mon.Status, `{"field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"]}`, "", func() any { return new(request.StatusRule) }},
+		{"status rule of a webhook poll", request.StatusRule(poll), `{"field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"]}`, "", func() any { return new(request.StatusRule) }},
 		{"request", req, reqJSON, "", func() any { return new(workflows.Request) }},
 	}
 	for _, tt := range tests {

@@ -155,14 +155,83 @@ type Monitor struct {
 var monitorOrder = []string{"operation", "idempotency_key", "method", "url", "monitor",
 	"status_document", "result_url", "start_status", "retry_after"}
 
-// StatusRule reads a resource's state from its status document: the
-// string at Field (a dotted path), matched case-insensitively with the
-// values that end the operation; any other value is still running.
-type StatusRule struct {
-	Field     string   `json:"field"`
-	Succeeded []string `json:"succeeded,omitempty"`
-	Failed    []string `json:"failed,omitempty"`
-	Canceled  []string `json:"canceled,omitempty"`
+// WebhookPoll is the fallback of a webhook: GET the resource until its
+// status ends the operation, through the poll activity and its
+// classification (the table in docs/how-it-works.md), paced as
+// workflows.FollowOptions. It is workflows.WebhookPoll (declared here,
+// where the poll activity's input holds its rule, StatusRule). Its JSON
+// is what histories hold (workflow inputs): never rename a field; the
+// rule tags name its fields in StatusRule's JSON.
+type WebhookPoll struct {
+	// URL is the resource read with GET, e.g.
+	// "https://api.example.com/v1/charges/{id}": each {field} (a dotted
+	// path) is replaced by that string or number of the start answer's
+	// JSON body, path-escaped (query-escaped in the query). It is polled
+	// as written, its query included (e.g. "?expand[]=latest_charge"; the
+	// origin's activities.LongRunning.KeepQuery guards only the monitors
+	// a server names). Its origin must be allowed on the worker, and its
+	// query values reach history, as workflows.Request.URL's do: put no
+	// secret there. Required.
+	URL string `json:"url"`
+	// After is how long the call waits for a terminal notification after
+	// the start answer before the first poll (default
+	// workflows.DefaultPollAfter, 5 min; at least MinPollInterval, 1 s).
+	After time.Duration `json:"after,omitempty"`
+	// StatusField is the dotted path of the resource's state in its JSON
+	// document (default workflows.DefaultStatusField, "status").
+	StatusField string `json:"status_field,omitempty" rule:"field"`
+	// Succeeded, Failed and Canceled are the states that end the operation
+	// (matched case-insensitively); any other is still running. Succeeded
+	// is required.
+	Succeeded []string `json:"succeeded,omitempty" rule:"succeeded,omitempty"`
+	Failed    []string `json:"failed,omitempty" rule:"failed,omitempty"`
+	Canceled  []string `json:"canceled,omitempty" rule:"canceled,omitempty"`
+	// Confirm: a terminal notification does not end the wait by itself;
+	// it starts the poll at once, and the resource's terminal state is the
+	// outcome (workflows.Outcome.Confirmed, with the notification). For
+	// callbacks that only a token authenticates, and for anyone who wants
+	// the provider's API, not a delivery, to have the last word: a poll
+	// that cannot confirm fails the call (fail closed). Default false: a
+	// verified notification is the outcome.
+	Confirm bool `json:"confirm,omitempty"`
+	// Interval and MaximumInterval pace the polls as in
+	// workflows.FollowOptions (defaults DefaultPollInterval, 1 s,
+	// doubling to DefaultMaxPollInterval, 1 min; a Retry-After is
+	// followed).
+	Interval        time.Duration `json:"interval,omitempty"`
+	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
+}
+
+// MarshalJSON encodes p with durations as strings such as "5m0s".
+func (p WebhookPoll) MarshalJSON() ([]byte, error) {
+	type plain WebhookPoll
+	return wire.Marshal(plain(p))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds.
+func (p *WebhookPoll) UnmarshalJSON(data []byte) error {
+	type plain WebhookPoll
+	return wire.Unmarshal(data, (*plain)(p))
+}
+
+// StatusRule is a WebhookPoll's rule as the poll activity's input holds
+// it (Monitor.Status): the resource's state is the string at StatusField
+// (a dotted path, its default applied) of its status document, matched
+// case-insensitively with Succeeded, Failed and Canceled; any other value
+// is still running. Its JSON has only those fields, named by their rule
+// tags ("field", "succeeded", "failed", "canceled"); the poll activity
+// reads nothing else.
+type StatusRule WebhookPoll
+
+// MarshalJSON encodes r's rule fields.
+func (r StatusRule) MarshalJSON() ([]byte, error) {
+	return wire.MarshalView(WebhookPoll(r), "rule")
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (r *StatusRule) UnmarshalJSON(data []byte) error {
+	return wire.UnmarshalView(data, (*WebhookPoll)(r), "rule")
 }
 
 // MarshalJSON encodes m as package wire does (durations as strings), its

@@ -73,3 +73,39 @@ func TestEmbeddedStructs(t *testing.T) {
 	assert.Equal(t, true, m["cancel"])
 	assert.Equal(t, "2s", m["wait"])
 }
+
+// twoShapes travels in two shapes, as request.WebhookPoll does: its own,
+// and its "rule" view (request.StatusRule).
+type twoShapes struct {
+	URL    string        `json:"url"`
+	Field  string        `json:"status_field,omitempty" rule:"field"`
+	States []string      `json:"states,omitempty" rule:"states,omitempty"`
+	After  time.Duration `json:"after,omitempty" rule:"after,omitempty"`
+}
+
+func TestMarshalView(t *testing.T) {
+	tests := []struct {
+		name string
+		view string
+		in   twoShapes
+		want string
+	}{
+		{"own shape", "", twoShapes{URL: "u", Field: "f", States: []string{"a"}, After: time.Second}, `{"url":"u","status_field":"f","states":["a"],"after":"1s"}`},
+		{"view", "rule", twoShapes{URL: "u", Field: "f", States: []string{"a"}, After: time.Second}, `{"field":"f","states":["a"],"after":"1s"}`},
+		{"view of the zero value", "rule", twoShapes{}, `{"field":""}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := wire.MarshalView(tt.in, tt.view)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, string(got))
+			var back twoShapes
+			require.NoError(t, wire.UnmarshalView(got, &back, tt.view))
+			want := tt.in
+			if tt.view != "" {
+				want.URL = "" // not in the view
+			}
+			assert.Equal(t, want, back)
+		})
+	}
+}

@@ -129,9 +129,16 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 // Body. A type's MarshalJSON calls it on a method-less copy of itself:
 //
 //	func (r Request) MarshalJSON() ([]byte, error) { type plain Request; return wire.Marshal(plain(r)) }
-func Marshal(v any) ([]byte, error) {
+func Marshal(v any) ([]byte, error) { return MarshalView(v, "") }
+
+// MarshalView is Marshal with each field's JSON name and options taken
+// from its struct tag named view instead of json (a field without one is
+// left out); view "" is Marshal. For one declaration that travels in two
+// shapes, as request.WebhookPoll does (request.StatusRule, its rule, in
+// the poll activity's input).
+func MarshalView(v any, view string) ([]byte, error) {
 	rv := reflect.ValueOf(v)
-	w := reflect.New(shadow(rv.Type())).Elem()
+	w := reflect.New(shadow(rv.Type(), view)).Elem()
 	copyFields(w, rv, rv.Type())
 	return json.Marshal(w.Interface())
 }
@@ -186,9 +193,12 @@ func MarshalOrdered(v any, first ...string) ([]byte, error) {
 
 // Unmarshal decodes data into the struct *v as encoding/json does, reading
 // its time.Duration fields as Duration and its json.RawMessage fields as Body.
-func Unmarshal(data []byte, v any) error {
+func Unmarshal(data []byte, v any) error { return UnmarshalView(data, v, "") }
+
+// UnmarshalView decodes what MarshalView encodes.
+func UnmarshalView(data []byte, v any, view string) error {
 	rv := reflect.ValueOf(v).Elem()
-	w := reflect.New(shadow(rv.Type())).Elem()
+	w := reflect.New(shadow(rv.Type(), view)).Elem()
 	copyFields(w, rv, rv.Type())
 	if err := json.Unmarshal(data, w.Addr().Interface()); err != nil {
 		return err
@@ -220,17 +230,25 @@ func embedded(f reflect.StructField) bool {
 }
 
 var (
-	shadows      sync.Map // reflect.Type → reflect.Type
+	shadows      sync.Map // shadowKey → reflect.Type
 	durationType = reflect.TypeFor[time.Duration]()
 	rawType      = reflect.TypeFor[json.RawMessage]()
 )
 
+// shadowKey is a type and the view of it a shadow is.
+type shadowKey struct {
+	t    reflect.Type
+	view string
+}
+
 // shadow returns t with Duration for time.Duration and Body for
 // json.RawMessage fields, embedded structs shadowed alike (a shadow has
 // no methods: an embedded struct's MarshalJSON is not promoted to it),
-// and a blank for each unexported field.
-func shadow(t reflect.Type) reflect.Type {
-	if s, ok := shadows.Load(t); ok {
+// and a blank for each unexported field; with a view, each field's json
+// tag is its view tag ("-" without one).
+func shadow(t reflect.Type, view string) reflect.Type {
+	key := shadowKey{t, view}
+	if s, ok := shadows.Load(key); ok {
 		return s.(reflect.Type)
 	}
 	fields := make([]reflect.StructField, t.NumField())
@@ -243,7 +261,14 @@ func shadow(t reflect.Type) reflect.Type {
 			f.Type = reflect.TypeFor[Body]()
 		}
 		if embedded(f) {
-			f.Type = shadow(f.Type)
+			f.Type = shadow(f.Type, view)
+		}
+		if view != "" && !f.Anonymous {
+			name, ok := f.Tag.Lookup(view)
+			if !ok {
+				name = "-"
+			}
+			f.Tag = reflect.StructTag(`json:"` + name + `"`)
 		}
 		if !f.IsExported() {
 			// reflect.StructOf takes no unexported field: a blank stands in.
@@ -252,6 +277,6 @@ func shadow(t reflect.Type) reflect.Type {
 		fields[i] = f
 	}
 	s := reflect.StructOf(fields)
-	shadows.Store(t, s)
+	shadows.Store(key, s)
 	return s
 }

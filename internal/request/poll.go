@@ -105,19 +105,6 @@ type Accepted struct {
 	Polls int `json:"polls,omitempty"`
 }
 
-// MarshalJSON encodes a with durations as strings such as "2s".
-func (a Accepted) MarshalJSON() ([]byte, error) {
-	type plain Accepted
-	return wire.Marshal(plain(a))
-}
-
-// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
-// nanoseconds.
-func (a *Accepted) UnmarshalJSON(data []byte) error {
-	type plain Accepted
-	return wire.Unmarshal(data, (*plain)(a))
-}
-
 // Monitor is a long-running operation as the poll activity follows it:
 // the activity input the workflow side (workflows.Call,
 // workflows.FollowAccepted) writes from an Accepted, its State and Polls
@@ -245,4 +232,17 @@ func (m Monitor) MarshalJSON() ([]byte, error) {
 func (m *Monitor) UnmarshalJSON(data []byte) error {
 	type plain Monitor
 	return wire.Unmarshal(data, (*plain)(m))
+}
+
+// MarshalJSON encodes a with durations as strings such as "2s".
+func (a Accepted) MarshalJSON() ([]byte, error) {
+	type plain Accepted
+	return wire.Marshal(plain(a))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
+// nanoseconds.
+func (a *Accepted) UnmarshalJSON(data []byte) error {
+	type plain Accepted
+	return wire.Unmarshal(data, (*plain)(a))
 }

@@ -140,8 +140,8 @@ func TestPollAdmission(t *testing.T) {
 				var s testsuite.WorkflowTestSuite
 				env := s.NewTestActivityEnvironment()
 				a.Register(env)
-				in := request.Monitor{Operation: "transfer", IdempotencyKey: "key-op", Method: http.MethodPost, URL: srv.URL + "/charges",
-					Monitor: srv.URL + "/v1/operations/1", StatusDocument: true}
+				in := request.Monitor{Accepted: request.Accepted{Operation: "transfer", IdempotencyKey: "key-op", Method: http.MethodPost, URL: srv.URL + "/charges",
+					Monitor: srv.URL + "/v1/operations/1", StatusDocument: true}}
 				switch st.kind {
 				case "start":
 					r := req(srv.URL + "/charges")

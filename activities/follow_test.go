@@ -380,7 +380,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 	})
 	a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}})
 	require.NoError(t, err)
-	in := request.Monitor{Operation: "transfer", Method: http.MethodPost, URL: srv.URL + "/transfers", Monitor: srv.URL + "/operations/1"}
+	in := request.Monitor{Accepted: request.Accepted{Operation: "transfer", Method: http.MethodPost, URL: srv.URL + "/transfers", Monitor: srv.URL + "/operations/1"}}
 	for _, want := range []struct {
 		errType string
 		benign  bool

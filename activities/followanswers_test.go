@@ -140,7 +140,7 @@ func TestFollowMonitorAnswers(t *testing.T) {
 			func(t *testing.T, r followed) {
 				require.NoError(t, r.err)
 				assert.JSONEq(t, `{"id":"done"}`, string(r.resp.Body))
-				assert.Equal(t, int32(2), r.resp.Accepted.Polls)
+				assert.Equal(t, 2, r.resp.Accepted.Polls)
 				assert.Equal(t, []string{"POST /transfers", "GET /operations/1", "GET /operations/new/1"}, r.log)
 			}},
 		{"a monitor moved to another origin is not followed",

@@ -366,9 +366,7 @@ func startedOperation(p *prepared, status int, document bool) *workflows.Accepte
 // followedOperation is the operation the poll activity follows, as its
 // input in names it, after polls polls.
 func followedOperation(in *request.Monitor, polls int32) *workflows.Accepted {
-	return &workflows.Accepted{
-		Operation: in.Operation, Method: in.Method, URL: in.URL, IdempotencyKey: in.IdempotencyKey,
-		Monitor: in.Monitor, StatusDocument: in.StatusDocument, ResultURL: in.ResultURL, Polls: polls,
-		StartStatus: in.StartStatus, RetryAfter: in.RetryAfter,
-	}
+	op := in.Accepted
+	op.State, op.Polls = "", int(polls)
+	return &op
 }

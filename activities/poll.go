@@ -142,7 +142,7 @@ func (pl *poller) begin(ctx context.Context) (string, error) {
 		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
 	}
 	// Attempts that were not admitted sent no poll.
-	pl.op.Polls = pl.prev.Sent + 1
+	pl.op.Polls = int(pl.prev.Sent) + 1
 	// KeepQuery guards what a server names before it is written to
 	// history; a webhook's fallback poll reads the URL the workflow wrote
 	// (WebhookPoll.URL, in history already, as Request.URL is): polled as
@@ -417,13 +417,13 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 		if b.InitialInterval <= 0 {
 			b = request.PollBackoff(0, 0)
 		}
-		delay = max(b.Delay(pl.op.Polls, a.cfg.Uniform, 0), request.MinPollInterval)
+		delay = max(b.Delay(int32(pl.op.Polls), a.cfg.Uniform, 0), request.MinPollInterval)
 		source = "poll backoff"
 	}
 	// The deadline is carried over to Config.Now's clock once and kept in
 	// the heartbeat, as the HTTP activity does (see scheduleDeadline).
 	prev := pl.prev
-	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: pl.op.Polls, Retry: errType != workflows.ErrTypeOperationRunning}
+	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: int32(pl.op.Polls), Retry: errType != workflows.ErrTypeOperationRunning}
 	if pl.op.Monitor != pl.in.Monitor && !pl.in.Cancel {
 		next.Monitor = pl.op.Monitor
 	}

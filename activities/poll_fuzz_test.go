@@ -109,8 +109,8 @@ func FuzzPoll(f *testing.F) {
 		cur = fuzzAnswer{status: http.StatusServiceUnavailable}
 		mu.Unlock()
 		for range 5 {
-			_, err := env.ExecuteActivity(activities.PollActivityName, request.Monitor{
-				Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start", Monitor: srv.URL + "/hop/open"})
+			_, err := env.ExecuteActivity(activities.PollActivityName, request.Monitor{Accepted: request.Accepted{
+				Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start", Monitor: srv.URL + "/hop/open"}})
 			if err == nil {
 				t.Fatal("a 503 ended the poll")
 			}
@@ -157,10 +157,10 @@ func FuzzPoll(f *testing.F) {
 		if admitted {
 			env, clock, m = breakerOpen(t, conventions[int(conv)%len(envs)])
 		}
-		in := request.Monitor{
+		in := request.Monitor{Accepted: request.Accepted{
 			Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start",
 			Monitor: srv.URL + "/operations/" + path, StatusDocument: doc,
-		}
+		}}
 		if strings.ContainsAny(path, "?#") || !utf8.ValidString(path) {
 			// The monitor comes through JSON and followable: UTF-8, no query.
 			in.Monitor = srv.URL + "/operations/x"

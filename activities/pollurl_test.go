@@ -41,7 +41,7 @@ func TestPollUncleanLocationNotShown(t *testing.T) {
 			var s sdktestsuite.WorkflowTestSuite
 			env := s.NewTestActivityEnvironment()
 			a.Register(env)
-			in := request.Monitor{Operation: "refund", Method: http.MethodPost, URL: srv.URL + "/refunds", Monitor: srv.URL + "/operations/1"}
+			in := request.Monitor{Accepted: request.Accepted{Operation: "refund", Method: http.MethodPost, URL: srv.URL + "/refunds", Monitor: srv.URL + "/operations/1"}}
 			_, err = env.ExecuteActivity(activities.PollActivityName, in)
 			require.Error(t, err)
 			d, ok := workflows.AsFailure(err)

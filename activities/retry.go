@@ -222,7 +222,7 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 		b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval = rp.InitialInterval, rp.BackoffCoefficient, rp.MaximumInterval
 	}
 	b = b.WithDefaults()
-	w := wait{source: "backoff (" + b.Jitter + " jitter)"}
+	w := wait{source: "backoff (" + string(b.Jitter) + " jitter)"}
 	paced := a.limiter != nil && a.throttle(f.d.Status)
 	w.retryAfter, w.fromRetryAfter = retryAfter(f.header, now)
 	switch {
@@ -234,7 +234,7 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 		}
 	case f.v.inFlight:
 		w.delay = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime)))
-		w.source = "in-flight backoff (" + b.Jitter + " jitter)"
+		w.source = "in-flight backoff (" + string(b.Jitter) + " jitter)"
 	case paced:
 		// The limiter has cut the origin's rate: it paces the retry.
 		w.delay, w.source = request.MinRetryDelay, "adaptive admission after a throttle"

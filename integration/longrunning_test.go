@@ -192,7 +192,7 @@ type followed struct {
 	// lost are the polls that never reached the API (held and dropped).
 	lost int
 	// minPolls and maxPolls bound Accepted.Polls.
-	minPolls, maxPolls int32
+	minPolls, maxPolls int
 	// pollIdentity, if set, is the worker that ran the last poll.
 	pollIdentity string
 	// restart, if set, is when the Temporal server was killed and when it
@@ -336,7 +336,7 @@ func checkRecord(t *testing.T, result []byte, key string) {
 // Started event carries the last attempt (= polls) and, as its last
 // failure, the "still running" that set the wait from the Retry-After. No
 // piece of the worker's token is in it.
-func checkFollowHistory(t *testing.T, f followed, polls int32) {
+func checkFollowHistory(t *testing.T, f followed, polls int) {
 	t.Helper()
 	var (
 		scheduled          []string
@@ -375,7 +375,7 @@ func checkFollowHistory(t *testing.T, f followed, polls int32) {
 			len(f.events), scheduled, started, completed, others, want)
 	}
 	if pollStarted != nil {
-		if pollStarted.GetAttempt() != polls {
+		if int(pollStarted.GetAttempt()) != polls {
 			t.Errorf("the poll activity's Started event says attempt %d, the result %d polls", pollStarted.GetAttempt(), polls)
 		}
 		lf := pollStarted.GetLastFailure()
@@ -499,7 +499,7 @@ func TestLongRunningWorkerKilled(t *testing.T) {
 	type killCase struct {
 		name               string
 		during             bool
-		minPolls, maxPolls int32
+		minPolls, maxPolls int
 
 		p                  *opProxy
 		token, tq, wid     string

@@ -63,7 +63,7 @@ type lroWant struct {
 	status int
 	// polls is Response.Accepted.Polls, or the failure's Accepted.Polls (0
 	// when the call failed before polling).
-	polls int32
+	polls int
 	// body is a substring of the result body, or of Failure.Body.
 	body string
 }
@@ -76,7 +76,7 @@ type lroObserved struct {
 	isFail   bool
 	outcome  string
 	status   int
-	polls    int32
+	polls    int
 	body     string
 	activity time.Duration
 	elapsed  time.Duration

@@ -96,67 +96,35 @@ func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } 
 // state is read, and, in a final Response, how following it went. It is
 // Response.Accepted of a followed call, and Failure.Accepted of an
 // operation that failed, was cancelled or was still running at the
-// timeout (resume that one with FollowAccepted).
+// timeout (resume that one with FollowAccepted). Its fields:
 //
-// Its URLs are stored in Temporal's history: they never hold user info,
-// and hold query values only for the names the origin's
-// activities.LongRunning.KeepQuery allows (a monitor a server names with
-// others is not followed: ErrTypeMonitorNotFollowed), or those the
-// workflow wrote itself (WebhookPoll.URL).
-type Accepted struct {
-	// Operation, Method, URL and IdempotencyKey are the start request's.
-	Operation      string `json:"operation,omitempty"`
-	Method         string `json:"method,omitempty"`
-	URL            string `json:"url"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// StartStatus is the status of the answer to the start request (202).
-	StartStatus int `json:"start_status,omitempty"`
-	// RetryAfter is the start answer's Retry-After (at least
-	// MinPollInterval, at most the worker's Config.MaxRetryAfter): the
-	// wait before the first poll.
-	RetryAfter time.Duration `json:"retry_after,omitempty"`
-	// Monitor is the status monitor's URL, polled with GET: in a final
-	// Response or a Failure, the last one polled (a 202 polled by status
-	// code may move it with a new Location).
-	Monitor string `json:"monitor"`
-	// StatusDocument is true when the monitor answers a status document
-	// (Azure's "status", Google's "done"); false when its status code
-	// decides (202 running, another 2xx the result, 303 the result's URL).
-	StatusDocument bool `json:"status_document,omitempty"`
-	// ResultURL, when set, is where the final result is read once the
-	// operation succeeded (Azure: the start URL of a PUT or PATCH, else
-	// the start answer's Location).
-	ResultURL string `json:"result_url,omitempty"`
-	// State is the last state the monitor reported ("InProgress",
-	// "Succeeded", "Failed", "done: true"), redacted and at most 64 bytes;
-	// "" when its status code decides.
-	State string `json:"state,omitempty"`
-	// Polls is how many polls the last following took (the poll
-	// activity's attempts, failed ones included).
-	Polls int32 `json:"polls,omitempty"`
-}
+//   - Operation, Method, URL and IdempotencyKey: the start request's;
+//   - StartStatus and RetryAfter: the start answer's status (202) and
+//     Retry-After (at least 1 s, at most the worker's
+//     Config.MaxRetryAfter), the wait before the first poll;
+//   - Monitor: the status monitor's URL, polled with GET (in a final
+//     Response or a Failure, the last one polled);
+//   - StatusDocument: the monitor answers a status document (Azure's
+//     "status", Google's "done"), not its status code;
+//   - ResultURL: where the final result is read once the operation
+//     succeeded, when set;
+//   - State: the last state the monitor reported ("InProgress",
+//     "Succeeded", …), redacted, at most 64 bytes;
+//   - Polls: how many polls the last following took.
+//
+// It is declared in internal/request, where the poll activity's input
+// embeds it; go doc internal/request.Accepted documents each field in
+// full. Its URLs are stored in Temporal's history: they never hold user
+// info, and hold query values only for the names the origin's
+// activities.LongRunning.KeepQuery allows, or those the workflow wrote
+// itself (WebhookPoll.URL).
+type Accepted = request.Accepted
 
-// MarshalJSON encodes a with durations as strings such as "2s".
-func (a Accepted) MarshalJSON() ([]byte, error) {
-	type plain Accepted
-	return wire.Marshal(plain(a))
-}
-
-// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
-// nanoseconds.
-func (a *Accepted) UnmarshalJSON(data []byte) error {
-	type plain Accepted
-	return wire.Unmarshal(data, (*plain)(a))
-}
-
-// monitor is op as the poll activity's input.
-func (op Accepted) monitor(o FollowOptions) request.Monitor {
-	return request.Monitor{
-		Operation: op.Operation, IdempotencyKey: op.IdempotencyKey, Method: op.Method, URL: op.URL,
-		Monitor: op.Monitor, StatusDocument: op.StatusDocument, ResultURL: op.ResultURL,
-		StartStatus: op.StartStatus, RetryAfter: op.RetryAfter,
-		Backoff: request.PollBackoff(o.Interval, o.MaximumInterval),
-	}
+// pollInput is op as the poll activity's input, paced by o: State and
+// Polls are the activity's to report, not its input.
+func pollInput(op Accepted, o FollowOptions) request.Monitor {
+	op.State, op.Polls = "", 0
+	return request.Monitor{Accepted: op, Backoff: request.PollBackoff(o.Interval, o.MaximumInterval)}
 }
 
 // FollowAccepted polls op until it ends and returns its final result, as
@@ -201,7 +169,7 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 // at any point of it asks the server to cancel op when
 // opts.CancelOperation is set: this is the one place that does.
 func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions, first time.Duration) (*Response, error) {
-	in := op.monitor(opts)
+	in := pollInput(op, opts)
 	timeout := cmp.Or(opts.Timeout, DefaultFollowTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	wait := min(first, timeout)

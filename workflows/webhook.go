@@ -92,45 +92,33 @@ type WebhookResource struct {
 
 // WebhookPoll is the fallback of a webhook: GET the resource until its
 // status ends the operation, through the poll activity and its
-// classification (the table in docs/how-it-works.md), paced as FollowOptions.
-type WebhookPoll struct {
-	// URL is the resource read with GET, e.g.
-	// "https://api.example.com/v1/charges/{id}": each {field} (a dotted
-	// path) is replaced by that string or number of the start answer's
-	// JSON body, path-escaped (query-escaped in the query). It is polled
-	// as written, its query included (e.g. "?expand[]=latest_charge"; the
-	// origin's activities.LongRunning.KeepQuery guards only the monitors
-	// a server names). Its origin must be allowed on the worker, and its
-	// query values reach history, as Request.URL's do: put no secret
-	// there. Required.
-	URL string `json:"url"`
-	// After is how long the call waits for a terminal notification after
-	// the start answer before the first poll (default DefaultPollAfter, 5 min; at least
-	// MinPollInterval).
-	After time.Duration `json:"after,omitempty"`
-	// StatusField is the dotted path of the resource's state in its JSON
-	// document (default DefaultStatusField, "status").
-	StatusField string `json:"status_field,omitempty"`
-	// Succeeded, Failed and Canceled are the states that end the operation
-	// (matched case-insensitively); any other is still running. Succeeded
-	// is required.
-	Succeeded []string `json:"succeeded,omitempty"`
-	Failed    []string `json:"failed,omitempty"`
-	Canceled  []string `json:"canceled,omitempty"`
-	// Confirm: a terminal notification does not end the wait by itself;
-	// it starts the poll at once, and the resource's terminal state is the
-	// outcome (Outcome.Confirmed, with the notification). For callbacks that
-	// only a token authenticates, and for anyone who wants the provider's
-	// API, not a delivery, to have the last word: a poll that cannot
-	// confirm fails the call (fail closed). Default false: a verified
-	// notification is the outcome.
-	Confirm bool `json:"confirm,omitempty"`
-	// Interval and MaximumInterval pace the polls as in FollowOptions
-	// (defaults DefaultPollInterval, 1 s, doubling to
-	// DefaultMaxPollInterval, 1 min; a Retry-After is followed).
-	Interval        time.Duration `json:"interval,omitempty"`
-	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
-}
+// classification (the table in docs/how-it-works.md), paced as
+// FollowOptions. Its fields:
+//
+//   - URL (required): the resource read with GET, e.g.
+//     "https://api.example.com/v1/charges/{id}": each {field} (a dotted
+//     path) is replaced by that string or number of the start answer's
+//     JSON body, path-escaped (query-escaped in the query). It is polled
+//     as written, its query included; its origin must be allowed on the
+//     worker, and its query values reach history: put no secret there;
+//   - After: how long the call waits for a terminal notification after
+//     the start answer before the first poll (default DefaultPollAfter,
+//     5 min; at least 1 s);
+//   - StatusField: the dotted path of the resource's state in its JSON
+//     document (default DefaultStatusField, "status");
+//   - Succeeded (required), Failed and Canceled: the states that end the
+//     operation (matched case-insensitively); any other is still running;
+//   - Confirm: a terminal notification does not end the wait by itself:
+//     it starts the poll at once, and the resource's terminal state is
+//     the outcome (Outcome.Confirmed); a poll that cannot confirm fails
+//     the call. For callbacks that only a token authenticates;
+//   - Interval and MaximumInterval (time.Duration) pace the polls as in
+//     FollowOptions (1 s doubling to 1 min; a Retry-After is followed).
+//
+// It is declared in internal/request, where the poll activity's input
+// holds its rule (request.StatusRule); go doc internal/request.WebhookPoll
+// documents each field in full.
+type WebhookPoll = request.WebhookPoll
 
 // MarshalJSON encodes o with durations as strings such as "72h0m0s".
 func (o WebhookOptions) MarshalJSON() ([]byte, error) {
@@ -143,19 +131,6 @@ func (o WebhookOptions) MarshalJSON() ([]byte, error) {
 func (o *WebhookOptions) UnmarshalJSON(data []byte) error {
 	type plain WebhookOptions
 	return wire.Unmarshal(data, (*plain)(o))
-}
-
-// MarshalJSON encodes p with durations as strings such as "5m0s".
-func (p WebhookPoll) MarshalJSON() ([]byte, error) {
-	type plain WebhookPoll
-	return wire.Marshal(plain(p))
-}
-
-// UnmarshalJSON decodes what MarshalJSON encodes, and durations as
-// nanoseconds.
-func (p *WebhookPoll) UnmarshalJSON(data []byte) error {
-	type plain WebhookPoll
-	return wire.Unmarshal(data, (*plain)(p))
 }
 
 // placeholder is a {field} of WebhookPoll.URL.
@@ -190,7 +165,7 @@ func (o WebhookOptions) validate() error {
 
 // pollURL is p.URL with its placeholders filled from the start answer's
 // body, or an error naming the field it lacks.
-func (p *WebhookPoll) pollURL(start *Response) (string, error) {
+func pollURL(p *WebhookPoll, start *Response) (string, error) {
 	var missing []string
 	escape := url.PathEscape
 	fill := func(m string) string {
@@ -296,7 +271,7 @@ type Outcome struct {
 	// are not taken).
 	Notifications int `json:"notifications,omitempty"`
 	// Polls is how many polls the fallback made (0 when it did not run).
-	Polls int32 `json:"polls,omitempty"`
+	Polls int `json:"polls,omitempty"`
 	// Confirmed is true when a read of the resource confirmed the
 	// notification's outcome (WebhookPoll.Confirm): State is then the
 	// resource's.
@@ -666,7 +641,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	woken := w.woken
 	var mon string
 	if p != nil {
-		u, err := p.pollURL(start)
+		u, err := pollURL(p, start)
 		if err != nil {
 			// The operation started: no fallback, but no failure either.
 			workflow.GetLogger(ctx).Error("no fallback poll for the operation: awaiting its webhook only", "operation", w.operation, "error", err)
@@ -711,8 +686,10 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	p := w.opts.Poll
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
-	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
-	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
+	in := pollInput(op, FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
+	rule := request.StatusRule(*p)
+	rule.StatusField = cmp.Or(p.StatusField, DefaultStatusField)
+	in.Status = &rule
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops
 	var finished bool
@@ -727,6 +704,14 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	if w.ended != nil && !w.confirming() {
 		return nil, nil, false
 	}
+	return w.polled(ctx, ao, mon, deadline, resp, err)
+}
+
+// polled is the outcome of a fallback poll that ended with resp or err:
+// the resource's terminal state (confirming a notification's, if one came
+// to be confirmed), or, if the poll could not read it, what awaitAfter
+// makes of the wait for a notification.
+func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, resp *Response, err error) (*Response, error, bool) {
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
 	conf := w.confirmed()
 	if conf != nil {
@@ -753,32 +738,8 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
 		return nil, nil, false // the deadline passed
-	case w.confirming():
-		// No notification yet, and the resource unreadable now (not yet
-		// readable, say): a notification may still come until the
-		// deadline, and is then confirmed by another read.
-		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
-			"key", op.IdempotencyKey, "error", err)
-		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
-			return nil, err, true
-		}
-		if !w.woken() {
-			return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
-		}
-		return w.poll(ctx, ao, mon, deadline)
 	default:
-		// The poll failed (the resource unreadable or not allowed, …): a
-		// notification may still come until the deadline.
-		workflow.GetLogger(ctx).Error("the fallback poll failed: awaiting the webhook only", "operation", w.operation,
-			"key", op.IdempotencyKey, "error", err)
-		if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
-			return nil, err, true
-		}
-		if w.confirming() {
-			// A notification that needs the resource's word: read it again.
-			return w.poll(ctx, ao, mon, deadline)
-		}
-		return nil, nil, false
+		return w.awaitAfter(ctx, ao, mon, deadline, err)
 	}
 	if out.Confirmed && out.State != w.state(conf.Type) {
 		workflow.GetLogger(ctx).Warn("the resource contradicts the notification: its state is the outcome", "operation", w.operation,
@@ -792,6 +753,33 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	r := *resp
 	r.Outcome = out
 	return &r, nil, true
+}
+
+// awaitAfter waits for a notification after the fallback poll failed
+// with err (the resource unreadable, not yet readable, or not allowed, …),
+// until the deadline: a notification to confirm is confirmed by another
+// poll; with WebhookPoll.Confirm, none coming fails the call (fail
+// closed); otherwise the webhook alone may still end the operation.
+func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, err error) (*Response, error, bool) {
+	confirming := w.confirming()
+	if confirming {
+		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
+			"key", w.key, "error", err)
+	} else {
+		workflow.GetLogger(ctx).Error("the fallback poll failed: awaiting the webhook only", "operation", w.operation,
+			"key", w.key, "error", err)
+	}
+	if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
+		return nil, err, true
+	}
+	switch {
+	case confirming && !w.woken():
+		return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
+	case confirming || w.confirming():
+		// A notification that needs the resource's word: read it again.
+		return w.poll(ctx, ao, mon, deadline)
+	}
+	return nil, nil, false
 }
 
 // result is the Response or error of a notification's outcome.

@@ -55,29 +55,27 @@ const (
 // RetryOptions are the one retry policy of a call; they become the
 // activity's Temporal RetryPolicy. A zero field takes the value of the
 // RetryPolicy already on ctx (set with workflow.WithActivityOptions), else
-// its Default constant (and JitterFull).
-type RetryOptions struct {
-	// InitialInterval, BackoffCoefficient and MaximumInterval shape the
-	// backoff, as Temporal's RetryPolicy does: the wait after failure n is
-	// at most min(MaximumInterval, InitialInterval ×
-	// BackoffCoefficient^(n−1)). A MaximumInterval below InitialInterval
-	// is raised to it (Temporal refuses such a policy).
-	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
-	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
-	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
-	// MaximumAttempts counts the attempts that fail; waiting for a
-	// request the server is still processing, or for admission, does not
-	// count (the activity keeps the count; Temporal's own MaximumAttempts
-	// is a ceiling every wait before the schedule-to-close deadline fits
-	// under).
-	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
-	// Jitter spreads the waits within that bound.
-	Jitter Jitter `json:"jitter,omitempty"`
-}
+// its default (200 ms, 2, 10 s, 5 attempts, JitterFull). Its fields:
+//
+//   - InitialInterval and MaximumInterval (time.Duration) and
+//     BackoffCoefficient (float64) shape the backoff, as Temporal's
+//     RetryPolicy does: the wait after failure n
+//     is at most min(MaximumInterval, InitialInterval ×
+//     BackoffCoefficient^(n−1)); a MaximumInterval below InitialInterval
+//     is raised to it;
+//   - MaximumAttempts (int32) counts the attempts that fail: waiting for
+//     a request the server is still processing, or for admission, does
+//     not count;
+//   - Jitter spreads the waits within that bound.
+//
+// It is declared in internal/request as Backoff, the activity input's
+// form of it; go doc internal/request.Backoff documents each field in
+// full.
+type RetryOptions = request.Backoff
 
 // Jitter selects how the activity spreads the retries of a failure that
-// carries no Retry-After.
-type Jitter string
+// carries no Retry-After: one of the Jitter constants below.
+type Jitter = request.Jitter
 
 // The jitter strategies, after Marc Brooker, "Exponential Backoff And
 // Jitter" (AWS Architecture Blog, 2015); internal/request/backoff.go
@@ -96,22 +94,6 @@ const (
 	// against a shared API.
 	JitterNone Jitter = request.JitterNone
 )
-
-// MarshalJSON encodes r as package wire does: bodies byte for byte
-// (Temporal's JSON converter would compact them and escape <, > and &),
-// durations as strings such as "10s".
-func (r RetryOptions) MarshalJSON() ([]byte, error) {
-	type plain RetryOptions
-	return wire.Marshal(plain(r))
-}
-
-// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
-// and durations as nanoseconds (histories written before, or input typed
-// by hand).
-func (r *RetryOptions) UnmarshalJSON(data []byte) error {
-	type plain RetryOptions
-	return wire.Unmarshal(data, (*plain)(r))
-}
 
 // Request is one idempotent HTTP operation, as a business workflow asks for it
 // and as the ready workflow takes it as input. It is stored in Temporal's
@@ -368,12 +350,9 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 	in := request.Input{
 		Operation: req.Operation, Method: method, URL: req.URL, Body: req.Body,
 		Headers: req.Headers, IdempotencyKey: key, MaximumAttempts: r.MaximumAttempts,
-		Backoff: request.Backoff{
-			InitialInterval: r.InitialInterval, BackoffCoefficient: r.BackoffCoefficient,
-			MaximumInterval: r.MaximumInterval, Jitter: string(r.Jitter),
-		},
-		Follow: req.Follow != nil,
+		Backoff: r, Follow: req.Follow != nil,
 	}
+	in.Backoff.MaximumAttempts = 0 // the input's own MaximumAttempts
 	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
 	if req.OriginQueue {
 		// validate has parsed the URL.
@@ -464,17 +443,12 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 	if ctxPolicy != nil {
 		p = *ctxPolicy
 	}
-	b := request.Backoff{
-		InitialInterval:    cmp.Or(r.InitialInterval, p.InitialInterval),
-		BackoffCoefficient: r.BackoffCoefficient,
-		MaximumInterval:    cmp.Or(r.MaximumInterval, p.MaximumInterval),
-		Jitter:             string(r.Jitter),
+	r.InitialInterval = cmp.Or(r.InitialInterval, p.InitialInterval)
+	r.MaximumInterval = cmp.Or(r.MaximumInterval, p.MaximumInterval)
+	if r.BackoffCoefficient < 1 {
+		r.BackoffCoefficient = p.BackoffCoefficient
 	}
-	if b.BackoffCoefficient < 1 {
-		b.BackoffCoefficient = p.BackoffCoefficient
-	}
-	b = b.WithDefaults()
-	r.InitialInterval, r.BackoffCoefficient, r.MaximumInterval, r.Jitter = b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval, Jitter(b.Jitter)
+	r = r.WithDefaults()
 	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
 	return r
 }

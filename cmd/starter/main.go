@@ -65,7 +65,7 @@ type Output struct {
 	BodyOmitted    bool            `json:"body_omitted,omitempty"`
 	// Polls and State: how following a long-running operation went
 	// (--follow), when the server accepted one.
-	Polls int32  `json:"polls,omitempty"`
+	Polls int    `json:"polls,omitempty"`
 	State string `json:"state,omitempty"`
 	// Outcome: how an operation awaited by webhook (--await-webhook) ended,
 	// and whether a notification or the fallback poll said so (the

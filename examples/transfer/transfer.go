@@ -28,7 +28,7 @@ type Transfer struct {
 type Settlement struct {
 	TransferID string
 	Rejected   string // the bank's reason, when it rejected the transfer
-	Polls      int32
+	Polls      int
 }
 
 // README: workflow

@@ -20,8 +20,8 @@ func (r Rule) Read(a Answer) Reading {
 	if a.Status == http.StatusSeeOther {
 		return Reading{State: Elsewhere, Next: a.Header.Get("Location")}
 	}
-	return Document{Field: r.Field, Succeeded: r.Succeeded, Failed: r.Failed, Canceled: r.Canceled}.Read(a)
+	return Document{Field: r.StatusField, Succeeded: r.Succeeded, Failed: r.Failed, Canceled: r.Canceled}.Read(a)
 }
 
 // Document returns the rule's field.
-func (r Rule) Document() (string, bool) { return r.Field, true }
+func (r Rule) Document() (string, bool) { return r.StatusField, true }

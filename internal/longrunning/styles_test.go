@@ -16,7 +16,7 @@ var (
 	azureDocument = Document{Field: "status", Succeeded: []string{"Succeeded"}, Failed: []string{"Failed"},
 		Canceled: []string{"Canceled"}, Error: "error", Result: "result"}
 	googleDone = Done{Field: "done", Error: "error", Result: "response"}
-	webhook    = Rule(request.StatusRule{Field: "state", Succeeded: []string{"paid"}, Failed: []string{"declined"}})
+	webhook    = Rule(request.StatusRule{StatusField: "state", Succeeded: []string{"paid"}, Failed: []string{"declined"}})
 )
 
 func header(kv ...string) http.Header {

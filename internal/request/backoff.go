@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// Jitter selects how the activity spreads the retries of a failure that
+// carries no Retry-After: it is workflows.Jitter, and its values are the
+// Jitter constants.
+type Jitter string
+
 // The jitter strategies (workflows.Jitter's values), after Marc Brooker,
 // "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015). With
 // base = InitialInterval, cap = MaximumInterval and ceiling(n) = min(cap,

@@ -57,7 +57,7 @@ func TestFullJitterBounds(t *testing.T) {
 func TestJitterStrategies(t *testing.T) {
 	base, cap := 100*time.Millisecond, 5*time.Second
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, j := range []string{JitterFull, JitterEqual, JitterDecorrelated, JitterNone, ""} {
+	for _, j := range []Jitter{JitterFull, JitterEqual, JitterDecorrelated, JitterNone, ""} {
 		b := Backoff{InitialInterval: base, BackoffCoefficient: 2, MaximumInterval: cap, Jitter: j}
 		for attempt := int32(1); attempt <= 20; attempt++ {
 			ceil := b.Ceiling(attempt)

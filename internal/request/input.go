@@ -68,15 +68,34 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 	return wire.Unmarshal(data, (*plain)(in))
 }
 
-// Backoff is the activity input's form of workflows.RetryOptions' backoff:
-// the retry-policy fields a retry delay is computed from, and the jitter
-// strategy (a workflows.Jitter, as a plain string here; the strategies are
-// the Jitter constants in backoff.go).
+// Backoff is a call's retry policy: it is workflows.RetryOptions (declared
+// here, where the activity input holds its backoff), and the activity
+// input's Backoff, the fields a retry delay is computed from, with
+// MaximumAttempts 0 there (Input.MaximumAttempts holds it). Its JSON is
+// what histories hold: never rename a field.
+//
+// As workflows.RetryOptions it becomes the activity's Temporal
+// RetryPolicy: a zero field takes the value of the RetryPolicy already on
+// the workflow context (workflow.WithActivityOptions), else its default
+// (DefaultInitialInterval, DefaultBackoffCoefficient,
+// DefaultMaximumInterval, 5 attempts, JitterFull).
 type Backoff struct {
+	// InitialInterval, BackoffCoefficient and MaximumInterval shape the
+	// backoff, as Temporal's RetryPolicy does: the wait after failure n is
+	// at most min(MaximumInterval, InitialInterval ×
+	// BackoffCoefficient^(n−1)). A MaximumInterval below InitialInterval
+	// is raised to it (Temporal refuses such a policy).
 	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
 	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
-	Jitter             string        `json:"jitter,omitempty"`
+	// MaximumAttempts counts the attempts that fail; waiting for a
+	// request the server is still processing, or for admission, does not
+	// count (the activity keeps the count; Temporal's own MaximumAttempts
+	// is a ceiling every wait before the schedule-to-close deadline fits
+	// under).
+	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+	// Jitter spreads the waits within that bound.
+	Jitter Jitter `json:"jitter,omitempty"`
 }
 
 // MarshalJSON encodes b as package wire does: durations as strings such as

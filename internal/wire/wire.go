@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -128,48 +129,126 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 // Body. A type's MarshalJSON calls it on a method-less copy of itself:
 //
 //	func (r Request) MarshalJSON() ([]byte, error) { type plain Request; return wire.Marshal(plain(r)) }
-func Marshal(v any) ([]byte, error) {
+func Marshal(v any) ([]byte, error) { return MarshalView(v, "") }
+
+// MarshalView is Marshal with each field's JSON name and options taken
+// from its struct tag named view instead of json (a field without one is
+// left out); view "" is Marshal. For one declaration that travels in two
+// shapes, as request.WebhookPoll does (request.StatusRule, its rule, in
+// the poll activity's input).
+func MarshalView(v any, view string) ([]byte, error) {
 	rv := reflect.ValueOf(v)
-	w := reflect.New(shadow(rv.Type())).Elem()
-	for i := range rv.NumField() {
-		if rv.Type().Field(i).IsExported() {
-			w.Field(i).Set(rv.Field(i).Convert(w.Field(i).Type()))
-		}
-	}
+	w := reflect.New(shadow(rv.Type(), view)).Elem()
+	copyFields(w, rv, rv.Type())
 	return json.Marshal(w.Interface())
+}
+
+// MarshalOrdered is Marshal with the object's members named in first
+// written first, in that order, and the others after them, in their
+// order: for a type whose histories hold its members in an order other
+// than its fields' (a struct that embeds another, as request.Monitor
+// embeds request.Accepted). The members' bytes are Marshal's.
+func MarshalOrdered(v any, first ...string) ([]byte, error) {
+	data, err := Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	type member struct {
+		key   string
+		value json.RawMessage
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var members []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		m := member{key: tok.(string)}
+		if err := dec.Decode(&m.value); err != nil {
+			return nil, err
+		}
+		members = append(members, m)
+	}
+	rank := func(key string) int {
+		if i := slices.Index(first, key); i >= 0 {
+			return i
+		}
+		return len(first)
+	}
+	slices.SortStableFunc(members, func(a, b member) int { return rank(a.key) - rank(b.key) })
+	out := append(make([]byte, 0, len(data)), '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, _ := json.Marshal(m.key)
+		out = append(append(append(out, key...), ':'), m.value...)
+	}
+	return append(out, '}'), nil
 }
 
 // Unmarshal decodes data into the struct *v as encoding/json does, reading
 // its time.Duration fields as Duration and its json.RawMessage fields as Body.
-func Unmarshal(data []byte, v any) error {
+func Unmarshal(data []byte, v any) error { return UnmarshalView(data, v, "") }
+
+// UnmarshalView decodes what MarshalView encodes.
+func UnmarshalView(data []byte, v any, view string) error {
 	rv := reflect.ValueOf(v).Elem()
-	w := reflect.New(shadow(rv.Type())).Elem()
-	for i := range rv.NumField() {
-		if rv.Type().Field(i).IsExported() {
-			w.Field(i).Set(rv.Field(i).Convert(w.Field(i).Type()))
-		}
-	}
+	w := reflect.New(shadow(rv.Type(), view)).Elem()
+	copyFields(w, rv, rv.Type())
 	if err := json.Unmarshal(data, w.Addr().Interface()); err != nil {
 		return err
 	}
-	for i := range rv.NumField() {
-		if rv.Type().Field(i).IsExported() {
-			rv.Field(i).Set(w.Field(i).Convert(rv.Field(i).Type()))
-		}
-	}
+	copyFields(rv, w, rv.Type())
 	return nil
 }
 
+// copyFields sets the exported fields of dst from those of src, one of
+// them a struct of type t and the other its shadow, embedded structs
+// field by field.
+func copyFields(dst, src reflect.Value, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		switch {
+		case !f.IsExported():
+		case embedded(f):
+			copyFields(dst.Field(i), src.Field(i), f.Type)
+		default:
+			dst.Field(i).Set(src.Field(i).Convert(dst.Field(i).Type()))
+		}
+	}
+}
+
+// embedded reports whether f is an embedded struct, whose fields
+// encoding/json writes as the outer struct's own.
+func embedded(f reflect.StructField) bool {
+	return f.Anonymous && f.IsExported() && f.Type.Kind() == reflect.Struct
+}
+
 var (
-	shadows      sync.Map // reflect.Type → reflect.Type
+	shadows      sync.Map // shadowKey → reflect.Type
 	durationType = reflect.TypeFor[time.Duration]()
 	rawType      = reflect.TypeFor[json.RawMessage]()
 )
 
+// shadowKey is a type and the view of it a shadow is.
+type shadowKey struct {
+	t    reflect.Type
+	view string
+}
+
 // shadow returns t with Duration for time.Duration and Body for
-// json.RawMessage fields, and a blank for each unexported field.
-func shadow(t reflect.Type) reflect.Type {
-	if s, ok := shadows.Load(t); ok {
+// json.RawMessage fields, embedded structs shadowed alike (a shadow has
+// no methods: an embedded struct's MarshalJSON is not promoted to it),
+// and a blank for each unexported field; with a view, each field's json
+// tag is its view tag ("-" without one).
+func shadow(t reflect.Type, view string) reflect.Type {
+	key := shadowKey{t, view}
+	if s, ok := shadows.Load(key); ok {
 		return s.(reflect.Type)
 	}
 	fields := make([]reflect.StructField, t.NumField())
@@ -181,6 +260,16 @@ func shadow(t reflect.Type) reflect.Type {
 		case rawType:
 			f.Type = reflect.TypeFor[Body]()
 		}
+		if embedded(f) {
+			f.Type = shadow(f.Type, view)
+		}
+		if view != "" && !f.Anonymous {
+			name, ok := f.Tag.Lookup(view)
+			if !ok {
+				name = "-"
+			}
+			f.Tag = reflect.StructTag(`json:"` + name + `"`)
+		}
 		if !f.IsExported() {
 			// reflect.StructOf takes no unexported field: a blank stands in.
 			f = reflect.StructField{Name: "Unexported" + strconv.Itoa(i), Type: reflect.TypeFor[struct{}](), Tag: `json:"-"`}
@@ -188,6 +277,6 @@ func shadow(t reflect.Type) reflect.Type {
 		fields[i] = f
 	}
 	s := reflect.StructOf(fields)
-	shadows.Store(t, s)
+	shadows.Store(key, s)
 	return s
 }

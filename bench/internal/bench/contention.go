@@ -56,7 +56,7 @@ const (
 
 // backoff is the strategy's request.Backoff for these parameters.
 func (p ContentionParams) backoff(j workflows.Jitter) request.Backoff {
-	return request.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: string(j)}
+	return request.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: j}
 }
 
 // simConfig is the pure in-process simulation of the experiment with

@@ -666,7 +666,7 @@ func waitFollowed(ctx context.Context, runs []client.WorkflowRun) (map[string]in
 			defer mu.Unlock()
 			switch {
 			case err == nil && resp.Accepted != nil:
-				reported[resp.Accepted.Monitor] = resp.Accepted.Polls
+				reported[resp.Accepted.Monitor] = int32(resp.Accepted.Polls)
 			default:
 				if f, ok := workflows.AsFailure(err); ok && f.Accepted != nil {
 					reported[f.Accepted.Monitor] = -1

@@ -490,7 +490,7 @@ func brookerConfig(n int, j workflows.Jitter, seed uint64) simConfig {
 		Clients: n,
 		Backoff: request.Backoff{
 			InitialInterval: 10 * time.Millisecond, BackoffCoefficient: 2,
-			MaximumInterval: 2 * time.Second, Jitter: string(j),
+			MaximumInterval: 2 * time.Second, Jitter: j,
 		},
 		NewModel: func() model { return &occModel{} },
 		NetMean:  10 * time.Millisecond, NetSD: 2 * time.Millisecond,

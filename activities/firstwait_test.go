@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -126,9 +127,9 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	var took time.Duration
 	wf := func(ctx workflow.Context) error {
 		start := workflow.Now(ctx)
-		_, err := workflows.Post(ctx, "charge", srv.URL+"/charges", map[string]any{}, workflows.AwaitWebhook(workflows.WebhookOptions{
+		_, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: srv.URL + "/charges", Body: json.RawMessage(`{}`), Webhook: &workflows.WebhookOptions{
 			Succeeded: []string{"charge.succeeded"}, Timeout: time.Minute,
-			Poll: &workflows.WebhookPoll{URL: srv.URL + "/charges/{id}", After: 10 * time.Minute, Succeeded: []string{"succeeded"}}}))
+			Poll: &workflows.WebhookPoll{URL: srv.URL + "/charges/{id}", After: 10 * time.Minute, Succeeded: []string{"succeeded"}}}})
 		took = workflow.Now(ctx).Sub(start)
 		return err
 	}

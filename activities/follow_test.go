@@ -276,7 +276,8 @@ func TestFollowResume(t *testing.T) {
 	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Duration: 10 * time.Minute, RetryAfter: 30}, Now: env.Now})
 	testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: preset(activities.AzureAsyncOperation)(srv.URL)}})
 	env.RegisterWorkflow(func(ctx workflow.Context) (*workflows.Response, error) {
-		_, err := workflows.Post(ctx, "provision", srv.URL+"/vms", map[string]string{"size": "xl"}, workflows.Follow(workflows.FollowOptions{Timeout: 2 * time.Minute}))
+		_, err := workflows.Call(ctx, workflows.Request{Operation: "provision", URL: srv.URL + "/vms", Body: json.RawMessage(`{"size":"xl"}`),
+			Follow: &workflows.FollowOptions{Timeout: 2 * time.Minute}})
 		f, ok := workflows.AsFailure(err)
 		if !ok || f.Type != workflows.ErrTypeOperationStillRunning {
 			return nil, err

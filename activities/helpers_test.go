@@ -568,7 +568,7 @@ func (k timer) Record(d time.Duration) {
 
 // followWorkflow posts to url and follows the operation with opts.
 func followWorkflow(ctx workflow.Context, url string, opts workflows.FollowOptions) (*workflows.Response, error) {
-	return workflows.Post(ctx, "transfer", url, map[string]any{"amount": 100}, workflows.Follow(opts))
+	return workflows.Call(ctx, workflows.Request{Operation: "transfer", URL: url, Body: json.RawMessage(`{"amount":100}`), Follow: &opts})
 }
 
 func preset(lr func() activities.LongRunning) func(string) activities.Convention {

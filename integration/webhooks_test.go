@@ -848,7 +848,11 @@ func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.
 	} else {
 		body["metadata"] = workflows.WebhookMetadata(ctx, hookOperation)
 	}
-	return workflows.Post(ctx, hookOperation, in.URL, body, workflows.AwaitWebhook(*opts))
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return workflows.Call(ctx, workflows.Request{Operation: hookOperation, URL: in.URL, Body: raw, Webhook: opts})
 }
 
 // TestWebhookCallbackURL runs a workflow, on a worker in this process,

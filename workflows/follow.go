@@ -88,10 +88,6 @@ func (o FollowOptions) validate() error {
 	return nil
 }
 
-// Follow sets Request.Follow: a status monitor in the answer is polled
-// until the operation ends (see FollowOptions).
-func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } }
-
 // Accepted is a long-running operation the server accepted: where its
 // state is read, and, in a final Response, how following it went. It is
 // Response.Accepted of a followed call, and Failure.Accepted of an

@@ -47,7 +47,7 @@ const (
 )
 
 // WebhookOptions ask a call to await the outcome of the operation it
-// starts (Request.Webhook, AwaitWebhook): from the provider's verified
+// starts (Request.Webhook): from the provider's verified
 // notifications (delivered by webhooks.Receiver), and, when none has ended
 // it by WebhookPoll.After, from polling the resource too. Whichever terminal state comes first wins; a later or
 // duplicate notification changes nothing.

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -254,8 +255,8 @@ func TestWebhookLateNotification(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
 	wf := func(ctx workflow.Context) (*workflows.Outcome, error) {
-		resp, err := workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100},
-			workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}}))
+		resp, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: api.URL + "/charges", Body: json.RawMessage(`{"amount":100}`),
+			Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}}})
 		if err != nil {
 			return nil, err
 		}
@@ -451,11 +452,12 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 			var s sdktestsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
 			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
-			wait := workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour})
+			req := workflows.Request{Operation: "charge", URL: api.URL + "/charges", Body: json.RawMessage(`{"amount":100}`),
+				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour},
+				Retry:   workflows.RetryOptions{MaximumAttempts: 2}}
 			var firstErr error
 			wf := func(ctx workflow.Context) (*workflows.Response, error) {
-				retry := workflows.WithRetry(workflows.RetryOptions{MaximumAttempts: 2})
-				_, firstErr = workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, wait, retry)
+				_, firstErr = workflows.Call(ctx, req)
 				if f, ok := workflows.AsFailure(firstErr); !ok || !f.OutcomeUnknown {
 					return nil, fmt.Errorf("the first call: %v, want its outcome unknown", firstErr)
 				}
@@ -464,11 +466,11 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 				if err := workflow.Sleep(ctx, 10*time.Minute); err != nil {
 					return nil, err
 				}
-				opts := []workflows.Option{wait, retry}
+				again := req
 				if tc.otherKey {
-					opts = append(opts, workflows.WithKey("another-operation-key-1234"))
+					again.IdempotencyKey = "another-operation-key-1234"
 				}
-				return workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, opts...)
+				return workflows.Call(ctx, again)
 			}
 			env.RegisterWorkflow(wf)
 			var took []string

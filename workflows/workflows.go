@@ -206,53 +206,18 @@ func Key(ctx workflow.Context, operation string) string {
 }
 
 // Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
-// sent as-is) to url with POST, under a key derived from operation. It is
-// Call with the defaults, changed by opts.
-func Post(ctx workflow.Context, operation, url string, body any, opts ...Option) (*Response, error) {
+// sent as-is) to url with POST, under a key derived from operation, with
+// every other field of [Request] at its default. It is the one-line
+// shorthand for the common case, as net/http's Post is beside Do: to set
+// headers, a key, retries, timeouts, Repeat, OriginQueue, Follow or
+// Webhook, fill a Request and pass it to [Call].
+func Post(ctx workflow.Context, operation, url string, body any) (*Response, error) {
 	raw, err := encodeBody(body)
 	if err != nil {
 		return nil, err
 	}
-	req := Request{Operation: operation, URL: url, Body: raw}
-	for _, o := range opts {
-		o(&req)
-	}
-	return Call(ctx, req)
+	return Call(ctx, Request{Operation: operation, URL: url, Body: raw})
 }
-
-// Option changes a Request built by Post.
-type Option func(*Request)
-
-// WithHeaders adds non-secret request headers.
-func WithHeaders(h map[string]string) Option { return func(r *Request) { r.Headers = h } }
-
-// WithKey sets an explicit idempotency key instead of the derived one.
-func WithKey(key string) Option { return func(r *Request) { r.IdempotencyKey = key } }
-
-// WithRetry sets the retry options.
-func WithRetry(o RetryOptions) Option { return func(r *Request) { r.Retry = o } }
-
-// WithTimeouts sets the per-attempt and overall timeouts (0 keeps a value).
-func WithTimeouts(startToClose, scheduleToClose time.Duration) Option {
-	return func(r *Request) {
-		r.StartToCloseTimeout = cmp.Or(startToClose, r.StartToCloseTimeout)
-		r.ScheduleToCloseTimeout = cmp.Or(scheduleToClose, r.ScheduleToCloseTimeout)
-	}
-}
-
-// Repeat sets Request.Repeat: a second call with the same key in this run
-// is meant.
-func Repeat() Option { return func(r *Request) { r.Repeat = true } }
-
-// AwaitWebhook sets Request.Webhook: the call awaits the outcome of the
-// operation it starts by webhook, with polling as the fallback (see
-// WebhookOptions).
-func AwaitWebhook(o WebhookOptions) Option { return func(r *Request) { r.Webhook = &o } }
-
-// OnOriginQueue sets Request.OriginQueue: the request runs on its origin's
-// own task queue, whose rate the workers' --shared-rate keeps on the
-// Temporal server.
-func OnOriginQueue() Option { return func(r *Request) { r.OriginQueue = true } }
 
 // encodeBody encodes v as a JSON request body. json.RawMessage and []byte
 // are taken as already encoded and must be valid JSON; nil is no body.

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -138,5 +139,5 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	f, ok := workflows.AsFailure(env.GetWorkflowError())
 	require.True(t, ok, "%v", env.GetWorkflowError())
 	assert.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type, f.Message)
-	assert.LessOrEqual(t, took, time.Minute+workflows.MinPollInterval, "workflow time from the start to the end of the call")
+	assert.LessOrEqual(t, took, time.Minute+request.MinPollInterval, "workflow time from the start to the end of the call")
 }

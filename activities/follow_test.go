@@ -389,7 +389,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 		var s sdktestsuite.WorkflowTestSuite
 		env := s.NewTestActivityEnvironment()
 		a.Register(env)
-		_, err := env.ExecuteActivity(activities.PollActivityName, in)
+		_, err := env.ExecuteActivity(request.PollActivityName, in)
 		appErr := appError(t, err)
 		assert.Equal(t, want.errType, appErr.Type())
 		assert.False(t, appErr.NonRetryable())

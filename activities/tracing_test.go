@@ -29,6 +29,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -127,7 +128,7 @@ func TestAttemptSpan(t *testing.T) {
 			require.NoError(t, err)
 			a.Register(env)
 			r := req(srv.URL + "/payments" + query)
-			_, err = env.ExecuteActivity(activities.ActivityName, r)
+			_, err = env.ExecuteActivity(request.ActivityName, r)
 			assert.Equal(t, tt.wantErr, err != nil, "error: %v", err)
 
 			spans := sr.Ended()
@@ -239,7 +240,7 @@ func TestWorkflowTrace(t *testing.T) {
 	for i, s := range httpSpans {
 		parent, ok := byID[s.Parent().SpanID()]
 		if assert.True(t, ok, "the parent of HTTP span %d was recorded", i+1) {
-			assert.Equal(t, "RunActivity:"+activities.ActivityName, parent.Name())
+			assert.Equal(t, "RunActivity:"+request.ActivityName, parent.Name())
 		}
 		assert.Equal(t, int64(i+1), attrs(s)["idempotent_http.attempt"].AsInt64())
 		assert.Equal(t, traceparent(s.SpanContext()), got[i], "request %d", i+1)
@@ -310,7 +311,7 @@ func TestPropagator(t *testing.T) {
 			a, err := activities.New(cfg)
 			require.NoError(t, err)
 			a.Register(env)
-			_, err = env.ExecuteActivity(activities.ActivityName, req(srv.URL))
+			_, err = env.ExecuteActivity(request.ActivityName, req(srv.URL))
 			require.NoError(t, err)
 			r, _ := srv.last()
 			assert.Contains(t, r.Header.Get("traceparent"), parent.SpanContext().TraceID().String())

@@ -19,20 +19,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// Defaults of WebhookOptions (docs/webhooks.md states them too).
-const (
-	// DefaultWebhookTimeout bounds the wait of a call with
-	// Request.Webhook, fallback polls included, when WebhookOptions.Timeout
-	// is 0: providers retry a delivery for up to three days.
-	DefaultWebhookTimeout = 72 * time.Hour
-	// DefaultPollAfter is how long the call waits for a terminal
-	// notification before it starts polling, when WebhookPoll.After is 0.
-	DefaultPollAfter = 5 * time.Minute
-	// DefaultStatusField is where the fallback poll reads the resource's
-	// state, when WebhookPoll.StatusField is "".
-	DefaultStatusField = "status"
-)
-
 // Where an Outcome came from (Outcome.Source).
 const (
 	SourceWebhook = "webhook"
@@ -61,7 +47,7 @@ type WebhookOptions struct {
 	Failed    []string `json:"failed,omitempty"`
 	Canceled  []string `json:"canceled,omitempty"`
 	// Timeout bounds the wait after the start answer, polls included (default
-	// DefaultWebhookTimeout, 72 h): an operation not ended by then fails
+	// 72 hours, as long as providers retry a delivery): an operation not ended by then fails
 	// with ErrTypeOperationStillRunning.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Poll is the fallback; nil: none (only a notification ends the wait).
@@ -105,11 +91,11 @@ type WebhookPoll struct {
 	// there. Required.
 	URL string `json:"url"`
 	// After is how long the call waits for a terminal notification after
-	// the start answer before the first poll (default DefaultPollAfter, 5 min; at least
-	// MinPollInterval).
+	// the start answer before the first poll (default 5 minutes; at least 1
+	// second).
 	After time.Duration `json:"after,omitempty"`
 	// StatusField is the dotted path of the resource's state in its JSON
-	// document (default DefaultStatusField, "status").
+	// document (default "status").
 	StatusField string `json:"status_field,omitempty"`
 	// Succeeded, Failed and Canceled are the states that end the operation
 	// (matched case-insensitively); any other is still running. Succeeded
@@ -126,8 +112,8 @@ type WebhookPoll struct {
 	// notification is the outcome.
 	Confirm bool `json:"confirm,omitempty"`
 	// Interval and MaximumInterval pace the polls as in FollowOptions
-	// (defaults DefaultPollInterval, 1 s, doubling to
-	// DefaultMaxPollInterval, 1 min; a Retry-After is followed).
+	// (defaults 1 second, doubling to 1 minute; a Retry-After is
+	// followed).
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
 }
@@ -167,7 +153,7 @@ func (o WebhookOptions) validate() error {
 		return errors.New("WebhookOptions: name the event types that end the operation in Succeeded, Failed or Canceled (e.g. Succeeded: []string{\"payment_intent.succeeded\"})")
 	}
 	if o.Timeout < 0 {
-		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", DefaultWebhookTimeout, o.Timeout)
+		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", request.DefaultWebhookTimeout, o.Timeout)
 	}
 	if r := o.Resource; r != nil && (strings.TrimSpace(r.Start) == "" || strings.TrimSpace(r.Event) == "") {
 		return errors.New("WebhookOptions.Resource: name where the resource's ID is in the start answer (Start, e.g. \"id\") and in an event (Event, e.g. \"data.object.id\")")
@@ -659,7 +645,7 @@ func (w *webhook) woken() bool { return w.ended != nil || w.pending != nil && w.
 // queue, start-to-close timeout), as FollowAccepted's.
 func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start *Response) (*Response, error) {
 	w.bind(ctx, start)
-	timeout := cmp.Or(w.opts.Timeout, DefaultWebhookTimeout)
+	timeout := cmp.Or(w.opts.Timeout, request.DefaultWebhookTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }
 	p := w.opts.Poll
@@ -675,7 +661,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	}
 	first := timeout
 	if mon != "" {
-		first = min(timeout, max(cmp.Or(p.After, DefaultPollAfter), MinPollInterval))
+		first = min(timeout, max(cmp.Or(p.After, request.DefaultPollAfter), request.MinPollInterval))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s", w.operation))
 	if _, err := workflow.AwaitWithTimeout(ctx, first, woken); err != nil {
@@ -712,12 +698,12 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
 	in := op.monitor(FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
-	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
+	in.Status = &request.StatusRule{Field: cmp.Or(p.StatusField, request.DefaultStatusField), Succeeded: p.Succeeded, Failed: p.Failed, Canceled: p.Canceled}
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops
 	var finished bool
 	workflow.Go(pctx, func(gctx workflow.Context) {
-		left := max(deadline.Sub(workflow.Now(gctx)), MinPollInterval)
+		left := max(deadline.Sub(workflow.Now(gctx)), request.MinPollInterval)
 		resp, _, err = pollMonitor(gctx, ao, op, in, left)
 		finished = true
 	})

@@ -40,28 +40,17 @@ const DefaultTaskQueue = "idempotent-http"
 // WorkflowName is the name the ready workflow [HTTPCallWorkflow] is registered under.
 const WorkflowName = "IdempotentHTTPCall"
 
-// Defaults for the zero values of RetryOptions and Request, stated here
-// once (the backoff ones in internal/request, where the activity applies
-// them too: 200 ms, 2 and 10 s today) and in docs/how-it-works.md.
-const (
-	DefaultInitialInterval        = request.DefaultInitialInterval
-	DefaultBackoffCoefficient     = request.DefaultBackoffCoefficient
-	DefaultMaximumInterval        = request.DefaultMaximumInterval
-	DefaultMaximumAttempts        = 5
-	DefaultStartToCloseTimeout    = 10 * time.Second
-	DefaultScheduleToCloseTimeout = 2 * time.Minute
-)
-
 // RetryOptions are the one retry policy of a call; they become the
 // activity's Temporal RetryPolicy. A zero field takes the value of the
 // RetryPolicy already on ctx (set with workflow.WithActivityOptions), else
-// its Default constant (and JitterFull).
+// the default its field doc states.
 type RetryOptions struct {
 	// InitialInterval, BackoffCoefficient and MaximumInterval shape the
 	// backoff, as Temporal's RetryPolicy does: the wait after failure n is
 	// at most min(MaximumInterval, InitialInterval ×
 	// BackoffCoefficient^(n−1)). A MaximumInterval below InitialInterval
-	// is raised to it (Temporal refuses such a policy).
+	// is raised to it (Temporal refuses such a policy). Defaults: 200
+	// milliseconds, 2 and 10 seconds.
 	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
 	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
 	MaximumInterval    time.Duration `json:"maximum_interval,omitempty"`
@@ -69,9 +58,9 @@ type RetryOptions struct {
 	// request the server is still processing, or for admission, does not
 	// count (the activity keeps the count; Temporal's own MaximumAttempts
 	// is a ceiling every wait before the schedule-to-close deadline fits
-	// under).
+	// under). Default 5.
 	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
-	// Jitter spreads the waits within that bound.
+	// Jitter spreads the waits within that bound (default JitterFull).
 	Jitter Jitter `json:"jitter,omitempty"`
 }
 
@@ -134,11 +123,10 @@ type Request struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Retry configures the retry policy.
 	Retry RetryOptions `json:"retry,omitzero"`
-	// StartToCloseTimeout bounds each attempt (default
-	// DefaultStartToCloseTimeout).
+	// StartToCloseTimeout bounds each attempt (default 10 seconds).
 	StartToCloseTimeout time.Duration `json:"start_to_close_timeout,omitempty"`
 	// ScheduleToCloseTimeout bounds the whole operation, all attempts and waits
-	// included (default DefaultScheduleToCloseTimeout). A retry wait that
+	// included (default 2 minutes). A retry wait that
 	// cannot end before it fails at once.
 	ScheduleToCloseTimeout time.Duration `json:"schedule_to_close_timeout,omitempty"`
 	// TaskQueue runs the activity on another task queue (default: the
@@ -347,8 +335,8 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		// The server does not rate-limit eager activities.
 		ao.DisableEagerExecution = true
 	}
-	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, DefaultStartToCloseTimeout)
-	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, DefaultScheduleToCloseTimeout)
+	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, request.DefaultStartToCloseTimeout)
+	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, request.DefaultScheduleToCloseTimeout)
 	ao.RetryPolicy = &temporal.RetryPolicy{
 		InitialInterval:    r.InitialInterval,
 		BackoffCoefficient: r.BackoffCoefficient,
@@ -440,7 +428,7 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 	}
 	b = b.WithDefaults()
 	r.InitialInterval, r.BackoffCoefficient, r.MaximumInterval, r.Jitter = b.InitialInterval, b.BackoffCoefficient, b.MaximumInterval, Jitter(b.Jitter)
-	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
+	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), request.DefaultMaximumAttempts)
 	return r
 }
 

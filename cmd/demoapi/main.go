@@ -67,7 +67,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	failureRate := fs.Float64("failure-rate", 0, "fraction of requests answered 503 at random, in [0, 1]")
 	failureRetryAfter := fs.String("failure-retry-after", "", "Retry-After sent with random failures")
 	processing := fs.Duration("processing-time", 0, "how long the work of a new key takes")
-	window := fs.Duration("window", testsuite.DefaultWindow, "how long keys are remembered")
+	window := fs.Duration("window", 24*time.Hour, "how long keys are remembered") // testsuite.Options.Window's default
 	capacity := fs.Int("capacity", 0, "requests accepted per --capacity-window, 429 beyond (0: unlimited)")
 	capacityWindow := fs.Duration("capacity-window", time.Second, "window of --capacity")
 	dialectName := fs.String("dialect", "ietf", "convention played: ietf, stripe or express")

@@ -38,7 +38,7 @@ func TestFollowTimeoutBoundsFirstWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.OutcomeNever, RetryAfter: tc.retryAfter}, Now: env.Now})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, RetryAfter: tc.retryAfter}, Now: env.Now})
 			testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
 			var took time.Duration
 			wf := func(ctx workflow.Context) error {

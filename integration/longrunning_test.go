@@ -90,9 +90,9 @@ type pollSeen struct {
 // request, behind an opProxy that holds its holdAt-th monitor GET (0:
 // none). The worker must be allowed the proxy's URL, the origin of the
 // monitors it names.
-func startOpAPI(t testing.TB, style, token string, holdAt int) *opProxy {
+func startOpAPI(t testing.TB, style testsuite.AsyncStyle, token string, holdAt int) *opProxy {
 	t.Helper()
-	_, base := startDemoAPI(t, "--async", style, "--async-duration", opDuration.String(),
+	_, base := startDemoAPI(t, "--async", string(style), "--async-duration", opDuration.String(),
 		"--async-retry-after", fmt.Sprint(int(opRetryAfter/time.Second)), "--require-token", token)
 	target, err := url.Parse(base)
 	if err != nil {
@@ -400,11 +400,12 @@ func checkFollowHistory(t *testing.T, f followed, polls int32) {
 func TestLongRunningOperation(t *testing.T) {
 	t.Parallel()
 	type opCase struct {
-		name, style string
-		args        []string // the worker's, %s the API's origin
-		starter     bool
-		state       string
-		resultGets  int
+		name       string
+		style      testsuite.AsyncStyle
+		args       []string // the worker's, %s the API's origin
+		starter    bool
+		state      string
+		resultGets int
 
 		p              *opProxy
 		token, tq, wid string
@@ -423,9 +424,9 @@ func TestLongRunningOperation(t *testing.T) {
 		for _, a := range c.args {
 			args = append(args, strings.ReplaceAll(a, "%s", c.p.URL))
 		}
-		c.tq = uniqueName(t, c.style+"-tq")
+		c.tq = uniqueName(t, string(c.style)+"-tq")
 		startWorkerWith(t, workerOptions{TaskQueue: c.tq, Origins: []string{c.p.URL}, Token: c.token}, nil, args...)
-		c.wid = uniqueName(t, c.style+"-order")
+		c.wid = uniqueName(t, string(c.style)+"-order")
 		if !c.starter {
 			c.run = start(t, ctx, c.tq, c.wid, opRequest(c.p))
 		}

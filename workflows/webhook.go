@@ -19,17 +19,26 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// Where an Outcome came from (Outcome.Source).
+// Source is where an Outcome came from (Outcome.Source); in JSON, its
+// string.
+type Source string
+
+// The sources of an Outcome.
 const (
-	SourceWebhook = "webhook"
-	SourcePoll    = "poll"
+	SourceWebhook Source = "webhook"
+	SourcePoll    Source = "poll"
 )
 
-// The states of an ended operation (Outcome.State).
+// State is how an operation ended (Outcome.State; testsuite's Async and
+// Webhooks take it to say how the reference server's operations end); in
+// JSON, its string.
+type State string
+
+// The states of an ended operation.
 const (
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-	StateCanceled  = "canceled"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCanceled  State = "canceled"
 )
 
 // WebhookOptions ask a call to await the outcome of the operation it
@@ -270,9 +279,9 @@ func (n *Notification) UnmarshalJSON(data []byte) error {
 // failure.
 type Outcome struct {
 	// State is StateSucceeded, StateFailed or StateCanceled.
-	State string `json:"state"`
+	State State `json:"state"`
 	// Source is SourceWebhook or SourcePoll.
-	Source string `json:"source"`
+	Source Source `json:"source"`
 	// At is when the workflow learned it (workflow time).
 	At time.Time `json:"at"`
 	// Notification is the notification that ended it (Source webhook).
@@ -497,7 +506,7 @@ func (w *webhook) apply(ctx workflow.Context, n Notification, d disposition) str
 	case dispEnd:
 		state := w.state(n.Type)
 		w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
-		return "ended: " + state
+		return "ended: " + string(state)
 	case dispPend:
 		if w.pending != nil {
 			return "noted: a read of the resource confirms an earlier notification already"
@@ -514,7 +523,7 @@ func (w *webhook) apply(ctx workflow.Context, n Notification, d disposition) str
 }
 
 // state is the state an event type ends the operation in, "" if none.
-func (w *webhook) state(typ string) string {
+func (w *webhook) state(typ string) State {
 	switch {
 	case slices.Contains(w.opts.Succeeded, typ):
 		return StateSucceeded

@@ -64,8 +64,8 @@ func TestWebhookOutcome(t *testing.T) {
 		poll       bool
 		timeout    time.Duration
 		deliveries []delivery
-		wantSource string
-		wantState  string
+		wantSource workflows.Source
+		wantState  workflows.State
 		wantErr    string
 		wantID     string
 		wantPolls  bool
@@ -431,7 +431,7 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 		// otherKey: the second call is another operation (its own key).
 		otherKey   bool
 		wantErr    string
-		wantState  string
+		wantState  workflows.State
 		wantStarts int32
 	}{
 		{name: "the retry's start answered", retryStatus: 201, wantState: workflows.StateSucceeded, wantStarts: 3},
@@ -520,7 +520,7 @@ func TestWebhookResourceBinding(t *testing.T) {
 		poll          bool
 		deliveries    []delivery
 		wantErr       string
-		wantState     string
+		wantState     workflows.State
 		wantID        string
 		wantConfirmed bool
 	}{
@@ -590,6 +590,34 @@ func TestWebhookResourceBinding(t *testing.T) {
 			assert.Equal(t, tc.wantConfirmed, out.Confirmed)
 			require.NotNil(t, out.Notification)
 			assert.Equal(t, tc.wantID, out.Notification.ID)
+		})
+	}
+}
+
+// TestOutcomeJSONUnchangedByTypedConstants: State and Source are typed
+// strings; in JSON (history, results) they are the same strings as when
+// they were plain strings, both ways.
+func TestOutcomeJSONUnchangedByTypedConstants(t *testing.T) {
+	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		out  workflows.Outcome
+		want string
+	}{
+		{"webhook succeeded", workflows.Outcome{State: workflows.StateSucceeded, Source: workflows.SourceWebhook, At: at},
+			`{"state":"succeeded","source":"webhook","at":"2026-12-06T05:00:00Z"}`},
+		{"poll failed", workflows.Outcome{State: workflows.StateFailed, Source: workflows.SourcePoll, At: at},
+			`{"state":"failed","source":"poll","at":"2026-12-06T05:00:00Z"}`},
+		{"poll canceled", workflows.Outcome{State: workflows.StateCanceled, Source: workflows.SourcePoll, At: at},
+			`{"state":"canceled","source":"poll","at":"2026-12-06T05:00:00Z"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.out)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(b), "byte for byte")
+			var back workflows.Outcome
+			require.NoError(t, json.Unmarshal([]byte(tc.want), &back))
+			assert.Equal(t, tc.out, back)
 		})
 	}
 }

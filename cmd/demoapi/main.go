@@ -39,6 +39,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 func main() {
@@ -79,13 +80,13 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	asyncStyle := fs.String("async", "", "make every new key's work a long-running operation, followed at a status monitor in this style: location, see-other, azure, operation-location or google (default: none, the work is done at once)")
 	asyncDuration := fs.Duration("async-duration", 30*time.Second, "how long each long-running operation runs (with --async)")
 	asyncRetryAfter := fs.Int("async-retry-after", 2, "Retry-After, in seconds, of the acceptance and of each poll while running; 0 for none (with --async)")
-	asyncOutcome := fs.String("async-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed, canceled or never (with --async)")
+	asyncOutcome := fs.String("async-outcome", string(workflows.StateSucceeded), "how operations end: succeeded, failed, canceled or never (with --async)")
 	asyncFlaky := fs.Int("async-flaky-polls", 0, "answer every n-th poll 503 (with --async; 0: none)")
 	whURL := fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on")
-	whScheme := fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: standard-webhooks, stripe or hmac")
+	whScheme := fs.String("webhook-scheme", string(testsuite.SchemeStandardWebhooks), "webhook signature scheme: standard-webhooks, stripe or hmac")
 	whSecretEnv := fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)")
 	whDuration := fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook")
-	whOutcome := fs.String("webhook-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed or canceled")
+	whOutcome := fs.String("webhook-outcome", string(workflows.StateSucceeded), "how operations end: succeeded, failed or canceled")
 	whDeliveries := fs.Int("webhook-deliveries", 1, "how many times the terminal event is delivered (same event ID)")
 	whProgress := fs.Bool("webhook-progress", false, "also send an operation.processing event, after the terminal one")
 	whShuffle := fs.Bool("webhook-shuffle", false, "send each operation's deliveries in random order")
@@ -130,19 +131,19 @@ func parseFlags(args []string, apiToken string) (config, error) {
 		if err != nil {
 			return config{}, fmt.Errorf("--async: %w", err)
 		}
-		switch *asyncOutcome {
-		case testsuite.OutcomeSucceeded, testsuite.OutcomeFailed, testsuite.OutcomeCanceled, testsuite.OutcomeNever:
+		switch workflows.State(*asyncOutcome) {
+		case workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled, testsuite.NeverEnds:
 		default:
 			return config{}, fmt.Errorf("--async-outcome %q: want succeeded, failed, canceled or never", *asyncOutcome)
 		}
-		async = &testsuite.Async{Style: style, Duration: *asyncDuration, RetryAfter: *asyncRetryAfter, Outcome: *asyncOutcome, FlakyPolls: *asyncFlaky}
+		async = &testsuite.Async{Style: style, Duration: *asyncDuration, RetryAfter: *asyncRetryAfter, Outcome: workflows.State(*asyncOutcome), FlakyPolls: *asyncFlaky}
 	}
 	var webhooks *testsuite.Webhooks
 	fs.Visit(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "webhook-") {
 			webhooks = &testsuite.Webhooks{
-				URL: *whURL, Scheme: *whScheme, Secret: os.Getenv(*whSecretEnv), Duration: *whDuration,
-				Outcome: *whOutcome, Deliveries: *whDeliveries, Progress: *whProgress, Shuffle: *whShuffle,
+				URL: *whURL, Scheme: testsuite.Scheme(*whScheme), Secret: os.Getenv(*whSecretEnv), Duration: *whDuration,
+				Outcome: workflows.State(*whOutcome), Deliveries: *whDeliveries, Progress: *whProgress, Shuffle: *whShuffle,
 				Jitter: *whJitter, Forged: *whForged, Stale: *whStale, DropRate: *whDropRate,
 			}
 		}

@@ -32,8 +32,8 @@ type Payment struct {
 type Receipt struct {
 	PaymentID string
 	Declined  bool
-	Source    string    // "webhook" or "poll": who said how it ended
-	At        time.Time // when the workflow learned it
+	Source    workflows.Source // "webhook" or "poll": who said how it ended
+	At        time.Time        // when the workflow learned it
 }
 
 // README: workflow

@@ -161,7 +161,7 @@ func (h stubHandle) RunID() string      { return "" }
 func (h stubHandle) UpdateID() string   { return h.updateID }
 func (h stubHandle) Get(_ context.Context, v any) error {
 	if p, ok := v.(*string); ok {
-		*p = "ended: " + workflows.StateSucceeded
+		*p = "ended: " + string(workflows.StateSucceeded)
 	}
 	return nil
 }

@@ -299,7 +299,9 @@ func requestKey(ctx workflow.Context, req Request) string {
 
 // OriginTaskQueue returns the task queue that a request to rawURL with
 // Request.OriginQueue runs on when it would otherwise run on base: a
-// worker polls it to serve that origin.
+// worker polls it to serve that origin. The repo's worker does so with
+// --shared-rate; a worker of your own that serves origin queues needs
+// this name to poll them (it is public for that).
 func OriginTaskQueue(base, rawURL string) (string, error) {
 	origin, err := request.Origin(rawURL)
 	if err != nil {

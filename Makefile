@@ -109,7 +109,7 @@ bench-test:
 ## MaxResultBytes, nothing sent for an invalid request or one not admitted);
 ## the poll activity against a generated monitor (FuzzPoll: no credential
 ## piece, no key sent, a result only from a whole 2xx other than 202, retries
-## never under MinPollInterval) and the status-document reader;
+## never under the 1 s minimum poll interval) and the status-document reader;
 ## the redactor; the admission limiter (rates finite and above the floor,
 ## waits finite); and bodies byte for byte through Temporal's converter.
 ## Run it for the targets a change touches before it lands, and commit every

@@ -57,13 +57,13 @@ func New(cfg Config) (*Activities, error) {
 	}
 	a := &Activities{cfg: cfg, origins: origins, redact: newRedactor(secrets)}
 	if a.cfg.MaxResponseBytes <= 0 {
-		a.cfg.MaxResponseBytes = DefaultMaxResponseBytes
+		a.cfg.MaxResponseBytes = request.DefaultMaxResponseBytes
 	}
 	if a.cfg.MaxResultBytes <= 0 {
-		a.cfg.MaxResultBytes = DefaultMaxResultBytes
+		a.cfg.MaxResultBytes = request.DefaultMaxResultBytes
 	}
 	if a.cfg.MaxRetryAfter <= 0 {
-		a.cfg.MaxRetryAfter = DefaultMaxRetryAfter
+		a.cfg.MaxRetryAfter = request.DefaultMaxRetryAfter
 	}
 	if a.cfg.UserAgent == "" {
 		a.cfg.UserAgent = "temporal-idempotent-http"
@@ -102,11 +102,13 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Register registers the HTTP activity under ActivityName and the poll
-// activity, which follows long-running operations, under PollActivityName.
+// Register registers the HTTP activity under the name
+// "IdempotentHTTPRequest" and the poll activity, which follows long-running
+// operations, under "IdempotentHTTPPoll" (the activity types in Temporal's
+// metrics and Web UI), the names workflows.Call schedules.
 func (a *Activities) Register(r worker.ActivityRegistry) {
-	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: ActivityName})
-	r.RegisterActivityWithOptions(a.Poll, activity.RegisterOptions{Name: PollActivityName})
+	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: request.ActivityName})
+	r.RegisterActivityWithOptions(a.Poll, activity.RegisterOptions{Name: request.PollActivityName})
 }
 
 // Do performs one attempt of req, the input workflows.Call schedules it

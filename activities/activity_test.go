@@ -440,7 +440,7 @@ func TestConcurrentAttempts(t *testing.T) {
 			a.Register(env)
 			r := req(srv.URL)
 			r.IdempotencyKey = fmt.Sprintf("k-%d", i)
-			_, err := env.ExecuteActivity(activities.ActivityName, r)
+			_, err := env.ExecuteActivity(request.ActivityName, r)
 			assert.NoError(t, err)
 		})
 	}

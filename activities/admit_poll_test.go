@@ -146,15 +146,15 @@ func TestPollAdmission(t *testing.T) {
 				case "start":
 					r := req(srv.URL + "/charges")
 					r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-					_, err = env.ExecuteActivity(activities.ActivityName, r)
+					_, err = env.ExecuteActivity(request.ActivityName, r)
 				case "poll":
-					_, err = env.ExecuteActivity(activities.PollActivityName, in)
+					_, err = env.ExecuteActivity(request.PollActivityName, in)
 				case "cancel":
 					in.Cancel = true
-					_, err = env.ExecuteActivity(activities.PollActivityName, in)
+					_, err = env.ExecuteActivity(request.PollActivityName, in)
 				case "result":
 					in.ResultURL = srv.URL + "/results/1"
-					_, err = env.ExecuteActivity(activities.PollActivityName, in)
+					_, err = env.ExecuteActivity(request.PollActivityName, in)
 				}
 				sent = append(sent, st.sent...)
 				var got []string

@@ -118,7 +118,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 				}
 				r := req(srv.URL)
 				r.IdempotencyKey = key
-				_, err := env.ExecuteActivity(activities.ActivityName, r)
+				_, err := env.ExecuteActivity(request.ActivityName, r)
 				errs = append(errs, err)
 			}
 			var appErr *temporal.ApplicationError

@@ -14,19 +14,11 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
-// Defaults and limits of Config.
+// Limits of Config.
 const (
-	// DefaultMaxResponseBytes is the default of Config.MaxResponseBytes.
-	DefaultMaxResponseBytes = 1 << 20 // 1 MiB
-	// DefaultMaxResultBytes is the default of Config.MaxResultBytes: below
-	// Temporal's default 2 MiB payload limit, with room for the rest of the
-	// completion.
-	DefaultMaxResultBytes = 3 << 19 // 1.5 MiB
-	// DefaultMaxRetryAfter is the default of Config.MaxRetryAfter.
-	DefaultMaxRetryAfter = 5 * time.Minute
-	// MinCredentialBytes is the shortest credential value Config.Credentials
+	// minCredentialBytes is the shortest credential value Config.Credentials
 	// accepts: a shorter one cannot be redacted without rewriting unrelated text.
-	MinCredentialBytes = 8
+	minCredentialBytes = 8
 
 	maxRedirects     = 5
 	errorBodyBytes   = 1 << 10
@@ -54,7 +46,7 @@ type Config struct {
 	// Credentials maps an allowed origin to headers (for example
 	// Authorization: Bearer …) added to every request to that origin and to
 	// no other. Header names match case-insensitively. Each value must be at
-	// least MinCredentialBytes long; values (and the token after an
+	// least 8 bytes long; values (and the token after an
 	// "Authorization" scheme, and the password of Basic credentials) are
 	// redacted from results, errors and logs.
 	Credentials map[string]http.Header
@@ -266,22 +258,22 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 // as in Stripe's form, the user name, which then is the secret). The scheme
 // is no secret: redacting every "Bearer " would rewrite unrelated text, and
 // a user name beside a password is an account name. Each piece must be at
-// least MinCredentialBytes long: a shorter one could not be redacted
+// least minCredentialBytes long: a shorter one could not be redacted
 // without rewriting unrelated text, so the error names it.
 func secretParts(name, v string) ([]string, error) {
 	short := func(what string, n int) error {
-		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret; is the token missing?", what, n, MinCredentialBytes)
+		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret; is the token missing?", what, n, minCredentialBytes)
 	}
 	isAuth := name == "Authorization" || name == "Proxy-Authorization"
 	scheme, tok, ok := strings.Cut(v, " ")
 	if !ok || !isAuth || !isToken(scheme) {
-		if len(v) < MinCredentialBytes {
+		if len(v) < minCredentialBytes {
 			return nil, short("the "+name+" value", len(v))
 		}
 		return []string{v}, nil
 	}
 	tok = strings.TrimSpace(tok)
-	if len(tok) < MinCredentialBytes {
+	if len(tok) < minCredentialBytes {
 		return nil, short("the "+name+" value's token, after the scheme "+scheme+",", len(tok))
 	}
 	parts := []string{tok}
@@ -297,7 +289,7 @@ func secretParts(name, v string) ([]string, error) {
 				if pass == "" {
 					secret, what = user, "the user name of its Basic credentials (the secret, since the password is empty)"
 				}
-				if len(secret) < MinCredentialBytes {
+				if len(secret) < minCredentialBytes {
 					return nil, short(what, len(secret))
 				}
 				parts = append(parts, secret)

@@ -20,10 +20,10 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // when it answers with a stored response for a key it has seen.
 const ReplayedHeader = "Idempotent-Replayed"
 
-// DefaultBareConflictWait is Convention.BareConflictWait's default: how
+// defaultBareConflictWait is Convention.BareConflictWait's default: how
 // long bare 409s after an attempt of unknown outcome are waited out as the
 // key still in flight before one is taken as the server's answer.
-const DefaultBareConflictWait = 30 * time.Second
+const defaultBareConflictWait = 30 * time.Second
 
 // Convention is how one server speaks idempotency: the header that carries
 // the key, the key format it accepts, the header that marks a stored
@@ -71,7 +71,7 @@ type Convention struct {
 	// 408 or 5xx) is the key in flight: once the waits after such 409s add
 	// up to it, the next bare 409 is the server's answer, final as
 	// workflows.ErrTypeHTTPClientError with its body and
-	// Failure.OutcomeUnknown (default DefaultBareConflictWait, 30 s). It is
+	// Failure.OutcomeUnknown (default 30 seconds). It is
 	// the sum of the waits the activity asked for, not a clock's reading,
 	// so Temporal's test environment, which skips them, ends the same way.
 	// A 409 the server marks as in flight is waited out to the
@@ -204,7 +204,7 @@ func (c Convention) withDefaults() (Convention, error) {
 		c.KeyMaxBytes = request.MaxKeyBytes
 	}
 	if c.BareConflictWait <= 0 {
-		c.BareConflictWait = DefaultBareConflictWait
+		c.BareConflictWait = defaultBareConflictWait
 	}
 	var err error
 	if c.LongRunning, err = c.LongRunning.withDefaults(); err != nil {

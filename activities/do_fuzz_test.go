@@ -211,7 +211,7 @@ func FuzzDo(f *testing.F) {
 		dog := time.AfterFunc(20*time.Second, func() {
 			panic(fmt.Sprintf("the attempt did not end in 20 s: %#v, answer headers %q, body %q", r, headers, respBody))
 		})
-		val, err := env.ExecuteActivity(activities.ActivityName, r)
+		val, err := env.ExecuteActivity(request.ActivityName, r)
 		dog.Stop()
 		if err == nil {
 			resp = new(workflows.Response)

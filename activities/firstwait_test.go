@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -36,7 +38,7 @@ func TestFollowTimeoutBoundsFirstWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.OutcomeNever, RetryAfter: tc.retryAfter}, Now: env.Now})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, RetryAfter: tc.retryAfter}, Now: env.Now})
 			testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
 			var took time.Duration
 			wf := func(ctx workflow.Context) error {
@@ -126,9 +128,9 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	var took time.Duration
 	wf := func(ctx workflow.Context) error {
 		start := workflow.Now(ctx)
-		_, err := workflows.Post(ctx, "charge", srv.URL+"/charges", map[string]any{}, workflows.AwaitWebhook(workflows.WebhookOptions{
+		_, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: srv.URL + "/charges", Body: json.RawMessage(`{}`), Webhook: &workflows.WebhookOptions{
 			Succeeded: []string{"charge.succeeded"}, Timeout: time.Minute,
-			Poll: &workflows.WebhookPoll{URL: srv.URL + "/charges/{id}", After: 10 * time.Minute, Succeeded: []string{"succeeded"}}}))
+			Poll: &workflows.WebhookPoll{URL: srv.URL + "/charges/{id}", After: 10 * time.Minute, Succeeded: []string{"succeeded"}}}})
 		took = workflow.Now(ctx).Sub(start)
 		return err
 	}
@@ -137,5 +139,5 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	f, ok := workflows.AsFailure(env.GetWorkflowError())
 	require.True(t, ok, "%v", env.GetWorkflowError())
 	assert.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type, f.Message)
-	assert.LessOrEqual(t, took, time.Minute+workflows.MinPollInterval, "workflow time from the start to the end of the call")
+	assert.LessOrEqual(t, took, time.Minute+request.MinPollInterval, "workflow time from the start to the end of the call")
 }

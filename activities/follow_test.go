@@ -43,7 +43,7 @@ func runFollow(t *testing.T, async testsuite.Async, conv func(base string) activ
 // followed to the record it made, with one start request and one record.
 func TestFollowConventions(t *testing.T) {
 	for _, tc := range []struct {
-		style string
+		style testsuite.AsyncStyle
 		conv  func(string) activities.Convention
 		state string
 	}{
@@ -53,7 +53,7 @@ func TestFollowConventions(t *testing.T) {
 		{testsuite.AsyncOperationLocation, preset(activities.OperationLocation), "Succeeded"},
 		{testsuite.AsyncGoogle, google, "done: true"},
 	} {
-		t.Run(tc.style, func(t *testing.T) {
+		t.Run(string(tc.style), func(t *testing.T) {
 			srv, resp, err := runFollow(t, testsuite.Async{Style: tc.style, Duration: 30 * time.Second, RetryAfter: 2}, tc.conv, workflows.FollowOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.Status)
@@ -85,12 +85,12 @@ func TestFollowOutcomes(t *testing.T) {
 		errType string
 		body    string
 	}{
-		{"azure failed", testsuite.Async{Style: testsuite.AsyncAzure, Outcome: testsuite.OutcomeFailed, Duration: 5 * time.Second}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationFailed, "failed the operation as told"},
-		{"azure canceled", testsuite.Async{Style: testsuite.AsyncAzure, Outcome: testsuite.OutcomeCanceled}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationCanceled, ""},
-		{"google canceled", testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.OutcomeCanceled}, google, workflows.ErrTypeOperationCanceled, "CANCELLED"},
-		{"google failed", testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.OutcomeFailed}, google, workflows.ErrTypeOperationFailed, `"code":9`},
-		{"location failed", testsuite.Async{Style: testsuite.AsyncLocation, Outcome: testsuite.OutcomeFailed}, preset(activities.AcceptedLocation), workflows.ErrTypeHTTPClientError, "failed the operation"},
-		{"never ends", testsuite.Async{Style: testsuite.AsyncOperationLocation, Outcome: testsuite.OutcomeNever, RetryAfter: 10}, preset(activities.OperationLocation), workflows.ErrTypeOperationStillRunning, ""},
+		{"azure failed", testsuite.Async{Style: testsuite.AsyncAzure, Outcome: workflows.StateFailed, Duration: 5 * time.Second}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationFailed, "failed the operation as told"},
+		{"azure canceled", testsuite.Async{Style: testsuite.AsyncAzure, Outcome: workflows.StateCanceled}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationCanceled, ""},
+		{"google canceled", testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: workflows.StateCanceled}, google, workflows.ErrTypeOperationCanceled, "CANCELLED"},
+		{"google failed", testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: workflows.StateFailed}, google, workflows.ErrTypeOperationFailed, `"code":9`},
+		{"location failed", testsuite.Async{Style: testsuite.AsyncLocation, Outcome: workflows.StateFailed}, preset(activities.AcceptedLocation), workflows.ErrTypeHTTPClientError, "failed the operation"},
+		{"never ends", testsuite.Async{Style: testsuite.AsyncOperationLocation, Outcome: testsuite.NeverEnds, RetryAfter: 10}, preset(activities.OperationLocation), workflows.ErrTypeOperationStillRunning, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _, err := runFollow(t, tc.async, tc.conv, workflows.FollowOptions{Timeout: 5 * time.Minute})
@@ -243,7 +243,7 @@ var _ = temporal.NewApplicationError
 func TestFollowCancel(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		style   string
+		style   testsuite.AsyncStyle
 		conv    func(string) activities.Convention
 		ask     bool
 		cancels int
@@ -254,7 +254,7 @@ func TestFollowCancel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Outcome: testsuite.OutcomeNever, RetryAfter: 5}, Now: env.Now})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Outcome: testsuite.NeverEnds, RetryAfter: 5}, Now: env.Now})
 			testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: tc.conv(srv.URL)}})
 			env.RegisterWorkflow(followWorkflow)
 			env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
@@ -276,7 +276,8 @@ func TestFollowResume(t *testing.T) {
 	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Duration: 10 * time.Minute, RetryAfter: 30}, Now: env.Now})
 	testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: preset(activities.AzureAsyncOperation)(srv.URL)}})
 	env.RegisterWorkflow(func(ctx workflow.Context) (*workflows.Response, error) {
-		_, err := workflows.Post(ctx, "provision", srv.URL+"/vms", map[string]string{"size": "xl"}, workflows.Follow(workflows.FollowOptions{Timeout: 2 * time.Minute}))
+		_, err := workflows.Call(ctx, workflows.Request{Operation: "provision", URL: srv.URL + "/vms", Body: json.RawMessage(`{"size":"xl"}`),
+			Follow: &workflows.FollowOptions{Timeout: 2 * time.Minute}})
 		f, ok := workflows.AsFailure(err)
 		if !ok || f.Type != workflows.ErrTypeOperationStillRunning {
 			return nil, err
@@ -388,7 +389,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 		var s sdktestsuite.WorkflowTestSuite
 		env := s.NewTestActivityEnvironment()
 		a.Register(env)
-		_, err := env.ExecuteActivity(activities.PollActivityName, in)
+		_, err := env.ExecuteActivity(request.PollActivityName, in)
 		appErr := appError(t, err)
 		assert.Equal(t, want.errType, appErr.Type())
 		assert.False(t, appErr.NonRetryable())

@@ -100,7 +100,7 @@ func req(url string) request.Input {
 }
 
 // pieces returns the 8-byte pieces of secrets (every run of
-// activities.MinCredentialBytes consecutive bytes) that occur in s.
+// 8 consecutive bytes, the shortest credential Config accepts) that occur in s.
 func pieces(s string, secrets ...string) []string {
 	var found []string
 	for _, sec := range secrets {
@@ -204,7 +204,7 @@ func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
 	a.Register(env)
-	val, err := env.ExecuteActivity(activities.ActivityName, r)
+	val, err := env.ExecuteActivity(request.ActivityName, r)
 	if err != nil {
 		return nil, err, logs.String()
 	}
@@ -568,7 +568,7 @@ func (k timer) Record(d time.Duration) {
 
 // followWorkflow posts to url and follows the operation with opts.
 func followWorkflow(ctx workflow.Context, url string, opts workflows.FollowOptions) (*workflows.Response, error) {
-	return workflows.Post(ctx, "transfer", url, map[string]any{"amount": 100}, workflows.Follow(opts))
+	return workflows.Call(ctx, workflows.Request{Operation: "transfer", URL: url, Body: json.RawMessage(`{"amount":100}`), Follow: &opts})
 }
 
 func preset(lr func() activities.LongRunning) func(string) activities.Convention {

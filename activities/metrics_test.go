@@ -26,7 +26,7 @@ func runMetrics(t *testing.T, cfg activities.Config, r request.Input) *counting 
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
 	a.Register(env)
-	_, _ = env.ExecuteActivity(activities.ActivityName, r)
+	_, _ = env.ExecuteActivity(request.ActivityName, r)
 	return m
 }
 
@@ -142,7 +142,7 @@ func TestOperationLabelBounded(t *testing.T) {
 	run := func(op string) {
 		r := req(srv.URL + "/payments?customer=cus_query_value_77")
 		r.Operation, r.IdempotencyKey = op, "key-"+op
-		_, err := env.ExecuteActivity(activities.ActivityName, r)
+		_, err := env.ExecuteActivity(request.ActivityName, r)
 		require.NoError(t, err)
 	}
 	for i := range 101 {

@@ -26,7 +26,7 @@ import (
 // The start request's origin's Convention.LongRunning reads the answer. An
 // operation still running ends the attempt with a retryable
 // workflows.ErrTypeOperationRunning whose NextRetryDelay is the monitor's
-// Retry-After (at least workflows.MinPollInterval, at most
+// Retry-After (at least 1 second, at most
 // Config.MaxRetryAfter), else the poll backoff: Temporal's retry timer, not
 // the worker, holds the wait, so a waiting operation costs the worker no
 // goroutine and survives a worker's or the Temporal server's restart. A

@@ -109,7 +109,7 @@ func FuzzPoll(f *testing.F) {
 		cur = fuzzAnswer{status: http.StatusServiceUnavailable}
 		mu.Unlock()
 		for range 5 {
-			_, err := env.ExecuteActivity(activities.PollActivityName, request.Monitor{Accepted: request.Accepted{
+			_, err := env.ExecuteActivity(request.PollActivityName, request.Monitor{Accepted: request.Accepted{
 				Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start", Monitor: srv.URL + "/hop/open"}})
 			if err == nil {
 				t.Fatal("a 503 ended the poll")
@@ -182,7 +182,7 @@ func FuzzPoll(f *testing.F) {
 		// follow).
 		pollHeld := func(when string) {
 			t.Helper()
-			_, err := env.ExecuteActivity(activities.PollActivityName, in)
+			_, err := env.ExecuteActivity(request.PollActivityName, in)
 			mu.Lock()
 			n := len(answers)
 			mu.Unlock()
@@ -205,7 +205,7 @@ func FuzzPoll(f *testing.F) {
 			// The probe.
 			clock.add(openTime)
 		}
-		val, err := env.ExecuteActivity(activities.PollActivityName, in)
+		val, err := env.ExecuteActivity(request.PollActivityName, in)
 		var resp *workflows.Response
 		if err == nil && val != nil && val.HasValue() {
 			resp = new(workflows.Response)

@@ -42,7 +42,7 @@ func TestPollUncleanLocationNotShown(t *testing.T) {
 			env := s.NewTestActivityEnvironment()
 			a.Register(env)
 			in := request.Monitor{Accepted: request.Accepted{Operation: "refund", Method: http.MethodPost, URL: srv.URL + "/refunds", Monitor: srv.URL + "/operations/1"}}
-			_, err = env.ExecuteActivity(activities.PollActivityName, in)
+			_, err = env.ExecuteActivity(request.PollActivityName, in)
 			require.Error(t, err)
 			d, ok := workflows.AsFailure(err)
 			require.True(t, ok, "a Failure: %v", err)

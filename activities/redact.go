@@ -12,7 +12,7 @@ import (
 )
 
 // redactor hides every piece of a configured credential: any run of bytes
-// covered by an 8-byte (MinCredentialBytes) window of a secret is replaced
+// covered by an 8-byte (minCredentialBytes) window of a secret is replaced
 // by "[REDACTED]". Matching windows rather than whole values also hides a
 // prefix or suffix of a token that a server echoes, or one cut in two by a
 // snippet. It is immutable and safe for concurrent use.
@@ -27,7 +27,7 @@ const redacted = "[REDACTED]"
 func newRedactor(secrets []string) *redactor {
 	r := &redactor{windows: map[uint64]struct{}{}, filter: make([]uint64, 1<<10)}
 	for _, s := range secrets {
-		for i := 0; i+MinCredentialBytes <= len(s); i++ {
+		for i := 0; i+minCredentialBytes <= len(s); i++ {
 			w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
 			r.windows[w] = struct{}{}
 			h := filterBit(w)

@@ -15,9 +15,9 @@ import (
 func windows(s string, secrets ...string) []string {
 	var found []string
 	for _, sec := range secrets {
-		for i := 0; i+MinCredentialBytes <= len(sec); i++ {
-			if strings.Contains(s, sec[i:i+MinCredentialBytes]) {
-				found = append(found, sec[i:i+MinCredentialBytes])
+		for i := 0; i+minCredentialBytes <= len(sec); i++ {
+			if strings.Contains(s, sec[i:i+minCredentialBytes]) {
+				found = append(found, sec[i:i+minCredentialBytes])
 			}
 		}
 	}
@@ -187,7 +187,7 @@ func FuzzRedact(f *testing.F) {
 	f.Fuzz(func(t *testing.T, secret, other string, text []byte, mode byte, at uint16) {
 		var secrets []string
 		for _, s := range []string{secret, other} {
-			if len(s) < MinCredentialBytes || len(s) > 256 || strings.ContainsAny(s, "[]") || strings.Contains(s, "REDACTED") {
+			if len(s) < minCredentialBytes || len(s) > 256 || strings.ContainsAny(s, "[]") || strings.Contains(s, "REDACTED") {
 				continue
 			}
 			printable := true
@@ -215,7 +215,7 @@ func FuzzRedact(f *testing.F) {
 		case 3:
 			ins = escapeEvery(sec, 3)
 		case 4:
-			ins = sec[:MinCredentialBytes+int(at)%(len(sec)-MinCredentialBytes+1)]
+			ins = sec[:minCredentialBytes+int(at)%(len(sec)-minCredentialBytes+1)]
 		case 5: // nothing: the text as generated
 		default:
 			ins = sec

@@ -30,6 +30,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -128,7 +129,7 @@ func TestAttemptSpan(t *testing.T) {
 			require.NoError(t, err)
 			a.Register(env)
 			r := req(srv.URL + "/payments" + query)
-			_, err = env.ExecuteActivity(activities.ActivityName, r)
+			_, err = env.ExecuteActivity(request.ActivityName, r)
 			assert.Equal(t, tt.wantErr, err != nil, "error: %v", err)
 
 			spans := sr.Ended()
@@ -240,7 +241,7 @@ func TestWorkflowTrace(t *testing.T) {
 	for i, s := range httpSpans {
 		parent, ok := byID[s.Parent().SpanID()]
 		if assert.True(t, ok, "the parent of HTTP span %d was recorded", i+1) {
-			assert.Equal(t, "RunActivity:"+activities.ActivityName, parent.Name())
+			assert.Equal(t, "RunActivity:"+request.ActivityName, parent.Name())
 		}
 		assert.Equal(t, int64(i+1), attrs(s)["idempotent_http.attempt"].AsInt64())
 		assert.Equal(t, traceparent(s.SpanContext()), got[i], "request %d", i+1)
@@ -311,7 +312,7 @@ func TestPropagator(t *testing.T) {
 			a, err := activities.New(cfg)
 			require.NoError(t, err)
 			a.Register(env)
-			_, err = env.ExecuteActivity(activities.ActivityName, req(srv.URL))
+			_, err = env.ExecuteActivity(request.ActivityName, req(srv.URL))
 			require.NoError(t, err)
 			r, _ := srv.last()
 			assert.Contains(t, r.Header.Get("traceparent"), parent.SpanContext().TraceID().String())
@@ -332,7 +333,7 @@ func TestPropagator(t *testing.T) {
 // that got an answer panic.)
 func TestPollSpan(t *testing.T) {
 	for _, tc := range []struct {
-		style string
+		style testsuite.AsyncStyle
 		conv  func(string) activities.Convention
 	}{
 		{testsuite.AsyncLocation, preset(activities.AcceptedLocation)},
@@ -340,7 +341,7 @@ func TestPollSpan(t *testing.T) {
 		{testsuite.AsyncOperationLocation, preset(activities.OperationLocation)},
 		{testsuite.AsyncGoogle, google},
 	} {
-		t.Run(tc.style, func(t *testing.T) {
+		t.Run(string(tc.style), func(t *testing.T) {
 			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
 			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Duration: 6 * time.Second, RetryAfter: 2}, Now: env.Now})
 			sr := tracetest.NewSpanRecorder()

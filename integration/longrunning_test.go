@@ -18,7 +18,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -90,9 +90,9 @@ type pollSeen struct {
 // request, behind an opProxy that holds its holdAt-th monitor GET (0:
 // none). The worker must be allowed the proxy's URL, the origin of the
 // monitors it names.
-func startOpAPI(t testing.TB, style, token string, holdAt int) *opProxy {
+func startOpAPI(t testing.TB, style testsuite.AsyncStyle, token string, holdAt int) *opProxy {
 	t.Helper()
-	_, base := startDemoAPI(t, "--async", style, "--async-duration", opDuration.String(),
+	_, base := startDemoAPI(t, "--async", string(style), "--async-duration", opDuration.String(),
 		"--async-retry-after", fmt.Sprint(int(opRetryAfter/time.Second)), "--require-token", token)
 	target, err := url.Parse(base)
 	if err != nil {
@@ -369,7 +369,7 @@ func checkFollowHistory(t *testing.T, f followed, polls int) {
 	}
 	// The one timer is the wait for the start answer's Retry-After before
 	// the first poll; the polls themselves are retries, never events.
-	if want := []string{activities.ActivityName, activities.PollActivityName}; !slices.Equal(scheduled, want) || started != 2 || completed != 2 ||
+	if want := []string{request.ActivityName, request.PollActivityName}; !slices.Equal(scheduled, want) || started != 2 || completed != 2 ||
 		!slices.Equal(others, []string{"TimerStarted", "TimerFired"}) {
 		t.Errorf("history (%d events): activities scheduled %v, %d started, %d completed, other events %v; want %v once each, started and completed, and the first poll's timer, nothing else",
 			len(f.events), scheduled, started, completed, others, want)
@@ -400,11 +400,12 @@ func checkFollowHistory(t *testing.T, f followed, polls int) {
 func TestLongRunningOperation(t *testing.T) {
 	t.Parallel()
 	type opCase struct {
-		name, style string
-		args        []string // the worker's, %s the API's origin
-		starter     bool
-		state       string
-		resultGets  int
+		name       string
+		style      testsuite.AsyncStyle
+		args       []string // the worker's, %s the API's origin
+		starter    bool
+		state      string
+		resultGets int
 
 		p              *opProxy
 		token, tq, wid string
@@ -423,9 +424,9 @@ func TestLongRunningOperation(t *testing.T) {
 		for _, a := range c.args {
 			args = append(args, strings.ReplaceAll(a, "%s", c.p.URL))
 		}
-		c.tq = uniqueName(t, c.style+"-tq")
+		c.tq = uniqueName(t, string(c.style)+"-tq")
 		startWorkerWith(t, workerOptions{TaskQueue: c.tq, Origins: []string{c.p.URL}, Token: c.token}, nil, args...)
-		c.wid = uniqueName(t, c.style+"-order")
+		c.wid = uniqueName(t, string(c.style)+"-order")
 		if !c.starter {
 			c.run = start(t, ctx, c.tq, c.wid, opRequest(c.p))
 		}
@@ -540,7 +541,7 @@ func TestLongRunningWorkerKilled(t *testing.T) {
 				return err
 			}
 			pa := desc.GetPendingActivities()
-			if len(pa) != 1 || pa[0].GetActivityType().GetName() != activities.PollActivityName {
+			if len(pa) != 1 || pa[0].GetActivityType().GetName() != request.PollActivityName {
 				return fmt.Errorf("pending activities %v: want the poll activity", pa)
 			}
 			switch a := pa[0]; {

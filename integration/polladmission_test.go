@@ -43,7 +43,7 @@ func TestMonitorOutageBreaker(t *testing.T) {
 		// polls fail again.
 		probes = int(outage/time.Second) + 5
 	)
-	_, base := startDemoAPI(t, "--async", testsuite.AsyncLocation, "--async-duration", "5s", "--async-retry-after", "1")
+	_, base := startDemoAPI(t, "--async", string(testsuite.AsyncLocation), "--async-duration", "5s", "--async-retry-after", "1")
 	target, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
@@ -453,8 +452,8 @@ func TestInspectable(t *testing.T) {
 			return fmt.Errorf("pending activities %v: want one retrying with a last failure", pa)
 		}
 		a := pa[0]
-		if a.GetActivityType().GetName() != activities.ActivityName {
-			t.Errorf("pending activity type %s, want %s", a.GetActivityType().GetName(), activities.ActivityName)
+		if a.GetActivityType().GetName() != request.ActivityName {
+			t.Errorf("pending activity type %s, want %s", a.GetActivityType().GetName(), request.ActivityName)
 		}
 		if msg := a.GetLastFailure().GetMessage(); !strings.Contains(msg, "503") {
 			t.Errorf("last failure %q should say 503", msg)

@@ -63,7 +63,7 @@ func hookOptions(poll *workflows.WebhookPoll) *workflows.WebhookOptions {
 
 // hookSecret returns a new signing secret for scheme: "whsec_" and 32
 // bytes in base64 for Standard Webhooks, "whsec_" and hex for Stripe.
-func hookSecret(scheme string) string {
+func hookSecret(scheme testsuite.Scheme) string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	if scheme == testsuite.SchemeStandardWebhooks {
@@ -127,7 +127,7 @@ func waitHookCalls(ctx context.Context, calls []*hookCall) {
 
 // checkHookOutcome checks that c ended as wanted (its operation succeeded,
 // or failed if c.wantFailed) and that source said so.
-func checkHookOutcome(t *testing.T, c *hookCall, source string) bool {
+func checkHookOutcome(t *testing.T, c *hookCall, source workflows.Source) bool {
 	t.Helper()
 	want := workflows.StateSucceeded
 	if c.wantFailed {
@@ -156,8 +156,9 @@ type hookDeliveries struct {
 	byEvent map[string][]testsuite.Delivery
 	// kind and typ are each event ID's kind and type; terminal is the valid
 	// terminal event of each operation.
-	kind, typ map[string]string
-	terminal  map[string]string
+	kind     map[string]testsuite.DeliveryKind
+	typ      map[string]string
+	terminal map[string]string
 	// bad are the forged and stale event IDs; bad4xx counts their attempts
 	// answered 4xx, badOther the others.
 	bad              map[string]bool
@@ -172,7 +173,7 @@ type hookDeliveries struct {
 
 func sumDeliveries(ds []testsuite.Delivery) hookDeliveries {
 	h := hookDeliveries{
-		attempts: len(ds), byEvent: map[string][]testsuite.Delivery{}, kind: map[string]string{}, typ: map[string]string{},
+		attempts: len(ds), byEvent: map[string][]testsuite.Delivery{}, kind: map[string]testsuite.DeliveryKind{}, typ: map[string]string{},
 		terminal: map[string]string{}, bad: map[string]bool{}, statuses: map[int]int{},
 	}
 	for _, d := range ds {
@@ -261,13 +262,13 @@ func readHookHistory(t *testing.T, ctx context.Context, workflowID, runID string
 // (the progress event and the terminal one), as many as
 // Outcome.Notifications, none twice, none of a forged or stale event (bad),
 // and the terminal notification's among them. It returns how many.
-func checkHookHistory(t *testing.T, ctx context.Context, c *hookCall, scheme string, bad map[string]bool) int {
+func checkHookHistory(t *testing.T, ctx context.Context, c *hookCall, scheme testsuite.Scheme, bad map[string]bool) int {
 	t.Helper()
 	h := readHookHistory(t, ctx, c.wid, c.run.GetRunID())
 	if h.closed != 1 || h.activities != 1 {
 		t.Errorf("%s: history has %d close events and %d activities, want 1 and 1 (the start)", c.wid, h.closed, h.activities)
 	}
-	prefix := "webhook/" + scheme + "/" + hookOperation + "/"
+	prefix := "webhook/" + string(scheme) + "/" + hookOperation + "/"
 	seen := map[string]bool{}
 	for _, id := range h.updates {
 		ev, ok := strings.CutPrefix(id, prefix)
@@ -409,20 +410,20 @@ func (p *receiverProxy) answers() []proxied {
 func TestWebhookFixedEndpoint(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		scheme string
+		scheme testsuite.Scheme
 		ops    int
 	}{
 		{testsuite.SchemeStandardWebhooks, 100},
 		{testsuite.SchemeStripe, 40},
 	} {
-		t.Run(tc.scheme, func(t *testing.T) {
+		t.Run(string(tc.scheme), func(t *testing.T) {
 			t.Parallel()
 			testWebhookFixedEndpoint(t, tc.scheme, tc.ops)
 		})
 	}
 }
 
-func testWebhookFixedEndpoint(t *testing.T, scheme string, ops int) {
+func testWebhookFixedEndpoint(t *testing.T, scheme testsuite.Scheme, ops int) {
 	const deliveries = 3
 	ctx := ctxT(t, 150*time.Second)
 	secret := hookSecret(scheme)
@@ -438,12 +439,12 @@ func testWebhookFixedEndpoint(t *testing.T, scheme string, ops int) {
 	}
 	ok := testsuite.StartServer(t, testsuite.Options{Webhooks: &hooks})
 	failing := hooks
-	failing.Outcome = testsuite.OutcomeFailed
+	failing.Outcome = workflows.StateFailed
 	bad := testsuite.StartServer(t, testsuite.Options{Webhooks: &failing})
 
 	tq := uniqueName(t, "tq")
 	startWorkerWith(t, workerOptions{TaskQueue: tq, Origins: []string{ok.URL, bad.URL}},
-		[]string{"WEBHOOK_SECRETS=" + secret}, "--webhook-addr", itest.HostPort(port), "--webhook-scheme", scheme)
+		[]string{"WEBHOOK_SECRETS=" + secret}, "--webhook-addr", itest.HostPort(port), "--webhook-scheme", string(scheme))
 
 	calls := make([]*hookCall, ops)
 	for i := range calls {
@@ -485,7 +486,7 @@ func testWebhookFixedEndpoint(t *testing.T, scheme string, ops int) {
 		h := sums[c.srv]
 		op, wid := eventObject(n.Body)
 		switch {
-		case n.Scheme != scheme || n.Operation != hookOperation:
+		case n.Scheme != string(scheme) || n.Operation != hookOperation:
 			t.Errorf("%s: notification %+v, want scheme %s, operation %s", c.wid, n, scheme, hookOperation)
 		case wid != c.wid:
 			t.Errorf("%s: ended by an event of workflow %q (%s)", c.wid, wid, op)
@@ -638,7 +639,7 @@ func TestWebhookReceiverKilled(t *testing.T) {
 	}})
 	tq := uniqueName(t, "tq")
 	env := []string{"WEBHOOK_SECRETS=" + secret}
-	args := []string{"--webhook-addr", addr, "--webhook-scheme", scheme}
+	args := []string{"--webhook-addr", addr, "--webhook-scheme", string(scheme)}
 	doomed := startWorkerWith(t, workerOptions{TaskQueue: tq, Origins: []string{srv.URL}}, env, args...)
 
 	calls := make([]*hookCall, ops)
@@ -747,7 +748,7 @@ func TestWebhookNeverSent(t *testing.T) {
 	}
 	ok := testsuite.StartServer(t, testsuite.Options{Webhooks: &hooks})
 	failing := hooks
-	failing.Outcome = testsuite.OutcomeFailed
+	failing.Outcome = workflows.StateFailed
 	bad := testsuite.StartServer(t, testsuite.Options{Webhooks: &failing})
 	tq := uniqueName(t, "tq")
 	startWorker(t, workerOptions{TaskQueue: tq, Origins: []string{ok.URL, bad.URL}})
@@ -848,7 +849,11 @@ func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.
 	} else {
 		body["metadata"] = workflows.WebhookMetadata(ctx, hookOperation)
 	}
-	return workflows.Post(ctx, hookOperation, in.URL, body, workflows.AwaitWebhook(*opts))
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return workflows.Call(ctx, workflows.Request{Operation: hookOperation, URL: in.URL, Body: raw, Webhook: opts})
 }
 
 // TestWebhookCallbackURL runs a workflow, on a worker in this process,
@@ -863,9 +868,9 @@ func TestWebhookCallbackURL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
-		scheme     string // the reference server's
-		verify     bool   // the receiver verifies the Stripe signature too
-		byResource bool   // events bound by the start answer's resource, not metadata
+		scheme     testsuite.Scheme // the reference server's
+		verify     bool             // the receiver verifies the Stripe signature too
+		byResource bool             // events bound by the start answer's resource, not metadata
 	}{
 		{"token only", testsuite.SchemeStandardWebhooks, false, false},
 		{"token and Stripe signature", testsuite.SchemeStripe, true, false},
@@ -878,7 +883,7 @@ func TestWebhookCallbackURL(t *testing.T) {
 	}
 }
 
-func testWebhookCallbackURL(t *testing.T, scheme string, verify, byResource bool) {
+func testWebhookCallbackURL(t *testing.T, scheme testsuite.Scheme, verify, byResource bool) {
 	const ops = 3
 	ctx := ctxT(t, 90*time.Second)
 	secret := hookSecret(scheme)

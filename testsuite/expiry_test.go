@@ -65,7 +65,7 @@ func TestSweepFreesExpiredKeys(t *testing.T) {
 	if got := entries(); got != done+1 {
 		t.Errorf("after the locks expired: %d entries, want %d (the done keys and the new one)", got, done+1)
 	}
-	advance(DefaultWindow)
+	advance(defaultWindow)
 	serve("trigger-2", []byte(`{}`))
 	if got := entries(); got != 1 {
 		t.Errorf("after the window: %d entries, want 1 (the new key)", got)

@@ -3,49 +3,50 @@ package testsuite
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// The conventions the reference server plays for long-running operations
-// (Async.Style); the activities package's LongRunning presets of the same
-// names follow them.
+// AsyncStyle is a convention the reference server plays for long-running
+// operations (Async.Style); the activities package's LongRunning presets
+// of the same names follow them.
+type AsyncStyle string
+
+// The styles.
 const (
 	// AsyncLocation (the default): 202 with Location: /operations/{id};
 	// the monitor answers 202 while running, 200 with the record once
 	// succeeded, 422 with {"error": …} once failed, 410 once cancelled
 	// (RFC 9110; activities.AcceptedLocation).
-	AsyncLocation = "location"
+	AsyncLocation AsyncStyle = "location"
 	// AsyncSeeOther: as AsyncLocation, but the ended monitor answers 303
 	// See Other to /results/{id}, which answers the record.
-	AsyncSeeOther = "see-other"
+	AsyncSeeOther AsyncStyle = "see-other"
 	// AsyncAzure: 202 with Azure-AsyncOperation: /operations/{id}?api-version=…
 	// and Location: /results/{id}?api-version=…; the monitor answers 200
 	// {"status": "InProgress" | "Succeeded" | "Failed" | "Canceled",
 	// "error": …}; the result is at Location (activities.AzureAsyncOperation).
-	AsyncAzure = "azure"
+	AsyncAzure AsyncStyle = "azure"
 	// AsyncOperationLocation: 202 with Operation-Location:
 	// /operations/{id}?api-version=…; the monitor answers 200 {"status":
 	// "NotStarted" | "Running" | "Succeeded" (with "result") | "Failed" |
 	// "Canceled"} (activities.OperationLocation).
-	AsyncOperationLocation = "operation-location"
+	AsyncOperationLocation AsyncStyle = "operation-location"
 	// AsyncGoogle: 200 with the Operation {"name": "operations/{id}",
 	// "done": false}; GET /v1/operations/{id} answers it, with "response"
 	// or "error" once done; POST /v1/operations/{id}:cancel cancels
 	// (activities.GoogleOperation(server URL + "/v1/")).
-	AsyncGoogle = "google"
+	AsyncGoogle AsyncStyle = "google"
 )
 
-// The outcomes of an accepted operation (Async.Outcome).
-const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	OutcomeCanceled  = "canceled"
-	// OutcomeNever: the operation runs until cancelled.
-	OutcomeNever = "never"
-)
+// NeverEnds, as Async.Outcome, makes every operation run until it is
+// cancelled. It is no state an operation ends in: the others are
+// workflows.StateSucceeded, StateFailed and StateCanceled, the states a
+// call reports.
+const NeverEnds workflows.State = "never"
 
 // Async makes the reference server's work long-running (Options.Async):
 // each new key's request is accepted, its record made at once, and the
@@ -57,16 +58,16 @@ const (
 type Async struct {
 	// Style is the convention played: AsyncLocation (default),
 	// AsyncSeeOther, AsyncAzure, AsyncOperationLocation or AsyncGoogle.
-	Style string
+	Style AsyncStyle
 	// Duration is how long an operation runs (default 0: it has ended at
 	// the first poll).
 	Duration time.Duration
 	// RetryAfter is the Retry-After, in seconds, of the acceptance and of
 	// every answer while running (0: none is sent).
 	RetryAfter int
-	// Outcome is how operations end: OutcomeSucceeded (default),
-	// OutcomeFailed, OutcomeCanceled or OutcomeNever.
-	Outcome string
+	// Outcome is how operations end: workflows.StateSucceeded (default),
+	// StateFailed, StateCanceled, or NeverEnds.
+	Outcome workflows.State
 	// FlakyPolls, if positive, answers every FlakyPolls-th request to a
 	// monitor 503 with Retry-After: 1, as an overloaded API would.
 	FlakyPolls int
@@ -88,13 +89,13 @@ func (s *Server) state(op *operation, now time.Time) string {
 	a := s.opts.Async
 	switch {
 	case op.canceled:
-		return OutcomeCanceled
-	case a.Outcome == OutcomeNever || now.Sub(op.accepted) < a.Duration:
+		return string(workflows.StateCanceled)
+	case a.Outcome == NeverEnds || now.Sub(op.accepted) < a.Duration:
 		return "running"
 	case a.Outcome == "":
-		return OutcomeSucceeded
+		return string(workflows.StateSucceeded)
 	}
-	return a.Outcome
+	return string(a.Outcome)
 }
 
 // accept makes the acceptance of a new operation whose result is the
@@ -181,7 +182,7 @@ func (s *Server) serveOperation(w http.ResponseWriter, r *http.Request) bool {
 		}
 		write(w, http.StatusAccepted, "application/json", []byte("{}\n"))
 	case result:
-		if st != OutcomeSucceeded {
+		if st != string(workflows.StateSucceeded) {
 			jsonError(http.StatusNotFound, "no result: the operation is "+st).write(w, Dialect{})
 			return true
 		}
@@ -203,15 +204,15 @@ func (s *Server) monitor(w http.ResponseWriter, r *http.Request, op *operation, 
 	status := http.StatusOK
 	switch a.Style {
 	case AsyncAzure, AsyncOperationLocation:
-		names := map[string]string{"running": "InProgress", OutcomeSucceeded: "Succeeded", OutcomeFailed: "Failed", OutcomeCanceled: "Canceled"}
+		names := map[string]string{"running": "InProgress", string(workflows.StateSucceeded): "Succeeded", string(workflows.StateFailed): "Failed", string(workflows.StateCanceled): "Canceled"}
 		if a.Style == AsyncOperationLocation {
 			names["running"] = "Running"
 		}
 		doc["status"] = names[st]
 		switch st {
-		case OutcomeFailed:
+		case string(workflows.StateFailed):
 			doc["error"] = failure
-		case OutcomeSucceeded:
+		case string(workflows.StateSucceeded):
 			if a.Style == AsyncOperationLocation {
 				doc["result"] = op.result
 			}
@@ -219,18 +220,18 @@ func (s *Server) monitor(w http.ResponseWriter, r *http.Request, op *operation, 
 	case AsyncGoogle:
 		doc = map[string]any{"name": "operations/" + op.id, "done": st != "running"}
 		switch st {
-		case OutcomeSucceeded:
+		case string(workflows.StateSucceeded):
 			doc["response"] = op.result
-		case OutcomeFailed:
+		case string(workflows.StateFailed):
 			doc["error"] = map[string]any{"code": 9, "message": failure["message"]}
-		case OutcomeCanceled:
+		case string(workflows.StateCanceled):
 			doc["error"] = map[string]any{"code": 1, "message": "CANCELLED"}
 		}
 	default:
 		switch st {
 		case "running":
 			status, doc["status"] = http.StatusAccepted, "running"
-		case OutcomeSucceeded:
+		case string(workflows.StateSucceeded):
 			if a.Style == AsyncSeeOther {
 				w.Header().Set("Location", "http://"+r.Host+"/results/"+op.id)
 				write(w, http.StatusSeeOther, "application/json", []byte("{}\n"))
@@ -238,9 +239,9 @@ func (s *Server) monitor(w http.ResponseWriter, r *http.Request, op *operation, 
 			}
 			write(w, http.StatusOK, "application/json", op.result)
 			return
-		case OutcomeFailed:
+		case string(workflows.StateFailed):
 			status, doc["error"] = http.StatusUnprocessableEntity, failure
-		case OutcomeCanceled:
+		case string(workflows.StateCanceled):
 			status, doc["error"] = http.StatusGone, "the operation was cancelled"
 		}
 	}

@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"encoding/json"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	"net/http"
 	"testing"
@@ -18,8 +19,9 @@ import (
 // the same monitor.
 func TestServerAsync(t *testing.T) {
 	for _, tc := range []struct {
-		style, header, running, done string
-		startStatus, doneStatus      int
+		style                   testsuite.AsyncStyle
+		header, running, done   string
+		startStatus, doneStatus int
 	}{
 		{testsuite.AsyncLocation, "Location", `"status":"running"`, `"id":"rec_1"`, 202, 200},
 		{testsuite.AsyncSeeOther, "Location", `"status":"running"`, ``, 202, 303},
@@ -27,7 +29,7 @@ func TestServerAsync(t *testing.T) {
 		{testsuite.AsyncOperationLocation, "Operation-Location", `"status":"Running"`, `"result":{`, 202, 200},
 		{testsuite.AsyncGoogle, "", `"done":false`, `"response":{`, 200, 200},
 	} {
-		t.Run(tc.style, func(t *testing.T) {
+		t.Run(string(tc.style), func(t *testing.T) {
 			clock := &fakeClock{t: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)}
 			srv := testsuite.StartServer(t, testsuite.Options{Now: clock.now, Async: &testsuite.Async{Style: tc.style, Duration: time.Minute, RetryAfter: 5}})
 			resp, body := do(t, http.MethodPost, srv.URL+"/transfers", "k1")
@@ -66,7 +68,7 @@ func TestServerAsync(t *testing.T) {
 
 // TestServerAsyncOutcomes: failed, cancelled and cancel requests.
 func TestServerAsyncOutcomes(t *testing.T) {
-	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Outcome: testsuite.OutcomeFailed}})
+	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Outcome: workflows.StateFailed}})
 	resp, _ := do(t, http.MethodPost, srv.URL+"/x", "k1")
 	_, body := do(t, http.MethodGet, resp.Header.Get("Azure-AsyncOperation"), "")
 	var doc struct {
@@ -79,7 +81,7 @@ func TestServerAsyncOutcomes(t *testing.T) {
 	res, _ := do(t, http.MethodGet, resp.Header.Get("Location"), "")
 	assert.Equal(t, http.StatusNotFound, res.StatusCode, "no result for a failed operation")
 
-	never := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.OutcomeNever, FlakyPolls: 2}})
+	never := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, FlakyPolls: 2}})
 	do(t, http.MethodPost, never.URL+"/x", "k1")
 	first, _ := do(t, http.MethodGet, never.URL+"/v1/operations/op_1", "")
 	second, _ := do(t, http.MethodGet, never.URL+"/v1/operations/op_1", "")

@@ -52,8 +52,8 @@ import (
 	"time"
 )
 
-// DefaultWindow is how long the reference server remembers a key.
-const DefaultWindow = 24 * time.Hour
+// defaultWindow is how long the reference server remembers a key.
+const defaultWindow = 24 * time.Hour
 
 const (
 	maxBody = 1 << 20
@@ -67,7 +67,7 @@ const (
 type Options struct {
 	// Dialect is the convention the server plays (the zero value is [IETF]).
 	Dialect Dialect
-	// Window is how long a key is remembered after its first request (default 24 h).
+	// Window is how long a key is remembered after its first request (default 24 hours).
 	Window time.Duration
 	// Now is the clock used for expiry and request times (default time.Now).
 	Now func() time.Time
@@ -271,7 +271,7 @@ type Server struct {
 func NewServer(opts Options) *Server {
 	opts.Dialect = opts.Dialect.normalized()
 	if opts.Window <= 0 {
-		opts.Window = DefaultWindow
+		opts.Window = defaultWindow
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -108,7 +108,7 @@ func TestServerExpiry(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	srv := testsuite.StartServer(t, testsuite.Options{Now: clock})
 	require.Equal(t, 201, post(t, srv.URL, "k", `{}`).status)
-	advance(testsuite.DefaultWindow - time.Second)
+	advance(24*time.Hour - time.Second) // Options.Window's default
 	assert.True(t, post(t, srv.URL, "k", `{}`).replayed, "still inside the 24 h window")
 	advance(time.Second)
 	a := post(t, srv.URL, "k", `{"other":true}`)
@@ -197,7 +197,7 @@ func TestServerFailureAfterWindowKeepsNewerEntry(t *testing.T) {
 	var first answer
 	wg.Go(func() { first = post(t, srv.URL+"/payments", "k", `{}`) })
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	clk.Advance(testsuite.DefaultWindow)
+	clk.Advance(24 * time.Hour) // Options.Window's default
 	second := post(t, srv.URL+"/payments", "k", `{}`)
 	require.Equal(t, 201, second.status, "the key is new after the window: %s", second.body)
 	close(release)

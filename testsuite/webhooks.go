@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
@@ -22,32 +23,40 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
-// The schemes the reference server signs its webhooks with (Webhooks.Scheme).
+// Scheme is a signature scheme the reference server signs its webhooks
+// with (Webhooks.Scheme).
+type Scheme string
+
+// The schemes.
 const (
 	// SchemeStandardWebhooks: Standard Webhooks (https://www.standardwebhooks.com/),
 	// headers webhook-id, webhook-timestamp and webhook-signature
 	// ("v1,<base64>" of HMAC-SHA256 of "id.timestamp.body" under the
 	// decoded "whsec_" secret).
-	SchemeStandardWebhooks = "standard-webhooks"
+	SchemeStandardWebhooks Scheme = "standard-webhooks"
 	// SchemeStripe: Stripe's Stripe-Signature "t=<unix>,v1=<hex>", the
 	// HMAC-SHA256 of "timestamp.body" under the secret's bytes.
-	SchemeStripe = "stripe"
+	SchemeStripe Scheme = "stripe"
 	// SchemeHMAC: X-Signature, the lowercase hex HMAC-SHA256 of the body
 	// under the secret's bytes. It signs no timestamp.
-	SchemeHMAC = "hmac"
+	SchemeHMAC Scheme = "hmac"
 )
 
-// The kinds of webhook deliveries (Delivery.Kind).
+// DeliveryKind is the kind of a webhook delivery (Delivery.Kind); in
+// JSON, its string.
+type DeliveryKind string
+
+// The kinds.
 const (
 	// DeliveryValid: an event signed with the secret, at the time it is sent.
-	DeliveryValid = "valid"
+	DeliveryValid DeliveryKind = "valid"
 	// DeliveryForged: the terminal event under its own ID, with a
 	// well-formed signature by another secret (Webhooks.Forged).
-	DeliveryForged = "forged"
+	DeliveryForged DeliveryKind = "forged"
 	// DeliveryStale: the terminal event under its own ID, signed with a
 	// timestamp 10 minutes old and created 10 minutes before the
 	// operation ended (Webhooks.Stale).
-	DeliveryStale = "stale"
+	DeliveryStale DeliveryKind = "stale"
 )
 
 const (
@@ -103,7 +112,7 @@ type Webhooks struct {
 	URL string
 	// Scheme is the signature scheme: SchemeStandardWebhooks (default),
 	// SchemeStripe or SchemeHMAC.
-	Scheme string
+	Scheme Scheme
 	// Secret is the signing secret, required: "whsec_" and base64 for
 	// Standard Webhooks (base64 alone is accepted), any string for Stripe
 	// and HMAC.
@@ -111,9 +120,9 @@ type Webhooks struct {
 	// Duration is how long an operation runs before its outcome (default
 	// 0: it ends at once).
 	Duration time.Duration
-	// Outcome is how operations end: OutcomeSucceeded (default),
-	// OutcomeFailed or OutcomeCanceled.
-	Outcome string
+	// Outcome is how operations end: workflows.StateSucceeded (default),
+	// StateFailed or StateCanceled.
+	Outcome workflows.State
 	// Deliveries is how many times the terminal event is delivered
 	// (default 1). Every copy has the same event ID: duplicates, as
 	// providers deliver at least once.
@@ -147,7 +156,7 @@ type Webhooks struct {
 // with its error.
 func (w Webhooks) Validate() error {
 	var errs []error
-	if sc, ok := signature.Lookup(cmp.Or(w.Scheme, SchemeStandardWebhooks)); !ok {
+	if sc, ok := signature.Lookup(string(cmp.Or(w.Scheme, SchemeStandardWebhooks))); !ok {
 		errs = append(errs, fmt.Errorf("Scheme %q: want %s", w.Scheme, named.List(signature.Names()...)))
 	} else if _, err := sc.Key(w.Secret); err != nil {
 		errs = append(errs, fmt.Errorf("Secret: %w", err))
@@ -158,9 +167,9 @@ func (w Webhooks) Validate() error {
 		}
 	}
 	switch w.Outcome {
-	case "", OutcomeSucceeded, OutcomeFailed, OutcomeCanceled:
+	case "", workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled:
 	default:
-		errs = append(errs, fmt.Errorf("Outcome %q: want %s, %s or %s", w.Outcome, OutcomeSucceeded, OutcomeFailed, OutcomeCanceled))
+		errs = append(errs, fmt.Errorf("Outcome %q: want %s, %s or %s", w.Outcome, workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled))
 	}
 	if w.Duration < 0 || w.Jitter < 0 || w.RetryFor < 0 {
 		errs = append(errs, errors.New("Duration, Jitter and RetryFor: want 0 or more"))
@@ -181,10 +190,10 @@ func (w Webhooks) Validate() error {
 type Delivery struct {
 	// Operation is the operation's ID; EventID, Type and Kind
 	// (DeliveryValid, DeliveryForged or DeliveryStale) the event's.
-	Operation string `json:"operation"`
-	EventID   string `json:"event_id"`
-	Type      string `json:"type"`
-	Kind      string `json:"kind"`
+	Operation string       `json:"operation"`
+	EventID   string       `json:"event_id"`
+	Type      string       `json:"type"`
+	Kind      DeliveryKind `json:"kind"`
 	// URL is where it was sent.
 	URL string `json:"url"`
 	// Attempt counts the attempts of this copy, from 1.
@@ -222,11 +231,12 @@ type hookOp struct {
 
 // hookCopy is one copy of an event to deliver.
 type hookCopy struct {
-	kind, id, typ string
-	body          []byte
-	due           time.Time // real clock
-	first         time.Time // real clock, zero before the first attempt
-	attempts      int
+	kind     DeliveryKind
+	id, typ  string
+	body     []byte
+	due      time.Time // real clock
+	first    time.Time // real clock, zero before the first attempt
+	attempts int
 }
 
 // newSender makes the sender of the valid w.
@@ -235,7 +245,7 @@ func newSender(w Webhooks) *sender {
 		w.Scheme = SchemeStandardWebhooks
 	}
 	if w.Outcome == "" {
-		w.Outcome = OutcomeSucceeded
+		w.Outcome = workflows.StateSucceeded
 	}
 	if w.Deliveries == 0 {
 		w.Deliveries = 1
@@ -244,7 +254,7 @@ func newSender(w Webhooks) *sender {
 		w.RetryFor = defaultRetryFor
 	}
 	sn := &sender{w: w, ops: map[string]*hookOp{}}
-	sn.scheme, _ = signature.Lookup(w.Scheme)
+	sn.scheme, _ = signature.Lookup(string(w.Scheme))
 	sn.key, _ = sn.scheme.Key(w.Secret)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	sn.client = &http.Client{
@@ -319,7 +329,7 @@ func (s *Server) hookState(op *hookOp, now time.Time) string {
 	if now.Sub(op.started) < s.wh.w.Duration {
 		return "processing"
 	}
-	return s.wh.w.Outcome
+	return string(s.wh.w.Outcome)
 }
 
 // serveResource answers GET /resources/{id}; it reports whether r was one.
@@ -450,7 +460,7 @@ type event struct {
 // due after the previous one and a random gap up to Jitter.
 func (sn *sender) plan(op *hookOp, end time.Time) []*hookCopy {
 	w := sn.w
-	mk := func(kind, status string, created time.Time) *hookCopy {
+	mk := func(kind DeliveryKind, status string, created time.Time) *hookCopy {
 		var e event
 		e.ID, e.Type = newEventID(), "operation."+status
 		e.Created, e.Timestamp = created.Unix(), created.UTC().Format(time.RFC3339)
@@ -460,12 +470,12 @@ func (sn *sender) plan(op *hookOp, end time.Time) []*hookCopy {
 	}
 	var copies []*hookCopy
 	for range w.Forged {
-		copies = append(copies, mk(DeliveryForged, w.Outcome, end))
+		copies = append(copies, mk(DeliveryForged, string(w.Outcome), end))
 	}
 	for range w.Stale {
-		copies = append(copies, mk(DeliveryStale, w.Outcome, end.Add(-staleAge)))
+		copies = append(copies, mk(DeliveryStale, string(w.Outcome), end.Add(-staleAge)))
 	}
-	terminal := mk(DeliveryValid, w.Outcome, end)
+	terminal := mk(DeliveryValid, string(w.Outcome), end)
 	for range w.Deliveries {
 		c := *terminal
 		copies = append(copies, &c)

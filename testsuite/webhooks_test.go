@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -62,7 +63,7 @@ type received struct {
 // verifies, 400 to one that does not, or the status that answer says.
 type receiver struct {
 	t      *testing.T
-	scheme string
+	scheme testsuite.Scheme
 	answer func(n int) int // the status of the n-th delivery (from 1), 0: by verification
 	hold   chan struct{}   // if set, deliveries are held until it closes or the sender goes
 	srv    *httptest.Server
@@ -70,7 +71,7 @@ type receiver struct {
 	got    []received
 }
 
-func newReceiver(t *testing.T, scheme string) *receiver {
+func newReceiver(t *testing.T, scheme testsuite.Scheme) *receiver {
 	rc := &receiver{t: t, scheme: scheme}
 	rc.srv = httptest.NewServer(rc)
 	t.Cleanup(rc.srv.Close)
@@ -117,7 +118,7 @@ func (rc *receiver) deliveries() []received {
 // verify checks a delivery as a receiver of scheme does, with a 5 min
 // tolerance; the HMAC scheme signs no time, so its receiver checks the
 // event's "created".
-func verify(scheme string, h http.Header, body []byte, ev hookEvent, now time.Time) error {
+func verify(scheme testsuite.Scheme, h http.Header, body []byte, ev hookEvent, now time.Time) error {
 	mac := func(key []byte, parts ...string) []byte {
 		m := hmac.New(sha256.New, key)
 		for _, p := range parts {
@@ -202,15 +203,18 @@ func settled(t *testing.T, srv *testsuite.Server, n int) testsuite.Stats {
 // and stale copies, each under its own ID, fail verification and are
 // answered 4xx, without retries.
 func TestWebhooksSchemes(t *testing.T) {
-	for _, tc := range []struct{ scheme, secret string }{
+	for _, tc := range []struct {
+		scheme testsuite.Scheme
+		secret string
+	}{
 		{testsuite.SchemeStandardWebhooks, standardSecret},
 		{testsuite.SchemeStripe, plainSecret},
 		{testsuite.SchemeHMAC, plainSecret},
 	} {
-		t.Run(tc.scheme, func(t *testing.T) {
+		t.Run(string(tc.scheme), func(t *testing.T) {
 			rc := newReceiver(t, tc.scheme)
 			srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
-				URL: rc.srv.URL + "/hooks", Scheme: tc.scheme, Secret: tc.secret, Outcome: testsuite.OutcomeFailed,
+				URL: rc.srv.URL + "/hooks", Scheme: tc.scheme, Secret: tc.secret, Outcome: workflows.StateFailed,
 				Deliveries: 3, Progress: true, Forged: 2, Stale: 1,
 			}})
 			resp, body := startOp(t, srv.URL+"/payments", "k1", `{"amount":1}`)
@@ -259,7 +263,7 @@ func TestWebhooksSchemes(t *testing.T) {
 			assert.Len(t, bad, 3, "each forged and stale copy has its own ID: %v", bad)
 			assert.NotContains(t, bad, terminal[0].event.ID)
 
-			kinds := map[string]int{}
+			kinds := map[testsuite.DeliveryKind]int{}
 			for _, d := range srv.Deliveries() {
 				kinds[d.Kind]++
 				wantStatus := http.StatusNoContent
@@ -271,7 +275,7 @@ func TestWebhooksSchemes(t *testing.T) {
 				assert.Equal(t, 1, d.Attempt)
 				assert.Equal(t, rc.srv.URL+"/hooks", d.URL)
 			}
-			assert.Equal(t, map[string]int{testsuite.DeliveryValid: 4, testsuite.DeliveryForged: 2, testsuite.DeliveryStale: 1}, kinds)
+			assert.Equal(t, map[testsuite.DeliveryKind]int{testsuite.DeliveryValid: 4, testsuite.DeliveryForged: 2, testsuite.DeliveryStale: 1}, kinds)
 		})
 	}
 }
@@ -460,8 +464,8 @@ func TestWebhooksDropRate(t *testing.T) {
 // Duration after the start (by Options.Now), then the outcome; a replay
 // is the stored answer and starts nothing.
 func TestWebhooksResource(t *testing.T) {
-	for _, outcome := range []string{"", testsuite.OutcomeSucceeded, testsuite.OutcomeFailed, testsuite.OutcomeCanceled} {
-		t.Run("outcome="+outcome, func(t *testing.T) {
+	for _, outcome := range []workflows.State{"", workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled} {
+		t.Run("outcome="+string(outcome), func(t *testing.T) {
 			clock := &fakeClock{t: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)}
 			rc := newReceiver(t, testsuite.SchemeStandardWebhooks)
 			srv := testsuite.StartServer(t, testsuite.Options{Now: clock.now, Webhooks: &testsuite.Webhooks{
@@ -483,7 +487,7 @@ func TestWebhooksResource(t *testing.T) {
 			clock.add(time.Second)
 			want := outcome
 			if want == "" {
-				want = testsuite.OutcomeSucceeded
+				want = workflows.StateSucceeded
 			}
 			_, res = do(t, http.MethodGet, srv.URL+"/resources/op_1", "")
 			assert.Contains(t, res, `"status":"`+want+`"`)
@@ -620,7 +624,7 @@ func TestWebhooksValidate(t *testing.T) {
 		{"stripe without secret", func(w *testsuite.Webhooks) { w.Scheme, w.Secret = testsuite.SchemeStripe, "" }, "Secret: required"},
 		{"scheme", func(w *testsuite.Webhooks) { w.Scheme = "svix" }, `Scheme "svix"`},
 		{"url", func(w *testsuite.Webhooks) { w.URL = "/relative" }, "absolute"},
-		{"outcome", func(w *testsuite.Webhooks) { w.Outcome = testsuite.OutcomeNever }, `Outcome "never"`},
+		{"outcome", func(w *testsuite.Webhooks) { w.Outcome = testsuite.NeverEnds }, `Outcome "never"`},
 		{"drop rate", func(w *testsuite.Webhooks) { w.DropRate = 1.5 }, "DropRate"},
 		{"negative", func(w *testsuite.Webhooks) { w.Forged = -1 }, "Forged"},
 		{"negative duration", func(w *testsuite.Webhooks) { w.Jitter = -time.Second }, "Jitter"},

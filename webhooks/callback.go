@@ -16,9 +16,9 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
-// MinCallbackSecretBytes is the shortest callback token key Callbacks
+// minCallbackSecretBytes is the shortest callback token key Callbacks
 // accepts.
-const MinCallbackSecretBytes = 32
+const minCallbackSecretBytes = 32
 
 // Callbacks makes and checks per-operation callback URLs, for APIs that
 // take one in the request ("callback_url", "notification_url"):
@@ -33,7 +33,7 @@ type Callbacks struct {
 	// BaseURL is where the receiver is reachable from the provider, e.g.
 	// "https://hooks.example.com/callbacks". Required.
 	BaseURL string
-	// Secrets are the token keys, each at least MinCallbackSecretBytes
+	// Secrets are the token keys, each at least 32 bytes
 	// long: the first makes tokens, any of them is accepted (rotation: add
 	// the new key first, drop the old one once no operation awaits a URL it
 	// made). Required.
@@ -56,8 +56,8 @@ func (c *Callbacks) check() error {
 		return errors.New("webhooks: Callbacks.Secrets is empty: give at least one token key of 32 bytes or more (e.g. from openssl rand -base64 32)")
 	}
 	for i, s := range c.Secrets {
-		if len(s) < MinCallbackSecretBytes {
-			return fmt.Errorf("webhooks: Callbacks.Secrets[%d] is %d bytes: a token key needs at least %d", i, len(s), MinCallbackSecretBytes)
+		if len(s) < minCallbackSecretBytes {
+			return fmt.Errorf("webhooks: Callbacks.Secrets[%d] is %d bytes: a token key needs at least %d", i, len(s), minCallbackSecretBytes)
 		}
 	}
 	return nil

@@ -1,6 +1,6 @@
 // Package webhooks receives providers' signed notifications of an
 // operation's outcome and delivers each verified one to the workflow
-// awaiting it (workflows.Request.Webhook, workflows.AwaitWebhook).
+// awaiting it (workflows.Request.Webhook).
 //
 // A [Receiver] is an http.Handler, for users to mount in their own server
 // (the worker's --webhook-addr serves one): it reads a delivery up to a

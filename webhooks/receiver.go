@@ -27,20 +27,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// Defaults of Config.
-const (
-	DefaultMaxBodyBytes    = 1 << 20
-	DefaultMaxEventBytes   = 64 << 10
-	DefaultDeliveryTimeout = 10 * time.Second
-	// DefaultWorkflowIDField and DefaultOperationField are where the
-	// receiver finds the workflow and operation in a fixed endpoint's
-	// event: Stripe's place for the metadata the start request set
-	// (workflows.WebhookMetadata), which the reference server's events
-	// copy.
-	DefaultWorkflowIDField = "data.object.metadata.workflow_id"
-	DefaultOperationField  = "data.object.metadata.operation"
-)
-
 // Config configures a Receiver.
 type Config struct {
 	// Client delivers notifications to workflows (Temporal Updates).
@@ -61,19 +47,20 @@ type Config struct {
 	Callbacks *Callbacks
 	// WorkflowIDField and OperationField are the dotted paths of the
 	// workflow ID and operation in a fixed endpoint's JSON event (default
-	// DefaultWorkflowIDField and DefaultOperationField). A verified event
+	// "data.object.metadata.workflow_id" and
+	// "data.object.metadata.operation": Stripe's place for the metadata the
+	// start request set with workflows.WebhookMetadata). A verified event
 	// without them is answered 200 and ignored: it is no operation's.
 	WorkflowIDField string
 	OperationField  string
-	// MaxBodyBytes bounds a delivery's body (default DefaultMaxBodyBytes,
-	// 1 MiB): a larger one is answered 413 and not read further.
+	// MaxBodyBytes bounds a delivery's body (default 1 MiB): a larger one is answered 413 and not read further.
 	MaxBodyBytes int64
 	// MaxEventBytes bounds the event body handed to the workflow, which
-	// history stores (default DefaultMaxEventBytes, 64 KiB): a larger one
+	// history stores (default 64 KiB): a larger one
 	// is handed without its body (Notification.BodyOmitted).
 	MaxEventBytes int
 	// DeliveryTimeout bounds the delivery to the workflow (default
-	// DefaultDeliveryTimeout, 10 s): a delivery not durably with the
+	// 10 seconds): a delivery not durably with the
 	// workflow by then is answered 503 with Retry-After, so the provider
 	// retries it.
 	DeliveryTimeout time.Duration
@@ -156,16 +143,16 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 			*s = d
 		}
 	}
-	def(&cfg.WorkflowIDField, DefaultWorkflowIDField)
-	def(&cfg.OperationField, DefaultOperationField)
+	def(&cfg.WorkflowIDField, request.DefaultWorkflowIDField)
+	def(&cfg.OperationField, request.DefaultOperationField)
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = request.DefaultWebhookMaxBodyBytes
 	}
 	if cfg.MaxEventBytes == 0 {
-		cfg.MaxEventBytes = DefaultMaxEventBytes
+		cfg.MaxEventBytes = request.DefaultWebhookMaxEventBytes
 	}
 	if cfg.DeliveryTimeout == 0 {
-		cfg.DeliveryTimeout = DefaultDeliveryTimeout
+		cfg.DeliveryTimeout = request.DefaultDeliveryTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -50,6 +50,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -128,8 +129,8 @@ func parseFlags() (config, error) {
 	var cfg config
 	flag.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
 	cliutil.ListVar(flag.CommandLine, &cfg.allow, "allow-origin", os.Getenv("ALLOW_ORIGINS"), "`ORIGIN`s the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS, comma-separated)")
-	flag.Int64Var(&cfg.maxBody, "max-response-bytes", activities.DefaultMaxResponseBytes, "largest response body kept in a result")
-	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", activities.DefaultMaxRetryAfter, "longest Retry-After honoured")
+	flag.Int64Var(&cfg.maxBody, "max-response-bytes", request.DefaultMaxResponseBytes, "largest response body kept in a result")
+	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", request.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); "+longRunningModifiers()+" choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")

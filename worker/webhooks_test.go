@@ -139,12 +139,15 @@ func TestWebhookVerifierFlags(t *testing.T) {
 // WEBHOOK_SECRETS and no other flag, as docker-compose.webhooks.yml runs
 // them; the forged copy it also sends does not verify.
 func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
-	for _, tt := range []struct{ scheme, secret string }{
+	for _, tt := range []struct {
+		scheme testsuite.Scheme
+		secret string
+	}{
 		{testsuite.SchemeStandardWebhooks, "whsec_" + base64.StdEncoding.EncodeToString([]byte("a 24-byte signing secret"))},
 		{testsuite.SchemeStripe, "whsec_stripe_style_secret_0123456789"},
 		{testsuite.SchemeHMAC, "a plain signing secret without commas"},
 	} {
-		t.Run(tt.scheme, func(t *testing.T) {
+		t.Run(string(tt.scheme), func(t *testing.T) {
 			type delivery struct {
 				h    http.Header
 				body []byte
@@ -159,7 +162,7 @@ func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
 				URL: receiver.URL, Scheme: tt.scheme, Secret: tt.secret, Forged: 1,
 			}})
 			req, _ := http.NewRequest(http.MethodPost, api.URL+"/payments", strings.NewReader(`{"amount":4200}`))
-			req.Header.Set("Idempotency-Key", "compose-"+tt.scheme)
+			req.Header.Set("Idempotency-Key", "compose-"+string(tt.scheme))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -167,7 +170,7 @@ func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
 			}
 			resp.Body.Close()
 
-			v, err := verifierOf(t, []string{"--webhook-scheme", tt.scheme}, tt.secret)
+			v, err := verifierOf(t, []string{"--webhook-scheme", string(tt.scheme)}, tt.secret)
 			if err != nil {
 				t.Fatal(err)
 			}

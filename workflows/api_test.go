@@ -25,12 +25,12 @@ import (
 func TestSecondCallWithTheSameOperationFails(t *testing.T) {
 	tests := []struct {
 		name     string
-		opts     []workflows.Option
+		repeat   bool // the second call sets Request.Repeat
 		wantErr  string
 		requests int
 	}{
-		{"repeat without saying so", nil, "already completed a call with the same idempotency key", 1},
-		{"repeat meant", []workflows.Option{workflows.Repeat()}, "", 2},
+		{"repeat without saying so", false, "already completed a call with the same idempotency key", 1},
+		{"repeat meant", true, "", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +40,8 @@ func TestSecondCallWithTheSameOperationFails(t *testing.T) {
 				if _, err := workflows.Post(ctx, "charge", srv.URL+"/payments", map[string]int{"amount": 1}); err != nil {
 					return false, err
 				}
-				resp, err := workflows.Post(ctx, "charge", srv.URL+"/payments", map[string]int{"amount": 1}, tt.opts...)
+				resp, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: srv.URL + "/payments",
+					Body: json.RawMessage(`{"amount":1}`), Repeat: tt.repeat})
 				if err != nil {
 					return false, err
 				}

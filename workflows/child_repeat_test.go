@@ -29,11 +29,10 @@ import (
 func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
 	via := map[string]func(workflow.Context, workflows.Request) (*workflows.Response, error){
 		"Post": func(ctx workflow.Context, req workflows.Request) (*workflows.Response, error) {
-			var opts []workflows.Option
-			if req.Repeat {
-				opts = append(opts, workflows.Repeat())
+			if req.Repeat { // Post has no options: a meant repeat is a Call
+				return workflows.Call(ctx, req)
 			}
-			return workflows.Post(ctx, req.Operation, req.URL, req.Body, opts...)
+			return workflows.Post(ctx, req.Operation, req.URL, req.Body)
 		},
 		"ExecuteChild": workflows.ExecuteChild,
 	}
@@ -96,7 +95,7 @@ func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
 				assert.Contains(t, appErr.Message(), `operation "charge"`)
 				assert.Contains(t, appErr.Message(), "already completed a call with the same idempotency key")
 				assert.Contains(t, appErr.Message(), `"charge-2"`, "says to give the operation its own name")
-				assert.Contains(t, appErr.Message(), "workflows.Repeat()", "says how to mean the repeat")
+				assert.Contains(t, appErr.Message(), "set Request.Repeat (workflows.Call)", "says how to mean the repeat")
 				return
 			}
 			require.NoError(t, err)

@@ -129,8 +129,12 @@ func decodeFailure(appErr *temporal.ApplicationError, f *Failure) (ok bool) {
 // The error types of a [Failure] (its Type, and the Type of the
 // *temporal.ApplicationError it comes in). Each constant's name is
 // "ErrType" and its value; the values are recorded in Temporal's histories
-// and never change. The classification table (docs/how-it-works.md) says which answer
-// gets which type; here is what each means and what to do next.
+// and never change. They are untyped string constants on purpose, unlike
+// Jitter, State and Source: they are compared with
+// temporal.ApplicationError.Type() and listed in
+// temporal.RetryPolicy.NonRetryableErrorTypes, which are plain strings. The
+// classification table (docs/how-it-works.md) says which answer gets which
+// type; here is what each means and what to do next.
 //
 // Types that Temporal retries, with the same key, until the operation
 // succeeds or its budget (RetryOptions.MaximumAttempts) or deadline

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,9 +20,11 @@ import (
 // Pay calls a payment API once and says what its caller should do next,
 // for each type of failure the call can end in.
 func Pay(ctx workflow.Context, url string) (string, error) {
-	_, err := workflows.Post(ctx, "pay", url, map[string]any{"amount": 100},
-		workflows.WithRetry(workflows.RetryOptions{MaximumAttempts: 2}),
-		workflows.WithTimeouts(5*time.Second, 30*time.Second))
+	_, err := workflows.Call(ctx, workflows.Request{
+		Operation: "pay", URL: url, Body: json.RawMessage(`{"amount":100}`),
+		Retry:               workflows.RetryOptions{MaximumAttempts: 2},
+		StartToCloseTimeout: 5 * time.Second, ScheduleToCloseTimeout: 30 * time.Second,
+	})
 	if err == nil {
 		return "paid", nil
 	}

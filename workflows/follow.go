@@ -16,21 +16,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// Defaults of FollowOptions (docs/long-running.md states them too).
-const (
-	// DefaultFollowTimeout bounds following an operation, all polls
-	// included, when FollowOptions.Timeout is 0.
-	DefaultFollowTimeout = request.DefaultFollowTimeout
-	// DefaultPollInterval is the first wait between polls of a monitor that
-	// sends no Retry-After; it doubles up to DefaultMaxPollInterval, with
-	// equal jitter.
-	DefaultPollInterval    = request.DefaultPollInterval
-	DefaultMaxPollInterval = request.DefaultMaxPollInterval
-	// MinPollInterval is the shortest wait before a poll, a Retry-After of
-	// 0 included.
-	MinPollInterval = request.MinPollInterval
-)
-
 // FollowOptions ask a call to follow a long-running operation to its end:
 // when the server accepts the start request with a status monitor (by the
 // origin's activities.LongRunning: a 202 with Location by default;
@@ -40,18 +25,16 @@ const (
 // defaults.
 type FollowOptions struct {
 	// Timeout bounds the following from the start answer on, the wait
-	// before the first poll and all polls included (default
-	// DefaultFollowTimeout, 24 h): a start answer's Retry-After longer
+	// before the first poll and all polls included (default 24 hours): a start answer's Retry-After longer
 	// than it is cut to it. An operation still running then fails with
 	// ErrTypeOperationStillRunning; its Failure.Accepted resumes it with
 	// FollowAccepted.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Interval and MaximumInterval pace the polls of a monitor that sends
-	// no Retry-After: the wait starts at Interval (default
-	// DefaultPollInterval, 1 s) and doubles up to MaximumInterval (default
-	// DefaultMaxPollInterval, 1 min), with equal jitter; never below
-	// MinPollInterval. A Retry-After is followed as sent, at least
-	// MinPollInterval and at most the worker's Config.MaxRetryAfter; the
+	// no Retry-After: the wait starts at Interval (default 1 second) and
+	// doubles up to MaximumInterval (default 1 minute), with equal jitter;
+	// never below 1 second. A Retry-After is followed as sent, at least 1
+	// second and at most the worker's Config.MaxRetryAfter; the
 	// first poll waits for the start answer's.
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
@@ -87,10 +70,6 @@ func (o FollowOptions) validate() error {
 	}
 	return nil
 }
-
-// Follow sets Request.Follow: a status monitor in the answer is polled
-// until the operation ends (see FollowOptions).
-func Follow(o FollowOptions) Option { return func(r *Request) { r.Follow = &o } }
 
 // Accepted is a long-running operation the server accepted: where its
 // state is read, and, in a final Response, how following it went. It is
@@ -133,7 +112,7 @@ func pollInput(op Accepted, o FollowOptions) request.Monitor {
 // ErrTypeOperationStillRunning (its Failure.Accepted). The first poll goes
 // out at once. The polls run on the task queue and with the per-attempt
 // timeout already on ctx (workflow.WithActivityOptions; default the
-// workflow's queue and DefaultStartToCloseTimeout).
+// workflow's queue and 10 seconds).
 func FollowAccepted(ctx workflow.Context, op Accepted, opts FollowOptions) (*Response, error) {
 	if op.Monitor == "" || op.URL == "" {
 		return nil, invalid("FollowAccepted needs Accepted.Monitor and Accepted.URL: pass the Accepted of a Response or of a Failure")
@@ -159,7 +138,7 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: request.RedactURL(in.URL), IdempotencyKey: in.IdempotencyKey,
 				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
 	}
-	return follow(ctx, ao, *resp.Accepted, opts, max(resp.Accepted.RetryAfter, MinPollInterval))
+	return follow(ctx, ao, *resp.Accepted, opts, max(resp.Accepted.RetryAfter, request.MinPollInterval))
 }
 
 // follow follows op within opts.Timeout, counted from now: it waits first
@@ -170,7 +149,7 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 // opts.CancelOperation is set: this is the one place that does.
 func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions, first time.Duration) (*Response, error) {
 	in := pollInput(op, opts)
-	timeout := cmp.Or(opts.Timeout, DefaultFollowTimeout)
+	timeout := cmp.Or(opts.Timeout, request.DefaultFollowTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	wait := min(first, timeout)
 	if first > timeout && workflow.GetVersion(ctx, firstWaitBounded, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
@@ -277,7 +256,7 @@ func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, t
 	return workflow.ActivityOptions{
 		TaskQueue:              ao.TaskQueue,
 		DisableEagerExecution:  ao.DisableEagerExecution,
-		StartToCloseTimeout:    cmp.Or(ao.StartToCloseTimeout, DefaultStartToCloseTimeout),
+		StartToCloseTimeout:    cmp.Or(ao.StartToCloseTimeout, request.DefaultStartToCloseTimeout),
 		ScheduleToCloseTimeout: timeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: in.Backoff.InitialInterval, BackoffCoefficient: in.Backoff.BackoffCoefficient,

@@ -26,10 +26,10 @@ func TestFollowRefusesBadOptions(t *testing.T) {
 		want string
 	}{
 		{"negative deadline", func(ctx workflow.Context) (*workflows.Response, error) {
-			return workflows.Post(ctx, "t", "https://api.example.com/t", nil, workflows.Follow(workflows.FollowOptions{Timeout: -time.Second}))
+			return workflows.Call(ctx, workflows.Request{Operation: "t", URL: "https://api.example.com/t", Follow: &workflows.FollowOptions{Timeout: -time.Second}})
 		}, "Request.Follow: Timeout"},
 		{"negative interval", func(ctx workflow.Context) (*workflows.Response, error) {
-			return workflows.Post(ctx, "t", "https://api.example.com/t", nil, workflows.Follow(workflows.FollowOptions{Interval: -1}))
+			return workflows.Call(ctx, workflows.Request{Operation: "t", URL: "https://api.example.com/t", Follow: &workflows.FollowOptions{Interval: -1}})
 		}, "must be 0 (the default) or more"},
 		{"resume without a monitor", func(ctx workflow.Context) (*workflows.Response, error) {
 			return workflows.FollowAccepted(ctx, workflows.Accepted{}, workflows.FollowOptions{})

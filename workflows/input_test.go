@@ -33,11 +33,11 @@ func TestRetryDefaultsAreTheActivitys(t *testing.T) {
 		want     request.Backoff
 		attempts int32
 	}{
-		{"zero", workflows.RetryOptions{}, request.Backoff{}.WithDefaults(), workflows.DefaultMaximumAttempts},
+		{"zero", workflows.RetryOptions{}, request.Backoff{}.WithDefaults(), request.DefaultMaximumAttempts},
 		{"set", set, request.Backoff{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, Jitter: "equal"}, 3},
 		// Temporal refuses a MaximumInterval below InitialInterval: the
 		// default maximum (10 s) is raised to a longer initial interval.
-		{"initial above the default maximum", workflows.RetryOptions{InitialInterval: 30 * time.Second}, request.Backoff{InitialInterval: 30 * time.Second, BackoffCoefficient: request.DefaultBackoffCoefficient, MaximumInterval: 30 * time.Second, Jitter: "full"}, workflows.DefaultMaximumAttempts},
+		{"initial above the default maximum", workflows.RetryOptions{InitialInterval: 30 * time.Second}, request.Backoff{InitialInterval: 30 * time.Second, BackoffCoefficient: request.DefaultBackoffCoefficient, MaximumInterval: 30 * time.Second, Jitter: "full"}, request.DefaultMaximumAttempts},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := idemtest.StartServer(t, idemtest.Options{})

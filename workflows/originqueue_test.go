@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,6 +67,6 @@ func TestOnOriginQueue(t *testing.T) {
 }
 
 func postOnOriginQueue(ctx workflow.Context, url string) error {
-	_, err := workflows.Post(ctx, "charge", url+"/payments", map[string]int{"amount": 1}, workflows.OnOriginQueue())
+	_, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: url + "/payments", Body: json.RawMessage(`{"amount":1}`), OriginQueue: true})
 	return err
 }

@@ -100,6 +100,6 @@ func refuseRepeat(ctx workflow.Context, key string, req Request) (owns bool, err
 	if !again || req.Repeat {
 		return owns, nil
 	}
-	return false, invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Repeat()) if reading the stored answer again is meant",
+	return false, invalid("operation %q: this workflow run already completed a call with the same idempotency key (operation %q): the server would answer with that call's stored response and this call's work would not happen; if this is another operation, give it its own name (e.g. %q); set Request.Repeat (workflows.Call) if reading the stored answer again is meant",
 		req.Operation, prev, req.Operation+"-2")
 }

@@ -19,35 +19,30 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// Defaults of WebhookOptions (docs/webhooks.md states them too).
+// Source is where an Outcome came from (Outcome.Source); in JSON, its
+// string.
+type Source string
+
+// The sources of an Outcome.
 const (
-	// DefaultWebhookTimeout bounds the wait of a call with
-	// Request.Webhook, fallback polls included, when WebhookOptions.Timeout
-	// is 0: providers retry a delivery for up to three days.
-	DefaultWebhookTimeout = 72 * time.Hour
-	// DefaultPollAfter is how long the call waits for a terminal
-	// notification before it starts polling, when WebhookPoll.After is 0.
-	DefaultPollAfter = 5 * time.Minute
-	// DefaultStatusField is where the fallback poll reads the resource's
-	// state, when WebhookPoll.StatusField is "".
-	DefaultStatusField = "status"
+	SourceWebhook Source = "webhook"
+	SourcePoll    Source = "poll"
 )
 
-// Where an Outcome came from (Outcome.Source).
-const (
-	SourceWebhook = "webhook"
-	SourcePoll    = "poll"
-)
+// State is how an operation ended (Outcome.State; testsuite's Async and
+// Webhooks take it to say how the reference server's operations end); in
+// JSON, its string.
+type State string
 
-// The states of an ended operation (Outcome.State).
+// The states of an ended operation.
 const (
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-	StateCanceled  = "canceled"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCanceled  State = "canceled"
 )
 
 // WebhookOptions ask a call to await the outcome of the operation it
-// starts (Request.Webhook, AwaitWebhook): from the provider's verified
+// starts (Request.Webhook): from the provider's verified
 // notifications (delivered by webhooks.Receiver), and, when none has ended
 // it by WebhookPoll.After, from polling the resource too. Whichever terminal state comes first wins; a later or
 // duplicate notification changes nothing.
@@ -61,7 +56,7 @@ type WebhookOptions struct {
 	Failed    []string `json:"failed,omitempty"`
 	Canceled  []string `json:"canceled,omitempty"`
 	// Timeout bounds the wait after the start answer, polls included (default
-	// DefaultWebhookTimeout, 72 h): an operation not ended by then fails
+	// 72 hours, as long as providers retry a delivery): an operation not ended by then fails
 	// with ErrTypeOperationStillRunning.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Poll is the fallback; nil: none (only a notification ends the wait).
@@ -105,7 +100,7 @@ type WebhookResource struct {
 //     the start answer before the first poll (default DefaultPollAfter,
 //     5 min; at least 1 s);
 //   - StatusField: the dotted path of the resource's state in its JSON
-//     document (default DefaultStatusField, "status");
+//     document (default request.DefaultStatusField, "status");
 //   - Succeeded (required), Failed and Canceled: the states that end the
 //     operation (matched case-insensitively); any other is still running;
 //   - Confirm: a terminal notification does not end the wait by itself:
@@ -142,7 +137,7 @@ func (o WebhookOptions) validate() error {
 		return errors.New("WebhookOptions: name the event types that end the operation in Succeeded, Failed or Canceled (e.g. Succeeded: []string{\"payment_intent.succeeded\"})")
 	}
 	if o.Timeout < 0 {
-		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", DefaultWebhookTimeout, o.Timeout)
+		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", request.DefaultWebhookTimeout, o.Timeout)
 	}
 	if r := o.Resource; r != nil && (strings.TrimSpace(r.Start) == "" || strings.TrimSpace(r.Event) == "") {
 		return errors.New("WebhookOptions.Resource: name where the resource's ID is in the start answer (Start, e.g. \"id\") and in an event (Event, e.g. \"data.object.id\")")
@@ -259,9 +254,9 @@ func (n *Notification) UnmarshalJSON(data []byte) error {
 // failure.
 type Outcome struct {
 	// State is StateSucceeded, StateFailed or StateCanceled.
-	State string `json:"state"`
+	State State `json:"state"`
 	// Source is SourceWebhook or SourcePoll.
-	Source string `json:"source"`
+	Source Source `json:"source"`
 	// At is when the workflow learned it (workflow time).
 	At time.Time `json:"at"`
 	// Notification is the notification that ended it (Source webhook).
@@ -486,7 +481,7 @@ func (w *webhook) apply(ctx workflow.Context, n Notification, d disposition) str
 	case dispEnd:
 		state := w.state(n.Type)
 		w.ended = &Outcome{State: state, Source: SourceWebhook, At: workflow.Now(ctx), Notification: &n, Notifications: w.count}
-		return "ended: " + state
+		return "ended: " + string(state)
 	case dispPend:
 		if w.pending != nil {
 			return "noted: a read of the resource confirms an earlier notification already"
@@ -503,7 +498,7 @@ func (w *webhook) apply(ctx workflow.Context, n Notification, d disposition) str
 }
 
 // state is the state an event type ends the operation in, "" if none.
-func (w *webhook) state(typ string) string {
+func (w *webhook) state(typ string) State {
 	switch {
 	case slices.Contains(w.opts.Succeeded, typ):
 		return StateSucceeded
@@ -634,7 +629,7 @@ func (w *webhook) woken() bool { return w.ended != nil || w.pending != nil && w.
 // queue, start-to-close timeout), as FollowAccepted's.
 func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start *Response) (*Response, error) {
 	w.bind(ctx, start)
-	timeout := cmp.Or(w.opts.Timeout, DefaultWebhookTimeout)
+	timeout := cmp.Or(w.opts.Timeout, request.DefaultWebhookTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }
 	p := w.opts.Poll
@@ -650,7 +645,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	}
 	first := timeout
 	if mon != "" {
-		first = min(timeout, max(cmp.Or(p.After, DefaultPollAfter), MinPollInterval))
+		first = min(timeout, max(cmp.Or(p.After, request.DefaultPollAfter), request.MinPollInterval))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s", w.operation))
 	if _, err := workflow.AwaitWithTimeout(ctx, first, woken); err != nil {
@@ -688,13 +683,13 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
 	in := pollInput(op, FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
 	rule := request.StatusRule(*p)
-	rule.StatusField = cmp.Or(p.StatusField, DefaultStatusField)
+	rule.StatusField = cmp.Or(p.StatusField, request.DefaultStatusField)
 	in.Status = &rule
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops
 	var finished bool
 	workflow.Go(pctx, func(gctx workflow.Context) {
-		left := max(deadline.Sub(workflow.Now(gctx)), MinPollInterval)
+		left := max(deadline.Sub(workflow.Now(gctx)), request.MinPollInterval)
 		resp, _, err = pollMonitor(gctx, ao, op, in, left)
 		finished = true
 	})

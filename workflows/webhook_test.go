@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -63,8 +64,8 @@ func TestWebhookOutcome(t *testing.T) {
 		poll       bool
 		timeout    time.Duration
 		deliveries []delivery
-		wantSource string
-		wantState  string
+		wantSource workflows.Source
+		wantState  workflows.State
 		wantErr    string
 		wantID     string
 		wantPolls  bool
@@ -254,8 +255,8 @@ func TestWebhookLateNotification(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
 	wf := func(ctx workflow.Context) (*workflows.Outcome, error) {
-		resp, err := workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100},
-			workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}}))
+		resp, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: api.URL + "/charges", Body: json.RawMessage(`{"amount":100}`),
+			Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}}})
 		if err != nil {
 			return nil, err
 		}
@@ -430,7 +431,7 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 		// otherKey: the second call is another operation (its own key).
 		otherKey   bool
 		wantErr    string
-		wantState  string
+		wantState  workflows.State
 		wantStarts int32
 	}{
 		{name: "the retry's start answered", retryStatus: 201, wantState: workflows.StateSucceeded, wantStarts: 3},
@@ -451,11 +452,12 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 			var s sdktestsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
 			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
-			wait := workflows.AwaitWebhook(workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour})
+			req := workflows.Request{Operation: "charge", URL: api.URL + "/charges", Body: json.RawMessage(`{"amount":100}`),
+				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour},
+				Retry:   workflows.RetryOptions{MaximumAttempts: 2}}
 			var firstErr error
 			wf := func(ctx workflow.Context) (*workflows.Response, error) {
-				retry := workflows.WithRetry(workflows.RetryOptions{MaximumAttempts: 2})
-				_, firstErr = workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, wait, retry)
+				_, firstErr = workflows.Call(ctx, req)
 				if f, ok := workflows.AsFailure(firstErr); !ok || !f.OutcomeUnknown {
 					return nil, fmt.Errorf("the first call: %v, want its outcome unknown", firstErr)
 				}
@@ -464,11 +466,11 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 				if err := workflow.Sleep(ctx, 10*time.Minute); err != nil {
 					return nil, err
 				}
-				opts := []workflows.Option{wait, retry}
+				again := req
 				if tc.otherKey {
-					opts = append(opts, workflows.WithKey("another-operation-key-1234"))
+					again.IdempotencyKey = "another-operation-key-1234"
 				}
-				return workflows.Post(ctx, "charge", api.URL+"/charges", map[string]int{"amount": 100}, opts...)
+				return workflows.Call(ctx, again)
 			}
 			env.RegisterWorkflow(wf)
 			var took []string
@@ -518,7 +520,7 @@ func TestWebhookResourceBinding(t *testing.T) {
 		poll          bool
 		deliveries    []delivery
 		wantErr       string
-		wantState     string
+		wantState     workflows.State
 		wantID        string
 		wantConfirmed bool
 	}{
@@ -588,6 +590,34 @@ func TestWebhookResourceBinding(t *testing.T) {
 			assert.Equal(t, tc.wantConfirmed, out.Confirmed)
 			require.NotNil(t, out.Notification)
 			assert.Equal(t, tc.wantID, out.Notification.ID)
+		})
+	}
+}
+
+// TestOutcomeJSONUnchangedByTypedConstants: State and Source are typed
+// strings; in JSON (history, results) they are the same strings as when
+// they were plain strings, both ways.
+func TestOutcomeJSONUnchangedByTypedConstants(t *testing.T) {
+	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		out  workflows.Outcome
+		want string
+	}{
+		{"webhook succeeded", workflows.Outcome{State: workflows.StateSucceeded, Source: workflows.SourceWebhook, At: at},
+			`{"state":"succeeded","source":"webhook","at":"2026-12-06T05:00:00Z"}`},
+		{"poll failed", workflows.Outcome{State: workflows.StateFailed, Source: workflows.SourcePoll, At: at},
+			`{"state":"failed","source":"poll","at":"2026-12-06T05:00:00Z"}`},
+		{"poll canceled", workflows.Outcome{State: workflows.StateCanceled, Source: workflows.SourcePoll, At: at},
+			`{"state":"canceled","source":"poll","at":"2026-12-06T05:00:00Z"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.out)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(b), "byte for byte")
+			var back workflows.Outcome
+			require.NoError(t, json.Unmarshal([]byte(tc.want), &back))
+			assert.Equal(t, tc.out, back)
 		})
 	}
 }

@@ -40,18 +40,6 @@ const DefaultTaskQueue = "idempotent-http"
 // WorkflowName is the name the ready workflow [HTTPCallWorkflow] is registered under.
 const WorkflowName = "IdempotentHTTPCall"
 
-// Defaults for the zero values of RetryOptions and Request, stated here
-// once (the backoff ones in internal/request, where the activity applies
-// them too: 200 ms, 2 and 10 s today) and in docs/how-it-works.md.
-const (
-	DefaultInitialInterval        = request.DefaultInitialInterval
-	DefaultBackoffCoefficient     = request.DefaultBackoffCoefficient
-	DefaultMaximumInterval        = request.DefaultMaximumInterval
-	DefaultMaximumAttempts        = 5
-	DefaultStartToCloseTimeout    = 10 * time.Second
-	DefaultScheduleToCloseTimeout = 2 * time.Minute
-)
-
 // RetryOptions are the one retry policy of a call; they become the
 // activity's Temporal RetryPolicy. A zero field takes the value of the
 // RetryPolicy already on ctx (set with workflow.WithActivityOptions), else
@@ -116,11 +104,10 @@ type Request struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Retry configures the retry policy.
 	Retry RetryOptions `json:"retry,omitzero"`
-	// StartToCloseTimeout bounds each attempt (default
-	// DefaultStartToCloseTimeout).
+	// StartToCloseTimeout bounds each attempt (default 10 seconds).
 	StartToCloseTimeout time.Duration `json:"start_to_close_timeout,omitempty"`
 	// ScheduleToCloseTimeout bounds the whole operation, all attempts and waits
-	// included (default DefaultScheduleToCloseTimeout). A retry wait that
+	// included (default 2 minutes). A retry wait that
 	// cannot end before it fails at once.
 	ScheduleToCloseTimeout time.Duration `json:"schedule_to_close_timeout,omitempty"`
 	// TaskQueue runs the activity on another task queue (default: the
@@ -188,53 +175,18 @@ func Key(ctx workflow.Context, operation string) string {
 }
 
 // Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
-// sent as-is) to url with POST, under a key derived from operation. It is
-// Call with the defaults, changed by opts.
-func Post(ctx workflow.Context, operation, url string, body any, opts ...Option) (*Response, error) {
+// sent as-is) to url with POST, under a key derived from operation, with
+// every other field of [Request] at its default. It is the one-line
+// shorthand for the common case, as net/http's Post is beside Do: to set
+// headers, a key, retries, timeouts, Repeat, OriginQueue, Follow or
+// Webhook, fill a Request and pass it to [Call].
+func Post(ctx workflow.Context, operation, url string, body any) (*Response, error) {
 	raw, err := encodeBody(body)
 	if err != nil {
 		return nil, err
 	}
-	req := Request{Operation: operation, URL: url, Body: raw}
-	for _, o := range opts {
-		o(&req)
-	}
-	return Call(ctx, req)
+	return Call(ctx, Request{Operation: operation, URL: url, Body: raw})
 }
-
-// Option changes a Request built by Post.
-type Option func(*Request)
-
-// WithHeaders adds non-secret request headers.
-func WithHeaders(h map[string]string) Option { return func(r *Request) { r.Headers = h } }
-
-// WithKey sets an explicit idempotency key instead of the derived one.
-func WithKey(key string) Option { return func(r *Request) { r.IdempotencyKey = key } }
-
-// WithRetry sets the retry options.
-func WithRetry(o RetryOptions) Option { return func(r *Request) { r.Retry = o } }
-
-// WithTimeouts sets the per-attempt and overall timeouts (0 keeps a value).
-func WithTimeouts(startToClose, scheduleToClose time.Duration) Option {
-	return func(r *Request) {
-		r.StartToCloseTimeout = cmp.Or(startToClose, r.StartToCloseTimeout)
-		r.ScheduleToCloseTimeout = cmp.Or(scheduleToClose, r.ScheduleToCloseTimeout)
-	}
-}
-
-// Repeat sets Request.Repeat: a second call with the same key in this run
-// is meant.
-func Repeat() Option { return func(r *Request) { r.Repeat = true } }
-
-// AwaitWebhook sets Request.Webhook: the call awaits the outcome of the
-// operation it starts by webhook, with polling as the fallback (see
-// WebhookOptions).
-func AwaitWebhook(o WebhookOptions) Option { return func(r *Request) { r.Webhook = &o } }
-
-// OnOriginQueue sets Request.OriginQueue: the request runs on its origin's
-// own task queue, whose rate the workers' --shared-rate keeps on the
-// Temporal server.
-func OnOriginQueue() Option { return func(r *Request) { r.OriginQueue = true } }
 
 // encodeBody encodes v as a JSON request body. json.RawMessage and []byte
 // are taken as already encoded and must be valid JSON; nil is no body.
@@ -328,7 +280,9 @@ func requestKey(ctx workflow.Context, req Request) string {
 
 // OriginTaskQueue returns the task queue that a request to rawURL with
 // Request.OriginQueue runs on when it would otherwise run on base: a
-// worker polls it to serve that origin.
+// worker polls it to serve that origin. The repo's worker does so with
+// --shared-rate; a worker of your own that serves origin queues needs
+// this name to poll them (it is public for that).
 func OriginTaskQueue(base, rawURL string) (string, error) {
 	origin, err := request.Origin(rawURL)
 	if err != nil {
@@ -361,8 +315,8 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		// The server does not rate-limit eager activities.
 		ao.DisableEagerExecution = true
 	}
-	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, DefaultStartToCloseTimeout)
-	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, DefaultScheduleToCloseTimeout)
+	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, request.DefaultStartToCloseTimeout)
+	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, request.DefaultScheduleToCloseTimeout)
 	ao.RetryPolicy = &temporal.RetryPolicy{
 		InitialInterval:    r.InitialInterval,
 		BackoffCoefficient: r.BackoffCoefficient,
@@ -449,7 +403,7 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 		r.BackoffCoefficient = p.BackoffCoefficient
 	}
 	r = r.WithDefaults()
-	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), DefaultMaximumAttempts)
+	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), request.DefaultMaximumAttempts)
 	return r
 }
 

@@ -69,7 +69,7 @@ func TestSeedScenario(t *testing.T) {
 		assert.Equal(t, want, l.IdempotencyKey)
 	}
 	require.Len(t, h.starts, 3)
-	assert.LessOrEqual(t, h.starts[1].Sub(h.starts[0]), workflows.DefaultInitialInterval, "first wait is full jitter in [0, base]")
+	assert.LessOrEqual(t, h.starts[1].Sub(h.starts[0]), request.DefaultInitialInterval, "first wait is full jitter in [0, base]")
 	assert.Equal(t, time.Second, h.starts[2].Sub(h.starts[1]), "second wait is the server's Retry-After")
 
 	// Then a 400 fails immediately.
@@ -102,7 +102,7 @@ func TestRetryPolicyLimits(t *testing.T) {
 			opts:         idemtest.Options{FailureRate: 1},
 			req:          func(r workflows.Request) workflows.Request { return r },
 			wantType:     workflows.ErrTypeHTTPRetryableStatus,
-			wantRequests: workflows.DefaultMaximumAttempts,
+			wantRequests: request.DefaultMaximumAttempts,
 			maxElapsed:   time.Minute,
 		},
 		{

@@ -41,6 +41,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 func main() {
@@ -69,7 +70,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	failureRate := fs.Float64("failure-rate", 0, "fraction of requests answered 503 at random, in [0, 1]")
 	failureRetryAfter := fs.String("failure-retry-after", "", "Retry-After sent with random failures")
 	processing := fs.Duration("processing-time", 0, "how long the work of a new key takes")
-	window := fs.Duration("window", testsuite.DefaultWindow, "how long keys are remembered")
+	window := fs.Duration("window", 24*time.Hour, "how long keys are remembered") // testsuite.Options.Window's default
 	capacity := fs.Int("capacity", 0, "requests accepted per --capacity-window, 429 beyond (0: unlimited)")
 	capacityWindow := fs.Duration("capacity-window", time.Second, "window of --capacity")
 	dialectSet := addDialectFlags(fs)
@@ -172,7 +173,7 @@ func addAsyncFlags(fs *flag.FlagSet) asyncFlags {
 		style:      fs.String("async", "", "make every new key's work a long-running operation, followed at a status monitor in this style: location, see-other, azure, operation-location or google (default: none, the work is done at once)"),
 		duration:   fs.Duration("async-duration", 30*time.Second, "how long each long-running operation runs (with --async)"),
 		retryAfter: fs.Int("async-retry-after", 2, "Retry-After, in seconds, of the acceptance and of each poll while running; 0 for none (with --async)"),
-		outcome:    fs.String("async-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed, canceled or never (with --async)"),
+		outcome:    fs.String("async-outcome", string(workflows.StateSucceeded), "how operations end: succeeded, failed, canceled or never (with --async)"),
 		flaky:      fs.Int("async-flaky-polls", 0, "answer every n-th poll 503 (with --async; 0: none)"),
 	}
 }
@@ -186,12 +187,12 @@ func (a asyncFlags) async() (*testsuite.Async, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--async: %w", err)
 	}
-	switch *a.outcome {
-	case testsuite.OutcomeSucceeded, testsuite.OutcomeFailed, testsuite.OutcomeCanceled, testsuite.OutcomeNever:
+	switch workflows.State(*a.outcome) {
+	case workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled, testsuite.NeverEnds:
 	default:
 		return nil, fmt.Errorf("--async-outcome %q: want succeeded, failed, canceled or never", *a.outcome)
 	}
-	return &testsuite.Async{Style: style, Duration: *a.duration, RetryAfter: *a.retryAfter, Outcome: *a.outcome, FlakyPolls: *a.flaky}, nil
+	return &testsuite.Async{Style: style, Duration: *a.duration, RetryAfter: *a.retryAfter, Outcome: workflows.State(*a.outcome), FlakyPolls: *a.flaky}, nil
 }
 
 // webhookFlags are the --webhook-* flags; any of them turns webhooks on.
@@ -206,10 +207,10 @@ type webhookFlags struct {
 func addWebhookFlags(fs *flag.FlagSet) webhookFlags {
 	return webhookFlags{
 		url:        fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on"),
-		scheme:     fs.String("webhook-scheme", testsuite.SchemeStandardWebhooks, "webhook signature scheme: "+named.List(signature.Names()...)),
+		scheme:     fs.String("webhook-scheme", string(testsuite.SchemeStandardWebhooks), "webhook signature scheme: "+named.List(signature.Names()...)),
 		secretEnv:  fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)"),
 		duration:   fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook"),
-		outcome:    fs.String("webhook-outcome", testsuite.OutcomeSucceeded, "how operations end: succeeded, failed or canceled"),
+		outcome:    fs.String("webhook-outcome", string(workflows.StateSucceeded), "how operations end: succeeded, failed or canceled"),
 		deliveries: fs.Int("webhook-deliveries", 1, "how many times the terminal event is delivered (same event ID)"),
 		progress:   fs.Bool("webhook-progress", false, "also send an operation.processing event, after the terminal one"),
 		shuffle:    fs.Bool("webhook-shuffle", false, "send each operation's deliveries in random order"),
@@ -229,8 +230,8 @@ func (w webhookFlags) webhooks(fs *flag.FlagSet, async bool) (*testsuite.Webhook
 		return nil, nil
 	}
 	webhooks := &testsuite.Webhooks{
-		URL: *w.url, Scheme: *w.scheme, Secret: os.Getenv(*w.secretEnv), Duration: *w.duration,
-		Outcome: *w.outcome, Deliveries: *w.deliveries, Progress: *w.progress, Shuffle: *w.shuffle,
+		URL: *w.url, Scheme: testsuite.Scheme(*w.scheme), Secret: os.Getenv(*w.secretEnv), Duration: *w.duration,
+		Outcome: workflows.State(*w.outcome), Deliveries: *w.deliveries, Progress: *w.progress, Shuffle: *w.shuffle,
 		Jitter: *w.jitter, Forged: *w.forged, Stale: *w.stale, DropRate: *w.dropRate,
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -109,7 +110,7 @@ func TestParseFlagsAsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := testsuite.Async{Style: testsuite.AsyncOperationLocation, Duration: 5 * time.Second, RetryAfter: 1, Outcome: testsuite.OutcomeFailed, FlakyPolls: 3}
+	want := testsuite.Async{Style: testsuite.AsyncOperationLocation, Duration: 5 * time.Second, RetryAfter: 1, Outcome: workflows.StateFailed, FlakyPolls: 3}
 	if cfg.opts.Async == nil || *cfg.opts.Async != want {
 		t.Errorf("async %+v, want %+v", cfg.opts.Async, want)
 	}
@@ -132,7 +133,7 @@ func TestParseFlagsWebhooks(t *testing.T) {
 		{[]string{"--async", "azure"}, nil},
 		{[]string{"--webhook-url", "http://127.0.0.1:9/hooks"}, &testsuite.Webhooks{
 			URL: "http://127.0.0.1:9/hooks", Scheme: testsuite.SchemeStandardWebhooks, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==",
-			Outcome: testsuite.OutcomeSucceeded, Deliveries: 1,
+			Outcome: workflows.StateSucceeded, Deliveries: 1,
 		}},
 		{[]string{
 			"--webhook-url", "https://example.test/h?x=1", "--webhook-scheme", "hmac", "--webhook-secret-env", "OTHER_SECRET",
@@ -140,11 +141,11 @@ func TestParseFlagsWebhooks(t *testing.T) {
 			"--webhook-shuffle", "--webhook-jitter", "20ms", "--webhook-forged", "2", "--webhook-stale", "1", "--webhook-drop-rate", "0.25",
 		}, &testsuite.Webhooks{
 			URL: "https://example.test/h?x=1", Scheme: testsuite.SchemeHMAC, Secret: "plain", Duration: 5 * time.Second,
-			Outcome: testsuite.OutcomeCanceled, Deliveries: 3, Progress: true, Shuffle: true, Jitter: 20 * time.Millisecond,
+			Outcome: workflows.StateCanceled, Deliveries: 3, Progress: true, Shuffle: true, Jitter: 20 * time.Millisecond,
 			Forged: 2, Stale: 1, DropRate: 0.25,
 		}},
 		{[]string{"--webhook-scheme", "stripe"}, &testsuite.Webhooks{
-			Scheme: testsuite.SchemeStripe, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", Outcome: testsuite.OutcomeSucceeded, Deliveries: 1,
+			Scheme: testsuite.SchemeStripe, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", Outcome: workflows.StateSucceeded, Deliveries: 1,
 		}},
 	}
 	for _, tt := range tests {

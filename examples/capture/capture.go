@@ -6,6 +6,7 @@
 package capture
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
@@ -31,8 +32,8 @@ type Payment struct {
 type Receipt struct {
 	PaymentID string
 	Declined  bool
-	Source    string    // "webhook" or "poll": who said how it ended
-	At        time.Time // when the workflow learned it
+	Source    workflows.Source // "webhook" or "poll": who said how it ended
+	At        time.Time        // when the workflow learned it
 }
 
 // README: workflow
@@ -42,16 +43,21 @@ type Receipt struct {
 // minutes, it also reads the payment until it ends; whichever says so
 // first wins, and a late or repeated webhook changes nothing.
 func Capture(ctx workflow.Context, p Payment) (Receipt, error) {
-	body := map[string]any{"order": p.Order, "amount": p.Cents,
-		"metadata": workflows.WebhookMetadata(ctx, "capture")} // the provider copies it into its events
-	wait := workflows.WebhookOptions{
-		Succeeded: []string{"operation.succeeded"},
-		Failed:    []string{"operation.failed"},
-		Timeout:   72 * time.Hour,
-		Poll: &workflows.WebhookPoll{URL: p.APIURL + "/resources/{id}", After: 10 * time.Minute,
-			Succeeded: []string{"succeeded"}, Failed: []string{"failed"}},
+	body, err := json.Marshal(map[string]any{"order": p.Order, "amount": p.Cents,
+		"metadata": workflows.WebhookMetadata(ctx, "capture")}) // the provider copies it into its events
+	if err != nil {
+		return Receipt{}, err
 	}
-	resp, err := workflows.Post(ctx, "capture", p.APIURL+"/payments", body, workflows.AwaitWebhook(wait))
+	resp, err := workflows.Call(ctx, workflows.Request{
+		Operation: "capture", URL: p.APIURL + "/payments", Body: body,
+		Webhook: &workflows.WebhookOptions{
+			Succeeded: []string{"operation.succeeded"},
+			Failed:    []string{"operation.failed"},
+			Timeout:   72 * time.Hour,
+			Poll: &workflows.WebhookPoll{URL: p.APIURL + "/resources/{id}", After: 10 * time.Minute,
+				Succeeded: []string{"succeeded"}, Failed: []string{"failed"}},
+		},
+	})
 	if f, ok := workflows.AsFailure(err); ok && f.Type == workflows.ErrTypeOperationFailed {
 		return Receipt{Declined: true, Source: f.Outcome.Source, At: f.Outcome.At}, nil // a business outcome
 	}

@@ -63,7 +63,7 @@ func TestCaptureDeclined(t *testing.T) {
 	defer receiver.Close()
 	api := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
 		URL: receiver.URL + "/webhooks/stripe", Scheme: testsuite.SchemeStripe, Secret: "whsec_stripe_test_2b7f",
-		Outcome: testsuite.OutcomeFailed, Deliveries: 2, Forged: 1,
+		Outcome: workflows.StateFailed, Deliveries: 2, Forged: 1,
 	}})
 	w := worker.New(c, "payments-declined", worker.Options{})
 	require.NoError(t, capture.Register(w, api.URL))

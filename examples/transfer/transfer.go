@@ -5,6 +5,7 @@
 package transfer
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"time"
@@ -38,9 +39,14 @@ type Settlement struct {
 // deploy loses nothing, and a transfer still pending after a day is
 // followed on, never sent again.
 func Send(ctx workflow.Context, t Transfer) (Settlement, error) {
-	body := map[string]any{"transfer": t.ID, "amount": t.Cents, "iban": t.IBAN}
+	body, err := json.Marshal(map[string]any{"transfer": t.ID, "amount": t.Cents, "iban": t.IBAN})
+	if err != nil {
+		return Settlement{}, err
+	}
 	follow := workflows.FollowOptions{Timeout: 24 * time.Hour}
-	resp, err := workflows.Post(ctx, "transfer", t.APIURL+"/transfers", body, workflows.Follow(follow))
+	resp, err := workflows.Call(ctx, workflows.Request{
+		Operation: "transfer", URL: t.APIURL + "/transfers", Body: body, Follow: &follow,
+	})
 	for err != nil {
 		f, ok := workflows.AsFailure(err)
 		switch {

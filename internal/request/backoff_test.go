@@ -22,8 +22,8 @@ func TestCeiling(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, b.Ceiling(tt.attempt), "attempt %d", tt.attempt)
 	}
-	assert.Equal(t, 200*time.Millisecond, Backoff{}.Ceiling(1), "the default InitialInterval, as workflows.DefaultInitialInterval")
-	assert.Equal(t, 10*time.Second, Backoff{}.Ceiling(100), "the default MaximumInterval, as workflows.DefaultMaximumInterval")
+	assert.Equal(t, 200*time.Millisecond, Backoff{}.Ceiling(1), "the default InitialInterval, as request.DefaultInitialInterval")
+	assert.Equal(t, 10*time.Second, Backoff{}.Ceiling(100), "the default MaximumInterval, as request.DefaultMaximumInterval")
 	assert.Equal(t, 5*time.Second, Backoff{InitialInterval: 5 * time.Second, MaximumInterval: time.Second}.Ceiling(3), "MaximumInterval is at least InitialInterval")
 }
 

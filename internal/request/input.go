@@ -137,5 +137,5 @@ func (b Backoff) WithDefaults() Backoff {
 }
 
 // ActivityName is the name the HTTP activity is registered under
-// (activities.ActivityName), which workflows.Call schedules.
+// (activities.Activities.Register), which workflows.Call schedules.
 const ActivityName = "IdempotentHTTPRequest"

@@ -7,7 +7,7 @@ import (
 )
 
 // PollActivityName is the name the poll activity is registered under
-// (activities.PollActivityName), which workflows schedule to follow a
+// (activities.Activities.Register), which workflows schedule to follow a
 // long-running operation.
 const PollActivityName = "IdempotentHTTPPoll"
 
@@ -33,7 +33,7 @@ const (
 // CancelTimeout bounds the asking, from the workflow's cancellation on,
 // the waits for admission included. It is twice the longest an origin's
 // breaker holds requests back with the worker's defaults (the Retry-After
-// of the 503 that opened it, at most activities.DefaultMaxRetryAfter, 5
+// of the 503 that opened it, at most DefaultMaxRetryAfter, 5
 // min), so that a cancel request waits out an outage and is sent as the
 // breaker's probe, with room for its own retries. A wait that could not
 // end within it fails at once (RetryWouldExceedDeadline, logged). The

@@ -425,13 +425,35 @@ func redactQueries(s string) string {
 	return b.String()
 }
 
-// The backoff defaults, for workflows.RetryOptions (which exports them)
+// The backoff defaults, for workflows.RetryOptions (whose field docs state them)
 // and for a Backoff with zero fields: Backoff.WithDefaults applies them
 // for both sides.
 const (
 	DefaultInitialInterval    = 200 * time.Millisecond
 	DefaultBackoffCoefficient = 2.0
 	DefaultMaximumInterval    = 10 * time.Second
+)
+
+// The defaults of a call's other zero fields (workflows.Request and
+// RetryOptions state them in their field docs): the starter and the
+// benchmarks use them too.
+const (
+	DefaultMaximumAttempts        = 5
+	DefaultStartToCloseTimeout    = 10 * time.Second
+	DefaultScheduleToCloseTimeout = 2 * time.Minute
+)
+
+// The defaults of activities.Config's limits (its field docs state them;
+// the worker's flags use them too).
+const (
+	// DefaultMaxResponseBytes is the default of Config.MaxResponseBytes.
+	DefaultMaxResponseBytes = 1 << 20 // 1 MiB
+	// DefaultMaxResultBytes is the default of Config.MaxResultBytes: below
+	// Temporal's default 2 MiB payload limit, with room for the rest of the
+	// completion.
+	DefaultMaxResultBytes = 3 << 19 // 1.5 MiB
+	// DefaultMaxRetryAfter is the default of Config.MaxRetryAfter.
+	DefaultMaxRetryAfter = 5 * time.Minute
 )
 
 // MinInFlightWait is the shortest wait before asking again about a key the

@@ -603,8 +603,8 @@ func lroWorker(h *harness, tq string, origins []string) (*lroRun, error) {
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: activities.ActivityName})
-	r.w.RegisterActivityWithOptions(r.asked.wrap(acts.Poll), activity.RegisterOptions{Name: activities.PollActivityName})
+	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: request.ActivityName})
+	r.w.RegisterActivityWithOptions(r.asked.wrap(acts.Poll), activity.RegisterOptions{Name: request.PollActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sleepWorkflow, workflow.RegisterOptions{Name: sleepWorkflowName})
 	if err := r.w.Start(); err != nil {

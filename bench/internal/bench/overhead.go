@@ -183,7 +183,7 @@ func (o *overhead) doPerExecution(sw stopwatch, n int) error {
 	o.acts.Register(env)
 	sw.ResetTimer()
 	for range n {
-		v, err := env.ExecuteActivity(activities.ActivityName, o.req)
+		v, err := env.ExecuteActivity(request.ActivityName, o.req)
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -37,9 +38,9 @@ const (
 // workflows.Call's defaults.
 func minimalWorkflow(ctx workflow.Context, url string, body []byte) (int, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    workflows.DefaultStartToCloseTimeout,
-		ScheduleToCloseTimeout: workflows.DefaultScheduleToCloseTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: workflows.DefaultMaximumAttempts},
+		StartToCloseTimeout:    request.DefaultStartToCloseTimeout,
+		ScheduleToCloseTimeout: request.DefaultScheduleToCloseTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: request.DefaultMaximumAttempts},
 	})
 	var status int
 	err := workflow.ExecuteActivity(ctx, minimalActivityName, url, body).Get(ctx, &status)

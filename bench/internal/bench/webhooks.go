@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -160,7 +161,7 @@ func (h stubHandle) RunID() string      { return "" }
 func (h stubHandle) UpdateID() string   { return h.updateID }
 func (h stubHandle) Get(_ context.Context, v any) error {
 	if p, ok := v.(*string); ok {
-		*p = "ended: " + workflows.StateSucceeded
+		*p = "ended: " + string(workflows.StateSucceeded)
 	}
 	return nil
 }
@@ -631,7 +632,7 @@ func startWebhooksWorker(h *harness, tq string, logf func(string, ...any)) (*whR
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: activities.ActivityName})
+	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: request.ActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sinkWorkflow, workflow.RegisterOptions{Name: sinkWorkflowName})
 	if err := r.w.Start(); err != nil {

@@ -45,12 +45,12 @@ func ParseDialect(name string) (testsuite.Dialect, error) {
 }
 
 // ParseAsyncStyle checks an Async.Style name ("" is AsyncLocation).
-func ParseAsyncStyle(s string) (string, error) {
-	switch s {
+func ParseAsyncStyle(s string) (testsuite.AsyncStyle, error) {
+	switch style := testsuite.AsyncStyle(s); style {
 	case "":
 		return testsuite.AsyncLocation, nil
 	case testsuite.AsyncLocation, testsuite.AsyncSeeOther, testsuite.AsyncAzure, testsuite.AsyncOperationLocation, testsuite.AsyncGoogle:
-		return s, nil
+		return style, nil
 	}
 	return "", fmt.Errorf("async style %q: want %s, %s, %s, %s or %s", s, testsuite.AsyncLocation, testsuite.AsyncSeeOther, testsuite.AsyncAzure, testsuite.AsyncOperationLocation, testsuite.AsyncGoogle)
 }

@@ -37,7 +37,7 @@ func TestParseDialect(t *testing.T) {
 }
 
 func TestParseAsyncStyle(t *testing.T) {
-	for in, want := range map[string]string{"": testsuite.AsyncLocation, "azure": testsuite.AsyncAzure, "google": testsuite.AsyncGoogle} {
+	for in, want := range map[string]testsuite.AsyncStyle{"": testsuite.AsyncLocation, "azure": testsuite.AsyncAzure, "google": testsuite.AsyncGoogle} {
 		if got, err := ParseAsyncStyle(in); err != nil || got != want {
 			t.Errorf("ParseAsyncStyle(%q) = %q, %v; want %q", in, got, err, want)
 		}

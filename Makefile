@@ -25,7 +25,7 @@ check:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/admission/... ./internal/testing/apicheck/... ./internal/testing/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/testing/apicheck/... ./internal/testing/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:

@@ -199,8 +199,8 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if pr := r.Peers; pr != nil && pr.Overhead != nil {
 		po := pr.Overhead
 		best, bestRatio := po.BestPeer()
-		p("| 2b | One attempt: `Activities.Do` ns/op ÷ raw `net/http` in an activity, against the best peer's (go-retryablehttp, failsafe-go) in the same rounds (median of %d rounds) | Do %.3f; best peer %s %.3f (go-retryablehttp %.3f, failsafe-go %.3f); CPU time: Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f | ≤ the best peer's | %s |\n",
-			po.Rounds, po.Do.Ratio, best, bestRatio, po.RetryableHTTP.Ratio, po.Failsafe.Ratio, po.Do.CPURatio, po.RetryableHTTP.CPURatio, po.Failsafe.CPURatio, met(po.Do.Ratio <= bestRatio))
+		p("| 2b | One attempt: `Activities.Do` ns/op ÷ raw `net/http` in an activity, against the best peer's (go-retryablehttp, failsafe-go) in the same rounds (median of %d rounds; min–max over rounds) | Do %s; best peer %s %.3f (go-retryablehttp %s, failsafe-go %s); CPU time: Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f | ≤ the best peer's | %s |\n",
+			po.Rounds, ratioSpread(po.Do), best, bestRatio, ratioSpread(po.RetryableHTTP), ratioSpread(po.Failsafe), po.Do.CPURatio, po.RetryableHTTP.CPURatio, po.Failsafe.CPURatio, met(po.Do.Ratio <= bestRatio))
 	}
 	if len(r.Gaps) > 0 {
 		g := r.Gaps[0]

@@ -137,7 +137,9 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 		return nil, err
 	}
 	m := a.metrics(ctx, p.origin, req.Operation)
-	if err := a.admit(ctx, p, m, asking{info: info, prev: &prev, retry: prev.Sent > 0,
+	// admit updates the progress: kept in p, it needs no allocation of its own.
+	p.prev = prev
+	if err := a.admit(ctx, p, m, asking{info: info, prev: &p.prev, retry: prev.Sent > 0,
 		d: workflows.Failure{
 			Operation: req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: req.IdempotencyKey,
 			Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, OutcomeUnknown: prev.hint(),
@@ -150,7 +152,7 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 	}
 	ctx, span := a.startSpan(ctx, p, info.Attempt)
 	p.inject = a.cfg.Propagator != nil || span.SpanContext().IsValid()
-	resp, status, err := a.do(ctx, info, p, m, prev)
+	resp, status, err := a.do(ctx, info, p, m, p.prev)
 	endSpan(span, status, resp, err)
 	a.count(m, err)
 	return resp, err
@@ -187,7 +189,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		}
 		r := a.result(&ans, p, info.Attempt, acc)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
-			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
+			"replayed", r.Replayed, "body_sha256", bodyHash(req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil
 	}
 	var msg string

@@ -218,7 +218,11 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	}
 	if v.kind == kindFinal {
 		d.OutcomeUnknown = prev.hint() || v.unknown
-		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
+		log := logger.Error
+		if request.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
+			log = logger.Warn
+		}
+		log("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
 	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header, got: ans.got()})

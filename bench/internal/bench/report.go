@@ -464,7 +464,7 @@ func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
 		for _, s := range []BenchStat{po.Baseline, po.Do, po.RetryableHTTP, po.Failsafe} {
 			b.WriteString(benchRow(s, po.Baseline))
 		}
-		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's.\n\n",
+		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's; to measure it alone, on a quiet machine: `cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt` (about a minute, no dev server).\n\n",
 			po.Rounds, po.Iterations, fmtRatios(po.Do.Ratios), fmtRatios(po.RetryableHTTP.Ratios), fmtRatios(po.Failsafe.Ratios))
 	}
 	if len(pr.Contention) > 0 {

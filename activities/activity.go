@@ -139,7 +139,9 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 		return nil, err
 	}
 	m := a.metrics(ctx, p.origin, req.Operation)
-	if err := a.admit(ctx, p, m, asking{info: info, prev: &prev, retry: prev.Sent > 0,
+	// admit updates the progress: kept in p, it needs no allocation of its own.
+	p.prev = prev
+	if err := a.admit(ctx, p, m, asking{info: info, prev: &p.prev, retry: prev.Sent > 0,
 		d: workflows.Failure{
 			Operation: req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: req.IdempotencyKey,
 			Attempt: info.Attempt, InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, OutcomeUnknown: prev.hint(),
@@ -152,7 +154,7 @@ func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Resp
 	}
 	ctx, span := a.startSpan(ctx, p, info.Attempt)
 	p.inject = a.cfg.Propagator != nil || span.SpanContext().IsValid()
-	resp, status, err := a.do(ctx, info, p, m, prev)
+	resp, status, err := a.do(ctx, info, p, m, p.prev)
 	endSpan(span, status, resp, err)
 	a.count(m, err)
 	return resp, err
@@ -189,7 +191,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		}
 		r := a.result(&ans, p, info.Attempt, acc)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
-			"replayed", r.Replayed, "body_sha256", request.BodyHash(req.Body), "body_omitted", r.OmittedReason)
+			"replayed", r.Replayed, "body_sha256", bodyHash(req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil
 	}
 	var msg string
@@ -218,7 +220,11 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	}
 	if v.kind == kindFinal {
 		d.OutcomeUnknown = prev.hint() || v.unknown
-		logger.Error("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
+		log := logger.Error
+		if request.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
+			log = logger.Warn
+		}
+		log("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
 	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header, got: ans.got()})

@@ -91,14 +91,15 @@ func (r *redactor) string(s string) string {
 	return string(b)
 }
 
-// json redacts the JSON document b: the value of every member named like a
+// json redacts the JSON document b (valid: the caller checked it with
+// json.Valid): the value of every member named like a
 // credential (request.RedactFields, the one rule for names), then secrets
 // inside the string literals, keeping every other byte: the result is
 // valid JSON whenever b is. ok is false when a secret stands outside any
 // string (a token of digits written as a number): no safe redaction
 // exists then, and out has only the named members redacted.
 func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
-	b, changed = request.RedactFields(b, redacted)
+	b, changed = request.RedactValidFields(b, redacted)
 	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) {
 		return b, changed, true // no secret, and none hidden behind an escape
 	}

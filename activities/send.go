@@ -40,6 +40,9 @@ type prepared struct {
 	inject bool
 	// noKey: the request carries no idempotency key (a poll's GET).
 	noKey bool
+	// prev is Do's progress of the attempts before this one, which admit
+	// updates (asking.prev points here).
+	prev progress
 }
 
 // parsedURL is a request URL as prepare needs it: parsed

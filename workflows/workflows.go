@@ -421,14 +421,20 @@ func logFailure(ctx workflow.Context, in request.Input, err error) {
 		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
 		"url", request.RedactURL(in.URL), "body_sha256", request.BodyHash(in.Body), "error", err,
 	}
-	if d, ok := AsFailure(err); ok {
+	d, ok := AsFailure(err)
+	if ok {
 		kv = append(kv, "attempts", d.Attempt, "last_status", d.Status)
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
-	workflow.GetLogger(ctx).Error("idempotent HTTP call failed", kv...)
+	log := workflow.GetLogger(ctx).Error
+	if ok && appErr != nil && request.CallerHandles(d.Status, appErr.Type() == ErrTypeHTTPClientError, d.OutcomeUnknown) {
+		// The activity has logged it at Warn: once is enough.
+		log = workflow.GetLogger(ctx).Info
+	}
+	log("idempotent HTTP call failed", kv...)
 }
 
 // HTTPCallWorkflow is the ready workflow: it performs req with [Call] and

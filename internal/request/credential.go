@@ -145,7 +145,13 @@ func RedactFields(doc []byte, with string) ([]byte, bool) {
 	if !json.Valid(doc) {
 		return doc, false
 	}
-	repl, _ := json.Marshal(with)
+	return RedactValidFields(doc, with)
+}
+
+// RedactValidFields is RedactFields for a document the caller has already
+// checked with json.Valid: it is not validated again.
+func RedactValidFields(doc []byte, with string) ([]byte, bool) {
+	var repl []byte
 	var out []byte
 	last := 0
 	// stack holds '{' for an object, '[' for an array and 'c' for an
@@ -161,6 +167,9 @@ func RedactFields(doc []byte, with string) ([]byte, bool) {
 		return u
 	}
 	replace := func(start, end int) {
+		if repl == nil {
+			repl, _ = json.Marshal(with)
+		}
 		out = append(append(out, doc[last:start]...), repl...)
 		last = end
 	}
@@ -233,9 +242,16 @@ var stems = []string{
 // mayNameCredential reports whether name, in any case, holds a stem: a
 // test without allocation before IsCredential.
 func mayNameCredential(name []byte) bool {
-	for _, st := range stems {
-		for i := 0; i+len(st) <= len(name); i++ {
-			j := 0
+	for i := range name {
+		c := name[i] | 0x20
+		if !stemStart[c] {
+			continue
+		}
+		for _, st := range stems {
+			if st[0] != c || len(name)-i < len(st) {
+				continue
+			}
+			j := 1
 			for j < len(st) && name[i+j]|0x20 == st[j] {
 				j++
 			}
@@ -246,6 +262,15 @@ func mayNameCredential(name []byte) bool {
 	}
 	return false
 }
+
+// stemStart marks the first bytes of stems: mayNameCredential compares a
+// stem only where one of them stands.
+var stemStart = func() (m [256]bool) {
+	for _, st := range stems {
+		m[st[0]] = true
+	}
+	return m
+}()
 
 // StringEnd returns the index of the quote that closes the JSON string
 // literal opening at b[i], or -1 if none does (never in valid JSON). The

@@ -64,6 +64,36 @@ func TestIsCredential(t *testing.T) {
 	}
 }
 
+// TestMayNameCredentialScan: the prefilter, which compares stems only
+// where a stem's first letter stands, answers as a comparison of every
+// stem at every position does, for names with stems at the start, the
+// end, cut short, in any case and among bytes that fold onto letters.
+func TestMayNameCredentialScan(t *testing.T) {
+	every := func(name []byte) bool {
+		for _, st := range stems {
+			for i := 0; i+len(st) <= len(name); i++ {
+				j := 0
+				for j < len(st) && name[i+j]|0x20 == st[j] {
+					j++
+				}
+				if j == len(st) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	names := []string{"", "t", "to", "tok", "toke", "token", "xTOKEN", "Pwd", "pw", "sEsS", "ses", "cvc", "cv", "otp", "ot",
+		"amount", "status", "currency", "id", "\x54oken", "TOKEn_", "co", "cod", "code", "kEy", "ke", "a", "au", "aut", "auth",
+		"P@SS", "pass", "pas", "Cookie", "credentia", "credential", "secre", "secret", "pin", "pi", "\u0074oken"}
+	for _, st := range stems {
+		names = append(names, st, st[:len(st)-1], "x"+st, st+"x", string(bytes.ToUpper([]byte(st))))
+	}
+	for _, name := range names {
+		assert.Equal(t, every([]byte(name)), mayNameCredential([]byte(name)), "%q", name)
+	}
+}
+
 func TestRedactFields(t *testing.T) {
 	tests := []struct {
 		name, in, want string

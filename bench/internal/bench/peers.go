@@ -270,3 +270,16 @@ func (p *PeerOverhead) BestPeer() (string, float64) {
 	}
 	return "go-retryablehttp", p.RetryableHTTP.Ratio
 }
+
+// Summary is one line with Do's and each peer's median ratio, the spread of
+// the per-round ratios (min–max) and whether Do's is at most the best peer's.
+func (p *PeerOverhead) Summary() string {
+	best, bestRatio := p.BestPeer()
+	return fmt.Sprintf("one attempt ÷ raw net/http in an activity, median of %d rounds (min–max): Activities.Do %s; go-retryablehttp %s; failsafe-go %s; best peer %s: %s",
+		p.Rounds, ratioSpread(p.Do), ratioSpread(p.RetryableHTTP), ratioSpread(p.Failsafe), best, met(p.Do.Ratio <= bestRatio))
+}
+
+// ratioSpread is s's median ratio and the range of its per-round ratios.
+func ratioSpread(s BenchStat) string {
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio, minOf(s.Ratios), maxOf(s.Ratios))
+}

@@ -114,3 +114,30 @@ func TestWriteMarkdownPeers(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAttemptSmall runs the attempt section (-only attempt) in
+// miniature: only the per-attempt rows of the peers section, without the
+// dev server, each loop with a ratio per round, and a report with claim 2b
+// and its spread. It asserts no timing.
+func TestRunAttemptSmall(t *testing.T) {
+	res, err := Run(t.Context(), Options{Only: []string{AttemptSection}, OverheadCount: 2, OverheadIters: 20, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Overhead != nil || res.Peers == nil || res.Peers.Overhead == nil || len(res.Peers.Contention) != 0 {
+		t.Fatalf("overhead %v, peers %+v: want the peers' per-attempt rows alone", res.Overhead, res.Peers)
+	}
+	po := res.Peers.Overhead
+	for _, s := range []BenchStat{po.Do, po.RetryableHTTP, po.Failsafe} {
+		if len(s.Ratios) != 2 || s.Ratio <= 0 {
+			t.Errorf("%s: ratios %v, median %v; want one per round", s.Name, s.Ratios, s.Ratio)
+		}
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, res, "cd bench && go run ./cmd/bench -only attempt", "contention.svg"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| 2b |") || !strings.Contains(b.String(), ratioSpread(po.Do)) {
+		t.Errorf("the report lacks claim 2b with Do's spread %s:\n%s", ratioSpread(po.Do), b.String())
+	}
+}

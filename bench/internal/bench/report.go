@@ -199,8 +199,8 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if pr := r.Peers; pr != nil && pr.Overhead != nil {
 		po := pr.Overhead
 		best, bestRatio := po.BestPeer()
-		p("| 2b | One attempt: `Activities.Do` ns/op ÷ raw `net/http` in an activity, against the best peer's (go-retryablehttp, failsafe-go) in the same rounds (median of %d rounds) | Do %.3f; best peer %s %.3f (go-retryablehttp %.3f, failsafe-go %.3f); CPU time: Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f | ≤ the best peer's | %s |\n",
-			po.Rounds, po.Do.Ratio, best, bestRatio, po.RetryableHTTP.Ratio, po.Failsafe.Ratio, po.Do.CPURatio, po.RetryableHTTP.CPURatio, po.Failsafe.CPURatio, met(po.Do.Ratio <= bestRatio))
+		p("| 2b | One attempt: `Activities.Do` ns/op ÷ raw `net/http` in an activity, against the best peer's (go-retryablehttp, failsafe-go) in the same rounds (median of %d rounds; min–max over rounds) | Do %s; best peer %s %.3f (go-retryablehttp %s, failsafe-go %s); CPU time: Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f | ≤ the best peer's | %s |\n",
+			po.Rounds, ratioSpread(po.Do), best, bestRatio, ratioSpread(po.RetryableHTTP), ratioSpread(po.Failsafe), po.Do.CPURatio, po.RetryableHTTP.CPURatio, po.Failsafe.CPURatio, met(po.Do.Ratio <= bestRatio))
 	}
 	if len(r.Gaps) > 0 {
 		g := r.Gaps[0]
@@ -464,7 +464,7 @@ func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
 		for _, s := range []BenchStat{po.Baseline, po.Do, po.RetryableHTTP, po.Failsafe} {
 			b.WriteString(benchRow(s, po.Baseline))
 		}
-		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's.\n\n",
+		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's; to measure it alone, on a quiet machine: `cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt` (about a minute, no dev server).\n\n",
 			po.Rounds, po.Iterations, fmtRatios(po.Do.Ratios), fmtRatios(po.RetryableHTTP.Ratios), fmtRatios(po.Failsafe.Ratios))
 	}
 	if len(pr.Contention) > 0 {

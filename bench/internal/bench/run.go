@@ -20,6 +20,12 @@ import (
 // Sections of a full run, in the order Run runs them.
 var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster"}
 
+// AttemptSection runs only when asked for (-only attempt): the per-attempt
+// rows of the peers section (raw net/http in an activity, Activities.Do,
+// go-retryablehttp, failsafe-go) in interleaved rounds, without the dev
+// server, for claim 2b on a quiet machine in about a minute.
+const AttemptSection = "attempt"
+
 // NeedsDevServer reports whether section runs on the Temporal dev server
 // (and so needs the Temporal CLI).
 func NeedsDevServer(section string) bool {
@@ -39,7 +45,7 @@ type Options struct {
 	// Only, if not empty, restricts the run to these Sections.
 	Only []string
 	// OverheadCount is how many rounds of the raw/activity benchmarks to
-	// take (default 7) and OverheadIters the iterations of each (default 30000).
+	// take (default 9) and OverheadIters the iterations of each (default 30000).
 	OverheadCount int
 	OverheadIters int
 	// Gaps is how many retries each spacing case measures (default 10).
@@ -122,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	contention := defaultContention
 	if o.OverheadCount <= 0 {
-		o.OverheadCount = 7
+		o.OverheadCount = 9
 	}
 	if o.OverheadIters <= 0 {
 		o.OverheadIters = 30000
@@ -162,6 +168,18 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return err
 	}); err != nil {
 		return r, err
+	}
+	if want[AttemptSection] {
+		if err := section(AttemptSection, func() error {
+			res, err := runPeerOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
+			r.Peers = &PeersResult{Params: contention, Overhead: res}
+			if err == nil {
+				o.Logf("%s", res.Summary())
+			}
+			return err
+		}); err != nil {
+			return r, err
+		}
 	}
 	var h *harness
 	needDev := false
@@ -284,8 +302,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err != nil {
 			return fmt.Errorf("peers, overhead: %w", err)
 		}
-		o.Logf("peers overhead ÷ raw net/http in an activity: Activities.Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f",
-			res.Do.Ratio, res.RetryableHTTP.Ratio, res.Failsafe.Ratio)
+		o.Logf("peers %s", res.Summary())
 		tag := fmt.Sprint(time.Now().Unix())
 		for _, p := range peers {
 			run, err := runContentionLoad(ctx, h, contention, peerLoad(h, p.Activity), tag)
@@ -397,6 +414,17 @@ func minOf(xs []float64) float64 {
 		return 0
 	}
 	return s[0]
+}
+
+// maxOf is the largest of xs, 0 for none.
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for i, x := range xs {
+		if i == 0 || x > m {
+			m = x
+		}
+	}
+	return m
 }
 
 // Machine describes where a run ran.

@@ -1,0 +1,69 @@
+package activities
+
+import (
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// Credential is how the worker authorizes the requests to one origin
+// (Config.Credentials). Any of its parts may be set; they are applied to
+// every request sent to that origin, and to no other, in this order:
+// Header, HeaderFiles, OAuth2, then SigV4 (which signs the headers the
+// others set); CertFile and KeyFile authenticate the connection. Every
+// secret of it (a header value, a key read from a file, a fetched token,
+// the client secret, the AWS secret key and session token, the private
+// key) is redacted from history, results, errors, spans and logs, whatever
+// the server echoes: no 8-byte piece of one is written anywhere.
+type Credential struct {
+	// Header holds static headers, such as Authorization: Bearer … or
+	// X-Api-Key: …. Names match case-insensitively; each value must be at
+	// least 8 bytes long (a shorter one cannot be redacted).
+	Header http.Header
+	// HeaderFiles maps a header name to a file that holds the header's
+	// whole value ("Bearer sk_live_…", surrounding white space trimmed).
+	// A file is read at New and again when it changes (checked at most
+	// once a second), so a rotated key is sent without a restart; the
+	// value it replaced stays redacted for a day. A file that cannot be
+	// read keeps the last value it held (logged); at New it is an error.
+	HeaderFiles map[string]string
+	// OAuth2 fetches a bearer token with the client-credentials grant
+	// (RFC 6749 §4.4) and sends it as Authorization: Bearer …: TokenURL,
+	// ClientID and ClientSecret are required; Scopes and EndpointParams
+	// (an "audience", say) are sent as set; AuthStyle chooses the client
+	// secret in the body or HTTP Basic (default: detected). One worker
+	// fetches one token per expiry window however many attempts run at
+	// once, and a new one shortly before it expires; an origin that
+	// answers 401 with WWW-Authenticate: Bearer error="invalid_token" gets
+	// one new token and the request again, with the same idempotency key.
+	// A token endpoint that is down or refuses fails the attempt with
+	// workflows.ErrTypeCredentialUnavailable (retried when asking again
+	// may help), never as an HTTP failure of the API: nothing was sent.
+	OAuth2 *clientcredentials.Config
+	// CertFile and KeyFile are the PEM files of the client certificate
+	// and its private key that the origin requires (mutual TLS); they are
+	// re-read when they change, for new connections. CAFile, if set, is a
+	// PEM file of the only certificate authorities trusted for the
+	// origin's server certificate (default: the system's). New refuses
+	// files that do not parse or a key that does not match. They need
+	// Config.HTTPClient's Transport to be an *http.Transport (or nil).
+	CertFile, KeyFile, CAFile string
+	// SigV4 signs every request with AWS Signature Version 4, over the
+	// exact bytes of its body (API Gateway, Lambda function URLs, any
+	// AWS service), with AWS's own signer.
+	SigV4 *SigV4
+}
+
+// SigV4 is an origin's AWS Signature Version 4 (Credential.SigV4).
+type SigV4 struct {
+	// Service and Region are the signing scope ("execute-api",
+	// "eu-west-1"; "lambda" for a function URL). Required.
+	Service, Region string
+	// Credentials provides the access key, secret key and session token
+	// (default: the AWS SDK's default chain: the environment's
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, then
+	// the shared profile AWS_PROFILE names, then the instance's role).
+	// Temporary credentials are renewed before they expire.
+	Credentials aws.CredentialsProvider
+}

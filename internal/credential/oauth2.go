@@ -20,7 +20,8 @@ import (
 // The OAuth 2.0 client-credentials source's timing.
 const (
 	// oauth2Early is the most a token is refreshed before its expiry (or
-	// a tenth of its lifetime, if less).
+	// a tenth of its lifetime, if less, but at least 1 s, or half the
+	// lifetime if less).
 	oauth2Early = 10 * time.Second
 	// oauth2FetchTimeout bounds a token request whose caller set no deadline.
 	oauth2FetchTimeout = 30 * time.Second
@@ -41,9 +42,11 @@ const (
 // cfg.TokenURL with client (the activity's own client, holding no
 // credential of the API) and sets "Authorization: Bearer <token>". One
 // token request runs at a time however many attempts ask at once; the
-// token is reused until shortly before its expiry (10 s, or a tenth of its
-// lifetime if less) or, without expires_in, until the API answers 401
-// invalid_token and the activity calls Refresh. The client secret and every
+// token is reused until shortly before its expiry (10 s, or a tenth of
+// its lifetime if less, at least 1 s) or, without expires_in, until the
+// API answers 401 invalid_token and the activity calls Refresh. A failed
+// token request is answered from memory for its Retry-After, 1 s
+// (retryable) or 30 s (the client refused). The client secret and every
 // token fetched are given to r before use. cfg is not modified and must
 // not be modified afterwards. The value returned also implements
 // Refresher.
@@ -263,8 +266,11 @@ func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Err
 	if !tok.Expiry.IsZero() {
 		// Expiry was computed by the oauth2 package from expires_in
 		// (whole seconds) with the wall clock; anchor it on ours.
+		// The server counts from its own clock, often in whole seconds
+		// (iat floored): refresh at least a second early, unless the
+		// lifetime is that short.
 		life := time.Until(tok.Expiry).Round(time.Second)
-		early := min(oauth2Early, life/10)
+		early := max(min(oauth2Early, life/10), min(time.Second, life/2))
 		b.expiresAt = start.Add(life)
 		b.refreshAt = b.expiresAt.Add(-early)
 	}

@@ -29,6 +29,8 @@ const (
 	// token that is not Bearer) is answered from memory before the token
 	// endpoint is asked again: attempts that all fail do not storm it.
 	oauth2RefusedHold = 30 * time.Second
+	// oauth2MaxHold caps a Retry-After honoured that way.
+	oauth2MaxHold = 5 * time.Minute
 	// oauth2RetryHold is that wait after a retryable failure without
 	// Retry-After.
 	oauth2RetryHold = time.Second
@@ -174,6 +176,9 @@ func (s *oauth2Source) token(ctx context.Context) (*bearer, error) {
 	}
 	if s.failure != nil && now.Before(s.hold) {
 		err := *s.failure
+		if err.RetryAfter > 0 {
+			err.RetryAfter = s.hold.Sub(now) // what is left of it
+		}
 		s.mu.Unlock()
 		if b.usable(now) {
 			return b, nil
@@ -245,7 +250,7 @@ func (s *oauth2Source) fetch(ctx context.Context, f *flight) {
 func hold(e *Error) time.Duration {
 	switch {
 	case e.RetryAfter > 0:
-		return e.RetryAfter
+		return min(e.RetryAfter, oauth2MaxHold)
 	case e.Retryable:
 		return oauth2RetryHold
 	}

@@ -545,3 +545,48 @@ func BenchmarkApply(b *testing.B) {
 		}
 	})
 }
+
+// A Retry-After is honoured from memory: attempts in the meantime get
+// what is left of it, and no token request.
+func TestOAuth2RetryAfterHold(t *testing.T) {
+	e := newTokenEndpoint(t, 60)
+	var busy atomic.Bool
+	busy.Store(true)
+	e.set(func(e *tokenEndpoint) {
+		e.answer = func(w http.ResponseWriter) bool {
+			if !busy.Load() {
+				return false
+			}
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
+		}
+	})
+	s, r, clock := newTestOAuth2(t, e.URL)
+	for _, step := range []struct {
+		advance time.Duration
+		want    time.Duration // RetryAfter; 0: a token
+		fetches int64
+	}{
+		{0, 7 * time.Second, 1},
+		{3 * time.Second, 4 * time.Second, 1},
+		{3 * time.Second, time.Second, 1},
+		{2 * time.Second, 0, 2},
+	} {
+		clock.advance(step.advance)
+		if step.want == 0 {
+			busy.Store(false)
+		}
+		_, err := apply(t, s, r)
+		var ce *Error
+		switch {
+		case step.want == 0 && err != nil:
+			t.Fatalf("after the Retry-After: %v", err)
+		case step.want != 0 && (!errors.As(err, &ce) || ce.RetryAfter != step.want || !ce.Retryable):
+			t.Fatalf("at +%v: %v, want a retryable *Error with RetryAfter %v", step.advance, err, step.want)
+		}
+		if got := e.requests.Load(); got != step.fetches {
+			t.Fatalf("%d token requests, want %d", got, step.fetches)
+		}
+	}
+}

@@ -286,6 +286,8 @@ func TestOAuth2ClientCredentialsOIDCProvider(t *testing.T) {
 		fmt.Sprintf("%d/200 authorized (%d resent after 401 invalid_token); %d token requests in %.1f s (run ÷ lifetime = %.1f), at most %d at once",
 			ok, resent, fetches, run.Seconds(), run.Seconds()/oauthTTL.Seconds(), proxy.maxIn.Load()))
 
+	oauthRevokedToken(ctx, t, src, red, proxy, as.URL, api.URL)
+
 	// The client is removed from the provider's adapter: its next token
 	// request is refused (401 invalid_client).
 	resp, err := http.Post(as.URL+"/__revoke", "text/plain", nil)
@@ -322,4 +324,45 @@ func TestOAuth2ClientCredentialsOIDCProvider(t *testing.T) {
 	}
 	addOAuthRow(t, "client removed from the provider, then 80 calls over ~8 s",
 		fmt.Sprintf("%d authorized with the token held, %d refused%s; %d token requests after the removal", ok2, len(errs2), msg, after))
+}
+
+// oauthRevokedToken: the current token is revoked at the provider (RFC
+// 7009) in the middle of its life; 16 calls from 8 goroutines get 401
+// invalid_token, refresh (one token request for all) and are resent.
+func oauthRevokedToken(ctx context.Context, t *testing.T, src credential.Source, red *setRedactor, proxy *tokenProxy, issuer, api string) {
+	// A new token first (Refresh with the current one), so that no
+	// refresh before expiry falls within the scenario.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api, nil)
+	if err := src.Apply(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !src.(credential.Refresher).Refresh(ctx, req) {
+		t.Fatal("Refresh with the current token: no new token")
+	}
+	if err := src.Apply(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	rv, _ := http.NewRequestWithContext(ctx, http.MethodPost, issuer+"/token/revocation", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+	rv.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rv.SetBasicAuth(oauthWorkerID, oauthWorkerKey)
+	resp, err := http.DefaultClient.Do(rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoking the token: %s", resp.Status)
+	}
+	before := proxy.requests.Load()
+	ok, resent, errs := runOAuthCalls(ctx, src, red, api, 16, 0)
+	fetched := proxy.requests.Load() - before
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if ok != 16 || resent < 1 || fetched != 1 {
+		t.Errorf("after revoking the token: %d/16 authorized, %d resent, %d token requests; want 16, >= 1, 1", ok, resent, fetched)
+	}
+	addOAuthRow(t, "token revoked at the provider (RFC 7009) mid-life, then 16 calls from 8 goroutines",
+		fmt.Sprintf("%d/16 authorized, %d resent after 401 invalid_token and Refresh; %d token request", ok, resent, fetched))
 }

@@ -366,19 +366,22 @@ func TestOAuth2RefreshFailure(t *testing.T) {
 	}
 }
 
+// jsonAnswer is a token endpoint's answer: status, headers (name, value,
+// …) and a JSON body.
+func jsonAnswer(status int, body string, hdr ...string) func(w http.ResponseWriter) bool {
+	return func(w http.ResponseWriter) bool {
+		w.Header().Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			w.Header().Set(hdr[i], hdr[i+1])
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+		return true
+	}
+}
+
 func TestOAuth2Refusals(t *testing.T) {
 	const echo = "ECHOED-BODY-" + testClientSecret
-	jsonAnswer := func(status int, body string, hdr ...string) func(w http.ResponseWriter) bool {
-		return func(w http.ResponseWriter) bool {
-			w.Header().Set("Content-Type", "application/json")
-			for i := 0; i+1 < len(hdr); i += 2 {
-				w.Header().Set(hdr[i], hdr[i+1])
-			}
-			w.WriteHeader(status)
-			fmt.Fprint(w, body)
-			return true
-		}
-	}
 	for _, tc := range []struct {
 		name       string
 		answer     func(w http.ResponseWriter) bool

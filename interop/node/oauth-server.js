@@ -2,7 +2,8 @@
 // An OAuth 2.0 authorization server for the interop suite's OAuth 2.0 row
 // (../oauth2_test.go): oidc-provider (panva's, OpenID-certified) with only
 // the client-credentials grant (RFC 6749 §4.4), opaque access tokens of
-// TOKEN_TTL seconds (default 5) and token introspection (RFC 7662).
+// TOKEN_TTL seconds (default 5), token introspection (RFC 7662) and
+// revocation (RFC 7009).
 //
 // Clients:
 //   payments-worker / CLIENT_SECRET: the worker's client, kept in the
@@ -72,6 +73,7 @@ async function main() {
     features: {
       clientCredentials: { enabled: true },
       introspection: { enabled: true },
+      revocation: { enabled: true },
       devInteractions: { enabled: false },
     },
     ttl: { ClientCredentials: () => ttl },

@@ -23,8 +23,11 @@ const (
 	// a tenth of its lifetime, if less, but at least 1 s, or half the
 	// lifetime if less).
 	oauth2Early = 10 * time.Second
-	// oauth2FetchTimeout bounds a token request whose caller set no deadline.
+	// oauth2FetchTimeout bounds a token request; oauth2MinFetch is the
+	// least time it is given, whatever the deadline of the attempt that
+	// started it.
 	oauth2FetchTimeout = 30 * time.Second
+	oauth2MinFetch     = 10 * time.Second
 	// oauth2RefusedHold is how long a refusal of the client (400, 401, a
 	// token that is not Bearer) is answered from memory before the token
 	// endpoint is asked again: attempts that all fail do not storm it.
@@ -209,12 +212,15 @@ func (s *oauth2Source) token(ctx context.Context) (*bearer, error) {
 }
 
 // fetchContext is the token request's context: the caller's values and
-// deadline (at most oauth2FetchTimeout), not its cancellation, since the
-// request serves every attempt waiting for it.
+// deadline, not its cancellation, since the request serves every attempt
+// waiting for it (each waits until its own deadline at most). The
+// deadline is kept between oauth2MinFetch and oauth2FetchTimeout away:
+// attempts shorter than the token endpoint's answer would otherwise each
+// start a request that never ends in time.
 func fetchContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := oauth2FetchTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		d = time.Until(dl)
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(max(time.Until(dl), oauth2MinFetch), oauth2FetchTimeout)
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }

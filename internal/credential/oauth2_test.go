@@ -593,3 +593,28 @@ func TestOAuth2RetryAfterHold(t *testing.T) {
 		}
 	}
 }
+
+// An attempt whose deadline is shorter than the token endpoint's answer
+// gets a retryable error, and the token request it started still serves
+// the next attempts: one request, not one per attempt.
+func TestOAuth2ShortAttemptDeadline(t *testing.T) {
+	e := newTokenEndpoint(t, 60)
+	gate := make(chan struct{})
+	e.set(func(e *tokenEndpoint) { e.gate = gate })
+	s, r, _ := newTestOAuth2(t, e.URL)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		req, _ := http.NewRequest(http.MethodPost, "https://api.example/pay", nil)
+		err := s.Apply(ctx, req, nil)
+		cancel()
+		var ce *Error
+		if !errors.As(err, &ce) || !ce.Retryable || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("attempt past its deadline: %v, want a retryable *Error wrapping context.DeadlineExceeded", err)
+		}
+	}
+	close(gate)
+	waitIdle(t, s)
+	if _, err := apply(t, s, r); err != nil || e.requests.Load() != 1 {
+		t.Fatalf("after the answer: %v, %d token requests; want the token of the one request", err, e.requests.Load())
+	}
+}

@@ -104,9 +104,8 @@ type oauth2Source struct {
 
 	mu      sync.Mutex
 	flight  *flight // the token request running, if any
-	failure *Error  // the last fetch's error, answered until holdUntil
+	failure *Error  // the last fetch's error, answered until hold
 	hold    time.Time
-	fetches atomic.Int64 // token requests started (tests)
 }
 
 // bearer is one fetched token.
@@ -192,7 +191,6 @@ func (s *oauth2Source) token(ctx context.Context) (*bearer, error) {
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
 		s.flight = f
-		s.fetches.Add(1)
 		go s.fetch(ctx, f)
 	}
 	s.mu.Unlock()

@@ -23,5 +23,12 @@
 // not, must get the library's verdict at the library's own clock, but for
 // the differences the test pins and explains.
 //
+// The OAuth 2.0 rows (oauth2_test.go) run internal/credential's
+// client-credentials Source against oidc-provider, an OpenID-certified
+// authorization server (node/oauth-server.js), with 5 s tokens: every
+// call of a run is authorized by the provider's introspection, with about
+// one token request per lifetime and never two at once; a client removed
+// mid-run gives a final credential error, not a retry storm.
+//
 // The package has tests only.
 package interop

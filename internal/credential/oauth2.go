@@ -1,0 +1,358 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// The OAuth 2.0 client-credentials source's timing.
+const (
+	// oauth2Early is the most a token is refreshed before its expiry (or
+	// a tenth of its lifetime, if less, but at least 1 s, or half the
+	// lifetime if less).
+	oauth2Early = 10 * time.Second
+	// oauth2FetchTimeout bounds a token request; oauth2MinFetch is the
+	// least time it is given, whatever the deadline of the attempt that
+	// started it.
+	oauth2FetchTimeout = 30 * time.Second
+	oauth2MinFetch     = 10 * time.Second
+	// oauth2RefusedHold is how long a refusal of the client (400, 401, a
+	// token that is not Bearer) is answered from memory before the token
+	// endpoint is asked again: attempts that all fail do not storm it.
+	oauth2RefusedHold = 30 * time.Second
+	// oauth2MaxHold caps a Retry-After honoured that way.
+	oauth2MaxHold = 5 * time.Minute
+	// oauth2RetryHold is that wait after a retryable failure without
+	// Retry-After.
+	oauth2RetryHold = time.Second
+	// oauth2MinSecret is the shortest client secret accepted: a shorter
+	// one could not be redacted (no 8-byte piece of it could be told).
+	oauth2MinSecret = 8
+)
+
+// NewOAuth2 returns the Source of an origin whose API wants OAuth 2.0
+// client credentials (RFC 6749 §4.4): it fetches an access token from
+// cfg.TokenURL with client (the activity's own client, holding no
+// credential of the API) and sets "Authorization: Bearer <token>". One
+// token request runs at a time however many attempts ask at once; the
+// token is reused until shortly before its expiry (10 s, or a tenth of
+// its lifetime if less, at least 1 s) or, without expires_in, until the
+// API answers 401 invalid_token and the activity calls Refresh. A failed
+// token request is answered from memory for its Retry-After, 1 s
+// (retryable) or 30 s (the client refused). The client secret and every
+// token fetched are given to r before use. cfg is not modified and must
+// not be modified afterwards. The value returned also implements
+// Refresher.
+func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (Source, error) {
+	if err := checkOAuth2(cfg, r); err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = &http.Client{Timeout: oauth2FetchTimeout}
+	}
+	r.Add(cfg.ClientSecret)
+	return &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now}, nil
+}
+
+// checkOAuth2 validates the settings, naming fields as the user writes them.
+func checkOAuth2(cfg *clientcredentials.Config, r Redactor) error {
+	const f = "Credential.OAuth2"
+	switch {
+	case cfg == nil:
+		return errors.New("credential: " + f + " is nil: set TokenURL, ClientID and ClientSecret")
+	case r == nil:
+		return errors.New("credential: NewOAuth2 needs a Redactor")
+	}
+	u, err := url.Parse(cfg.TokenURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("credential: %s.TokenURL %q is not an absolute http(s) URL: write the token endpoint's URL, e.g. https://api.example.com/v1/oauth2/token", f, cfg.TokenURL)
+	}
+	if u.User != nil {
+		return fmt.Errorf("credential: %s.TokenURL holds user information: put the client's ID and secret in ClientID and ClientSecret", f)
+	}
+	if strings.TrimSpace(cfg.ClientID) == "" {
+		return fmt.Errorf("credential: %s.ClientID is empty: write the client ID the authorization server issued", f)
+	}
+	if len(cfg.ClientSecret) < oauth2MinSecret {
+		return fmt.Errorf("credential: %s.ClientSecret is shorter than %d bytes: write the client secret the authorization server issued", f, oauth2MinSecret)
+	}
+	return nil
+}
+
+// oauth2Source is NewOAuth2's Source and Refresher.
+type oauth2Source struct {
+	cfg    *clientcredentials.Config
+	client *http.Client
+	r      Redactor
+	now    func() time.Time
+
+	// cur is the token in use (nil before the first fetch); it is
+	// replaced, never changed. Apply's fast path reads it without mu.
+	cur atomic.Pointer[bearer]
+
+	mu      sync.Mutex
+	flight  *flight // the token request running, if any
+	failure *Error  // the last fetch's error, answered until hold
+	hold    time.Time
+}
+
+// bearer is one fetched token.
+type bearer struct {
+	header    string    // "Bearer <token>"
+	refreshAt time.Time // zero: no expiry known
+	expiresAt time.Time // zero: no expiry known
+	stale     bool      // the API said invalid_token
+}
+
+// usable: it may be sent at now.
+func (b *bearer) usable(now time.Time) bool {
+	return b != nil && !b.stale && (b.expiresAt.IsZero() || now.Before(b.expiresAt))
+}
+
+// fresh: it may be sent without asking for a new one.
+func (b *bearer) fresh(now time.Time) bool {
+	return b.usable(now) && (b.refreshAt.IsZero() || now.Before(b.refreshAt))
+}
+
+// flight is one token request; done is closed when tok or err is set.
+type flight struct {
+	done chan struct{}
+	tok  *bearer
+	err  *Error
+}
+
+// Apply sets Authorization: Bearer with the current token, fetching one
+// first when there is none or it has expired.
+func (s *oauth2Source) Apply(ctx context.Context, req *http.Request, _ []byte) error {
+	if b := s.cur.Load(); b.fresh(s.now()) {
+		req.Header.Set("Authorization", b.header)
+		return nil
+	}
+	b, err := s.token(ctx)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", b.header)
+	return nil
+}
+
+// Refresh fetches a new token if the one sent is still the current one
+// (many attempts refused with the same token cause one fetch), and reports
+// whether a token other than the one sent may now be applied.
+func (s *oauth2Source) Refresh(ctx context.Context, sent *http.Request) bool {
+	h := sent.Header.Get("Authorization")
+	s.mu.Lock()
+	if b := s.cur.Load(); b != nil && b.header == h && !b.stale {
+		c := *b
+		c.stale = true
+		s.cur.Store(&c)
+	}
+	s.mu.Unlock()
+	b, err := s.token(ctx)
+	return err == nil && b.header != h
+}
+
+// token returns a token that may be sent now: the current one if it is
+// fresh; the current one while a new one is being fetched, if it has not
+// expired; else the result of the fetch running, or of a new one. A
+// failure is answered from memory until its hold ends.
+func (s *oauth2Source) token(ctx context.Context) (*bearer, error) {
+	s.mu.Lock()
+	now := s.now()
+	b := s.cur.Load()
+	if b.fresh(now) {
+		s.mu.Unlock()
+		return b, nil
+	}
+	if s.failure != nil && now.Before(s.hold) {
+		err := *s.failure
+		if err.RetryAfter > 0 {
+			err.RetryAfter = s.hold.Sub(now) // what is left of it
+		}
+		s.mu.Unlock()
+		if b.usable(now) {
+			return b, nil
+		}
+		return nil, &err
+	}
+	f := s.flight
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		s.flight = f
+		go s.fetch(ctx, f)
+	}
+	s.mu.Unlock()
+	if b.usable(now) {
+		return b, nil // refreshed before expiry, in the background
+	}
+	select {
+	case <-f.done:
+		if f.err != nil {
+			err := *f.err
+			return nil, &err
+		}
+		return f.tok, nil
+	case <-ctx.Done():
+		return nil, &Error{Scheme: "oauth2", Retryable: true, Err: fmt.Errorf("waiting for a token from the token endpoint: %w", ctx.Err())}
+	}
+}
+
+// fetchContext is the token request's context: the caller's values and
+// deadline, not its cancellation, since the request serves every attempt
+// waiting for it (each waits until its own deadline at most). The
+// deadline is kept between oauth2MinFetch and oauth2FetchTimeout away:
+// attempts shorter than the token endpoint's answer would otherwise each
+// start a request that never ends in time.
+func fetchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := oauth2FetchTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(max(time.Until(dl), oauth2MinFetch), oauth2FetchTimeout)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// fetch runs flight f for the attempt whose ctx started it: one token
+// request, then publishes its result.
+func (s *oauth2Source) fetch(ctx context.Context, f *flight) {
+	ctx, cancel := fetchContext(ctx)
+	defer cancel()
+	start := s.now()
+	tok, err := s.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
+	var b *bearer
+	var e *Error
+	if err != nil {
+		e = oauth2Error(err, start)
+	} else {
+		b, e = s.accept(tok, start)
+	}
+	s.mu.Lock()
+	f.tok, f.err = b, e
+	if e != nil {
+		s.failure, s.hold = e, start.Add(hold(e))
+	} else {
+		s.failure = nil
+		s.cur.Store(b)
+	}
+	s.flight = nil
+	s.mu.Unlock()
+	close(f.done)
+}
+
+// hold is how long failure e is answered from memory.
+func hold(e *Error) time.Duration {
+	switch {
+	case e.RetryAfter > 0:
+		return min(e.RetryAfter, oauth2MaxHold)
+	case e.Retryable:
+		return oauth2RetryHold
+	}
+	return oauth2RefusedHold
+}
+
+// accept checks a token the endpoint issued at start, tells the redactor,
+// and returns it with its refresh time.
+func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Error) {
+	s.r.Add(tok.AccessToken)
+	if tok.RefreshToken != "" {
+		s.r.Add(tok.RefreshToken)
+	}
+	if tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "Bearer") {
+		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are supported: configure the client at the authorization server for Bearer tokens", short(tok.TokenType))}
+	}
+	b := &bearer{header: "Bearer " + tok.AccessToken}
+	if !tok.Expiry.IsZero() {
+		// Expiry was computed by the oauth2 package from expires_in
+		// (whole seconds) with the wall clock; anchor it on ours.
+		// The server counts from its own clock, often in whole seconds
+		// (iat floored): refresh at least a second early, unless the
+		// lifetime is that short.
+		life := time.Until(tok.Expiry).Round(time.Second)
+		early := max(min(oauth2Early, life/10), min(time.Second, life/2))
+		b.expiresAt = start.Add(life)
+		b.refreshAt = b.expiresAt.Add(-early)
+	}
+	return b, nil
+}
+
+// oauth2Error maps a failed token request to an *Error: retryable when
+// the endpoint could not be reached or answered 5xx or 429, final when it
+// refused the client. It holds the endpoint's error code and description,
+// never its body.
+func oauth2Error(err error, start time.Time) *Error {
+	e := &Error{Scheme: "oauth2"}
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			e.Retryable = true
+			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) could not be reached: %w", ue.Err)
+			return e
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			e.Retryable = true
+			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) did not answer in time: %w", err)
+			return e
+		}
+		// A 2xx answer that is not a token response (not JSON, or no
+		// access_token): the URL is not a token endpoint.
+		e.Err = errors.New("the token endpoint's answer is not an OAuth 2.0 token response (RFC 6749 §5.1): check Credential.OAuth2.TokenURL")
+		return e
+	}
+	if re.Response != nil {
+		e.Status = re.Response.StatusCode
+	}
+	what := "the token endpoint answered"
+	if e.Status != 0 {
+		what += fmt.Sprintf(" HTTP %d", e.Status)
+	}
+	if re.ErrorCode != "" {
+		what += fmt.Sprintf(" %s", short(re.ErrorCode))
+		if re.ErrorDescription != "" {
+			what += fmt.Sprintf(" (%s)", short(re.ErrorDescription))
+		}
+	}
+	switch {
+	case e.Status == http.StatusTooManyRequests || e.Status >= 500:
+		e.Retryable = true
+		if re.Response != nil {
+			e.RetryAfter, _ = request.ParseRetryAfter(re.Response.Header.Get("Retry-After"), start)
+		}
+		e.Err = errors.New(what + ": the authorization server is unavailable; the attempt may be retried")
+	case re.ErrorCode == "invalid_scope":
+		e.Err = errors.New(what + ": check Credential.OAuth2.Scopes against the scopes the client may ask for")
+	case re.ErrorCode == "unauthorized_client" || re.ErrorCode == "unsupported_grant_type":
+		e.Err = errors.New(what + ": the authorization server does not allow this client the client_credentials grant; enable it for Credential.OAuth2.ClientID")
+	case re.ErrorCode == "invalid_request":
+		e.Err = errors.New(what + ": check Credential.OAuth2.EndpointParams and AuthStyle")
+	default: // invalid_client, 401, 403, other 4xx
+		e.Err = errors.New(what + ": the client was refused; check Credential.OAuth2.ClientID and ClientSecret (revoked or rotated?)")
+	}
+	return e
+}
+
+// short keeps server text short and printable in an error.
+func short(s string) string {
+	const max = 120
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}

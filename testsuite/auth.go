@@ -147,7 +147,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case err != nil:
 		return true // read answers it
-	case s.opts.ClientCAs != nil && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0):
+	case !s.certified(r):
 		a, refused = jsonError(http.StatusForbidden, "a client certificate signed by one of Options.ClientCAs is required"), true
 	case s.opts.SigV4Credentials != nil:
 		a, refused = s.verifySigV4(r, body)
@@ -195,6 +195,12 @@ func (s *Server) verifyBearer(r *http.Request) (a response, refused bool) {
 	return response{}, false
 }
 
+// certified reports whether r came with a verified client certificate,
+// or Options.ClientCAs does not require one.
+func (s *Server) certified(r *http.Request) bool {
+	return s.opts.ClientCAs == nil || r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
 // invalidToken is RFC 6750's answer to an unknown or expired token.
 func invalidToken(desc string) response {
 	b, _ := json.Marshal(map[string]string{"error": "invalid_token", "error_description": desc})
@@ -214,6 +220,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
+	if !s.certified(r) {
+		jsonError(http.StatusForbidden, "a client certificate signed by one of Options.ClientCAs is required").write(w, Dialect{})
+		return
+	}
 	if r.Method != http.MethodPost || r.ParseForm() != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "POST a form (application/x-www-form-urlencoded)")
 		return

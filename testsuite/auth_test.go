@@ -338,6 +338,15 @@ func TestMutualTLSHandler(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, w.Code, w.Body.String())
 	require.Zero(t, srv.Stats().Records)
 	require.Equal(t, 1, srv.Stats().Unauthorized)
+	// Nor does its token endpoint answer such a request.
+	srv = testsuite.NewServer(testsuite.Options{TLSCertificate: &cert, ClientCAs: ca.pool, OAuthClients: map[string]string{"app": "s1"}})
+	defer srv.Close()
+	req = httptest.NewRequest(http.MethodPost, "/oauth/token", strings.NewReader("grant_type=client_credentials&client_id=app&client_secret=s1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w = httptest.NewRecorder()
+	srv.ServeHTTP(w, req)
+	require.Equal(t, http.StatusForbidden, w.Code, w.Body.String())
+	require.NotContains(t, w.Body.String(), "access_token")
 }
 
 const (

@@ -33,6 +33,11 @@
 // The work of a new key can also be a long-running operation, followed at
 // a status monitor ([Options.Async]) or reported by signed webhooks
 // ([Options.Webhooks]), with the resource to poll as the fallback.
+//
+// The server can require a credential scheme, to test a client's set-up:
+// bearer tokens of a client-credentials token endpoint it serves
+// ([Options.OAuthClients]), client certificates ([Options.ClientCAs]) or
+// AWS Signature V4 ([Options.SigV4Credentials]).
 package testsuite
 
 import (
@@ -233,7 +238,8 @@ type RequestLog struct {
 
 // Stats counts what the server did.
 type Stats struct {
-	// Requests is every request received (GET /stats and /healthz excluded).
+	// Requests is every request received (GET /stats and /healthz, and the
+	// token endpoint's, excluded).
 	Requests int `json:"requests"`
 	// DistinctKeys is how many different keys the requests carried,
 	// whatever each was answered (a scripted failure, a refusal, a replay):

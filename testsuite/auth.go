@@ -370,6 +370,9 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (a response, refused 
 func resign(r *http.Request, body []byte, signed string, creds aws.Credentials, service, region string, at time.Time) (string, error) {
 	u := *r.URL
 	u.Scheme, u.Host = "http", r.Host
+	if r.TLS != nil {
+		u.Scheme = "https" // the signer drops a default port by the scheme, as the client's did
+	}
 	c, err := http.NewRequestWithContext(context.Background(), r.Method, u.String(), nil)
 	if err != nil {
 		return "", err

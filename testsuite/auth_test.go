@@ -493,3 +493,31 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestSigV4OverMutualTLS: the two schemes together, as a bank behind AWS
+// might require: a signed request with a client certificate gets
+// through, the same request unsigned is refused.
+func TestSigV4OverMutualTLS(t *testing.T) {
+	serverCA, clientCA := newCA(t, "server CA"), newCA(t, "client CA")
+	serverCert := serverCA.issue(t, true, time.Now().Add(time.Hour))
+	srv := testsuite.StartServer(t, testsuite.Options{
+		TLSCertificate: &serverCert, ClientCAs: clientCA.pool,
+		SigV4Credentials: &aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret}, SigV4Service: "execute-api", SigV4Region: "eu-west-1",
+	})
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: serverCA.pool, Certificates: []tls.Certificate{clientCA.issue(t, false, time.Now().Add(time.Hour))},
+	}}}
+	for _, tt := range []struct {
+		name   string
+		set    func(*http.Request)
+		status int
+	}{
+		{"signed", sigv4(t, aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret}, "eu-west-1", time.Now()), 201},
+		{"unsigned", nil, 403},
+	} {
+		got, err := sendAuth(t, c, srv.URL+"/payments?q=1", "tls-"+tt.name, tt.set)
+		require.NoError(t, err)
+		require.Equal(t, tt.status, got.status, "%s: %s", tt.name, got.body)
+	}
+	require.Equal(t, 1, srv.Stats().Records)
+}

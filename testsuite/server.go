@@ -33,11 +33,18 @@
 // The work of a new key can also be a long-running operation, followed at
 // a status monitor ([Options.Async]) or reported by signed webhooks
 // ([Options.Webhooks]), with the resource to poll as the fallback.
+//
+// The server can require a credential scheme, to test a client's set-up:
+// bearer tokens of a client-credentials token endpoint it serves
+// ([Options.OAuthClients]), client certificates ([Options.ClientCAs]) or
+// AWS Signature V4 ([Options.SigV4Credentials]).
 package testsuite
 
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -50,6 +57,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // defaultWindow is how long the reference server remembers a key.
@@ -127,6 +136,51 @@ type Options struct {
 	// ends (see Webhooks). NewServer panics if it is invalid
 	// (Webhooks.Validate). Work is not called.
 	Webhooks *Webhooks
+
+	// The credential scheme the server requires, so that a client's
+	// set-up can be tested: a bearer token of its own token endpoint
+	// (OAuthClients), a client certificate (ClientCAs) or Signature V4
+	// (SigV4Credentials); ClientCAs goes with either of the others. Every
+	// request but GET /stats and /healthz (and the token endpoint's) needs
+	// it; a request without it is refused before anything else but a
+	// scripted, random or over-capacity failure, is counted in
+	// Stats.Unauthorized and logged, and makes no record: its key stays
+	// free. NewServer panics if the settings do not fit (Options.Validate).
+
+	// OAuthClients, if set, are the OAuth 2.0 clients (client ID to client
+	// secret) that may get bearer tokens at the client-credentials token
+	// endpoint the server serves, POST /oauth/token (RFC 6749 §4.4: the
+	// client authenticated by HTTP Basic or client_id and client_secret in
+	// the form; the answer per §5.1 and §5.2), and the server then
+	// requires such a live token as Authorization: Bearer. A missing
+	// token is answered 401 with WWW-Authenticate: Bearer realm=…, an
+	// unknown, expired or revoked one 401 with error="invalid_token" (RFC
+	// 6750 §3.1). Server.RevokeClient revokes a client mid-run.
+	OAuthClients map[string]string
+	// OAuthTokenLifetime is how long an issued token is valid, by Now
+	// (default 1 hour; the answer's expires_in, in whole seconds).
+	OAuthTokenLifetime time.Duration
+	// TLSCertificate, if set, is the certificate the server presents:
+	// StartServer serves TLS with it (Server.TLSConfig) and the URL is
+	// https. ClientCAs, if set, requires client certificates signed by
+	// one of them (tls.RequireAndVerifyClientCert): a client without one
+	// fails in the handshake, before any request; the handler refuses
+	// with 403 a request that came without a verified certificate.
+	TLSCertificate *tls.Certificate
+	ClientCAs      *x509.CertPool
+	// SigV4Credentials, if set, is the AWS access key (and session token,
+	// sent as X-Amz-Security-Token, if set) every request must be signed
+	// with by AWS Signature Version 4 for SigV4Service (e.g. execute-api)
+	// and SigV4Region. The server signs the request it received again with
+	// AWS's Go signer (the method, path, query, the headers the request
+	// names as signed, the SHA-256 of the body received) and compares the
+	// signatures in constant time. A request unsigned, signed otherwise,
+	// with another key or session token, or with X-Amz-Date more than 5
+	// minutes from Now is answered 403 with an AWS-style error
+	// ({"__type": …, "message": …} and X-Amzn-ErrorType).
+	SigV4Credentials *aws.Credentials
+	SigV4Service     string
+	SigV4Region      string
 }
 
 // Step is one scripted answer. Status 0 or any 2xx lets the request through
@@ -184,7 +238,8 @@ type RequestLog struct {
 
 // Stats counts what the server did.
 type Stats struct {
-	// Requests is every request received (GET /stats and /healthz excluded).
+	// Requests is every request received (GET /stats and /healthz, and the
+	// token endpoint's, excluded).
 	Requests int `json:"requests"`
 	// DistinctKeys is how many different keys the requests carried,
 	// whatever each was answered (a scripted failure, a refusal, a replay):
@@ -228,6 +283,12 @@ type Stats struct {
 	WebhooksDelivered int `json:"webhooks_delivered,omitempty"`
 	WebhooksRejected  int `json:"webhooks_rejected,omitempty"`
 	WebhooksPending   int `json:"webhooks_pending,omitempty"`
+	// Unauthorized is how many requests were refused for want of the
+	// credential the Options require (also counted in Requests).
+	// TokenRequests is how many requests the token endpoint got, refused
+	// ones included (Options.OAuthClients; not counted in Requests).
+	Unauthorized  int `json:"unauthorized,omitempty"`
+	TokenRequests int `json:"token_requests,omitempty"`
 }
 
 // entry is what the server stores for a key.
@@ -264,11 +325,17 @@ type Server struct {
 	winN      int
 	swept     time.Time
 	ops       map[string]*operation
-	wh        *sender // nil without Options.Webhooks
+	wh        *sender          // nil without Options.Webhooks
+	tokens    map[string]token // the live OAuth tokens issued
+	revoked   map[string]bool  // the OAuth clients revoked
 }
 
-// NewServer returns the reference server as an http.Handler.
+// NewServer returns the reference server as an http.Handler. It panics if
+// opts are invalid (Options.Validate).
 func NewServer(opts Options) *Server {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
 	opts.Dialect = opts.Dialect.normalized()
 	if opts.Window <= 0 {
 		opts.Window = defaultWindow
@@ -293,20 +360,24 @@ func NewServer(opts Options) *Server {
 	}
 	s := &Server{opts: opts, entries: map[string]*entry{}, seen: map[uint64]struct{}{}, closed: make(chan struct{})}
 	if w := opts.Webhooks; w != nil && opts.Async == nil {
-		if err := w.Validate(); err != nil {
-			panic(err)
-		}
 		s.wh = newSender(*w)
 	}
 	return s
 }
 
 // StartServer starts a reference server on a loopback httptest server, sets
-// its URL and stops it when the test ends.
+// its URL and stops it when the test ends. With Options.TLSCertificate it
+// serves TLS (Server.TLSConfig) and the URL is https.
 func StartServer(tb testing.TB, opts Options) *Server {
 	tb.Helper()
 	s := NewServer(opts)
-	hs := httptest.NewServer(s)
+	hs := httptest.NewUnstartedServer(s)
+	if c := s.TLSConfig(); c != nil {
+		hs.TLS = c
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	tb.Cleanup(hs.Close)
 	tb.Cleanup(s.Close) // runs first: orphaned requests must not hold up hs.Close
 	s.URL = hs.URL
@@ -364,6 +435,13 @@ func (s *Server) Log() []RequestLog {
 // it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && s.serveInfo(w, r.URL.Path) {
+		return
+	}
+	if s.opts.OAuthClients != nil && r.URL.Path == tokenPath {
+		s.serveToken(w, r)
+		return
+	}
+	if s.guarded() && !s.authorize(w, r) {
 		return
 	}
 	if s.opts.Async != nil && s.serveOperation(w, r) {

@@ -19,10 +19,25 @@
 //
 //	WEBHOOK_SECRET=whsec_MDEyMzQ1Njc4OWFiY2RlZg== go run ./cmd/demoapi \
 //	    --webhook-url http://127.0.0.1:8090/hooks --webhook-duration 5s --webhook-deliveries 2
+//
+// It can require a credential scheme, to test a client's set-up (see
+// testsuite.Options): --require-oauth serves a client-credentials token
+// endpoint at POST /oauth/token for one client (--oauth-client-id, the
+// secret in the environment variable --oauth-client-secret-env names) and
+// requires its bearer tokens, valid for --oauth-token-lifetime;
+// --tls-cert and --tls-key serve HTTPS, and --client-ca requires client
+// certificates signed by its CAs; --require-sigv4 requires AWS Signature
+// V4 for --sigv4-service and --sigv4-region with the key in
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN:
+//
+//	OAUTH_CLIENT_SECRET=s3cret go run ./cmd/demoapi --require-oauth --oauth-token-lifetime 5s
+//	go run ./cmd/demoapi --tls-cert server.pem --tls-key server-key.pem --client-ca clients-ca.pem
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,6 +50,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
@@ -59,6 +76,7 @@ type config struct {
 	addr, script, token string
 	opts                testsuite.Options
 	steps               []testsuite.Step
+	secrets             []string // the secrets the log must not show
 }
 
 // parseFlags reads the command line; apiToken is the default of --require-token.
@@ -79,6 +97,7 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	asyncSet := addAsyncFlags(fs)
 	webhookSet := addWebhookFlags(fs)
 	token := fs.String("require-token", apiToken, "if set, requests must carry Authorization: Bearer TOKEN (env API_TOKEN)")
+	authSet := addAuthFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -107,14 +126,18 @@ func parseFlags(args []string, apiToken string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	return config{
-		addr: *addr, script: *script, token: *token, steps: steps,
+	cfg := config{
+		addr: *addr, script: *script, token: *token, steps: steps, secrets: []string{*token},
 		opts: testsuite.Options{
 			Dialect: dialect, Window: *window, ProcessingTime: *processing, FailureRate: *failureRate,
 			FailureRetryAfter: *failureRetryAfter, Capacity: *capacity, CapacityWindow: *capacityWindow,
 			LockTimeout: *lockTimeout, Orphan: orphanKeys(*orphanPrefix), Async: async, Webhooks: webhooks,
 		},
-	}, nil
+	}
+	if err := authSet.apply(fs, &cfg); err != nil {
+		return config{}, err
+	}
+	return cfg, cfg.opts.Validate()
 }
 
 // orphanKeys is testsuite.Options.Orphan for --orphan-prefix: nil, no key
@@ -253,23 +276,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger, err := cliutil.NewLogger("info", cfg.token)
+	logger, err := cliutil.NewLogger("info", cfg.secrets...)
 	if err != nil {
 		return err
 	}
-	srv := testsuite.NewServer(cfg.opts)
-	srv.Script(cfg.steps...)
-
-	var h http.Handler = srv
-	if cfg.token != "" {
-		h = requireToken(srv, cfg.token)
-	}
+	srv, hs := newServer(cfg)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	hs.RegisterOnShutdown(srv.Close) // drop the orphaned requests it holds
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -279,18 +294,44 @@ func run() error {
 		_ = hs.Shutdown(shutdown)
 	}()
 	d := cfg.opts.Dialect
-	logger.Info("reference API listening", "url", "http://"+ln.Addr().String(), "dialect", d.Name,
-		"key_header", d.KeyHeader, "script", cfg.script, "failure_rate", cfg.opts.FailureRate)
+	scheme := "http://"
+	if hs.TLSConfig != nil {
+		scheme = "https://"
+	}
+	logger.Info("reference API listening", "url", scheme+ln.Addr().String(), "dialect", d.Name,
+		"key_header", d.KeyHeader, "script", cfg.script, "failure_rate", cfg.opts.FailureRate, "requires", cfg.requires())
 	if w := cfg.opts.Webhooks; w != nil {
 		logger.Info("webhooks on", "url", w.URL, "scheme", w.Scheme, "duration", w.Duration, "outcome", w.Outcome,
 			"deliveries", w.Deliveries, "forged", w.Forged, "stale", w.Stale, "drop_rate", w.DropRate)
 	}
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serve(hs, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	st, _ := json.Marshal(srv.Stats())
 	logger.Info("reference API stopped", slog.String("stats", string(st)))
 	return nil
+}
+
+// newServer is the reference server cfg asks for and the http.Server
+// serving it, with TLS when cfg has a certificate.
+func newServer(cfg config) (*testsuite.Server, *http.Server) {
+	srv := testsuite.NewServer(cfg.opts)
+	srv.Script(cfg.steps...)
+	var h http.Handler = srv
+	if cfg.token != "" {
+		h = requireToken(srv, cfg.token)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: srv.TLSConfig()}
+	hs.RegisterOnShutdown(srv.Close) // drop the orphaned requests it holds
+	return srv, hs
+}
+
+// serve serves hs on ln, with TLS when hs has a TLSConfig.
+func serve(hs *http.Server, ln net.Listener) error {
+	if hs.TLSConfig != nil {
+		return hs.ServeTLS(ln, "", "")
+	}
+	return hs.Serve(ln)
 }
 
 // requireToken answers 401 to requests without the expected bearer token,
@@ -306,4 +347,108 @@ func requireToken(next http.Handler, token string) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authFlags are the flags requiring a credential scheme.
+type authFlags struct {
+	oauth, sigv4              *bool
+	clientID, clientSecretEnv *string
+	lifetime                  *time.Duration
+	tlsCert, tlsKey, clientCA *string
+	sigv4Service, sigv4Region *string
+}
+
+func addAuthFlags(fs *flag.FlagSet) authFlags {
+	return authFlags{
+		oauth:           fs.Bool("require-oauth", false, "serve an OAuth 2.0 client-credentials token endpoint at POST /oauth/token and require its bearer tokens"),
+		clientID:        fs.String("oauth-client-id", "demoapi", "the client ID the token endpoint knows (with --require-oauth)"),
+		clientSecretEnv: fs.String("oauth-client-secret-env", "OAUTH_CLIENT_SECRET", "the environment variable holding the client secret (with --require-oauth)"),
+		lifetime:        fs.Duration("oauth-token-lifetime", time.Hour, "how long an issued token is valid (with --require-oauth)"),
+		tlsCert:         fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain), with --tls-key"),
+		tlsKey:          fs.String("tls-key", "", "the PEM private key of --tls-cert"),
+		clientCA:        fs.String("client-ca", "", "require client certificates signed by a CA of this PEM file (with --tls-cert)"),
+		sigv4:           fs.Bool("require-sigv4", false, "require AWS Signature V4 with the key in AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (optional)"),
+		sigv4Service:    fs.String("sigv4-service", "execute-api", "the service requests are signed for (with --require-sigv4)"),
+		sigv4Region:     fs.String("sigv4-region", "us-east-1", "the region requests are signed for (with --require-sigv4)"),
+	}
+}
+
+// apply sets the credential scheme of cfg the command line asks for (fs
+// parsed), reading secrets from the environment and PEM files.
+func (a authFlags) apply(fs *flag.FlagSet, cfg *config) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, dep := range []struct{ flag, needs string }{
+		{"oauth-client-id", "require-oauth"}, {"oauth-client-secret-env", "require-oauth"}, {"oauth-token-lifetime", "require-oauth"},
+		{"sigv4-service", "require-sigv4"}, {"sigv4-region", "require-sigv4"},
+		{"tls-key", "tls-cert"}, {"tls-cert", "tls-key"}, {"client-ca", "tls-cert"},
+	} {
+		if set[dep.flag] && !set[dep.needs] {
+			return fmt.Errorf("--%s needs --%s", dep.flag, dep.needs)
+		}
+	}
+	if cfg.token != "" && (*a.oauth || *a.sigv4) {
+		return errors.New("--require-token (or API_TOKEN) with --require-oauth or --require-sigv4: require one kind of Authorization (unset API_TOKEN)")
+	}
+	if *a.oauth {
+		secret := os.Getenv(*a.clientSecretEnv)
+		if secret == "" {
+			return fmt.Errorf("--require-oauth: set the client secret in the environment variable %s (--oauth-client-secret-env names another)", *a.clientSecretEnv)
+		}
+		cfg.opts.OAuthClients = map[string]string{*a.clientID: secret}
+		cfg.opts.OAuthTokenLifetime = *a.lifetime
+		cfg.secrets = append(cfg.secrets, secret)
+	}
+	if *a.sigv4 {
+		c := aws.Credentials{AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")}
+		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
+			return errors.New("--require-sigv4: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for a session) in the environment")
+		}
+		cfg.opts.SigV4Credentials, cfg.opts.SigV4Service, cfg.opts.SigV4Region = &c, *a.sigv4Service, *a.sigv4Region
+		cfg.secrets = append(cfg.secrets, c.SecretAccessKey, c.SessionToken)
+	}
+	return a.applyTLS(cfg)
+}
+
+// applyTLS loads --tls-cert, --tls-key and --client-ca into cfg.
+func (a authFlags) applyTLS(cfg *config) error {
+	if *a.tlsCert == "" {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(*a.tlsCert, *a.tlsKey)
+	if err != nil {
+		return fmt.Errorf("--tls-cert %s, --tls-key %s: %w (want PEM files of a certificate and its private key)", *a.tlsCert, *a.tlsKey, err)
+	}
+	cfg.opts.TLSCertificate = &cert
+	if *a.clientCA == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(*a.clientCA)
+	if err != nil {
+		return fmt.Errorf("--client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("--client-ca %s: no PEM certificate in it", *a.clientCA)
+	}
+	cfg.opts.ClientCAs = pool
+	return nil
+}
+
+// requires names the credential scheme the server requires, for the log.
+func (c config) requires() string {
+	var s []string
+	if c.token != "" {
+		s = append(s, "static bearer")
+	}
+	if c.opts.OAuthClients != nil {
+		s = append(s, "oauth2 client credentials")
+	}
+	if c.opts.ClientCAs != nil {
+		s = append(s, "mutual TLS")
+	}
+	if c.opts.SigV4Credentials != nil {
+		s = append(s, "sigv4 "+c.opts.SigV4Service+" "+c.opts.SigV4Region)
+	}
+	return strings.Join(s, ", ")
 }

@@ -267,7 +267,7 @@ func flush(tel *telemetry.Telemetry, logger *slog.Logger) {
 
 // poll runs w until SIGINT or SIGTERM.
 func poll(w worker.Worker, cfg config, sharedRate bool, logger *slog.Logger) error {
-	logger.Info("worker starting", slog.String("task_queue", cfg.taskQueue), slog.Any("allowed_origins", cliutil.SplitList(cfg.allow)), slog.Bool("api_token", cfg.token != ""), slog.Bool("shared_rate", sharedRate))
+	logger.Info("worker starting", slog.String("task_queue", cfg.taskQueue), slog.Any("allowed_origins", slices.Concat(cliutil.SplitList(cfg.allow), cfg.file.Origins)), slog.String("origins_file", cfg.originsPath), slog.Bool("api_token", cfg.token != ""), slog.Bool("shared_rate", sharedRate))
 	// worker.InterruptCh closes on SIGINT or SIGTERM; Run then stops polling
 	// and waits for running activities up to WorkerStopTimeout.
 	if err := w.Run(worker.InterruptCh()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -138,7 +139,7 @@ func loadOrigins(path string, env environ) (originSettings, error) {
 	var f originsFile
 	md, err := toml.Decode(string(raw), &f)
 	if err != nil {
-		return originSettings{}, fmt.Errorf("--origins %s: %w", path, err)
+		return originSettings{}, fmt.Errorf("--origins %s: %s", path, quietParseError(err))
 	}
 	if err := unknownKeys(path, md.Undecoded()); err != nil {
 		return originSettings{}, err
@@ -171,6 +172,20 @@ func loadOrigins(path string, env environ) (originSettings, error) {
 	}
 	s.Secrets = l.secrets
 	return s, nil
+}
+
+// quoted matches what a TOML error quotes from the file: a value of 8
+// bytes or more might be a piece of a secret.
+var quoted = regexp.MustCompile(`"[^"]{8,}"|'[^']{8,}'`)
+
+// quietParseError is err, a TOML decoding error, with no piece of the file
+// it quotes that could be a secret: the line, the last key and the problem.
+func quietParseError(err error) string {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("line %d (last key %q): %s: write string values in double quotes, e.g. key_header = \"PayPal-Request-Id\"", pe.Position.Line, pe.LastKey, quoted.ReplaceAllString(pe.Message, `"…"`))
+	}
+	return quoted.ReplaceAllString(err.Error(), `"…"`)
 }
 
 // loader reads one origins file's origins.

@@ -183,6 +183,29 @@ func TestLoadOriginsRefuses(t *testing.T) {
 	}
 }
 
+// TestOriginsParseErrorsQuoteNoSecret: a file that is not valid TOML is
+// refused with its line and key, and no 8-byte piece of what it holds.
+func TestOriginsParseErrorsQuoteNoSecret(t *testing.T) {
+	const secret = "sk_live_51Hx9QeKZ0aBcDeFgHiJ"
+	for _, text := range []string{
+		"[origin.\"https://x.example\".headers]\nAuthorization = " + secret + "\n",
+		"[origin.\"https://x.example\".headers]\nAuthorization = Bearer " + secret + "\n",
+		"[origin.\"https://x.example\".headers]\nAuthorization = \"Bearer " + secret + "\n",
+		"[origin.\"https://x.example\".headers]\nAuthorization = \"" + secret + "\\q\"\n",
+		"[origin.\"https://x.example\".oauth2]\nscopes = \"" + secret + "\"\n",
+		"[admission]\nmin_failures = \"" + secret + "\"\n",
+		"[admission]\nmax_wait = \"" + secret + "\"\n",
+	} {
+		path := writeOrigins(t, text, 0o600)
+		_, err := loadOrigins(path, envOf(nil))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), path)
+		for i := 0; i+8 <= len(secret); i++ {
+			require.NotContains(t, err.Error(), secret[i:i+8], "a piece of the secret in %q", err)
+		}
+	}
+}
+
 // TestOriginsAWSProfile: a profile's keys sign, not the environment's.
 func TestOriginsAWSProfile(t *testing.T) {
 	dir := t.TempDir()

@@ -96,7 +96,7 @@ func startWorkerWith(t testing.TB, o workerOptions, env []string, args ...string
 	if o.Server != nil {
 		server = o.Server
 	}
-	env = slices.Concat(server.Env, []string{"API_TOKEN=" + o.Token, "ALLOW_ORIGINS=", "TASK_QUEUE=", "METRICS_ADDR="}, env)
+	env = slices.Concat(server.Env, []string{"API_TOKEN=" + o.Token, "API_TOKEN_ORIGIN=", "ORIGINS_FILE=", "ALLOW_ORIGINS=", "TASK_QUEUE=", "METRICS_ADDR="}, env)
 	p := itest.StartT(t, itest.Spec{
 		Name: "worker " + o.Identity, Path: bins.Worker, Env: env,
 		Args: append([]string{"--task-queue", o.TaskQueue, "--allow-origin", strings.Join(o.Origins, ","), "--identity", o.Identity}, args...),

@@ -359,7 +359,7 @@ wait_until "the webhook provider" "$WORK/provider.log" 30 curl -fsS -o /dev/null
 
 WORKER_ID=demo-worker-$$
 step "Starting the worker ($WORKER_ID) on task queue $TASK_QUEUE, allowed to call $API and $PROVIDER, metrics on $METRICS, webhook receiver on $RECEIVER"
-launch "worker" "$WORK/worker.log" env "${TEMPORAL_ENV[@]}" API_TOKEN= WEBHOOK_SECRETS="$WEBHOOK_SECRET" \
+launch "worker" "$WORK/worker.log" env "${TEMPORAL_ENV[@]}" API_TOKEN= ORIGINS_FILE= WEBHOOK_SECRETS="$WEBHOOK_SECRET" \
 	"$BIN_DIR/worker" --task-queue "$TASK_QUEUE" --allow-origin "$API,$PROVIDER" --identity "$WORKER_ID" \
 	--metrics-addr "127.0.0.1:$METRICS_PORT" --webhook-addr "127.0.0.1:$WEBHOOK_PORT" --webhook-scheme standard-webhooks
 worker_polls() {

@@ -4,9 +4,12 @@
 // Client options come from the environment or a profile, as Temporal's
 // envconfig reads them (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 // TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE). The worker calls only
-// the origins it is given with --allow-origin or ALLOW_ORIGINS. The target
+// the origins it is given with --allow-origin or ALLOW_ORIGINS, and those of
+// the origins file --origins (ORIGINS_FILE) names: a TOML file with each
+// origin's convention and credentials (docs/credentials.md). The target
 // API's token comes from API_TOKEN and is sent as "Authorization: Bearer" to
-// those origins only; it never enters workflow input, results or history, and
+// one origin only, --api-token-origin (API_TOKEN_ORIGIN; default: the only
+// allowed origin); it never enters workflow input, results or history, and
 // is redacted from logs.
 //
 // --shared-rate (SHARED_RATE=on) keeps one learned rate per origin for
@@ -35,8 +38,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +74,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	secrets := append([]string{cfg.token, "Bearer " + cfg.token}, cfg.webhooks.secrets...)
+	secrets := slices.Concat([]string{cfg.token, "Bearer " + cfg.token}, cfg.webhooks.secrets, cfg.file.Secrets)
 	logger, err := cliutil.NewLogger(cfg.logLevel, append(secrets, cfg.webhooks.callbackSecrets...)...)
 	if err != nil {
 		return err
@@ -111,7 +116,9 @@ func run() error {
 type config struct {
 	taskQueue, allow, conventions   string
 	logLevel, identity, metricsAddr string
-	token                           string // API_TOKEN
+	token, tokenOrigin              string // API_TOKEN, --api-token-origin
+	originsPath                     string // --origins
+	file                            originSettings
 	maxBody                         int64
 	maxRetryAfter                   time.Duration
 	queueRate                       float64
@@ -133,6 +140,8 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.maxRetryAfter, "max-retry-after", request.DefaultMaxRetryAfter, "longest Retry-After honoured")
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); "+longRunningModifiers()+" choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
+	flag.StringVar(&cfg.originsPath, "origins", os.Getenv("ORIGINS_FILE"), "TOML `FILE` of origins the worker may call too, each with its convention and credentials (env ORIGINS_FILE; see docs/credentials.md); an origin it names may not be given by --allow-origin or --convention as well")
+	flag.StringVar(&cfg.tokenOrigin, "api-token-origin", os.Getenv("API_TOKEN_ORIGIN"), "the `ORIGIN` API_TOKEN is sent to as Authorization: Bearer (env API_TOKEN_ORIGIN; default: the only allowed origin; required with several)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
@@ -147,6 +156,19 @@ func parseFlags() (config, error) {
 	cfg.admission.Off, cfg.admission.Breaker.Off = !cfg.admissionOn, !cfg.breakerOn
 	cfg.token = os.Getenv("API_TOKEN")
 	cfg.webhooks.readSecrets(os.Getenv)
+	if cfg.originsPath != "" {
+		var err error
+		if cfg.file, err = loadOrigins(cfg.originsPath, os.LookupEnv); err != nil {
+			return cfg, err
+		}
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range cfg.file.AdmissionFlags {
+			if set[name] {
+				return cfg, fmt.Errorf("--%s and the [admission] table of --origins %s set the same: give it in one place", name, cfg.originsPath)
+			}
+		}
+	}
 	return cfg, nil
 }
 
@@ -171,19 +193,16 @@ func admissionFlags(cfg *config) {
 // newActivities makes the activity cfg asks for and, with --shared-rate,
 // the origins' task queues whose shared rates it follows (nil without).
 func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
-	origins := cliutil.SplitList(cfg.allow)
-	if len(origins) == 0 {
-		return nil, nil, errors.New("no origin allowed: pass --allow-origin http://host:port (or set ALLOW_ORIGINS); the worker calls nothing else")
+	ac, err := activityConfig(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
-	ac := activityConfig(origins, cfg.token)
+	origins := ac.AllowedOrigins
 	ac.MaxResponseBytes, ac.MaxRetryAfter, ac.Admission = cfg.maxBody, cfg.maxRetryAfter, cfg.admission
-	var err error
 	if ac.Admission.Throttles, err = parseThrottles(cfg.throttles); err != nil {
 		return nil, nil, err
 	}
-	if ac.Conventions, err = parseConventions(cfg.conventions); err != nil {
-		return nil, nil, fmt.Errorf("--convention: %w", err)
-	}
+	cfg.file.apply(&ac.Admission)
 	var shared *originQueues
 	if cfg.sharedRate {
 		if cfg.queueRate > 0 {
@@ -194,7 +213,7 @@ func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 	}
 	acts, err := activities.New(ac)
 	if err != nil {
-		return nil, nil, fmt.Errorf("configuration (--allow-origin, --convention, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
+		return nil, nil, fmt.Errorf("configuration (--allow-origin, --convention, --origins, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
 	}
 	return acts, shared, nil
 }
@@ -248,7 +267,7 @@ func flush(tel *telemetry.Telemetry, logger *slog.Logger) {
 
 // poll runs w until SIGINT or SIGTERM.
 func poll(w worker.Worker, cfg config, sharedRate bool, logger *slog.Logger) error {
-	logger.Info("worker starting", slog.String("task_queue", cfg.taskQueue), slog.Any("allowed_origins", cliutil.SplitList(cfg.allow)), slog.Bool("api_token", cfg.token != ""), slog.Bool("shared_rate", sharedRate))
+	logger.Info("worker starting", slog.String("task_queue", cfg.taskQueue), slog.Any("allowed_origins", slices.Concat(cliutil.SplitList(cfg.allow), cfg.file.Origins)), slog.String("origins_file", cfg.originsPath), slog.Bool("api_token", cfg.token != ""), slog.Bool("shared_rate", sharedRate))
 	// worker.InterruptCh closes on SIGINT or SIGTERM; Run then stops polling
 	// and waits for running activities up to WorkerStopTimeout.
 	if err := w.Run(worker.InterruptCh()); err != nil {
@@ -258,17 +277,71 @@ func poll(w worker.Worker, cfg config, sharedRate bool, logger *slog.Logger) err
 	return nil
 }
 
-// activityConfig allows origins and sends token, if set, as a bearer token
-// to each of them.
-func activityConfig(origins []string, token string) activities.Config {
-	cfg := activities.Config{AllowedOrigins: origins, HTTPClient: &http.Client{Transport: transport()}}
-	if token != "" {
-		cfg.Credentials = map[string]http.Header{}
-		for _, o := range origins {
-			cfg.Credentials[o] = http.Header{"Authorization": {"Bearer " + token}}
+// activityConfig allows the origins of --allow-origin and of the origins
+// file, with their conventions and credentials, and sends API_TOKEN, if
+// set, as a bearer token to its one origin.
+func activityConfig(cfg config) (activities.Config, error) {
+	ac := activities.Config{HTTPClient: &http.Client{Transport: transport()}}
+	conventions, err := parseConventions(cfg.conventions)
+	if err != nil {
+		return ac, fmt.Errorf("--convention: %w", err)
+	}
+	flagged := map[string]bool{} // canonical origins of --allow-origin and --convention
+	for _, o := range slices.Concat(cliutil.SplitList(cfg.allow), slices.Collect(maps.Keys(conventions))) {
+		flagged[canonical(o)] = true
+	}
+	for _, o := range cfg.file.Origins {
+		if flagged[o] {
+			return ac, fmt.Errorf("origin %s is in --origins %s and in --allow-origin or --convention (ALLOW_ORIGINS, CONVENTIONS): give it in one place, its table in the file", o, cfg.originsPath)
 		}
 	}
-	return cfg
+	ac.AllowedOrigins = slices.Concat(cliutil.SplitList(cfg.allow), cfg.file.Origins)
+	if len(ac.AllowedOrigins) == 0 {
+		return ac, errors.New("no origin allowed: pass --allow-origin http://host:port (or set ALLOW_ORIGINS), or --origins FILE; the worker calls nothing else")
+	}
+	maps.Copy(conventions, cfg.file.Conventions)
+	ac.Conventions = conventions
+	creds, err := workerCredentials(ac.AllowedOrigins, cfg.file.Credentials, cfg.token, cfg.tokenOrigin)
+	if err != nil {
+		return ac, err
+	}
+	return ac, setCredentials(&ac.Credentials, creds)
+}
+
+// workerCredentials adds API_TOKEN, if set, to the origins file's
+// credentials, as a bearer token for tokenOrigin, or for the only allowed
+// origin without one.
+func workerCredentials(origins []string, file map[string]activities.Credential, token, tokenOrigin string) (map[string]activities.Credential, error) {
+	creds := maps.Clone(file)
+	if token == "" {
+		return creds, nil
+	}
+	target := canonical(tokenOrigin)
+	switch {
+	case tokenOrigin == "" && len(origins) != 1:
+		return nil, fmt.Errorf("API_TOKEN is set and the worker may call %d origins (%s): name the one it is for with --api-token-origin ORIGIN (env API_TOKEN_ORIGIN); give the others their credentials in an origins file (--origins)", len(origins), strings.Join(origins, ", "))
+	case tokenOrigin == "":
+		target = canonical(origins[0])
+	case !slices.ContainsFunc(origins, func(o string) bool { return canonical(o) == target }):
+		return nil, fmt.Errorf("--api-token-origin %s (API_TOKEN_ORIGIN) is not an allowed origin (%s): name one of them", tokenOrigin, strings.Join(origins, ", "))
+	}
+	if _, twice := creds[target]; twice {
+		return nil, fmt.Errorf("API_TOKEN is for %s, which has credentials in the origins file: give that origin its token in the file, or send API_TOKEN to another with --api-token-origin", target)
+	}
+	if creds == nil {
+		creds = map[string]activities.Credential{}
+	}
+	creds[target] = activities.Credential{Header: http.Header{"Authorization": {"Bearer " + token}}}
+	return creds, nil
+}
+
+// canonical is the canonical form of origin o, or o if it is none (which
+// activities.New then refuses).
+func canonical(o string) string {
+	if c, err := request.ParseOrigin(strings.TrimSpace(o)); err == nil {
+		return c
+	}
+	return o
 }
 
 // conventionPreset is the type of the convention presets package

@@ -16,25 +16,47 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 )
 
+// TestActivityConfig: API_TOKEN goes to one origin, never to every
+// allowed origin (issue 32: the worker sent it to all of them).
 func TestActivityConfig(t *testing.T) {
+	bearer := func(o string) map[string]activities.Credential {
+		return map[string]activities.Credential{o: {Header: http.Header{"Authorization": {"Bearer tok_live_0123456789"}}}}
+	}
 	tests := []struct {
-		name      string
-		origins   []string
-		token     string
-		wantCreds map[string]http.Header
+		name         string
+		allow        string
+		token, to    string
+		wantOrigins  []string
+		wantCreds    map[string]activities.Credential
+		wantErrParts []string
 	}{
-		{"no token", []string{"http://127.0.0.1:8081"}, "", nil},
-		{"token for each origin", []string{"http://127.0.0.1:8081", "https://pay.example.com"}, "tok_live_0123456789", map[string]http.Header{
-			"http://127.0.0.1:8081":   {"Authorization": {"Bearer tok_live_0123456789"}},
-			"https://pay.example.com": {"Authorization": {"Bearer tok_live_0123456789"}},
-		}},
+		{"no token", "http://127.0.0.1:8081", "", "", []string{"http://127.0.0.1:8081"}, map[string]activities.Credential(nil), nil},
+		{"one origin gets the token", "http://127.0.0.1:8081", "tok_live_0123456789", "", []string{"http://127.0.0.1:8081"}, bearer("http://127.0.0.1:8081"), nil},
+		{"the named origin only", "http://127.0.0.1:8081,https://pay.example.com", "tok_live_0123456789", "https://PAY.example.com:443",
+			[]string{"http://127.0.0.1:8081", "https://pay.example.com"}, bearer("https://pay.example.com"), nil},
+		{"several origins, none named", "http://127.0.0.1:8081,https://pay.example.com", "tok_live_0123456789", "", nil, nil,
+			[]string{"API_TOKEN", "2 origins", "--api-token-origin ORIGIN", "API_TOKEN_ORIGIN"}},
+		{"named origin not allowed", "http://127.0.0.1:8081", "tok_live_0123456789", "https://other.example", nil, nil,
+			[]string{"--api-token-origin https://other.example", "not an allowed origin", "http://127.0.0.1:8081"}},
+		{"a target without a token is harmless", "http://127.0.0.1:8081,https://pay.example.com", "", "https://pay.example.com",
+			[]string{"http://127.0.0.1:8081", "https://pay.example.com"}, map[string]activities.Credential(nil), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := activityConfig(tt.origins, tt.token)
-			assert.Equal(t, tt.origins, cfg.AllowedOrigins)
-			assert.Equal(t, tt.wantCreds, cfg.Credentials)
-			_, err := activities.New(cfg)
+			cfg, err := activityConfig(config{allow: tt.allow, token: tt.token, tokenOrigin: tt.to})
+			if tt.wantErrParts != nil {
+				require.Error(t, err)
+				for _, p := range tt.wantErrParts {
+					assert.Contains(t, err.Error(), p)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantOrigins, cfg.AllowedOrigins)
+			creds, err := workerCredentials(cfg.AllowedOrigins, nil, tt.token, tt.to)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantCreds, creds)
+			_, err = activities.New(cfg)
 			require.NoError(t, err, "the worker's config must be valid")
 		})
 	}
@@ -185,4 +207,15 @@ func TestListFlagsAccumulate(t *testing.T) {
 	conv, err := parseConventions(cfg.conventions)
 	require.NoError(t, err)
 	assert.Len(t, conv, 2, "both conventions kept")
+}
+
+// parseArgsErr is parseArgs returning parseFlags' error.
+func parseArgsErr(t *testing.T, args ...string) (config, error) {
+	t.Helper()
+	saved, savedArgs := flag.CommandLine, os.Args
+	t.Cleanup(func() { flag.CommandLine, os.Args = saved, savedArgs })
+	flag.CommandLine = flag.NewFlagSet("worker", flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+	os.Args = append([]string{"worker"}, args...)
+	return parseFlags()
 }

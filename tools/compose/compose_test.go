@@ -421,6 +421,16 @@ func TestComposeChecksCatchBrokenCopies(t *testing.T) {
 			check: "webhooks", wantProblem: "ALLOW_ORIGINS",
 		},
 		{
+			name: "webhooks: API_TOKEN for no named origin", file: webhooksFile,
+			old: "      API_TOKEN_ORIGIN: http://demoapi:8081\n", new: "",
+			check: "worker", wantProblem: "API_TOKEN_ORIGIN",
+		},
+		{
+			name: "webhooks: API_TOKEN for the provider", file: webhooksFile,
+			old: "API_TOKEN_ORIGIN: http://demoapi:8081", new: "API_TOKEN_ORIGIN: http://provider:8082",
+			check: "worker", wantProblem: "API_TOKEN_ORIGIN",
+		},
+		{
 			name: "webhooks: the worker verifies with another variable", file: webhooksFile,
 			old: "      WEBHOOK_SECRETS: ${WEBHOOK_SECRET:?", new: "      WEBHOOK_SECRETS: ${API_TOKEN:-",
 			check: "webhooks", wantProblem: "WEBHOOK_SECRETS",
@@ -692,6 +702,13 @@ func checkWorker(d *deployment) (problems []string) {
 	if !slices.Contains(origins, d.origin("demoapi")) {
 		problems = append(problems, fmt.Sprintf("worker ALLOW_ORIGINS = %q, want http://demoapi:PORT with the port demoapi listens on (%q) among them", origins, flagValue(api.Command, "--addr")))
 	}
+	// API_TOKEN goes to demoapi only: with several origins the worker
+	// needs API_TOKEN_ORIGIN, and it names demoapi's.
+	if to := env(w, "API_TOKEN_ORIGIN"); len(origins) > 1 || to != "" {
+		if to != d.origin("demoapi") {
+			problems = append(problems, fmt.Sprintf("worker API_TOKEN_ORIGIN = %q with ALLOW_ORIGINS %q, want demoapi's origin %q: the worker sends API_TOKEN to that one origin, and refuses to start with several and none named", to, origins, d.origin("demoapi")))
+		}
+	}
 	// METRICS_ADDR listens on every interface of the container (the
 	// published port reaches it from outside) on a published port.
 	if _, err := publishedListen(w, "METRICS_ADDR"); err != nil {
@@ -755,8 +772,8 @@ func checkSecrets(d *deployment) (problems []string) {
 	}
 	for _, name := range d.fromEnv.ServiceNames() {
 		for key := range d.service(name).Environment {
-			if !secretName.MatchString(key) {
-				continue
+			if !secretName.MatchString(key) || strings.HasSuffix(key, "_ORIGIN") {
+				continue // API_TOKEN_ORIGIN names where the token goes
 			}
 			src, ok := from[env(d.service(name), key)]
 			if !ok {
@@ -783,9 +800,9 @@ func checkSecrets(d *deployment) (problems []string) {
 	}
 	if d.webhooks {
 		// The provider signs and the worker verifies with one secret; the
-		// worker sends its token to the provider as to every origin.
+		// worker sends its token to the reference API only, not to the
+		// provider (checkWorker).
 		tests = append(tests, []struct{ service, key, variable string }{
-			{"provider", "API_TOKEN", "API_TOKEN"},
 			{"provider", "WEBHOOK_SECRET", "WEBHOOK_SECRET"},
 			{"worker", "WEBHOOK_SECRETS", "WEBHOOK_SECRET"},
 		}...)

@@ -4,5 +4,6 @@
 // covers) cannot drift from it, every relative link of the README and
 // the pages of docs/ names a file that exists and a heading it has, and
 // every code region of examples/ marked "README: <name>" stands in them
-// word for word.
+// word for word, as does the worker's example origins file in
+// docs/credentials.md.
 package repocheck

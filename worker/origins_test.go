@@ -1,0 +1,332 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+)
+
+// writeOrigins writes text as an origins file of the given mode.
+func writeOrigins(t *testing.T, text string, mode os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "origins.toml")
+	require.NoError(t, os.WriteFile(path, []byte(text), mode))
+	require.NoError(t, os.Chmod(path, mode))
+	return path
+}
+
+// envOf is an environment of vars only.
+func envOf(vars map[string]string) environ {
+	return func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
+}
+
+func TestLoadOrigins(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "paypal-secret")
+	require.NoError(t, os.WriteFile(secretFile, []byte("  EFcS-client-secret-from-file\n"), 0o600))
+	env := envOf(map[string]string{"STRIPE_KEY": "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "PAYPAL_ID": "AYSq3RDGsmBLJE", "PAYPAL_SECRET": "EFcS-client-secret-env"})
+	azure := activities.IETF()
+	azure.LongRunning = activities.AzureAsyncOperation()
+	azure.KeyHeader, azure.KeyQuoted = "X-Request-Key", true
+	tests := []struct {
+		name    string
+		text    string
+		mode    os.FileMode
+		origins []string
+		conv    map[string]activities.Convention
+		creds   map[string]activities.Credential
+		secrets []string
+	}{
+		{"empty", "", 0o644, nil, map[string]activities.Convention{}, map[string]activities.Credential{}, nil},
+		{"a convention, no credentials", `
+[origin."https://api.stripe.com"]
+convention = "stripe"
+[origin."https://api.example.com:443"]
+convention = "IETF"
+key_header = "X-Request-Key"
+key_quoted = true
+long_running = "azure"
+`, 0o644, []string{"https://api.example.com", "https://api.stripe.com"},
+			map[string]activities.Convention{"https://api.stripe.com": activities.Stripe(), "https://api.example.com": azure},
+			map[string]activities.Credential{}, nil},
+		{"headers by reference", `
+[origin."https://api.stripe.com".headers]
+Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
+X-Api-Key = { file = "/run/secrets/adyen" }
+`, 0o644, []string{"https://api.stripe.com"}, map[string]activities.Convention{},
+			map[string]activities.Credential{"https://api.stripe.com": {
+				Header:      http.Header{"Authorization": {"Bearer sk_test_4eC39HqLyjWDarjtT1zdp7dc"}},
+				HeaderFiles: map[string]string{"X-Api-Key": "/run/secrets/adyen"},
+			}}, []string{"sk_test_4eC39HqLyjWDarjtT1zdp7dc"}},
+		{"an inline secret in a private file", `
+[origin."https://api.stripe.com".headers]
+Authorization = "Bearer sk_test_inline_0123456789"
+`, 0o600, []string{"https://api.stripe.com"}, map[string]activities.Convention{},
+			map[string]activities.Credential{"https://api.stripe.com": {Header: http.Header{"Authorization": {"Bearer sk_test_inline_0123456789"}}}},
+			[]string{"Bearer sk_test_inline_0123456789"}},
+		{"oauth2, mTLS and SigV4", `
+[origin."https://api-m.paypal.com".oauth2]
+token_url = "https://api-m.paypal.com/v1/oauth2/token"
+client_id_env = "PAYPAL_ID"
+client_secret_env = "PAYPAL_SECRET"
+scopes = ["payments"]
+audience = "https://api-m.paypal.com"
+endpoint_params = { resource = "payments" }
+auth_style = "header"
+[origin."https://bank.example".oauth2]
+token_url = "https://bank.example/token"
+client_id = "treasury"
+client_secret_file = "` + secretFile + `"
+auth_style = "params"
+[origin."https://bank.example".tls]
+cert_file = "/run/secrets/bank.crt"
+key_file = "/run/secrets/bank.key"
+ca_file = "/etc/bank-ca.pem"
+[origin."https://abc.execute-api.eu-west-1.amazonaws.com".aws_sigv4]
+service = "execute-api"
+region = "eu-west-1"
+`, 0o644, []string{"https://abc.execute-api.eu-west-1.amazonaws.com", "https://api-m.paypal.com", "https://bank.example"}, map[string]activities.Convention{},
+			map[string]activities.Credential{
+				"https://api-m.paypal.com": {OAuth2: &clientcredentials.Config{
+					TokenURL: "https://api-m.paypal.com/v1/oauth2/token", ClientID: "AYSq3RDGsmBLJE", ClientSecret: "EFcS-client-secret-env",
+					Scopes: []string{"payments"}, AuthStyle: oauth2.AuthStyleInHeader,
+					EndpointParams: url.Values{"audience": {"https://api-m.paypal.com"}, "resource": {"payments"}},
+				}},
+				"https://bank.example": {
+					OAuth2:   &clientcredentials.Config{TokenURL: "https://bank.example/token", ClientID: "treasury", ClientSecret: "EFcS-client-secret-from-file", AuthStyle: oauth2.AuthStyleInParams},
+					CertFile: "/run/secrets/bank.crt", KeyFile: "/run/secrets/bank.key", CAFile: "/etc/bank-ca.pem",
+				},
+				"https://abc.execute-api.eu-west-1.amazonaws.com": {SigV4: &activities.SigV4{Service: "execute-api", Region: "eu-west-1"}},
+			}, []string{"EFcS-client-secret-env", "EFcS-client-secret-from-file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := loadOrigins(writeOrigins(t, tt.text, tt.mode), env)
+			require.NoError(t, err)
+			assert.Equal(t, tt.origins, s.Origins)
+			assert.Equal(t, tt.conv, s.Conventions)
+			assert.Equal(t, tt.creds, s.Credentials)
+			assert.ElementsMatch(t, tt.secrets, s.Secrets, "the secrets the logger redacts")
+		})
+	}
+}
+
+// TestLoadOriginsRefuses: each error names the origin, the field and what
+// to write instead.
+func TestLoadOriginsRefuses(t *testing.T) {
+	env := envOf(map[string]string{"EMPTY": " ", "SET": "a-client-secret-0123456789"})
+	tests := []struct {
+		name string
+		text string
+		mode os.FileMode
+		want []string
+	}{
+		{"unknown key", "[origin.\"https://api.stripe.com\"]\nconvnetion = \"stripe\"\n", 0o600,
+			[]string{`origin "https://api.stripe.com"`, "unknown key convnetion", "convention", "headers", "oauth2", "aws_sigv4"}},
+		{"unknown nested key", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\ntokenurl = 1\n", 0o600,
+			[]string{`origin "https://x.example"`, "unknown key tokenurl", `oauth2`, "token_url", "client_secret_env"}},
+		{"unknown top-level table", "[origins.\"https://x.example\"]\n", 0o600, []string{"unknown key origins", "the top-level keys are admission or origin"}},
+		{"unknown header reference key", "[origin.\"https://x.example\".headers]\nAuthorization = { environment = \"X\" }\n", 0o600,
+			[]string{`origin "https://x.example"`, "headers.Authorization", `unknown key "environment"`, "env, prefix and file"}},
+		{"inline header secret, 0644", "[origin.\"https://api.stripe.com\".headers]\nAuthorization = \"Bearer sk_live_0123456789\"\n", 0o644,
+			[]string{`origin "https://api.stripe.com"`, "headers.Authorization", "inline", `{ env = "VAR", prefix = "Bearer " }`, "chmod 600"}},
+		{"inline client secret, 0640", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret = \"s3cr3t-0123456789\"\n", 0o640,
+			[]string{`origin "https://x.example"`, "oauth2.client_secret", "client_secret_env", "chmod 600"}},
+		{"missing env var", "[origin.\"https://x.example\".headers]\nX-Api-Key = { env = \"ADYEN_KEY\" }\n", 0o644,
+			[]string{`origin "https://x.example"`, "headers.X-Api-Key", "ADYEN_KEY is not set", "set it"}},
+		{"empty env var", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret_env = \"EMPTY\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "oauth2.client_secret_env", "EMPTY is not set (or empty)"}},
+		{"bad preset", "[origin.\"https://x.example\"]\nconvention = \"paypal\"\n", 0o644,
+			[]string{`origin "https://x.example"`, `convention = "paypal"`, "ietf", "stripe"}},
+		{"bad long-running preset", "[origin.\"https://x.example\"]\nlong_running = \"aws\"\n", 0o644,
+			[]string{`origin "https://x.example"`, `long_running = "aws"`, "azure"}},
+		{"not an origin", "[origin.\"https://x.example/v1\"]\n", 0o644, []string{`[origin."https://x.example/v1"]`, "scheme://host[:port]"}},
+		{"one origin twice", "[origin.\"https://x.example\"]\n[origin.\"https://X.example:443\"]\n", 0o644, []string{"second time", "one table"}},
+		{"no secret", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "client_secret_env", "client_secret_file"}},
+		{"no token URL", "[origin.\"https://x.example\".oauth2]\nclient_id = \"a\"\nclient_secret_env = \"EMPTY\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "oauth2.token_url", "token_url = "}},
+		{"bad auth style", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret_env = \"SET\"\nauth_style = \"basic\"\n", 0o644,
+			[]string{`origin "https://x.example"`, `oauth2.auth_style = "basic"`, `"header"`, `"params"`}},
+		{"missing client secret file", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret_file = \"/nonexistent/secret\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "oauth2.client_secret_file", "/nonexistent/secret"}},
+		{"prefix with a file", "[origin.\"https://x.example\".headers]\nAuthorization = { file = \"/s\", prefix = \"Bearer \" }\n", 0o644,
+			[]string{`origin "https://x.example"`, "headers.Authorization", "prefix goes with env only"}},
+		{"half a certificate", "[origin.\"https://x.example\".tls]\ncert_file = \"/c.pem\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "tls", "key_file"}},
+		{"SigV4 without region", "[origin.\"https://x.example\".aws_sigv4]\nservice = \"lambda\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "aws_sigv4", "region"}},
+		{"no such AWS profile", "[origin.\"https://x.example\".aws_sigv4]\nservice = \"lambda\"\nregion = \"eu-west-1\"\nprofile = \"nope\"\n", 0o644,
+			[]string{`origin "https://x.example"`, `aws_sigv4.profile = "nope"`, "AWS_CONFIG_FILE"}},
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeOrigins(t, tt.text, tt.mode)
+			_, err := loadOrigins(path, env)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), path, "the error names the file")
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestOriginsParseErrorsQuoteNoSecret: a file that is not valid TOML is
+// refused with its line and key, and no 8-byte piece of what it holds.
+func TestOriginsParseErrorsQuoteNoSecret(t *testing.T) {
+	const secret = "sk_live_51Hx9QeKZ0aBcDeFgHiJ"
+	for _, text := range []string{
+		"[origin.\"https://x.example\".headers]\nAuthorization = " + secret + "\n",
+		"[origin.\"https://x.example\".headers]\nAuthorization = Bearer " + secret + "\n",
+		"[origin.\"https://x.example\".headers]\nAuthorization = \"Bearer " + secret + "\n",
+		"[origin.\"https://x.example\".headers]\nAuthorization = \"" + secret + "\\q\"\n",
+		"[origin.\"https://x.example\".oauth2]\nscopes = \"" + secret + "\"\n",
+		"[admission]\nmin_failures = \"" + secret + "\"\n",
+		"[admission]\nmax_wait = \"" + secret + "\"\n",
+	} {
+		path := writeOrigins(t, text, 0o600)
+		_, err := loadOrigins(path, envOf(nil))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), path)
+		for i := 0; i+8 <= len(secret); i++ {
+			require.NotContains(t, err.Error(), secret[i:i+8], "a piece of the secret in %q", err)
+		}
+	}
+}
+
+// TestOriginsAWSProfile: a profile's keys sign, not the environment's.
+func TestOriginsAWSProfile(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	require.NoError(t, os.WriteFile(creds, []byte("[payments]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = profile-secret-0123456789\n"), 0o600))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDENV")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret-0123456789")
+	s, err := loadOrigins(writeOrigins(t, "[origin.\"https://x.example\".aws_sigv4]\nservice = \"lambda\"\nregion = \"eu-west-1\"\nprofile = \"payments\"\n", 0o644), os.LookupEnv)
+	require.NoError(t, err)
+	p := s.Credentials["https://x.example"].SigV4.Credentials
+	require.NotNil(t, p)
+	c, err := p.Retrieve(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "AKIDPROFILE", c.AccessKeyID)
+}
+
+// TestOriginsAdmission: the [admission] table sets activities.Admission for
+// every origin; a flag that sets the same is refused.
+func TestOriginsAdmission(t *testing.T) {
+	path := writeOrigins(t, `
+[admission]
+initial_rate = 5
+throttles = [429, 503]
+max_wait = "20s"
+[admission.breaker]
+window = "1m"
+min_failures = 7
+[origin."https://x.example"]
+`, 0o644)
+	s, err := loadOrigins(path, envOf(nil))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"admission-initial-rate", "admission-throttles", "breaker-window", "breaker-min-failures"}, s.AdmissionFlags)
+	a := activities.Admission{MinRate: 0.5}
+	s.apply(&a)
+	assert.Equal(t, activities.Admission{InitialRate: 5, MinRate: 0.5, Throttles: []int{429, 503}, MaxWait: 20 * time.Second,
+		Breaker: activities.Breaker{FailureWindow: time.Minute, MinFailures: 7}}, a)
+
+	t.Setenv("ORIGINS_FILE", path)
+	t.Setenv("API_TOKEN", "")
+	cfg := parseArgs(t)
+	acts, _, err := newActivities(cfg)
+	require.NoError(t, err, "the file alone is a valid configuration")
+	require.NotNil(t, acts)
+	_, err = parseArgsErr(t, "--admission-initial-rate", "3")
+	require.ErrorContains(t, err, "--admission-initial-rate and the [admission] table of --origins "+path)
+}
+
+// TestOriginsWithFlags: the file's origins are added to the flags'; an
+// origin in both is refused; API_TOKEN goes to its named origin only.
+func TestOriginsWithFlags(t *testing.T) {
+	path := writeOrigins(t, `
+[origin."https://api.stripe.com"]
+convention = "stripe"
+[origin."https://api.stripe.com".headers]
+Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
+`, 0o644)
+	t.Setenv("STRIPE_KEY", "sk_test_4eC39HqLyjWDarjtT1zdp7dc")
+	file, err := loadOrigins(path, os.LookupEnv)
+	require.NoError(t, err)
+
+	ac, err := activityConfig(config{allow: "http://127.0.0.1:8081", token: "tok_live_0123456789", tokenOrigin: "http://127.0.0.1:8081", originsPath: path, file: file})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http://127.0.0.1:8081", "https://api.stripe.com"}, ac.AllowedOrigins)
+	assert.Equal(t, map[string]activities.Convention{"https://api.stripe.com": activities.Stripe()}, ac.Conventions)
+	creds, err := workerCredentials(ac.AllowedOrigins, file.Credentials, "tok_live_0123456789", "http://127.0.0.1:8081")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]activities.Credential{
+		"http://127.0.0.1:8081":  {Header: http.Header{"Authorization": {"Bearer tok_live_0123456789"}}},
+		"https://api.stripe.com": {Header: http.Header{"Authorization": {"Bearer sk_test_4eC39HqLyjWDarjtT1zdp7dc"}}},
+	}, creds, "each origin its own credential")
+	_, err = activities.New(ac)
+	require.NoError(t, err)
+
+	for _, tt := range []struct {
+		name string
+		cfg  config
+		want []string
+	}{
+		{"allowed twice", config{allow: "https://API.stripe.com:443", originsPath: path, file: file},
+			[]string{"origin https://api.stripe.com", path, "--allow-origin", "one place"}},
+		{"convention twice", config{allow: "http://a.example", conventions: "https://api.stripe.com=stripe", originsPath: path, file: file},
+			[]string{"origin https://api.stripe.com", "--convention", "one place"}},
+		{"several origins, no token origin", config{allow: "http://127.0.0.1:8081", token: "tok_live_0123456789", originsPath: path, file: file},
+			[]string{"API_TOKEN", "--api-token-origin"}},
+		{"token for an origin with file credentials", config{token: "tok_live_0123456789", originsPath: path, file: file},
+			[]string{"API_TOKEN is for https://api.stripe.com", "credentials in the origins file"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := activityConfig(tt.cfg)
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestOriginsExample: testdata/origins.toml, the file docs/credentials.md
+// shows (internal/testing/repocheck checks it word for word there), gives
+// each origin the credential its page says.
+func TestOriginsExample(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	env := envOf(map[string]string{"PAYPAL_CLIENT_ID": "AYSq3RDGsmBLJE-otTkBtM", "PAYPAL_CLIENT_SECRET": "EFcS-paypal-secret-0123456789"})
+	s, err := loadOrigins(filepath.Join("testdata", "origins.toml"), env)
+	require.NoError(t, err)
+	paypal, bank, aws, stripe := "https://api-m.paypal.com", "https://api.bank.example", "https://abc123.execute-api.eu-west-1.amazonaws.com", "https://api.stripe.com"
+	assert.Equal(t, []string{aws, paypal, bank, stripe}, s.Origins)
+	c := s.Credentials
+	require.NotNil(t, c[paypal].OAuth2)
+	assert.Equal(t, "AYSq3RDGsmBLJE-otTkBtM", c[paypal].OAuth2.ClientID)
+	assert.Equal(t, oauth2.AuthStyleInHeader, c[paypal].OAuth2.AuthStyle)
+	assert.NotEmpty(t, c[bank].CertFile+c[bank].KeyFile+c[bank].CAFile)
+	assert.Equal(t, &activities.SigV4{Service: "execute-api", Region: "eu-west-1"}, c[aws].SigV4)
+	assert.Equal(t, map[string]string{"Authorization": "/run/secrets/stripe-key"}, c[stripe].HeaderFiles)
+	assert.Equal(t, activities.Stripe(), s.Conventions[stripe])
+	assert.Equal(t, "PayPal-Request-Id", s.Conventions[paypal].KeyHeader)
+
+	a := activities.Admission{}
+	s.apply(&a)
+	_, err = activities.New(activities.Config{AllowedOrigins: s.Origins, Conventions: s.Conventions, Admission: a})
+	require.NoError(t, err, "the example's origins, conventions and admission are a valid activities.Config")
+}

@@ -40,15 +40,19 @@ func (r *recordingRedactor) Add(s string) {
 	r.added = append(r.added, s)
 }
 
-func (r *recordingRedactor) has(s string) bool {
+func (r *recordingRedactor) has(s string) bool { return r.count(s) > 0 }
+
+// count is how many times s was added.
+func (r *recordingRedactor) count(s string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n := 0
 	for _, a := range r.added {
 		if a == s {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // countingProvider returns credentials that expire after lifetime (never
@@ -236,6 +240,29 @@ func TestSigV4CredentialsRenewal(t *testing.T) {
 				t.Errorf("Retrieve called %d times, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSigV4ConcurrentAppliesRetrieveOnce(t *testing.T) {
+	p := &countingProvider{lifetime: time.Hour, token: "FwoGZXIvYXdzEBYaDH"}
+	s := newSuiteSigner(t, "execute-api", p, &recordingRedactor{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for range 200 {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", "https://example.amazonaws.com/", nil)
+			errs <- s.Apply(context.Background(), req, []byte(`{"n":1}`))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.calls.Load(); got != 1 {
+		t.Errorf("200 concurrent Applies retrieved the credentials %d times, want 1", got)
 	}
 }
 

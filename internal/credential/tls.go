@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type tlsSource struct {
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
+	keyText []string       // the key's PEM text, as given to r
 	stats   [2]os.FileInfo // of certFile and keyFile when cert was read
 	checked time.Time      // the last stat
 }
@@ -71,11 +73,11 @@ func NewTLS(certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
 			return nil, tlsError(fmt.Errorf("Credential.CAFile %s holds no PEM certificate (want -----BEGIN CERTIFICATE----- blocks)", caFile))
 		}
 	}
-	cert, stats, err := s.load()
+	cert, keyText, stats, err := s.load()
 	if err != nil {
 		return nil, err
 	}
-	s.cert, s.stats, s.checked = cert, stats, s.now()
+	s.cert, s.keyText, s.stats, s.checked = cert, keyText, stats, s.now()
 	return s, nil
 }
 
@@ -97,9 +99,13 @@ func (s *tlsSource) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 	if now.Sub(s.checked) >= statEvery || now.Before(s.checked) {
 		s.checked = now
 		if s.changed() {
-			if cert, stats, err := s.load(); err == nil {
-				s.cert, s.stats = cert, stats
+			if cert, keyText, stats, err := s.load(); err == nil {
+				s.cert, s.keyText, s.stats = cert, keyText, stats
 			}
+		}
+		// The key in use stays redacted however long it is used.
+		for _, k := range s.keyText {
+			s.r.Add(k)
 		}
 	}
 	if leaf := s.cert.Leaf; now.After(leaf.NotAfter) {
@@ -124,66 +130,97 @@ func (s *tlsSource) changed() bool {
 	return false
 }
 
-// load reads and checks the certificate and key files.
-func (s *tlsSource) load() (*tls.Certificate, [2]os.FileInfo, error) {
+// load reads and checks the certificate and key files; it returns the
+// key's PEM text as given to the redactor.
+func (s *tlsSource) load() (*tls.Certificate, []string, [2]os.FileInfo, error) {
 	var stats [2]os.FileInfo
 	for i, f := range []struct{ field, name string }{{"Credential.CertFile", s.certFile}, {"Credential.KeyFile", s.keyFile}} {
 		fi, err := os.Stat(f.name)
 		if err != nil {
-			return nil, stats, tlsError(fmt.Errorf("%s: %w", f.field, err))
+			return nil, nil, stats, tlsError(fmt.Errorf("%s: %w", f.field, err))
 		}
 		stats[i] = fi
 	}
 	certPEM, err := os.ReadFile(s.certFile)
 	if err != nil {
-		return nil, stats, tlsError(fmt.Errorf("Credential.CertFile: %w", err))
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile: %w", err))
 	}
 	keyPEM, err := os.ReadFile(s.keyFile)
 	if err != nil {
-		return nil, stats, tlsError(fmt.Errorf("Credential.KeyFile: %w", err))
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile: %w", err))
 	}
-	if s.redactKey(keyPEM) == 0 {
-		return nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.keyFile))
+	keyText := s.redactKey(keyPEM)
+	if len(keyText) < 2 {
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.keyFile))
 	}
 	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
-		return nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.certFile))
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.certFile))
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// The standard library's message names no secret: it says which
 		// block does not parse or that the key does not match.
-		return nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s and Credential.CertFile %s: %w (want the private key of that certificate)", s.keyFile, s.certFile, err))
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s and Credential.CertFile %s: %w (want the private key of that certificate)", s.keyFile, s.certFile, err))
 	}
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s: %w", s.certFile, err))
+			return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s: %w", s.certFile, err))
 		}
 	}
 	now := s.now()
 	if leaf := cert.Leaf; now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
-		return nil, stats, tlsError(fmt.Errorf("the certificate in Credential.CertFile %s (serial %s) is valid from %s to %s only: write a current certificate and its key to Credential.CertFile and Credential.KeyFile", s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
+		return nil, nil, stats, tlsError(fmt.Errorf("the certificate in Credential.CertFile %s (serial %s) is valid from %s to %s only: write a current certificate and its key to Credential.CertFile and Credential.KeyFile", s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
 	}
-	return &cert, stats, nil
+	return &cert, keyText, stats, nil
 }
 
 // redactKey gives the private key's PEM text to the redactor: the file as
 // written, and each key block's base64 body on one line (as a server
-// might echo it). It returns the number of private key blocks.
-func (s *tlsSource) redactKey(keyPEM []byte) (keys int) {
+// might echo it). It returns what it gave; fewer than two: no key block.
+func (s *tlsSource) redactKey(keyPEM []byte) []string {
+	var text []string
 	if t := strings.TrimSpace(string(keyPEM)); t != "" {
-		s.r.Add(t)
+		text = append(text, t)
 	}
 	for rest := keyPEM; ; {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
 		if b == nil {
-			return keys
+			break
 		}
 		if strings.Contains(b.Type, "PRIVATE KEY") {
-			s.r.Add(base64.StdEncoding.EncodeToString(b.Bytes))
-			keys++
+			text = append(text, base64.StdEncoding.EncodeToString(b.Bytes))
 		}
 	}
+	for _, t := range text {
+		s.r.Add(t)
+	}
+	return text
 }
 
 func tlsError(err error) *Error { return &Error{Scheme: "mtls", Err: err} }
+
+// refusalAlerts are the TLS alerts a server sends when it refuses the
+// client certificate (RFC 8446 §6.2).
+var refusalAlerts = []string{"bad certificate", "unsupported certificate", "certificate revoked", "certificate expired", "certificate unknown", "unknown certificate authority", "access denied", "certificate required"}
+
+// TLSRefusal returns err, an error of a request to an origin with a client
+// certificate, as the *Error to report when the origin refused the
+// certificate in the handshake (a TLS alert such as unknown certificate
+// authority or certificate expired), and nil for any other error. With
+// TLS 1.3 the alert arrives after the client's side of the handshake is
+// done, so the request may have been written already, but the server
+// refused the connection before reading it: no handler received it.
+func TLSRefusal(err error) *Error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return nil
+	}
+	alert := strings.TrimPrefix(op.Err.Error(), "tls: ")
+	for _, a := range refusalAlerts {
+		if alert == a {
+			return tlsError(fmt.Errorf("the origin refused the client certificate of Credential.CertFile (TLS alert %q): check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", alert))
+		}
+	}
+	return nil
+}

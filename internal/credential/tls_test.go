@@ -191,11 +191,15 @@ func TestTLSHandshake(t *testing.T) {
 			err = post(src, srv.URL)
 			serials, bodies := srv.seen()
 			if tc.says == "" {
+				if ce := TLSRefusal(errors.New("connection reset")); ce != nil {
+					t.Errorf("TLSRefusal of another error = %v, want nil", ce)
+				}
 				if err != nil || len(serials) != 1 || serials[0] != 7 || bodies != 1 {
 					t.Fatalf("post = %v; server verified %v, read %d bodies; want serial 7 and 1 body", err, serials, bodies)
 				}
 				return
 			}
+			t.Logf("post: %v", err)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("post = %v, want an error saying %q", err, tc.says)
 			}
@@ -204,6 +208,8 @@ func TestTLSHandshake(t *testing.T) {
 				if !errors.As(err, &ce) || ce.Scheme != "mtls" {
 					t.Errorf("post = %v, want an mtls *Error", err)
 				}
+			} else if ce := TLSRefusal(err); ce == nil || ce.Retryable || !strings.Contains(ce.Error(), "unknown certificate authority") || !strings.Contains(ce.Error(), "Credential.CertFile") {
+				t.Errorf("TLSRefusal(%v) = %v, want a final mtls *Error naming the alert and Credential.CertFile", err, ce)
 			}
 			if len(serials) != 0 || bodies != 0 {
 				t.Errorf("the server verified %v and read %d bodies, want none", serials, bodies)
@@ -258,6 +264,16 @@ func TestTLSRotation(t *testing.T) {
 		if !r.has(strings.TrimSpace(string(k))) || !r.has(pemBody(t, k)) {
 			t.Errorf("key %d: its PEM text was not given to the redactor", i+1)
 		}
+	}
+	// The key in use is added again while it is used (a secret stays
+	// redacted RetainFor after it was last added).
+	before := r.count(pemBody(t, key2))
+	step(statEvery)
+	if err := post(src, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if after := r.count(pemBody(t, key2)); after <= before {
+		t.Errorf("the key in use was added %d times, then %d: not again while in use", before, after)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/logging"
 )
 
 // renewBefore is how long before its expiry a temporary credential is
@@ -73,7 +74,9 @@ func NewSigV4(service, region string, p aws.CredentialsProvider, r Redactor) (So
 	}
 	s := &sigV4{service: service, region: region, r: r, now: time.Now}
 	if p == nil {
-		cfg, err := config.LoadDefaultConfig(context.Background())
+		// The SDK's own log lines (IMDS fallbacks, …) would bypass the
+		// worker's redacting logger: silenced; its errors say the same.
+		cfg, err := config.LoadDefaultConfig(context.Background(), config.WithLogger(logging.Nop{}))
 		if err != nil {
 			return nil, &Error{Scheme: "sigv4", Err: fmt.Errorf("loading the AWS SDK's default configuration: %w; check AWS_PROFILE and ~/.aws/config, or set Credential.SigV4.Credentials", err)}
 		}

@@ -39,10 +39,10 @@ var v4Pins = map[string]string{
 	"Cache-Control and Pragma headers": "the JavaScript signer never signs Cache-Control, Pragma, Connection, From, Referer, TE and a few more (ALWAYS_UNSIGNABLE_HEADERS); the Go signer signs every header but Authorization, User-Agent, Expect, Transfer-Encoding and X-Amzn-Trace-Id. Each signature verifies (a service re-signs over the SignedHeaders the request lists)",
 }
 
-// redactorFunc adapts a function to credential.Redactor.
-type redactorFunc func(string)
+// v4RedactorFunc adapts a function to credential.Redactor.
+type v4RedactorFunc func(string)
 
-func (f redactorFunc) Add(s string) { f(s) }
+func (f v4RedactorFunc) Add(s string) { f(s) }
 
 var sigv4Results struct {
 	mu   sync.Mutex
@@ -106,7 +106,7 @@ func startSigV4(t *testing.T) *interop.Server {
 func signGo(t *testing.T, c v4Case, service, region, id, secret, token string, body []byte) (*http.Request, []string) {
 	t.Helper()
 	var added []string
-	src, err := credential.NewSigV4(service, region, credentials.NewStaticCredentialsProvider(id, secret, token), redactorFunc(func(s string) { added = append(added, s) }))
+	src, err := credential.NewSigV4(service, region, credentials.NewStaticCredentialsProvider(id, secret, token), v4RedactorFunc(func(s string) { added = append(added, s) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestSigV4AgainstJavaScriptSigner(t *testing.T) {
 				id, token = v4TempID, v4Token
 			}
 			req, added := signGo(t, c, c.service, "eu-west-1", id, v4Secret, token, c.body)
-			if !contains(added, v4Secret) || (withToken && !contains(added, v4Token)) {
+			if !v4Contains(added, v4Secret) || (withToken && !v4Contains(added, v4Token)) {
 				t.Errorf("%s: the secret key or token was not given to the redactor", c.name)
 			}
 			// What goes on the wire, less what the signer sets.
@@ -214,7 +214,7 @@ func signedHeadersOf(auth string) string {
 	return h
 }
 
-func contains(list []string, s string) bool {
+func v4Contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true

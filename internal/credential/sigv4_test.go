@@ -28,22 +28,22 @@ const (
 
 var suiteTime = time.Date(2015, 8, 30, 12, 36, 0, 0, time.UTC)
 
-// recordingRedactor records the secrets added to it.
-type recordingRedactor struct {
+// sigRedactor records the secrets added to it.
+type sigRedactor struct {
 	mu    sync.Mutex
 	added []string
 }
 
-func (r *recordingRedactor) Add(s string) {
+func (r *sigRedactor) Add(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.added = append(r.added, s)
 }
 
-func (r *recordingRedactor) has(s string) bool { return r.count(s) > 0 }
+func (r *sigRedactor) has(s string) bool { return r.count(s) > 0 }
 
 // count is how many times s was added.
-func (r *recordingRedactor) count(s string) int {
+func (r *sigRedactor) count(s string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -55,16 +55,16 @@ func (r *recordingRedactor) count(s string) int {
 	return n
 }
 
-// countingProvider returns credentials that expire after lifetime (never
+// v4Provider returns credentials that expire after lifetime (never
 // when 0), or err, and counts its calls.
-type countingProvider struct {
+type v4Provider struct {
 	calls    atomic.Int32
 	lifetime time.Duration
 	token    string
 	err      error
 }
 
-func (p *countingProvider) Retrieve(context.Context) (aws.Credentials, error) {
+func (p *v4Provider) Retrieve(context.Context) (aws.Credentials, error) {
 	n := p.calls.Add(1)
 	if p.err != nil {
 		return aws.Credentials{}, p.err
@@ -90,7 +90,7 @@ func newSuiteSigner(t *testing.T, service string, p aws.CredentialsProvider, r R
 	return s
 }
 
-func newRequest(t *testing.T, method, url string, body []byte, header map[string]string) *http.Request {
+func v4Request(t *testing.T, method, url string, body []byte, header map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
@@ -118,12 +118,12 @@ func TestSigV4SuiteVectors(t *testing.T) {
 		{name: "get-vanilla with a static Authorization", method: "GET", url: "https://example.amazonaws.com/", header: map[string]string{"Authorization": "Bearer sk_live_static"}, signedHeaders: "host;x-amz-date", signature: "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSuiteSigner(t, "service", static, &recordingRedactor{})
+			s := newSuiteSigner(t, "service", static, &sigRedactor{})
 			var body []byte
 			if tc.body != "" {
 				body = []byte(tc.body)
 			}
-			req := newRequest(t, tc.method, tc.url, body, tc.header)
+			req := v4Request(t, tc.method, tc.url, body, tc.header)
 			if err := s.Apply(context.Background(), req, body); err != nil {
 				t.Fatal(err)
 			}
@@ -142,10 +142,10 @@ func TestSigV4SuiteVectors(t *testing.T) {
 }
 
 func TestSigV4SessionToken(t *testing.T) {
-	r := &recordingRedactor{}
-	p := &countingProvider{token: suiteToken}
+	r := &sigRedactor{}
+	p := &v4Provider{token: suiteToken}
 	s := newSuiteSigner(t, "execute-api", p, r)
-	req := newRequest(t, "GET", "https://abc.execute-api.us-east-1.amazonaws.com/prod/pay", nil, nil)
+	req := v4Request(t, "GET", "https://abc.execute-api.us-east-1.amazonaws.com/prod/pay", nil, nil)
 	// A token left by an earlier Apply must not be signed over again.
 	req.Header.Set("X-Amz-Security-Token", "stale-token-from-before")
 	if err := s.Apply(context.Background(), req, nil); err != nil {
@@ -171,8 +171,8 @@ func TestSigV4SessionToken(t *testing.T) {
 func TestSigV4BodyHashOverExactBytes(t *testing.T) {
 	static := credentials.NewStaticCredentialsProvider(suiteKeyID, suiteSecret, "")
 	sign := func(service string, body []byte) *http.Request {
-		s := newSuiteSigner(t, service, static, &recordingRedactor{})
-		req := newRequest(t, "PUT", "https://bucket.s3.us-east-1.amazonaws.com/a%20b/c.json", body, map[string]string{"Content-Type": "application/json"})
+		s := newSuiteSigner(t, service, static, &sigRedactor{})
+		req := v4Request(t, "PUT", "https://bucket.s3.us-east-1.amazonaws.com/a%20b/c.json", body, map[string]string{"Content-Type": "application/json"})
 		if err := s.Apply(context.Background(), req, body); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestSigV4BodyHashOverExactBytes(t *testing.T) {
 	}{{"body", body}, {"trailing newline", nl}, {"nil", nil}, {"empty", []byte{}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The reference: AWS's signer given the hash of these bytes.
-			want := newRequest(t, "PUT", "https://bucket.s3.us-east-1.amazonaws.com/a%20b/c.json", tc.body, map[string]string{"Content-Type": "application/json", "X-Amz-Content-Sha256": hashOf(tc.body)})
+			want := v4Request(t, "PUT", "https://bucket.s3.us-east-1.amazonaws.com/a%20b/c.json", tc.body, map[string]string{"Content-Type": "application/json", "X-Amz-Content-Sha256": hashOf(tc.body)})
 			signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 			c, _ := static.Retrieve(context.Background())
 			if err := signer.SignHTTP(context.Background(), c, want, hashOf(tc.body), "s3", "us-east-1", suiteTime); err != nil {
@@ -223,11 +223,11 @@ func TestSigV4CredentialsRenewal(t *testing.T) {
 		{"two minutes left: renewed before expiry", 2 * time.Minute, 3, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &countingProvider{lifetime: tc.lifetime, token: "FwoGZXIvYXdzEBYaDH"}
-			r := &recordingRedactor{}
+			p := &v4Provider{lifetime: tc.lifetime, token: "FwoGZXIvYXdzEBYaDH"}
+			r := &sigRedactor{}
 			s := newSuiteSigner(t, "execute-api", p, r)
 			for i := range tc.applies {
-				req := newRequest(t, "GET", "https://example.amazonaws.com/", nil, nil)
+				req := v4Request(t, "GET", "https://example.amazonaws.com/", nil, nil)
 				if err := s.Apply(context.Background(), req, nil); err != nil {
 					t.Fatalf("Apply %d: %v", i, err)
 				}
@@ -244,8 +244,8 @@ func TestSigV4CredentialsRenewal(t *testing.T) {
 }
 
 func TestSigV4ConcurrentAppliesRetrieveOnce(t *testing.T) {
-	p := &countingProvider{lifetime: time.Hour, token: "FwoGZXIvYXdzEBYaDH"}
-	s := newSuiteSigner(t, "execute-api", p, &recordingRedactor{})
+	p := &v4Provider{lifetime: time.Hour, token: "FwoGZXIvYXdzEBYaDH"}
+	s := newSuiteSigner(t, "execute-api", p, &sigRedactor{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
 	for range 200 {
@@ -266,11 +266,11 @@ func TestSigV4ConcurrentAppliesRetrieveOnce(t *testing.T) {
 	}
 }
 
-// apiErr is a provider failure that says whether to retry.
-type apiErr struct{ retry bool }
+// v4APIErr is a provider failure that says whether to retry.
+type v4APIErr struct{ retry bool }
 
-func (e apiErr) Error() string        { return "sts: throttled" }
-func (e apiErr) RetryableError() bool { return e.retry }
+func (e v4APIErr) Error() string        { return "sts: throttled" }
+func (e v4APIErr) RetryableError() bool { return e.retry }
 
 func TestSigV4Refusal(t *testing.T) {
 	for _, tc := range []struct {
@@ -279,15 +279,15 @@ func TestSigV4Refusal(t *testing.T) {
 		retryable bool
 		says      string
 	}{
-		{"expired credentials", &countingProvider{lifetime: -time.Minute}, true, "expired at"},
-		{"provider refuses", &countingProvider{err: errors.New("AccessDenied: not authorized to assume role")}, false, "not authorized to assume role"},
-		{"provider says retry", &countingProvider{err: apiErr{retry: true}}, true, "throttled"},
-		{"provider says do not retry", &countingProvider{err: apiErr{retry: false}}, false, "throttled"},
+		{"expired credentials", &v4Provider{lifetime: -time.Minute}, true, "expired at"},
+		{"provider refuses", &v4Provider{err: errors.New("AccessDenied: not authorized to assume role")}, false, "not authorized to assume role"},
+		{"provider says retry", &v4Provider{err: v4APIErr{retry: true}}, true, "throttled"},
+		{"provider says do not retry", &v4Provider{err: v4APIErr{retry: false}}, false, "throttled"},
 		{"no access key", aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{}, nil }), false, "AWS_ACCESS_KEY_ID"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSuiteSigner(t, "execute-api", tc.p, &recordingRedactor{})
-			req := newRequest(t, "GET", "https://example.amazonaws.com/", nil, nil)
+			s := newSuiteSigner(t, "execute-api", tc.p, &sigRedactor{})
+			req := v4Request(t, "GET", "https://example.amazonaws.com/", nil, nil)
 			err := s.Apply(context.Background(), req, nil)
 			var ce *Error
 			if !errors.As(err, &ce) {
@@ -311,9 +311,9 @@ func TestSigV4DefaultChain(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", suiteKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", suiteSecret)
 	t.Setenv("AWS_SESSION_TOKEN", suiteToken)
-	r := &recordingRedactor{}
+	r := &sigRedactor{}
 	s := newSuiteSigner(t, "service", nil, r)
-	req := newRequest(t, "GET", "https://example.amazonaws.com/", nil, nil)
+	req := v4Request(t, "GET", "https://example.amazonaws.com/", nil, nil)
 	if err := s.Apply(context.Background(), req, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestSigV4DefaultChain(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	s = newSuiteSigner(t, "service", nil, r)
-	err := s.Apply(context.Background(), newRequest(t, "GET", "https://example.amazonaws.com/", nil, nil), nil)
+	err := s.Apply(context.Background(), v4Request(t, "GET", "https://example.amazonaws.com/", nil, nil), nil)
 	if err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") || !strings.Contains(err.Error(), "AWS_PROFILE") {
 		t.Errorf("no credentials: Apply = %v, want an error naming AWS_ACCESS_KEY_ID and AWS_PROFILE", err)
 	}
@@ -337,7 +337,7 @@ func TestNewSigV4Validates(t *testing.T) {
 		{"", "us-east-1", "Credential.SigV4.Service"},
 		{"execute-api", "", "Credential.SigV4.Region"},
 	} {
-		_, err := NewSigV4(tc.service, tc.region, static, &recordingRedactor{})
+		_, err := NewSigV4(tc.service, tc.region, static, &sigRedactor{})
 		var ce *Error
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("NewSigV4(%q, %q) = %v, want an *Error naming %s", tc.service, tc.region, err, tc.says)

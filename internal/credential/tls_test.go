@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +79,7 @@ func (ca *mtlsCA) issue(t *testing.T, serial int64, notBefore, notAfter time.Tim
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
 }
 
-func writeFile(t *testing.T, name string, b []byte) {
+func mtlsWrite(t *testing.T, name string, b []byte) {
 	t.Helper()
 	// Written beside, then renamed: the rotation a deployment does.
 	tmp := name + ".tmp"
@@ -147,13 +148,13 @@ func mtlsFiles(t *testing.T, ca, serverCA *mtlsCA, serial int64, notAfter time.T
 	dir := t.TempDir()
 	certFile, keyFile, caFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"), filepath.Join(dir, "ca.pem")
 	certPEM, keyPEM := ca.issue(t, serial, time.Now().Add(-time.Hour), notAfter, false)
-	writeFile(t, certFile, certPEM)
-	writeFile(t, keyFile, keyPEM)
-	writeFile(t, caFile, serverCA.pem)
+	mtlsWrite(t, certFile, certPEM)
+	mtlsWrite(t, keyFile, keyPEM)
+	mtlsWrite(t, caFile, serverCA.pem)
 	return certFile, keyFile, caFile, keyPEM
 }
 
-func post(src TLSSource, url string) error {
+func mtlsPost(src TLSSource, url string) error {
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: src.TLSConfig(), DisableKeepAlives: true}}
 	resp, err := c.Post(url, "application/json", strings.NewReader(`{"amount":100,"card":"4242"}`))
 	if err != nil {
@@ -181,14 +182,14 @@ func TestTLSHandshake(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startMTLSServer(t, trusted, serverCA)
 			certFile, keyFile, caFile, _ := mtlsFiles(t, tc.issuer, serverCA, 7, time.Now().Add(time.Hour))
-			src, err := NewTLS(certFile, keyFile, caFile, &recordingRedactor{})
+			src, err := NewTLS(certFile, keyFile, caFile, &sigRedactor{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.expire {
 				src.(*tlsSource).now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 			}
-			err = post(src, srv.URL)
+			err = mtlsPost(src, srv.URL)
 			serials, bodies := srv.seen()
 			if tc.says == "" {
 				if ce := TLSRefusal(errors.New("connection reset")); ce != nil {
@@ -222,7 +223,7 @@ func TestTLSRotation(t *testing.T) {
 	ca, serverCA := newMTLSCA(t, "trusted"), newMTLSCA(t, "server")
 	srv := startMTLSServer(t, ca, serverCA)
 	certFile, keyFile, caFile, key1 := mtlsFiles(t, ca, serverCA, 1, time.Now().Add(time.Hour))
-	r := &recordingRedactor{}
+	r := &sigRedactor{}
 	src, err := NewTLS(certFile, keyFile, caFile, r)
 	if err != nil {
 		t.Fatal(err)
@@ -231,65 +232,53 @@ func TestTLSRotation(t *testing.T) {
 	src.(*tlsSource).now = func() time.Time { return clock }
 	step := func(d time.Duration) { clock = clock.Add(d) }
 
-	if err := post(src, srv.URL); err != nil {
+	if err := mtlsPost(src, srv.URL); err != nil {
 		t.Fatal(err)
 	}
 	cert2, key2 := ca.issue(t, 2, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), false)
-	writeFile(t, certFile, cert2)
-	if err := post(src, srv.URL); err != nil { // within the second: not checked
+	mtlsWrite(t, certFile, cert2)
+	if err := mtlsPost(src, srv.URL); err != nil { // within the second: not checked
 		t.Fatal(err)
 	}
 	step(statEvery)
 	// Only the certificate rotated so far: the pair does not match, the
 	// old one is kept.
-	if err := post(src, srv.URL); err != nil {
+	if err := mtlsPost(src, srv.URL); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, keyFile, key2)
+	mtlsWrite(t, keyFile, key2)
 	step(statEvery)
-	if err := post(src, srv.URL); err != nil {
+	if err := mtlsPost(src, srv.URL); err != nil {
 		t.Fatal(err)
 	}
 	// Rotated to an unparsable file: the last good pair is kept.
-	writeFile(t, certFile, []byte("not a certificate"))
+	mtlsWrite(t, certFile, []byte("not a certificate"))
 	step(statEvery)
-	if err := post(src, srv.URL); err != nil {
+	if err := mtlsPost(src, srv.URL); err != nil {
 		t.Fatal(err)
 	}
 	serials, _ := srv.seen()
-	if want := []int64{1, 1, 1, 2, 2}; !slicesEqual(serials, want) {
+	if want := []int64{1, 1, 1, 2, 2}; !slices.Equal(serials, want) {
 		t.Errorf("the server verified serials %v, want %v", serials, want)
 	}
 	for i, k := range [][]byte{key1, key2} {
-		if !r.has(strings.TrimSpace(string(k))) || !r.has(pemBody(t, k)) {
+		if !r.has(strings.TrimSpace(string(k))) || !r.has(mtlsPEMBody(t, k)) {
 			t.Errorf("key %d: its PEM text was not given to the redactor", i+1)
 		}
 	}
 	// The key in use is added again while it is used (a secret stays
 	// redacted RetainFor after it was last added).
-	before := r.count(pemBody(t, key2))
+	before := r.count(mtlsPEMBody(t, key2))
 	step(statEvery)
-	if err := post(src, srv.URL); err != nil {
+	if err := mtlsPost(src, srv.URL); err != nil {
 		t.Fatal(err)
 	}
-	if after := r.count(pemBody(t, key2)); after <= before {
+	if after := r.count(mtlsPEMBody(t, key2)); after <= before {
 		t.Errorf("the key in use was added %d times, then %d: not again while in use", before, after)
 	}
 }
 
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func pemBody(t *testing.T, b []byte) string {
+func mtlsPEMBody(t *testing.T, b []byte) string {
 	t.Helper()
 	blk, _ := pem.Decode(b)
 	if blk == nil {
@@ -305,10 +294,10 @@ func TestNewTLSRefuses(t *testing.T) {
 	_, otherKey, _, _ := mtlsFiles(t, ca, serverCA, 2, time.Now().Add(time.Hour))
 	expCert, expKey := ca.issue(t, 3, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour), false)
 	expCertFile, expKeyFile := filepath.Join(dir, "exp.crt"), filepath.Join(dir, "exp.key")
-	writeFile(t, expCertFile, expCert)
-	writeFile(t, expKeyFile, expKey)
+	mtlsWrite(t, expCertFile, expCert)
+	mtlsWrite(t, expKeyFile, expKey)
 	garbage := filepath.Join(dir, "garbage.pem")
-	writeFile(t, garbage, []byte("-----BEGIN NONSENSE-----\nAAAA\n-----END NONSENSE-----\n"))
+	mtlsWrite(t, garbage, []byte("-----BEGIN NONSENSE-----\nAAAA\n-----END NONSENSE-----\n"))
 	for _, tc := range []struct {
 		name                string
 		cert, key, ca, says string
@@ -324,7 +313,7 @@ func TestNewTLSRefuses(t *testing.T) {
 		{"certificate without key", certFile, "", "", "Credential.KeyFile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &recordingRedactor{}
+			r := &sigRedactor{}
 			_, err := NewTLS(tc.cert, tc.key, tc.ca, r)
 			var ce *Error
 			if !errors.As(err, &ce) || ce.Scheme != "mtls" || !strings.Contains(err.Error(), tc.says) {

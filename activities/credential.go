@@ -51,7 +51,9 @@ type Credential struct {
 	CertFile, KeyFile, CAFile string
 	// SigV4 signs every request with AWS Signature Version 4, over the
 	// exact bytes of its body (API Gateway, Lambda function URLs, any
-	// AWS service), with AWS's own signer.
+	// AWS service), with AWS's own signer. It sets Authorization: an
+	// Authorization from Header, HeaderFiles or OAuth2 is replaced, not
+	// sent; every other header is signed over.
 	SigV4 *SigV4
 }
 

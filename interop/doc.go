@@ -30,5 +30,12 @@
 // one token request per lifetime and never two at once; a client removed
 // mid-run gives a final credential error, not a retry storm.
 //
+// The SigV4 rows (sigv4_test.go) sign the same requests with
+// internal/credential's SigV4 source (AWS's Go signer) and with AWS's
+// JavaScript signer (@smithy/signature-v4), with and without a session
+// token, and compare the Authorization headers; then send requests it
+// signed to s3rver (a fake S3) and to a verifier that re-signs what it
+// receives with the JavaScript signer (node/sigv4.js serves all three).
+//
 // The package has tests only.
 package interop

@@ -1,0 +1,226 @@
+package credential
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// statEvery is how often, at most, the certificate and key files are
+// checked for a rotation.
+const statEvery = time.Second
+
+// tlsSource is a client certificate read from PEM files, re-read when they
+// change (see NewTLS).
+type tlsSource struct {
+	certFile, keyFile string
+	roots             *x509.CertPool
+	r                 Redactor
+	now               func() time.Time
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	keyText []string       // the key's PEM text, as given to r
+	stats   [2]os.FileInfo // of certFile and keyFile when cert was read
+	checked time.Time      // the last stat
+}
+
+// NewTLS returns the client certificate of an origin that requires mutual
+// TLS: certFile and keyFile are PEM files of the certificate (its chain may
+// follow it) and of its private key; caFile, if not empty, is a PEM file of
+// the certificate authorities trusted for the origin's server certificate
+// (RootCAs; default: the system's). NewTLS refuses files that cannot be
+// read or parsed, a key that does not match the certificate, and a
+// certificate that has expired or is not yet valid.
+//
+// TLSConfig's GetClientCertificate checks the two files at most once a
+// second and re-reads them when they changed, so a rotated certificate is
+// presented on new connections without a restart (a pair that does not
+// parse or match, as while the files are being rewritten one by one, is
+// ignored until the next check: the certificate read before is kept). A
+// handshake with a certificate that has expired since fails on the client
+// before anything is sent, with an *Error naming Credential.CertFile.
+//
+// The private key's PEM text is given to r, so that a server echoing it
+// cannot have it written anywhere.
+func NewTLS(certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, tlsError(errors.New("Credential.CertFile and Credential.KeyFile are empty: set the PEM files of the client certificate and its private key"))
+	case certFile == "":
+		return nil, tlsError(errors.New("Credential.CertFile is empty but Credential.KeyFile is set: set both, the PEM files of the client certificate and its private key"))
+	case keyFile == "":
+		return nil, tlsError(errors.New("Credential.KeyFile is empty but Credential.CertFile is set: set both, the PEM files of the client certificate and its private key"))
+	case r == nil:
+		return nil, tlsError(errors.New("no Redactor: the private key could not be redacted"))
+	}
+	s := &tlsSource{certFile: certFile, keyFile: keyFile, r: r, now: time.Now}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, tlsError(fmt.Errorf("Credential.CAFile: %w", err))
+		}
+		s.roots = x509.NewCertPool()
+		if !s.roots.AppendCertsFromPEM(pem) {
+			return nil, tlsError(fmt.Errorf("Credential.CAFile %s holds no PEM certificate (want -----BEGIN CERTIFICATE----- blocks)", caFile))
+		}
+	}
+	cert, keyText, stats, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.cert, s.keyText, s.stats, s.checked = cert, keyText, stats, s.now()
+	return s, nil
+}
+
+// TLSConfig returns the TLS configuration of the origin's transport.
+func (s *tlsSource) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:           tls.VersionTLS12,
+		RootCAs:              s.roots,
+		GetClientCertificate: s.clientCertificate,
+	}
+}
+
+// clientCertificate is tls.Config.GetClientCertificate: the current
+// certificate, re-read if its files changed.
+func (s *tlsSource) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if now.Sub(s.checked) >= statEvery || now.Before(s.checked) {
+		s.checked = now
+		if s.changed() {
+			if cert, keyText, stats, err := s.load(); err == nil {
+				s.cert, s.keyText, s.stats = cert, keyText, stats
+			}
+		}
+		// The key in use stays redacted however long it is used.
+		for _, k := range s.keyText {
+			s.r.Add(k)
+		}
+	}
+	if leaf := s.cert.Leaf; now.After(leaf.NotAfter) {
+		return nil, tlsError(fmt.Errorf("the client certificate in Credential.CertFile %s (serial %s) expired at %s: write a renewed certificate and key to Credential.CertFile and Credential.KeyFile (they are re-read without a restart)", s.certFile, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	return s.cert, nil
+}
+
+// changed reports whether the certificate or key file is another file, or
+// was written, since they were read.
+func (s *tlsSource) changed() bool {
+	for i, name := range []string{s.certFile, s.keyFile} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			return false // being replaced: keep the certificate read before
+		}
+		old := s.stats[i]
+		if !os.SameFile(old, fi) || !fi.ModTime().Equal(old.ModTime()) || fi.Size() != old.Size() {
+			return true
+		}
+	}
+	return false
+}
+
+// load reads and checks the certificate and key files; it returns the
+// key's PEM text as given to the redactor.
+func (s *tlsSource) load() (*tls.Certificate, []string, [2]os.FileInfo, error) {
+	var stats [2]os.FileInfo
+	for i, f := range []struct{ field, name string }{{"Credential.CertFile", s.certFile}, {"Credential.KeyFile", s.keyFile}} {
+		fi, err := os.Stat(f.name)
+		if err != nil {
+			return nil, nil, stats, tlsError(fmt.Errorf("%s: %w", f.field, err))
+		}
+		stats[i] = fi
+	}
+	certPEM, err := os.ReadFile(s.certFile)
+	if err != nil {
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile: %w", err))
+	}
+	keyPEM, err := os.ReadFile(s.keyFile)
+	if err != nil {
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile: %w", err))
+	}
+	keyText := s.redactKey(keyPEM)
+	if len(keyText) < 2 {
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.keyFile))
+	}
+	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.certFile))
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// The standard library's message names no secret: it says which
+		// block does not parse or that the key does not match.
+		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s and Credential.CertFile %s: %w (want the private key of that certificate)", s.keyFile, s.certFile, err))
+	}
+	if cert.Leaf == nil {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s: %w", s.certFile, err))
+		}
+	}
+	now := s.now()
+	if leaf := cert.Leaf; now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
+		return nil, nil, stats, tlsError(fmt.Errorf("the certificate in Credential.CertFile %s (serial %s) is valid from %s to %s only: write a current certificate and its key to Credential.CertFile and Credential.KeyFile", s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	return &cert, keyText, stats, nil
+}
+
+// redactKey gives the private key's PEM text to the redactor: the file as
+// written, and each key block's base64 body on one line (as a server
+// might echo it). It returns what it gave; fewer than two: no key block.
+func (s *tlsSource) redactKey(keyPEM []byte) []string {
+	var text []string
+	if t := strings.TrimSpace(string(keyPEM)); t != "" {
+		text = append(text, t)
+	}
+	for rest := keyPEM; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if strings.Contains(b.Type, "PRIVATE KEY") {
+			text = append(text, base64.StdEncoding.EncodeToString(b.Bytes))
+		}
+	}
+	for _, t := range text {
+		s.r.Add(t)
+	}
+	return text
+}
+
+func tlsError(err error) *Error { return &Error{Scheme: "mtls", Err: err} }
+
+// refusalAlerts are the TLS alerts a server sends when it refuses the
+// client certificate (RFC 8446 §6.2).
+var refusalAlerts = []string{"bad certificate", "unsupported certificate", "certificate revoked", "certificate expired", "certificate unknown", "unknown certificate authority", "access denied", "certificate required"}
+
+// TLSRefusal returns err, an error of a request to an origin with a client
+// certificate, as the *Error to report when the origin refused the
+// certificate in the handshake (a TLS alert such as unknown certificate
+// authority or certificate expired), and nil for any other error. With
+// TLS 1.3 the alert arrives after the client's side of the handshake is
+// done, so the request may have been written already, but the server
+// refused the connection before reading it: no handler received it.
+func TLSRefusal(err error) *Error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return nil
+	}
+	alert := strings.TrimPrefix(op.Err.Error(), "tls: ")
+	for _, a := range refusalAlerts {
+		if alert == a {
+			return tlsError(fmt.Errorf("the origin refused the client certificate of Credential.CertFile (TLS alert %q): check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", alert))
+		}
+	}
+	return nil
+}

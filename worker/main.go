@@ -263,9 +263,9 @@ func poll(w worker.Worker, cfg config, sharedRate bool, logger *slog.Logger) err
 func activityConfig(origins []string, token string) activities.Config {
 	cfg := activities.Config{AllowedOrigins: origins, HTTPClient: &http.Client{Transport: transport()}}
 	if token != "" {
-		cfg.Credentials = map[string]http.Header{}
+		cfg.Credentials = map[string]activities.Credential{}
 		for _, o := range origins {
-			cfg.Credentials[o] = http.Header{"Authorization": {"Bearer " + token}}
+			cfg.Credentials[o] = activities.Credential{Header: http.Header{"Authorization": {"Bearer " + token}}}
 		}
 	}
 	return cfg

@@ -21,12 +21,12 @@ func TestActivityConfig(t *testing.T) {
 		name      string
 		origins   []string
 		token     string
-		wantCreds map[string]http.Header
+		wantCreds map[string]activities.Credential
 	}{
 		{"no token", []string{"http://127.0.0.1:8081"}, "", nil},
-		{"token for each origin", []string{"http://127.0.0.1:8081", "https://pay.example.com"}, "tok_live_0123456789", map[string]http.Header{
-			"http://127.0.0.1:8081":   {"Authorization": {"Bearer tok_live_0123456789"}},
-			"https://pay.example.com": {"Authorization": {"Bearer tok_live_0123456789"}},
+		{"token for each origin", []string{"http://127.0.0.1:8081", "https://pay.example.com"}, "tok_live_0123456789", map[string]activities.Credential{
+			"http://127.0.0.1:8081":   {Header: http.Header{"Authorization": {"Bearer tok_live_0123456789"}}},
+			"https://pay.example.com": {Header: http.Header{"Authorization": {"Bearer tok_live_0123456789"}}},
 		}},
 	}
 	for _, tt := range tests {

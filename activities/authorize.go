@@ -11,6 +11,13 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 )
 
+// The constructors of the sources that reach beyond the worker (a token
+// endpoint, certificate files), replaced by tests (export_test.go).
+var (
+	newOAuth2 = credential.NewOAuth2
+	newTLS    = credential.NewTLS
+)
+
 // sigV4Headers are the headers AWS Signature V4 sets.
 var sigV4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
 
@@ -48,7 +55,7 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 	}
 	if c.OAuth2 != nil {
 		// The token endpoint is reached with the worker's client.
-		src, err := credential.NewOAuth2(c.OAuth2, cfg.HTTPClient, red)
+		src, err := newOAuth2(c.OAuth2, cfg.HTTPClient, red)
 		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
 			return err
 		}
@@ -76,7 +83,7 @@ func (o *origin) authenticate(cfg Config, field string, c Credential, red *redac
 		}
 		base = t
 	}
-	ts, err := credential.NewTLS(c.CertFile, c.KeyFile, c.CAFile, red)
+	ts, err := newTLS(c.CertFile, c.KeyFile, c.CAFile, red)
 	if err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}

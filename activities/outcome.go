@@ -214,8 +214,13 @@ func serverAdvice(h http.Header) (advice bool, name string, ok bool) {
 
 // credentialError returns err's *credential.Error, or nil.
 func credentialError(err error) *credential.Error {
+	if err == nil {
+		// Before ce is declared: it escapes, and would cost an allocation
+		// with every answer.
+		return nil
+	}
 	var ce *credential.Error
-	if err != nil && errors.As(err, &ce) {
+	if errors.As(err, &ce) {
 		return ce
 	}
 	return nil

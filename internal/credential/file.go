@@ -32,6 +32,9 @@ type headerFile struct {
 	// next is when the file is looked at again (Unix nanoseconds).
 	next atomic.Int64
 	mu   sync.Mutex
+	// failed is the last failure logged (under mu), so that a file that
+	// stays broken is logged once, not every second.
+	failed string
 }
 
 // fileValue is what a file held when it was read, and what identified it
@@ -134,7 +137,7 @@ func (s *headerFiles) check(f *headerFile) {
 	cur := f.cur.Load()
 	fi, err := os.Stat(f.path)
 	if err != nil {
-		s.logf("credential header file cannot be read: the last value read is sent", "header", f.name, "path", f.path, "error", err.Error())
+		s.fail(f, "credential header file cannot be read: the last value read is sent", err)
 		return
 	}
 	if idOf(fi) == cur.id {
@@ -142,12 +145,21 @@ func (s *headerFiles) check(f *headerFile) {
 	}
 	v, err := f.read()
 	if err != nil {
-		s.logf("credential header file cannot be used: the last value read is sent", "header", f.name, "path", f.path, "error", err.Error())
+		s.fail(f, "credential header file cannot be used: the last value read is sent", err)
 		return
 	}
+	f.failed = ""
 	// Known to the redactor before it is sent.
 	for _, p := range v.parts {
 		s.r.Add(p)
 	}
 	f.cur.Store(v)
+}
+
+// fail logs why f cannot be used, unless that was logged last.
+func (s *headerFiles) fail(f *headerFile, msg string, err error) {
+	if e := err.Error(); e != f.failed {
+		f.failed = e
+		s.logf(msg, "header", f.name, "path", f.path, "error", e)
+	}
 }

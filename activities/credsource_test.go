@@ -352,3 +352,59 @@ func TestOriginTransportWithTLSSource(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestEverySchemeSecretRedacted: whatever the credential's kind (a static
+// header, a header file, a token a source fetched), the secret a server
+// echoes, in an error's body, a result's body or a redirect's Location,
+// reaches no result, error or log line.
+func TestEverySchemeSecretRedacted(t *testing.T) {
+	const secret = "sk_live_echoed_0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(path, []byte("Bearer "+secret), 0o600))
+	kinds := map[string]func(t *testing.T, origin string) activities.Config{
+		"header": func(_ *testing.T, origin string) activities.Config {
+			return activities.Config{AllowedOrigins: []string{origin}, Credentials: map[string]activities.Credential{origin: {Header: http.Header{"Authorization": {"Bearer " + secret}}}}}
+		},
+		"header file": func(_ *testing.T, origin string) activities.Config {
+			return activities.Config{AllowedOrigins: []string{origin}, Credentials: map[string]activities.Credential{origin: {HeaderFiles: map[string]string{"Authorization": path}}}}
+		},
+		"fetched token": func(t *testing.T, origin string) activities.Config {
+			return withFake(t, origin, &fakeSource{tokens: []string{secret}})
+		},
+	}
+	echoes := map[string]http.HandlerFunc{
+		"error body": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(400)
+			fmt.Fprintf(w, `{"error":"bad token %s","part":%q}`, r.Header.Get("Authorization"), secret[3:20])
+		},
+		"result body": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			fmt.Fprintf(w, `{"id":"ch_1","seen":%q}`, r.Header.Get("Authorization"))
+		},
+		"location": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "/moved/"+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+			w.WriteHeader(301)
+		},
+		"retried then final": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(503)
+			fmt.Fprintf(w, "upstream refused %s", r.Header.Get("Authorization"))
+		},
+	}
+	for kind, config := range kinds {
+		for echo, h := range echoes {
+			t.Run(kind+"/"+echo, func(t *testing.T) {
+				srv := newRecorder(t, h)
+				resp, err, logs := run(t, config(t, srv.URL), req(srv.URL))
+				got, _ := srv.last()
+				require.Equal(t, "Bearer "+secret, got.Header.Get("Authorization"), "sent")
+				if echo == "result body" {
+					require.NoError(t, err)
+				} else {
+					require.Error(t, err)
+				}
+				assertNoPiece(t, err, resp, logs, secret)
+			})
+		}
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -130,6 +131,8 @@ type fakeSource struct {
 	tokens    []string
 	err       error
 	refreshes atomic.Int32
+	// failFirst: the first failFirst Applies fail, retryable.
+	failFirst int
 }
 
 func (f *fakeSource) Apply(_ context.Context, req *http.Request, _ []byte) error {
@@ -137,6 +140,10 @@ func (f *fakeSource) Apply(_ context.Context, req *http.Request, _ []byte) error
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return f.err
+	}
+	if f.failFirst > 0 {
+		f.failFirst--
+		return &credential.Error{Scheme: "oauth2", Retryable: true, RetryAfter: 3 * time.Second, Err: errors.New("token endpoint answered 503")}
 	}
 	f.r.Add(f.tokens[0])
 	req.Header.Set("Authorization", "Bearer "+f.tokens[0])
@@ -407,4 +414,38 @@ func TestEverySchemeSecretRedacted(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestPollCredentialUnavailable: a poll whose credential cannot be applied
+// sends nothing and is retried (after the source's RetryAfter), until the
+// credential is there; the poll then carries it.
+func TestPollCredentialUnavailable(t *testing.T) {
+	const tok = "tok_monitor_0123456789"
+	var mu sync.Mutex
+	var auth []string
+	mon := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"id":"done"}`))
+	})
+	var h hostile
+	srv := newRecorder(t, h.handler(mon.URL+"/operations/1", status(200, `{}`)))
+	conv := activities.IETF()
+	conv.LongRunning.MonitorOrigins = []string{mon.URL}
+	src := &fakeSource{tokens: []string{tok}, failFirst: 2}
+	cfg := withFake(t, mon.URL, src)
+	cfg.Conventions = map[string]activities.Convention{srv.URL: conv}
+	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, cfg)
+	env.RegisterWorkflow(followWorkflow)
+	env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{})
+	require.NoError(t, env.GetWorkflowError())
+	var resp workflows.Response
+	require.NoError(t, env.GetWorkflowResult(&resp))
+	assert.JSONEq(t, `{"id":"done"}`, string(resp.Body))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"Bearer " + tok}, auth, "one poll sent, once the credential was there")
+	assert.Zero(t, src.failFirst)
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
@@ -42,14 +44,14 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 	}
 	if len(c.Header) > 0 {
 		src, err := credential.NewStatic(c.Header, red)
-		if err := add(src, err, "Header: ", keys(c.Header)...); err != nil {
+		if err := add(src, err, "Header: ", slices.Collect(maps.Keys(c.Header))...); err != nil {
 			return err
 		}
 	}
 	if len(c.HeaderFiles) > 0 {
 		logf := func(msg string, kv ...any) { slog.Warn(msg, append([]any{"origin", s}, kv...)...) }
 		src, err := credential.NewHeaderFiles(c.HeaderFiles, red, logf)
-		if err := add(src, err, "", keys(c.HeaderFiles)...); err != nil {
+		if err := add(src, err, "", slices.Collect(maps.Keys(c.HeaderFiles))...); err != nil {
 			return err
 		}
 	}
@@ -94,15 +96,6 @@ func (o *origin) authenticate(cfg Config, field string, c Credential, red *redac
 	t.TLSClientConfig = ts.TLSConfig()
 	o.client = &http.Client{Transport: t}
 	return nil
-}
-
-// keys returns the keys of m.
-func keys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	return ks
 }
 
 // apply authorizes req, about to be sent to o with body, with each of o's

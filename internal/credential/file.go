@@ -52,8 +52,8 @@ type fileID struct {
 }
 
 // NewHeaderFiles returns the Source that sets each header named in files
-// to the whole content of its file (white space around it trimmed), and
-// tells r its secrets (SecretParts). A file is looked at (stat) at most
+// to the whole content of its file (one line; white space around it
+// trimmed), and tells r its secrets (SecretParts). A file is looked at (stat) at most
 // once a second when requests are sent; when its modification time, size
 // or inode changed it is read again and its new value sent from then on,
 // the old one staying redacted (RetainFor). A file that cannot be read

@@ -49,13 +49,15 @@ type Activities struct {
 
 // New validates cfg and returns the activities. It fails on an origin that is
 // not scheme://host[:port], on credentials or conventions for an origin that
-// is not allowed, and on a credential value too short to redact.
+// is not allowed, on a credential value too short to redact, and on a
+// credential whose files cannot be read or whose settings are incomplete.
 func New(cfg Config) (*Activities, error) {
-	origins, secrets, err := newOrigins(cfg)
+	red := newRedactor(nil)
+	origins, err := newOrigins(cfg, red)
 	if err != nil {
 		return nil, err
 	}
-	a := &Activities{cfg: cfg, origins: origins, redact: newRedactor(secrets)}
+	a := &Activities{cfg: cfg, origins: origins, redact: red}
 	if a.cfg.MaxResponseBytes <= 0 {
 		a.cfg.MaxResponseBytes = request.DefaultMaxResponseBytes
 	}
@@ -82,6 +84,15 @@ func New(cfg Config) (*Activities, error) {
 	// turn a POST into a GET on 301–303 and carry headers across origins.
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	a.client = &c
+	for _, o := range origins {
+		if o.client != nil {
+			// The origin's own transport, with the worker's client's
+			// other settings.
+			oc := c
+			oc.Transport = o.client.Transport
+			o.client = &oc
+		}
+	}
 	tp := cfg.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -168,7 +179,9 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	start := time.Now()
 	ans := a.exchange(ctx, info.TaskQueue, p)
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
-	prev.Sent++
+	if credentialError(ans.err) == nil {
+		prev.Sent++
+	}
 	v := decide(&ans, &p.o.conv, prev)
 	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
 		// RFC 9110's 303: the result is at Location, which the poll
@@ -292,7 +305,7 @@ func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*p
 	}
 	for name := range req.Headers {
 		canon := http.CanonicalHeaderKey(name)
-		if _, ok := p.o.creds[canon]; ok || canon == p.o.conv.KeyHeader {
+		if p.o.set[canon] || canon == p.o.conv.KeyHeader {
 			return nil, invalid(fmt.Errorf("header %s may not be set in the request: the worker sets it (from its credentials or as this origin's key header)", canon))
 		}
 		if a.traceHeaders[canon] {

@@ -32,15 +32,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"origin ftp", activities.Config{AllowedOrigins: []string{"ftp://api.example.com"}}, "unsupported scheme"},
 		{"credentials for unknown origin", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
-			Credentials:    map[string]http.Header{"https://b.example.com": {"Authorization": {"Bearer x"}}},
+			Credentials:    map[string]activities.Credential{"https://b.example.com": {Header: http.Header{"Authorization": {"Bearer x"}}}},
 		}, "not in Config.AllowedOrigins"},
 		{"credential too short to redact", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
-			Credentials:    map[string]http.Header{"https://a.example.com": {"Authorization": {"Bearer abc"}}},
+			Credentials:    map[string]activities.Credential{"https://a.example.com": {Header: http.Header{"Authorization": {"Bearer abc"}}}},
 		}, "shorter than 8 bytes"},
 		{"credential scheme without token", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
-			Credentials:    map[string]http.Header{"https://a.example.com": {"Authorization": {"Bearer "}}},
+			Credentials:    map[string]activities.Credential{"https://a.example.com": {Header: http.Header{"Authorization": {"Bearer "}}}},
 		}, "shorter than 8 bytes"},
 		{"convention for unknown origin", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
@@ -72,7 +72,7 @@ func TestBadInputSendsNothing(t *testing.T) {
 	srv := newRecorder(t, status(201, `{}`))
 	cfg := activities.Config{
 		AllowedOrigins: []string{srv.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"x-api-key": {token}, "x-partner-ID": {"partner-0042"}}},
+		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"x-api-key": {token}, "x-partner-ID": {"partner-0042"}}}},
 	}
 	with := func(f func(*request.Input)) request.Input {
 		r := req(srv.URL + "/payments")
@@ -128,7 +128,7 @@ func TestRequestCarriesKeyBodyAndCredentials(t *testing.T) {
 	srv := newRecorder(t, status(201, `{"id":"rec_1"}`, "Content-Type", "application/json", "X-Request-Id", "r-9"))
 	cfg := activities.Config{
 		AllowedOrigins: []string{srv.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}},
+		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 	}
 	for _, method := range []string{"", "POST", "put", "PATCH", "DELETE"} {
 		t.Run("method "+method, func(t *testing.T) {
@@ -344,7 +344,7 @@ func TestRedirects(t *testing.T) {
 	})
 	cfg := activities.Config{
 		AllowedOrigins: []string{srv.URL, other.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}},
+		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 	}
 	tests := []struct {
 		path         string
@@ -402,7 +402,7 @@ func TestCredentialsStayOnTheWorker(t *testing.T) {
 			foreign := newRecorder(t, echo(code))
 			cfg := activities.Config{
 				AllowedOrigins: []string{own.URL, foreign.URL},
-				Credentials:    map[string]http.Header{own.URL: {"Authorization": {"Bearer " + token}}},
+				Credentials:    map[string]activities.Credential{own.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 			}
 			resp, err, logs := run(t, cfg, req(own.URL))
 			got, _ := own.last()
@@ -479,9 +479,9 @@ func TestCredentialsInLocationAndSchemeLikeValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
-			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]http.Header{srv.URL: {
+			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{
 				"X-Signature": {sig}, "Authorization": {"Bearer " + token},
-			}}}
+			}}}}
 			_, err, _ := run(t, cfg, req(srv.URL+"/payments"))
 			require.Error(t, err)
 			d, _ := workflows.AsFailure(err)

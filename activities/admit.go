@@ -151,9 +151,10 @@ func reasonLabel(r admission.Reason) string {
 // at sentAt, by an attempt on task queue tq, says about the origin (see
 // Breaker: which answers are failures), and updates the origin's gauges. An attempt whose context
 // ended (the worker stops, the activity was cancelled) tells it nothing:
-// the origin did not fail.
+// the origin did not fail. Nor does a credential that could not be
+// applied: nothing was sent, and the origin did not answer.
 func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt time.Time, ans *answer) {
-	if a.limiter == nil || ctx.Err() != nil {
+	if a.limiter == nil || ctx.Err() != nil || credentialError(ans.err) != nil {
 		return
 	}
 	o := admission.Observation{

@@ -1,16 +1,15 @@
 package activities
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -18,7 +17,7 @@ import (
 const (
 	// minCredentialBytes is the shortest credential value Config.Credentials
 	// accepts: a shorter one cannot be redacted without rewriting unrelated text.
-	minCredentialBytes = 8
+	minCredentialBytes = credential.MinSecretBytes
 
 	maxRedirects     = 5
 	errorBodyBytes   = 1 << 10
@@ -43,13 +42,15 @@ type Config struct {
 	// "http://127.0.0.1:8081") the worker may call, hosts in ASCII (punycode)
 	// form. Nothing else is called.
 	AllowedOrigins []string
-	// Credentials maps an allowed origin to headers (for example
-	// Authorization: Bearer …) added to every request to that origin and to
-	// no other. Header names match case-insensitively. Each value must be at
-	// least 8 bytes long; values (and the token after an
-	// "Authorization" scheme, and the password of Basic credentials) are
-	// redacted from results, errors and logs.
-	Credentials map[string]http.Header
+	// Credentials maps an allowed origin to how the worker authorizes its
+	// requests (see Credential): static headers, headers read from files,
+	// OAuth 2.0 client credentials, a client certificate, AWS Signature V4.
+	// They are applied to every request sent to that origin (redirect hops,
+	// polls, cancel requests and result reads included) and to no other;
+	// every secret of them is redacted from results, errors and logs (for a
+	// header value, the token after an "Authorization" scheme, and the
+	// password of Basic credentials, too).
+	Credentials map[string]Credential
 	// Conventions maps an allowed origin to its server's Convention; an
 	// origin without one uses IETF().
 	Conventions map[string]Convention
@@ -173,8 +174,17 @@ type Breaker = admission.Breaker
 
 // origin is what the activity knows about one allowed origin.
 type origin struct {
-	creds http.Header
-	conv  Convention
+	// sources authorize each request sent to the origin, in order.
+	sources []credential.Source
+	// refreshers are the sources that are credential.Refreshers.
+	refreshers []credential.Refresher
+	// set are the canonical names of the headers the sources set: a
+	// request may not set them.
+	set map[string]bool
+	// client is the origin's own HTTP client when its credential
+	// authenticates the connection (nil: the worker's).
+	client *http.Client
+	conv   Convention
 	// resultHeaders are the canonical names of the response headers copied
 	// into workflows.Response.Headers.
 	resultHeaders []string
@@ -183,13 +193,13 @@ type origin struct {
 }
 
 // newOrigins checks the origin-keyed parts of cfg and returns them by
-// canonical origin, with the secrets to redact.
-func newOrigins(cfg Config) (map[string]*origin, []string, error) {
+// canonical origin; the credentials' sources tell red their secrets.
+func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 	origins := map[string]*origin{}
 	for _, s := range cfg.AllowedOrigins {
 		o, err := request.ParseOrigin(s)
 		if err != nil {
-			return nil, nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
+			return nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
 		}
 		c, _ := IETF().withDefaults()
 		origins[o] = &origin{conv: c, gaugeTags: map[string]string{"origin": o}}
@@ -204,36 +214,22 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 		}
 		return origins[o], nil
 	}
-	var secrets []string
-	for s, h := range cfg.Credentials {
+	for s, c := range cfg.Credentials {
 		o, err := lookup("Credentials", s)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		o.creds = http.Header{}
-		for name, vs := range h {
-			canon := http.CanonicalHeaderKey(name)
-			if !request.ValidHeaderName(canon) {
-				return nil, nil, fmt.Errorf("Config.Credentials for %s: invalid header name %q", s, name)
-			}
-			for _, v := range vs {
-				v = strings.TrimSpace(v)
-				parts, err := secretParts(canon, v)
-				if err != nil {
-					return nil, nil, fmt.Errorf("Config.Credentials for %s: %w", s, err)
-				}
-				o.creds[canon] = append(o.creds[canon], v)
-				secrets = append(secrets, parts...)
-			}
+		if err := o.authorize(cfg, s, c, red); err != nil {
+			return nil, err
 		}
 	}
 	for s, c := range cfg.Conventions {
 		o, err := lookup("Conventions", s)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if o.conv, err = c.withDefaults(); err != nil {
-			return nil, nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
+			return nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
 		}
 	}
 	for _, o := range origins {
@@ -243,66 +239,10 @@ func newOrigins(cfg Config) (map[string]*origin, []string, error) {
 		}
 		for _, n := range names {
 			if request.IsCredential(n) {
-				return nil, nil, fmt.Errorf("Config.ResultHeaders names %s, a header named like a credential: its value would be stored in Temporal's history; leave it out", http.CanonicalHeaderKey(n))
+				return nil, fmt.Errorf("Config.ResultHeaders names %s, a header named like a credential: its value would be stored in Temporal's history; leave it out", http.CanonicalHeaderKey(n))
 			}
 			o.resultHeaders = append(o.resultHeaders, http.CanonicalHeaderKey(n))
 		}
 	}
-	return origins, secrets, nil
-}
-
-// secretParts returns the pieces of a credential value that must never be
-// shown: the value itself or, for an Authorization value with a scheme
-// ("Bearer tok", "Basic dXNlcjpwYXNz"), the part after the scheme and, for
-// Basic credentials, the decoded password (or, when the password is empty,
-// as in Stripe's form, the user name, which then is the secret). The scheme
-// is no secret: redacting every "Bearer " would rewrite unrelated text, and
-// a user name beside a password is an account name. Each piece must be at
-// least minCredentialBytes long: a shorter one could not be redacted
-// without rewriting unrelated text, so the error names it.
-func secretParts(name, v string) ([]string, error) {
-	short := func(what string, n int) error {
-		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret; is the token missing?", what, n, minCredentialBytes)
-	}
-	isAuth := name == "Authorization" || name == "Proxy-Authorization"
-	scheme, tok, ok := strings.Cut(v, " ")
-	if !ok || !isAuth || !isToken(scheme) {
-		if len(v) < minCredentialBytes {
-			return nil, short("the "+name+" value", len(v))
-		}
-		return []string{v}, nil
-	}
-	tok = strings.TrimSpace(tok)
-	if len(tok) < minCredentialBytes {
-		return nil, short("the "+name+" value's token, after the scheme "+scheme+",", len(tok))
-	}
-	parts := []string{tok}
-	if strings.EqualFold(scheme, "Basic") {
-		// Unpadded base64 too: lenient servers accept it.
-		dec, err := base64.StdEncoding.DecodeString(tok)
-		if err != nil {
-			dec, err = base64.RawStdEncoding.DecodeString(tok)
-		}
-		if err == nil {
-			if user, pass, ok := strings.Cut(string(dec), ":"); ok {
-				secret, what := pass, "the password of its Basic credentials"
-				if pass == "" {
-					secret, what = user, "the user name of its Basic credentials (the secret, since the password is empty)"
-				}
-				if len(secret) < minCredentialBytes {
-					return nil, short(what, len(secret))
-				}
-				parts = append(parts, secret)
-			}
-		}
-	}
-	return parts, nil
-}
-
-// isToken reports whether s looks like an auth scheme name.
-func isToken(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	return request.ValidHeaderName(s)
+	return origins, nil
 }

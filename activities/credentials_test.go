@@ -22,7 +22,7 @@ func TestConfiguredCredentialHeaderInAnyCase(t *testing.T) {
 	srv := newRecorder(t, status(201, `{}`))
 	cfg := activities.Config{
 		AllowedOrigins: []string{srv.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"x-api-key": {apiKey}, "x-tenant": {"tenant-000042"}}},
+		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"x-api-key": {apiKey}, "x-tenant": {"tenant-000042"}}}},
 	}
 	t.Run("sent once, canonical", func(t *testing.T) {
 		_, err, _ := run(t, cfg, req(srv.URL))
@@ -71,7 +71,7 @@ func TestNewRefusesShortCredentials(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := activities.New(activities.Config{
 				AllowedOrigins: []string{origin},
-				Credentials:    map[string]http.Header{origin: {tt.header: {tt.value}}},
+				Credentials:    map[string]activities.Credential{origin: {Header: http.Header{tt.header: {tt.value}}}},
 			})
 			if tt.ok {
 				assert.NoError(t, err)
@@ -105,7 +105,7 @@ func TestNewRefusesWhatItCannotRedact(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := activities.New(activities.Config{
 				AllowedOrigins: []string{origin},
-				Credentials:    map[string]http.Header{origin: {"Authorization": {tt.value}}},
+				Credentials:    map[string]activities.Credential{origin: {Header: http.Header{"Authorization": {tt.value}}}},
 			})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
@@ -117,7 +117,7 @@ func TestNewRefusesWhatItCannotRedact(t *testing.T) {
 		srv := newRecorder(t, status(401, `{"error":"invalid api key `+key+`"}`))
 		cfg := activities.Config{
 			AllowedOrigins: []string{srv.URL},
-			Credentials:    map[string]http.Header{srv.URL: {"Authorization": {basic(key, "")}}},
+			Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {basic(key, "")}}}},
 		}
 		_, err, logs := run(t, cfg, req(srv.URL))
 		appError(t, err)
@@ -128,7 +128,7 @@ func TestNewRefusesWhatItCannotRedact(t *testing.T) {
 		srv := newRecorder(t, status(401, `{"error":"wrong password `+pass+`"}`))
 		cfg := activities.Config{
 			AllowedOrigins: []string{srv.URL},
-			Credentials:    map[string]http.Header{srv.URL: {"Authorization": {basic("acct_1234567890", pass)}}},
+			Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {basic("acct_1234567890", pass)}}}},
 		}
 		_, err, logs := run(t, cfg, req(srv.URL))
 		appError(t, err)

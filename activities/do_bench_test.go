@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,8 +43,30 @@ func (cannedRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // activity execution (as bench's DoInActivity, logger at Info formatting JSON
 // to io.Discard) against cannedRT.
 func BenchmarkDoNoNetwork(b *testing.B) {
+	benchDo(b, nil)
+}
+
+// BenchmarkDoNoNetworkStaticBearer is BenchmarkDoNoNetwork with a static
+// bearer token for the origin (Credential.Header).
+func BenchmarkDoNoNetworkStaticBearer(b *testing.B) {
+	benchDo(b, map[string]activities.Credential{"http://127.0.0.1:8081": {Header: http.Header{"Authorization": {"Bearer tok_live_0123456789abcdef"}}}})
+}
+
+// BenchmarkDoNoNetworkHeaderFile is BenchmarkDoNoNetwork with the bearer
+// token read from a file (Credential.HeaderFiles): its checks for a change
+// are measured too.
+func BenchmarkDoNoNetworkHeaderFile(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("Bearer tok_live_0123456789abcdef\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	benchDo(b, map[string]activities.Credential{"http://127.0.0.1:8081": {HeaderFiles: map[string]string{"Authorization": path}}})
+}
+
+func benchDo(b *testing.B, creds map[string]activities.Credential) {
 	a, err := activities.New(activities.Config{
 		AllowedOrigins: []string{"http://127.0.0.1:8081"},
+		Credentials:    creds,
 		HTTPClient:     &http.Client{Transport: cannedRT{}},
 		// Admission on, at a rate that never makes an attempt wait: its
 		// bookkeeping is measured, not the slow start's ramp.

@@ -94,7 +94,7 @@ func FuzzDo(f *testing.F) {
 	f.Cleanup(srv.Close)
 	a, err := activities.New(activities.Config{
 		AllowedOrigins:   []string{srv.URL},
-		Credentials:      map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + tok}, "X-Api-Key": {digits}}},
+		Credentials:      map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + tok}, "X-Api-Key": {digits}}}},
 		MaxResponseBytes: 2 << 10,
 		MaxResultBytes:   bound,
 		MaxRetryAfter:    time.Minute,

@@ -16,7 +16,7 @@ func ExampleNew() {
 	origin := "https://pay.example.com"
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{origin},
-		Credentials:    map[string]http.Header{origin: {"Authorization": {"Bearer " + token}}},
+		Credentials:    map[string]activities.Credential{origin: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 	})
 	if err != nil {
 		panic(err)

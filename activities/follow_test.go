@@ -196,9 +196,9 @@ func TestPollsCarryNoKeyAndOwnCredentials(t *testing.T) {
 	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{
 		AllowedOrigins: []string{mon.URL},
 		Conventions:    map[string]activities.Convention{srv.URL: conv},
-		Credentials: map[string]http.Header{
-			srv.URL: {"Authorization": {"Bearer start-origin-token-1234"}},
-			mon.URL: {"X-Api-Key": {"monitor-origin-key-5678"}},
+		Credentials: map[string]activities.Credential{
+			srv.URL: {Header: http.Header{"Authorization": {"Bearer start-origin-token-1234"}}},
+			mon.URL: {Header: http.Header{"X-Api-Key": {"monitor-origin-key-5678"}}},
 		},
 	})
 	env.RegisterWorkflow(followWorkflow)

@@ -135,7 +135,7 @@ func TestOperationLabelBounded(t *testing.T) {
 	env := s.NewTestActivityEnvironment()
 	a, err := activities.New(activities.Config{
 		AllowedOrigins: []string{srv.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}},
+		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 	})
 	require.NoError(t, err)
 	a.Register(env)

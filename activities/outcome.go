@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -28,6 +29,8 @@ type verdict struct {
 	// guessed: inFlight only by the activity's guess (a bare 409 after an
 	// attempt of unknown outcome), bounded by Convention.BareConflictWait.
 	guessed bool
+	// retryAfter is the wait a credential's source asked for (0: none).
+	retryAfter time.Duration
 }
 
 // adviceHeaders are response headers by which a server says whether a
@@ -93,6 +96,15 @@ func unknownStatus(status int) bool {
 //
 // unknownStatus marks the answers after which the outcome is unknown.
 func decide(ans *answer, conv *Convention, prev progress) verdict {
+	if ce := credentialError(ans.err); ce != nil {
+		v := verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable,
+			reason: "the origin's credential could not be applied, so nothing was sent; fix the worker's Config.Credentials for the origin"}
+		if ce.Retryable {
+			v.kind, v.retryAfter = kindRetry, ce.RetryAfter
+			v.reason = "the origin's credential could not be applied, so nothing was sent; asking for it again"
+		}
+		return v
+	}
 	if ans.err != nil {
 		if ans.status >= 200 && ans.status <= 299 {
 			return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true,
@@ -198,6 +210,20 @@ func serverAdvice(h http.Header) (advice bool, name string, ok bool) {
 		}
 	}
 	return false, "", false
+}
+
+// credentialError returns err's *credential.Error, or nil.
+func credentialError(err error) *credential.Error {
+	if err == nil {
+		// Before ce is declared: it escapes, and would cost an allocation
+		// with every answer.
+		return nil
+	}
+	var ce *credential.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return nil
 }
 
 // decideError classifies an error from sending a request or reading its

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -339,6 +341,12 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 	v := decide(ans, &Convention{}, progress{})
 	if v.inFlight {
 		v.errType, v.reason = workflows.ErrTypeHTTPRetryableStatus, fmt.Sprintf("%d from the monitor, marked to retry", ans.status)
+	}
+	if v.retryAfter > 0 {
+		// A credential's Retry-After (a token endpoint's): nothing was
+		// sent, so there is no answer's header; the wait is taken as a
+		// monitor's Retry-After would be.
+		ans.header = http.Header{"Retry-After": {strconv.FormatInt(int64(math.Ceil(v.retryAfter.Seconds())), 10)}}
 	}
 	switch v.kind {
 	case kindSuccess:

@@ -70,7 +70,7 @@ func FuzzPoll(f *testing.F) {
 		c.LongRunning = l
 		return activities.Config{
 			AllowedOrigins: []string{srv.URL},
-			Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + tok}, "X-Api-Key": {digits}}},
+			Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + tok}, "X-Api-Key": {digits}}}},
 			Conventions:    map[string]activities.Convention{srv.URL: c},
 			MaxResultBytes: 4 << 10, MaxResponseBytes: 2 << 10, MaxRetryAfter: time.Minute,
 			ResultHeaders: []string{"Location", "Content-Location", "X-Request-Id"},

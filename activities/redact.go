@@ -6,41 +6,117 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
-// redactor hides every piece of a configured credential: any run of bytes
-// covered by an 8-byte (minCredentialBytes) window of a secret is replaced
-// by "[REDACTED]". Matching windows rather than whole values also hides a
+// redactor hides every piece of a credential: any run of bytes covered by
+// an 8-byte (minCredentialBytes) window of a secret is replaced by
+// "[REDACTED]". Matching windows rather than whole values also hides a
 // prefix or suffix of a token that a server echoes, or one cut in two by a
-// snippet. It is immutable and safe for concurrent use.
+// snippet. It implements credential.Redactor: the sources add the secrets
+// they use (a header file's new value, a fetched token) while the worker
+// runs. It is safe for concurrent use: readers use an immutable snapshot,
+// which Add replaces (copy on write) only for a secret it does not know;
+// for one it knows, Add is a map lookup.
 type redactor struct {
+	snap atomic.Pointer[redactSet]
+	// mu serializes the writers.
+	mu sync.Mutex
+	// now is the clock of retention (time.Now).
+	now func() time.Time
+}
+
+// redactSet is one snapshot of the secrets, never modified once published.
+type redactSet struct {
 	windows map[uint64]struct{}
 	// filter is a 64 Ki-bit prefilter of the windows' hashes.
 	filter []uint64
+	// secrets are the secrets, with when each was last added.
+	secrets map[string]*lastAdded
 }
+
+// lastAdded is when a secret was last added, in Unix nanoseconds.
+type lastAdded struct{ at atomic.Int64 }
+
+// touchEvery is how stale a secret's last-added time may get before Add
+// writes it again: known secrets are added with every request, and a write
+// each time would make the cores contend for it.
+const touchEvery = time.Minute
 
 const redacted = "[REDACTED]"
 
+var _ credential.Redactor = (*redactor)(nil)
+
 func newRedactor(secrets []string) *redactor {
-	r := &redactor{windows: map[uint64]struct{}{}, filter: make([]uint64, 1<<10)}
+	r := &redactor{now: time.Now}
+	r.snap.Store(&redactSet{})
 	for _, s := range secrets {
-		for i := 0; i+minCredentialBytes <= len(s); i++ {
-			w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
-			r.windows[w] = struct{}{}
-			h := filterBit(w)
-			r.filter[h>>6] |= 1 << (h & 63)
-		}
+		r.Add(s)
 	}
 	return r
 }
 
+// Add makes secret redacted from now on, and for at least
+// credential.RetainFor after its last Add. A secret shorter than
+// minCredentialBytes is ignored (the sources refuse them).
+func (r *redactor) Add(secret string) {
+	if len(secret) < minCredentialBytes {
+		return
+	}
+	now := r.now().UnixNano()
+	if e, ok := r.snap.Load().secrets[secret]; ok {
+		if now-e.at.Load() >= int64(touchEvery) {
+			e.at.Store(now)
+		}
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	if e, ok := old.secrets[secret]; ok {
+		e.at.Store(now)
+		return
+	}
+	next := &redactSet{windows: map[uint64]struct{}{}, filter: make([]uint64, 1<<10), secrets: map[string]*lastAdded{}}
+	e := &lastAdded{}
+	e.at.Store(now)
+	next.secrets[secret] = e
+	for s, e := range old.secrets {
+		// A secret not added for RetainFor is dropped: memory stays
+		// bounded however often keys rotate.
+		if now-e.at.Load() < int64(credential.RetainFor) {
+			next.secrets[s] = e
+		}
+	}
+	for s := range next.secrets {
+		for i := 0; i+minCredentialBytes <= len(s); i++ {
+			w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+			next.windows[w] = struct{}{}
+			h := filterBit(w)
+			next.filter[h>>6] |= 1 << (h & 63)
+		}
+	}
+	r.snap.Store(next)
+}
+
 func filterBit(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> 48 }
 
+// The redactor's methods use its current snapshot.
+
+func (r *redactor) next(b []byte, i int) int           { return r.snap.Load().next(b, i) }
+func (r *redactor) bytes(b []byte) ([]byte, bool)      { return r.snap.Load().bytes(b) }
+func (r *redactor) string(s string) string             { return r.snap.Load().string(s) }
+func (r *redactor) json(b []byte) ([]byte, bool, bool) { return r.snap.Load().json(b) }
+func (r *redactor) snippet(body []byte) string         { return r.snap.Load().snippet(body) }
+
 // next returns the start of the first secret window at or after i in b, or -1.
-func (r *redactor) next(b []byte, i int) int {
+func (r *redactSet) next(b []byte, i int) int {
 	if len(r.windows) == 0 {
 		return -1
 	}
@@ -59,7 +135,7 @@ func (r *redactor) next(b []byte, i int) int {
 
 // bytes returns b with every secret run replaced, and whether anything was.
 // b itself is never modified.
-func (r *redactor) bytes(b []byte) ([]byte, bool) {
+func (r *redactSet) bytes(b []byte) ([]byte, bool) {
 	i := r.next(b, 0)
 	if i < 0 {
 		return b, false
@@ -80,7 +156,7 @@ func (r *redactor) bytes(b []byte) ([]byte, bool) {
 }
 
 // string is bytes for a string.
-func (r *redactor) string(s string) string {
+func (r *redactSet) string(s string) string {
 	if len(r.windows) == 0 {
 		return s
 	}
@@ -98,7 +174,7 @@ func (r *redactor) string(s string) string {
 // valid JSON whenever b is. ok is false when a secret stands outside any
 // string (a token of digits written as a number): no safe redaction
 // exists then, and out has only the named members redacted.
-func (r *redactor) json(b []byte) (out []byte, changed, ok bool) {
+func (r *redactSet) json(b []byte) (out []byte, changed, ok bool) {
 	b, changed = request.RedactValidFields(b, redacted)
 	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) {
 		return b, changed, true // no secret, and none hidden behind an escape
@@ -152,7 +228,7 @@ func encodeString(s string) []byte {
 // snippet returns the start of an error body for messages and details: the
 // credentials redacted first (inside JSON strings too), then cut to at most
 // errorBodyBytes at a character boundary, as valid UTF-8.
-func (r *redactor) snippet(body []byte) string {
+func (r *redactSet) snippet(body []byte) string {
 	red, _ := r.bytes(body)
 	if json.Valid(red) {
 		// Where a secret stands outside a string, the bytes redacted

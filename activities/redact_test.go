@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 )
 
 // windows returns the 8-byte windows of secrets that occur in s.
@@ -280,4 +284,69 @@ func TestSnippetOfACutBodyWithAnEscapedCredential(t *testing.T) {
 	body := []byte(`{"error":"` + esc.String() + `", "cut here`)
 	assert.Equal(t, "[body withheld: it holds an escaped credential]", r.snippet(body))
 	assert.Equal(t, `{"error":"x", "cut here`, r.snippet([]byte(`{"error":"x", "cut here`)), "no credential: shown as it is")
+}
+
+// TestRedactorGrows: a secret added while the worker runs is redacted from
+// then on, alongside those it had; adding one it knows changes nothing and
+// allocates nothing.
+func TestRedactorGrows(t *testing.T) {
+	const first, second = "tok_first_0123456789", "tok_second_9876543210"
+	r := newRedactor([]string{first})
+	text := "a " + first + " b " + second + " c"
+	assert.Equal(t, "a [REDACTED] b "+second+" c", r.string(text))
+	r.Add(second)
+	assert.Equal(t, "a [REDACTED] b [REDACTED] c", r.string(text))
+	before := r.snap.Load()
+	allocs := testing.AllocsPerRun(100, func() { r.Add(first); r.Add(second) })
+	assert.Zero(t, allocs, "Add of a known secret allocates")
+	assert.Same(t, before, r.snap.Load(), "Add of a known secret keeps the snapshot")
+	r.Add("short") // too short to redact: ignored
+	assert.Same(t, before, r.snap.Load())
+}
+
+// TestRedactorRetains: a secret stays redacted RetainFor after it was last
+// added, and is dropped after that (when another is added), so that memory
+// stays bounded however often keys rotate.
+func TestRedactorRetains(t *testing.T) {
+	const old, cur = "tok_old_0123456789", "tok_cur_9876543210"
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := newRedactor(nil)
+	r.now = func() time.Time { return now }
+	r.Add(old)
+	now = now.Add(credential.RetainFor / 2)
+	r.Add(old) // still in use: its time is renewed
+	now = now.Add(credential.RetainFor - time.Minute)
+	r.Add(cur)
+	assert.Equal(t, "[REDACTED] [REDACTED]", r.string(old+" "+cur), "kept for RetainFor after its last Add")
+	now = now.Add(2 * time.Minute)
+	r.Add("tok_next_5555555555")
+	assert.Equal(t, old+" [REDACTED]", r.string(old+" "+cur), "dropped after RetainFor")
+	assert.Len(t, r.snap.Load().secrets, 2)
+}
+
+// TestRedactorConcurrent: Add and the redacting methods run at once (run
+// with -race).
+func TestRedactorConcurrent(t *testing.T) {
+	r := newRedactor([]string{"tok_base_0123456789"})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				r.Add(fmt.Sprintf("tok_g%d_%012d", g, i))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if got := r.string("x tok_base_0123456789 y"); got != "x [REDACTED] y" {
+					t.Errorf("got %q", got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, "[REDACTED]", r.string("tok_g3_000000000199"))
 }

@@ -46,7 +46,7 @@ func TestErrorSnippetRedactedBeforeTruncation(t *testing.T) {
 	})
 	cfg := activities.Config{
 		AllowedOrigins: []string{srv.URL},
-		Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}},
+		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 	}
 	for _, code := range []int{400, 500} {
 		for name, part := range parts {
@@ -201,9 +201,9 @@ func TestRedactionKeepsJSONValid(t *testing.T) {
 			srv := newRecorder(t, status(201, tt.body, "Content-Type", "application/json"))
 			cfg := activities.Config{
 				AllowedOrigins: []string{srv.URL},
-				Credentials: map[string]http.Header{srv.URL: {
+				Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{
 					"Authorization": {"Bearer " + token}, "X-Api-Key": {digits}, "X-Partner": {odd}, "X-Partner-Key": {quoted},
-				}},
+				}}},
 			}
 			resp, err, logs := run(t, cfg, req(srv.URL))
 			require.NoError(t, err, "redaction never turns a success into a failure")
@@ -284,7 +284,7 @@ func TestEncodedBodiesAreRedacted(t *testing.T) {
 			// DisableCompression would): the server encodes unasked.
 			cfg := activities.Config{
 				AllowedOrigins: []string{srv.URL},
-				Credentials:    map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}},
+				Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 				HTTPClient:     &http.Client{Transport: &http.Transport{DisableCompression: true}},
 			}
 			resp, err, logs := run(t, cfg, req(srv.URL))
@@ -361,7 +361,7 @@ func TestEncodedBodiesLayeredCutOrUnknown(t *testing.T) {
 	cfg := func(url string) activities.Config {
 		return activities.Config{
 			AllowedOrigins: []string{url},
-			Credentials:    map[string]http.Header{url: {"Authorization": {"Bearer " + token}}},
+			Credentials:    map[string]activities.Credential{url: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 		}
 	}
 	echo := []byte(`{"id":"pay_1","echo":"Bearer ` + token + `"}`)

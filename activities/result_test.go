@@ -83,7 +83,7 @@ func TestLatin1JSONBodyIsKeptRaw(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv := newRecorder(t, status(201, body, "Content-Type", "application/json"))
-			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}}}
+			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}}
 			resp, err, logs := run(t, cfg, req(srv.URL))
 			require.NoError(t, err, "a 2xx is a success")
 			assertNoPiece(t, nil, resp, logs, token)

@@ -226,6 +226,10 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 	paced := a.limiter != nil && a.throttle(f.d.Status)
 	w.retryAfter, w.fromRetryAfter = retryAfter(f.header, now)
 	switch {
+	case f.v.retryAfter > 0:
+		// The credential's source (a token endpoint's Retry-After).
+		w.delay = max(min(f.v.retryAfter, a.cfg.MaxRetryAfter), request.MinRetryDelay)
+		w.source, w.retryAfter, w.fromRetryAfter = "the credential's Retry-After", f.v.retryAfter, true
 	case w.fromRetryAfter:
 		w.delay = max(min(w.retryAfter, a.cfg.MaxRetryAfter), request.MinRetryDelay)
 		w.source = fmt.Sprintf("Retry-After %q", strings.Join(f.header.Values("Retry-After"), ", "))

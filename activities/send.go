@@ -114,9 +114,19 @@ type answer struct {
 }
 
 // send sends p, following 307/308 redirects to the same origin (without user
-// info) with the same method, body and key, and the trace context of ctx.
+// info) with the same method, body and key, and the trace context of ctx,
+// each request authorized by the origin's credential sources. A source's
+// error ends it, nothing more sent: its answer's err is the
+// *credential.Error. A 401 that says the Bearer token is invalid is
+// answered once per call: the origin's refreshers get a new secret and the
+// same request is sent again.
 func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	target := p.url
+	client := a.client
+	if p.o.client != nil {
+		client = p.o.client
+	}
+	refreshed := false
 	for hop := 0; ; hop++ {
 		raw := p.raw
 		if hop > 0 {
@@ -152,23 +162,35 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		for k, v := range p.req.Headers {
 			h[http.CanonicalHeaderKey(k)] = []string{v}
 		}
-		for k, vs := range p.o.creds {
-			h[k] = vs
-		}
 		if !p.noKey {
 			h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
 		}
 		if p.inject {
 			a.inject(ctx, propagation.HeaderCarrier(hr.Header))
 		}
-		resp, err := a.client.Do(hr)
+		// Last, so that a signature covers every header set above.
+		if err := p.o.apply(ctx, hr, p.req.Body); err != nil {
+			return answer{from: target, err: err}
+		}
+		resp, err := client.Do(hr)
 		if err != nil {
+			if ce := p.o.tlsRefusal(err); ce != nil {
+				// The origin refused the client certificate in the
+				// handshake: no handler read the request.
+				return answer{from: target, err: ce}
+			}
 			return answer{from: target, err: err}
 		}
 		ans := a.read(resp)
 		ans.from = target
 		if ans.err != nil {
 			return ans
+		}
+		if ans.status == http.StatusUnauthorized && !refreshed && p.o.refresh(ctx, hr, ans.header) {
+			// The same request again, with the new secret.
+			refreshed = true
+			hop--
+			continue
 		}
 		loc := resp.Header.Get("Location")
 		if (ans.status == http.StatusTemporaryRedirect || ans.status == http.StatusPermanentRedirect) && hop < maxRedirects && loc != "" {

@@ -124,7 +124,7 @@ func TestAttemptSpan(t *testing.T) {
 			env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
 			a, err := activities.New(activities.Config{
 				AllowedOrigins: []string{srv.URL}, TracerProvider: tp,
-				Credentials: map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}},
+				Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 			})
 			require.NoError(t, err)
 			a.Register(env)

@@ -305,7 +305,8 @@ func activityConfig(cfg config) (activities.Config, error) {
 	if err != nil {
 		return ac, err
 	}
-	return ac, setCredentials(&ac.Credentials, creds)
+	ac.Credentials = creds
+	return ac, nil
 }
 
 // workerCredentials adds API_TOKEN, if set, to the origins file's

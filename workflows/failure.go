@@ -143,6 +143,8 @@ func decodeFailure(appErr *temporal.ApplicationError, f *Failure) (ok bool) {
 //   - [ErrTypeHTTPRetryableStatus], [ErrTypeNetworkError]: retry, counted
 //     against the budget; on the last attempt of the budget the failure
 //     comes back with the same type and Retryable false.
+//   - [ErrTypeCredentialUnavailable], when asking the credential again may
+//     help: retry, counted against the budget, nothing sent.
 //   - [ErrTypeIdempotencyKeyInFlight], [ErrTypeNotAdmitted]: wait, not
 //     counted against the budget; a wait that cannot end before the
 //     deadline ends as [ErrTypeIdempotencyKeyLocked] or
@@ -196,6 +198,16 @@ const (
 	// ErrTypeNotAdmitted: the attempt sent nothing: the worker's admission
 	// or circuit breaker for the origin (activities.Admission) held it back.
 	ErrTypeNotAdmitted = "NotAdmitted"
+	// ErrTypeCredentialUnavailable: the attempt sent nothing: the origin's
+	// credential (activities.Config.Credentials) could not be applied: a
+	// token endpoint down or refusing the client, a signature that could
+	// not be made. It is retryable when asking again may help (a token
+	// endpoint that answered 5xx or 429 or could not be reached), with the
+	// endpoint's Retry-After as NextRetryDelay; final when the credential
+	// was refused or is misconfigured: fix the worker's credential for the
+	// origin, then run the same workflow ID again. It is never an answer of
+	// the API: OutcomeUnknown is false unless an earlier attempt's was.
+	ErrTypeCredentialUnavailable = "CredentialUnavailable"
 	// ErrTypeIdempotencyKeyLocked: the server kept answering that the key
 	// is in flight until the next wait could not end before the deadline.
 	// The first request may still complete: never retry with another key;

@@ -314,7 +314,7 @@ func TestTokenNeverInInputResultOrError(t *testing.T) {
 			srv := idemtest.StartServer(t, idemtest.Options{Work: func(r *http.Request, _ []byte) (int, []byte) {
 				return code, fmt.Appendf(nil, `{"auth":%q}`, r.Header.Get("Authorization"))
 			}})
-			cfg := activities.Config{Credentials: map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}}}
+			cfg := activities.Config{Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}}
 			cfg.AllowedOrigins = []string{srv.URL}
 			h := newHarness(t, srv, cfg, "")
 			var inputs []string
@@ -436,7 +436,7 @@ func TestFinalFailureLogsOnce(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	env := s.NewTestWorkflowEnvironment()
-	idemtest.Register(t, env, srv, activities.Config{Credentials: map[string]http.Header{srv.URL: {"Authorization": {"Bearer " + token}}}, AllowedOrigins: []string{srv.URL}})
+	idemtest.Register(t, env, srv, activities.Config{Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}, AllowedOrigins: []string{srv.URL}})
 	req := charge(srv)
 	req.Retry.MaximumAttempts = 3
 	env.ExecuteWorkflow(workflows.WorkflowName, req)

@@ -66,8 +66,8 @@ func Charge(ctx workflow.Context, order Order) (Receipt, error) {
 func Register(w worker.Registry, apiOrigin string) error {
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{apiOrigin},
-		Credentials: map[string]http.Header{
-			apiOrigin: {"Authorization": {"Bearer " + os.Getenv("PAY_API_TOKEN")}},
+		Credentials: map[string]activities.Credential{
+			apiOrigin: {Header: http.Header{"Authorization": {"Bearer " + os.Getenv("PAY_API_TOKEN")}}},
 		},
 	})
 	if err != nil {

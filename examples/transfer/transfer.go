@@ -84,8 +84,8 @@ func Register(w worker.Registry, apiOrigin string) error {
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{apiOrigin},
 		Conventions:    map[string]activities.Convention{apiOrigin: conv},
-		Credentials: map[string]http.Header{
-			apiOrigin: {"Authorization": {"Bearer " + os.Getenv("BANK_API_TOKEN")}},
+		Credentials: map[string]activities.Credential{
+			apiOrigin: {Header: http.Header{"Authorization": {"Bearer " + os.Getenv("BANK_API_TOKEN")}}},
 		},
 	})
 	if err != nil {

@@ -138,7 +138,7 @@ func newTestOAuth2(t *testing.T, url string) (*oauth2Source, *recRedactor, *fake
 
 // apply calls s.Apply and returns the Authorization header set, checking
 // that its token was given to the redactor first.
-func apply(t *testing.T, s *oauth2Source, r *recRedactor) (string, error) {
+func applyOAuth(t *testing.T, s *oauth2Source, r *recRedactor) (string, error) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, "https://api.example/pay", nil)
 	if err := s.Apply(context.Background(), req, nil); err != nil {
@@ -215,12 +215,12 @@ func TestNewOAuth2Validation(t *testing.T) {
 func TestOAuth2ExpiryAndEarlyRefresh(t *testing.T) {
 	e := newTokenEndpoint(t, 5)
 	s, r, clock := newTestOAuth2(t, e.URL)
-	h1, err := apply(t, s, r)
+	h1, err := applyOAuth(t, s, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 50 {
-		if h, _ := apply(t, s, r); h != h1 {
+		if h, _ := applyOAuth(t, s, r); h != h1 {
 			t.Fatalf("token changed within its lifetime: %q then %q", h1, h)
 		}
 	}
@@ -230,11 +230,11 @@ func TestOAuth2ExpiryAndEarlyRefresh(t *testing.T) {
 	// 5 s lifetime: refreshed from 4.5 s on, in the background, while the
 	// current token is still sent.
 	clock.advance(4600 * time.Millisecond)
-	if h, _ := apply(t, s, r); h != h1 {
+	if h, _ := applyOAuth(t, s, r); h != h1 {
 		t.Fatalf("before expiry the current token is sent while refreshing; got %q", h)
 	}
 	waitIdle(t, s)
-	h2, err := apply(t, s, r)
+	h2, err := applyOAuth(t, s, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestOAuth2ExpiryAndEarlyRefresh(t *testing.T) {
 	}
 	// Past expiry without a refresh: Apply waits for a new token.
 	clock.advance(6 * time.Second)
-	h3, err := apply(t, s, r)
+	h3, err := applyOAuth(t, s, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,12 +255,12 @@ func TestOAuth2ExpiryAndEarlyRefresh(t *testing.T) {
 func TestOAuth2NoExpiryReusedUntilInvalid(t *testing.T) {
 	e := newTokenEndpoint(t, 0)
 	s, r, clock := newTestOAuth2(t, e.URL)
-	h1, err := apply(t, s, r)
+	h1, err := applyOAuth(t, s, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(48 * time.Hour)
-	if h, _ := apply(t, s, r); h != h1 || e.requests.Load() != 1 {
+	if h, _ := applyOAuth(t, s, r); h != h1 || e.requests.Load() != 1 {
 		t.Fatalf("a token without expires_in was not reused: %q, %d requests", h, e.requests.Load())
 	}
 	sent, _ := http.NewRequest(http.MethodGet, "https://api.example/", nil)
@@ -268,7 +268,7 @@ func TestOAuth2NoExpiryReusedUntilInvalid(t *testing.T) {
 	if !s.Refresh(context.Background(), sent) {
 		t.Fatal("Refresh = false, want a new token")
 	}
-	if h, _ := apply(t, s, r); h == h1 || e.requests.Load() != 2 {
+	if h, _ := applyOAuth(t, s, r); h == h1 || e.requests.Load() != 2 {
 		t.Fatalf("after Refresh: %q, %d requests; want a new token, 2 requests", h, e.requests.Load())
 	}
 }
@@ -276,7 +276,7 @@ func TestOAuth2NoExpiryReusedUntilInvalid(t *testing.T) {
 func TestOAuth2ConcurrentApplyAtExpiry(t *testing.T) {
 	e := newTokenEndpoint(t, 5)
 	s, r, clock := newTestOAuth2(t, e.URL)
-	if _, err := apply(t, s, r); err != nil {
+	if _, err := applyOAuth(t, s, r); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(10 * time.Second) // expired: every Apply must wait
@@ -313,7 +313,7 @@ func TestOAuth2ConcurrentApplyAtExpiry(t *testing.T) {
 func TestOAuth2RefreshDedupe(t *testing.T) {
 	e := newTokenEndpoint(t, 3600)
 	s, r, _ := newTestOAuth2(t, e.URL)
-	h1, err := apply(t, s, r)
+	h1, err := applyOAuth(t, s, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestOAuth2RefreshDedupe(t *testing.T) {
 	if !s.Refresh(context.Background(), sent) || e.requests.Load() != 2 {
 		t.Fatalf("Refresh with a replaced token fetched again: %d requests", e.requests.Load())
 	}
-	h2, _ := apply(t, s, r)
+	h2, _ := applyOAuth(t, s, r)
 	if h2 == h1 {
 		t.Fatal("Apply after Refresh sent the stale token")
 	}
@@ -346,7 +346,7 @@ func TestOAuth2RefreshDedupe(t *testing.T) {
 func TestOAuth2RefreshFailure(t *testing.T) {
 	e := newTokenEndpoint(t, 3600)
 	s, r, _ := newTestOAuth2(t, e.URL)
-	h1, err := apply(t, s, r)
+	h1, err := applyOAuth(t, s, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestOAuth2RefreshFailure(t *testing.T) {
 		t.Fatal("Refresh = true though the token endpoint is down")
 	}
 	// The stale token is not sent again.
-	_, err = apply(t, s, r)
+	_, err = applyOAuth(t, s, r)
 	var ce *Error
 	if !errors.As(err, &ce) || !ce.Retryable {
 		t.Fatalf("Apply after a failed refresh: %v, want a retryable *Error", err)
@@ -420,7 +420,7 @@ func TestOAuth2Refusals(t *testing.T) {
 				e.Close()
 			}
 			s, r, clock := newTestOAuth2(t, url)
-			_, err := apply(t, s, r)
+			_, err := applyOAuth(t, s, r)
 			var ce *Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("err = %v, want *Error", err)
@@ -441,7 +441,7 @@ func TestOAuth2Refusals(t *testing.T) {
 			// Attempts that all fail do not storm the token endpoint.
 			before := e.requests.Load()
 			for range 100 {
-				if _, err := apply(t, s, r); err == nil {
+				if _, err := applyOAuth(t, s, r); err == nil {
 					t.Fatal("Apply succeeded during the hold")
 				}
 			}
@@ -449,7 +449,7 @@ func TestOAuth2Refusals(t *testing.T) {
 				t.Errorf("100 Apply after a failure: %d more token requests, want 0 during the hold", got-before)
 			}
 			clock.advance(oauth2RefusedHold + time.Second)
-			_, _ = apply(t, s, r)
+			_, _ = applyOAuth(t, s, r)
 			if got := e.requests.Load(); !tc.down && got != before+1 {
 				t.Errorf("after the hold: %d more token requests, want 1", got-before)
 			}
@@ -479,7 +479,7 @@ func TestOAuth2WaiterRespectsContext(t *testing.T) {
 	}
 	close(gate) // the fetch, not cancelled with its starter, serves the next attempt
 	waitIdle(t, s)
-	if _, err := apply(t, s, r); err != nil || e.requests.Load() != 1 {
+	if _, err := applyOAuth(t, s, r); err != nil || e.requests.Load() != 1 {
 		t.Fatalf("after the fetch: %v, %d token requests; want the token fetched once", err, e.requests.Load())
 	}
 }
@@ -580,7 +580,7 @@ func TestOAuth2RetryAfterHold(t *testing.T) {
 		if step.want == 0 {
 			busy.Store(false)
 		}
-		_, err := apply(t, s, r)
+		_, err := applyOAuth(t, s, r)
 		var ce *Error
 		switch {
 		case step.want == 0 && err != nil:
@@ -614,7 +614,7 @@ func TestOAuth2ShortAttemptDeadline(t *testing.T) {
 	}
 	close(gate)
 	waitIdle(t, s)
-	if _, err := apply(t, s, r); err != nil || e.requests.Load() != 1 {
+	if _, err := applyOAuth(t, s, r); err != nil || e.requests.Load() != 1 {
 		t.Fatalf("after the answer: %v, %d token requests; want the token of the one request", err, e.requests.Load())
 	}
 }

@@ -1,0 +1,165 @@
+package credential
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// checkEvery is how often, at most, a header file is looked at (stat) for a
+// change.
+var checkEvery = time.Second
+
+// headerFiles sends headers whose values are files' contents
+// (Credential.HeaderFiles), re-read when a file changes.
+type headerFiles struct {
+	files []*headerFile
+	r     Redactor
+	logf  func(msg string, kv ...any)
+}
+
+// headerFile is one header read from one file.
+type headerFile struct {
+	name, path string
+	cur        atomic.Pointer[fileValue]
+	// next is when the file is looked at again (Unix nanoseconds).
+	next atomic.Int64
+	mu   sync.Mutex
+	// failed is the last failure logged (under mu), so that a file that
+	// stays broken is logged once, not every second.
+	failed string
+}
+
+// fileValue is what a file held when it was read, and what identified it
+// then (modification time, size, inode).
+type fileValue struct {
+	value []string
+	parts []string
+	id    fileID
+}
+
+type fileID struct {
+	mtime time.Time
+	size  int64
+	inode uint64
+}
+
+// NewHeaderFiles returns the Source that sets each header named in files
+// to the whole content of its file (one line; white space around it
+// trimmed), and tells r its secrets (SecretParts). A file is looked at (stat) at most
+// once a second when requests are sent; when its modification time, size
+// or inode changed it is read again and its new value sent from then on,
+// the old one staying redacted (RetainFor). A file that cannot be read
+// then, or holds a value too short to redact, keeps the last value, and
+// logf says why. At NewHeaderFiles either is an error naming
+// HeaderFiles[name].
+func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, kv ...any)) (Source, error) {
+	s := &headerFiles{r: r, logf: logf}
+	for name, path := range files {
+		canon := http.CanonicalHeaderKey(name)
+		if !request.ValidHeaderName(canon) {
+			return nil, fmt.Errorf("HeaderFiles: invalid header name %q", name)
+		}
+		f := &headerFile{name: canon, path: path}
+		v, err := f.read()
+		if err != nil {
+			return nil, fmt.Errorf("HeaderFiles[%s]: %w", name, err)
+		}
+		for _, p := range v.parts {
+			r.Add(p)
+		}
+		f.cur.Store(v)
+		f.next.Store(time.Now().Add(checkEvery).UnixNano())
+		s.files = append(s.files, f)
+	}
+	return s, nil
+}
+
+// read reads the file, with what identifies it.
+func (f *headerFile) read() (*fileValue, error) {
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return nil, fmt.Errorf("%w; write the header's value in that file, or fix the path", err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	const maxFileBytes = 64 << 10
+	b := make([]byte, min(fi.Size(), maxFileBytes)+1)
+	n, err := fh.ReadAt(b, 0)
+	if err != nil && n == 0 && fi.Size() > 0 {
+		return nil, fmt.Errorf("reading %s: %w", f.path, err)
+	}
+	if n > maxFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes: it must hold only the header's value", f.path, maxFileBytes)
+	}
+	v := strings.TrimSpace(string(b[:n]))
+	if strings.ContainsAny(v, "\r\n") {
+		return nil, fmt.Errorf("%s holds more than one line: it must hold only the header's value", f.path)
+	}
+	parts, err := SecretParts(f.name, v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.path, err)
+	}
+	return &fileValue{value: []string{v}, parts: parts, id: idOf(fi)}, nil
+}
+
+// Apply sets each header to its file's value, read again first if the
+// file changed.
+func (s *headerFiles) Apply(_ context.Context, req *http.Request, _ []byte) error {
+	now := time.Now().UnixNano()
+	for _, f := range s.files {
+		if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, now+int64(checkEvery)) {
+			s.check(f)
+		}
+		v := f.cur.Load()
+		for _, p := range v.parts {
+			s.r.Add(p)
+		}
+		req.Header[f.name] = v.value
+	}
+	return nil
+}
+
+// check reads f again if it changed since it was read.
+func (s *headerFiles) check(f *headerFile) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.cur.Load()
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		s.fail(f, "credential header file cannot be read: the last value read is sent", err)
+		return
+	}
+	if idOf(fi) == cur.id {
+		return
+	}
+	v, err := f.read()
+	if err != nil {
+		s.fail(f, "credential header file cannot be used: the last value read is sent", err)
+		return
+	}
+	f.failed = ""
+	// Known to the redactor before it is sent.
+	for _, p := range v.parts {
+		s.r.Add(p)
+	}
+	f.cur.Store(v)
+}
+
+// fail logs why f cannot be used, unless that was logged last.
+func (s *headerFiles) fail(f *headerFile, msg string, err error) {
+	if e := err.Error(); e != f.failed {
+		f.failed = e
+		s.logf(msg, "header", f.name, "path", f.path, "error", e)
+	}
+}

@@ -1,0 +1,83 @@
+package credential
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// TestOAuth2SecretsReaddedWhileInUse: the redactor drops a secret not
+// added for RetainFor; the token (no expires_in, used for days) and the
+// client secret (sent with every token request) are added with every
+// Apply, so they stay redacted as long as they are in use.
+func TestOAuth2SecretsReaddedWhileInUse(t *testing.T) {
+	e := newTokenEndpoint(t, 0)
+	s, _, clock := newTestOAuth2(t, e.URL)
+	r := &secrets{}
+	s.r = r
+	h := ""
+	for i := 0; i < 3; i++ {
+		clock.advance(25 * time.Hour)
+		req, _ := http.NewRequest(http.MethodPost, "https://api.example/pay", nil)
+		if err := s.Apply(context.Background(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+		h = req.Header.Get("Authorization")
+	}
+	tok := strings.TrimPrefix(h, "Bearer ")
+	for _, tc := range []struct{ what, secret string }{{"the token in use", tok}, {"the client secret", testClientSecret}} {
+		if n := r.count(tc.secret); n < 3 {
+			t.Errorf("%s was added %d times in 3 Applies over 75 h: it would no longer be redacted after %v", tc.what, n, RetainFor)
+		}
+	}
+}
+
+// TestOAuth2ShortTokenRefused: a token shorter than MinSecretBytes could
+// not be redacted: it is refused, never sent.
+func TestOAuth2ShortTokenRefused(t *testing.T) {
+	e := newTokenEndpoint(t, 3600)
+	e.set(func(e *tokenEndpoint) {
+		e.answer = jsonAnswer(http.StatusOK, `{"access_token":"abc1234","token_type":"Bearer","expires_in":3600}`)
+	})
+	s, _, _ := newTestOAuth2(t, e.URL)
+	req, _ := http.NewRequest(http.MethodPost, "https://api.example/pay", nil)
+	err := s.Apply(context.Background(), req, nil)
+	if err == nil {
+		t.Fatalf("a 7-byte token was accepted and sent: Authorization %q", req.Header.Get("Authorization"))
+	}
+	if strings.Contains(err.Error(), "abc1234") {
+		t.Errorf("the error quotes the token: %v", err)
+	}
+	if got := req.Header.Get("Authorization"); got != "" {
+		t.Errorf("Authorization = %q, want none", got)
+	}
+}
+
+// TestOAuth2EncodedClientSecretRedacted: the client credentials travel to
+// the token endpoint encoded (Basic: base64 of the form-escaped id:secret;
+// in the body: form-escaped); a token endpoint echoing either must not
+// show the secret.
+func TestOAuth2EncodedClientSecretRedacted(t *testing.T) {
+	secret := "sk/live+abc=def&ghi jkl"
+	r := &recRedactor{}
+	cfg := &clientcredentials.Config{ClientID: "client id", ClientSecret: secret, TokenURL: "https://as.example/token", AuthStyle: oauth2.AuthStyleAutoDetect}
+	if _, err := NewOAuth2(cfg, nil, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		secret,
+		base64.StdEncoding.EncodeToString([]byte(url.QueryEscape("client id") + ":" + url.QueryEscape(secret))),
+		url.QueryEscape(secret),
+	} {
+		if !r.has(want) {
+			t.Errorf("the redactor was not told %q", want)
+		}
+	}
+}

@@ -63,6 +63,11 @@ func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (
 	if client == nil {
 		client = &http.Client{Timeout: oauth2FetchTimeout}
 	}
+	// A redirect is never followed: the HTTP client would resend the
+	// token request, client secret in its body, to Location's host.
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client = &c
 	s := &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now, clientSecrets: clientSecrets(cfg)}
 	s.addClientSecrets()
 	return s, nil
@@ -367,6 +372,8 @@ func oauth2Error(err error, start time.Time) *Error {
 			e.RetryAfter, _ = request.ParseRetryAfter(re.Response.Header.Get("Retry-After"), start)
 		}
 		e.Err = errors.New(what + ": the authorization server is unavailable; the attempt may be retried")
+	case e.Status >= 300 && e.Status <= 399:
+		e.Err = errors.New(what + ": a redirect, which is not followed (it would carry the client secret elsewhere): write the final URL in Credential.OAuth2.TokenURL")
 	case re.ErrorCode == "invalid_scope":
 		e.Err = errors.New(what + ": check Credential.OAuth2.Scopes against the scopes the client may ask for")
 	case re.ErrorCode == "unauthorized_client" || re.ErrorCode == "unsupported_grant_type":

@@ -3,9 +3,13 @@ package credential
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +83,45 @@ func TestOAuth2EncodedClientSecretRedacted(t *testing.T) {
 		if !r.has(want) {
 			t.Errorf("the redactor was not told %q", want)
 		}
+	}
+}
+
+// TestOAuth2TokenRedirectNotFollowed: a token endpoint answering 307 or
+// 308 would have the HTTP client resend the token request, client secret
+// in its body, to wherever Location says: it is not followed.
+func TestOAuth2TokenRedirectNotFollowed(t *testing.T) {
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			var elsewhere atomic.Int64
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"access_token":"stolen-token-0123456789","token_type":"Bearer"}`)
+			}))
+			defer other.Close()
+			e := newTokenEndpoint(t, 3600)
+			e.set(func(e *tokenEndpoint) {
+				e.answer = func(w http.ResponseWriter) bool {
+					w.Header().Set("Location", other.URL+"/token")
+					w.WriteHeader(status)
+					return true
+				}
+			})
+			r := &recRedactor{}
+			cfg := &clientcredentials.Config{ClientID: testClientID, ClientSecret: testClientSecret, TokenURL: e.URL, AuthStyle: oauth2.AuthStyleInParams}
+			src, err := NewOAuth2(cfg, &http.Client{}, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, "https://api.example/pay", nil)
+			err = src.Apply(context.Background(), req, nil)
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("Apply = %v, want an *Error", err)
+			}
+			if n := elsewhere.Load(); n != 0 {
+				t.Errorf("the token request was sent to Location's server %d times", n)
+			}
+		})
 	}
 }

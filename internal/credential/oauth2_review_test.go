@@ -2,6 +2,8 @@ package credential
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -123,5 +125,33 @@ func TestOAuth2TokenRedirectNotFollowed(t *testing.T) {
 				t.Errorf("the token request was sent to Location's server %d times", n)
 			}
 		})
+	}
+}
+
+// TestOAuth2TokenEndpointRefusesCertificate: a token endpoint that refuses
+// the client certificate in the TLS handshake (or wants one) refused the
+// client: a final error, not one retried until the call's deadline.
+func TestOAuth2TokenEndpointRefusesCertificate(t *testing.T) {
+	ca, serverCA := newMTLSCA(t, "trusted"), newMTLSCA(t, "server")
+	srv := startMTLSServer(t, ca, serverCA)
+	roots := x509.NewCertPool()
+	roots.AddCert(serverCA.cert)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	cfg := &clientcredentials.Config{ClientID: testClientID, ClientSecret: testClientSecret, TokenURL: srv.URL + "/token"}
+	src, err := NewOAuth2(cfg, client, &recRedactor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "https://api.example/pay", nil)
+	err = src.Apply(context.Background(), req, nil)
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Apply = %v, want an *Error", err)
+	}
+	if ce.Retryable {
+		t.Errorf("a refused client certificate is retryable: %v", err)
+	}
+	if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("the error does not say the certificate was refused: %v", err)
 	}
 }

@@ -45,6 +45,8 @@ type redactSet struct {
 	// secret's bits stay until stale says to rebuild it.
 	filter []uint64
 	stale  int
+	// size is the secrets' total length.
+	size int
 	// secrets are the secrets, with when each was last added.
 	secrets map[string]*lastAdded
 }
@@ -57,13 +59,15 @@ type lastAdded struct{ at atomic.Int64 }
 // each time would make the cores contend for it.
 const touchEvery = time.Minute
 
-// maxRetained caps the secrets kept past their use: a source fetching
-// 5-second tokens adds 17,280 a day. Beyond it the least recently added
-// are dropped first, but never one added within inUse (a secret in use is
-// added again at least every touchEvery): 4096 tokens of 5 s are 5.7 h of
-// them. Each new secret costs a copy of the snapshot's maps, O(retained
-// windows) of memory copies rather than a rebuild.
-var maxRetained = 4096 // a variable for tests
+// maxRetainedBytes caps the bytes of the secrets kept (each byte is about
+// one window): a source fetching 5-second tokens adds 17,280 a day. Beyond
+// it the least recently added are dropped first, but never one added
+// within inUse (a secret in use is added again at least every
+// touchEvery): 512 KiB are 55 min of 800-byte JWTs fetched every 5 s, or
+// 13 h of 54-byte opaque tokens, about 20 MB of windows. Each new secret
+// costs a copy of the snapshot's maps (measured: 5-8 ms at the cap), not a
+// rebuild.
+var maxRetainedBytes = 512 << 10 // a variable for tests
 
 const inUse = 2 * touchEvery
 
@@ -81,8 +85,8 @@ func newRedactor(secrets []string) *redactor {
 }
 
 // Add makes secret redacted from now on, and for at least
-// credential.RetainFor after its last Add (unless maxRetained secrets
-// were added since). A secret shorter than minCredentialBytes is ignored
+// credential.RetainFor after its last Add (unless maxRetainedBytes of
+// secrets were added since). A secret shorter than minCredentialBytes is ignored
 // (the sources refuse them).
 func (r *redactor) Add(secret string) {
 	if len(secret) < minCredentialBytes {
@@ -102,13 +106,14 @@ func (r *redactor) Add(secret string) {
 		e.at.Store(now)
 		return
 	}
-	next := &redactSet{windows: maps.Clone(old.windows), filter: slices.Clone(old.filter), stale: old.stale, secrets: maps.Clone(old.secrets)}
+	next := &redactSet{windows: maps.Clone(old.windows), filter: slices.Clone(old.filter), stale: old.stale, size: old.size, secrets: maps.Clone(old.secrets)}
 	if next.windows == nil {
 		next.windows, next.filter, next.secrets = map[uint64]int32{}, make([]uint64, 1<<10), map[string]*lastAdded{}
 	}
 	e := &lastAdded{}
 	e.at.Store(now)
 	next.secrets[secret] = e
+	next.size += len(secret)
 	next.count(secret, 1)
 	next.drop(now)
 	r.snap.Store(next)
@@ -133,8 +138,15 @@ func (r *redactSet) count(s string, d int32) {
 	}
 }
 
+// forget removes secret s from a set not yet published.
+func (r *redactSet) forget(s string) {
+	delete(r.secrets, s)
+	r.size -= len(s)
+	r.count(s, -1)
+}
+
 // drop removes, from a set not yet published, the secrets not added for
-// RetainFor, and the least recently added beyond maxRetained (none added
+// RetainFor, and the least recently added beyond maxRetainedBytes (none added
 // within inUse); it rebuilds the filter once more windows were dropped
 // than remain.
 func (r *redactSet) drop(now int64) {
@@ -145,10 +157,9 @@ func (r *redactSet) drop(now int64) {
 		}
 	}
 	for _, s := range old {
-		delete(r.secrets, s)
-		r.count(s, -1)
+		r.forget(s)
 	}
-	if over := len(r.secrets) - maxRetained; over > 0 {
+	if r.size > maxRetainedBytes {
 		type aged struct {
 			s  string
 			at int64
@@ -158,12 +169,11 @@ func (r *redactSet) drop(now int64) {
 			all = append(all, aged{s, e.at.Load()})
 		}
 		slices.SortFunc(all, func(a, b aged) int { return cmp.Compare(a.at, b.at) })
-		for _, a := range all[:over] {
-			if now-a.at < int64(inUse) {
+		for _, a := range all {
+			if r.size <= maxRetainedBytes || now-a.at < int64(inUse) {
 				break
 			}
-			delete(r.secrets, a.s)
-			r.count(a.s, -1)
+			r.forget(a.s)
 		}
 	}
 	if r.stale > len(r.windows) {

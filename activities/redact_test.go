@@ -352,13 +352,13 @@ func TestRedactorConcurrent(t *testing.T) {
 }
 
 // TestRedactorBoundedWithShortTokens: 5 s tokens for a day are 17,280
-// secrets; the redactor keeps at most maxRetained of them (the most
+// secrets; the redactor keeps at most maxRetainedBytes of them (the most
 // recently added, hours of them), yet never drops a secret still in use
 // (re-added every minute, as the sources do), and each Add of a new token
 // costs the same however many came before.
 func TestRedactorBoundedWithShortTokens(t *testing.T) {
-	defer func(n int) { maxRetained = n }(maxRetained)
-	maxRetained = 256 // the same rule, a faster test
+	defer func(n int) { maxRetainedBytes = n }(maxRetainedBytes)
+	maxRetainedBytes = 256 * 52 // 256 tokens: the same rule, a faster test
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := newRedactor(nil)
 	r.now = func() time.Time { return now }
@@ -374,9 +374,10 @@ func TestRedactorBoundedWithShortTokens(t *testing.T) {
 		now = now.Add(5 * time.Second)
 	}
 	s := r.snap.Load()
-	assert.LessOrEqual(t, len(s.secrets), maxRetained+1, "secrets retained")
+	assert.LessOrEqual(t, s.size, maxRetainedBytes, "bytes of secrets retained")
+	assert.LessOrEqual(t, len(s.secrets), 257, "secrets retained")
 	assert.Equal(t, "[REDACTED]", r.string(static), "the key in use stays redacted")
-	for _, tok := range last[len(last)-maxRetained/2:] {
+	for _, tok := range last[len(last)-128:] {
 		if r.string(tok) != "[REDACTED]" {
 			t.Fatalf("a recent token is no longer redacted: %q", tok)
 		}

@@ -23,9 +23,9 @@ var (
 // sigV4Headers are the headers AWS Signature V4 sets.
 var sigV4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
 
-// authorize builds the sources of c, the credential of origin o (named s in
-// Config.Credentials), in the order Credential documents, and o's own
-// transport when c authenticates the connection.
+// authorize builds o's own transport when c, the credential of origin o
+// (named s in Config.Credentials), authenticates the connection, then the
+// sources of c in the order Credential documents.
 func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) error {
 	field := fmt.Sprintf("Config.Credentials[%s]", s)
 	o.set = map[string]bool{}
@@ -55,9 +55,26 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 			return err
 		}
 	}
+	if c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" {
+		if err := o.authenticate(cfg, field, c, red); err != nil {
+			return err
+		}
+	}
 	if c.OAuth2 != nil {
-		// The token endpoint is reached with the worker's client.
-		src, err := newOAuth2(c.OAuth2, cfg.HTTPClient, red)
+		// The token endpoint is reached with the worker's client or, when
+		// the origin has a client certificate, the origin's transport: a
+		// bank requiring mutual TLS requires it of its token endpoint
+		// too (RFC 8705).
+		tc := cfg.HTTPClient
+		if o.client != nil {
+			hc := http.Client{}
+			if cfg.HTTPClient != nil {
+				hc = *cfg.HTTPClient
+			}
+			hc.Transport = o.client.Transport
+			tc = &hc
+		}
+		src, err := newOAuth2(c.OAuth2, tc, red)
 		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
 			return err
 		}
@@ -68,10 +85,7 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 			return err
 		}
 	}
-	if c.CertFile == "" && c.KeyFile == "" && c.CAFile == "" {
-		return nil
-	}
-	return o.authenticate(cfg, field, c, red)
+	return nil
 }
 
 // authenticate gives o its own client, whose transport (a clone of the

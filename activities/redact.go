@@ -2,8 +2,11 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,9 +37,16 @@ type redactor struct {
 
 // redactSet is one snapshot of the secrets, never modified once published.
 type redactSet struct {
-	windows map[uint64]struct{}
-	// filter is a 64 Ki-bit prefilter of the windows' hashes.
+	// windows counts, for each 8-byte window, the retained secrets
+	// holding it (tokens share windows: a JWT's header), so that dropping
+	// one secret keeps the windows of the others.
+	windows map[uint64]int32
+	// filter is a 64 Ki-bit prefilter of the windows' hashes; a dropped
+	// secret's bits stay until stale says to rebuild it.
 	filter []uint64
+	stale  int
+	// size is the secrets' total length.
+	size int
 	// secrets are the secrets, with when each was last added.
 	secrets map[string]*lastAdded
 }
@@ -48,6 +58,18 @@ type lastAdded struct{ at atomic.Int64 }
 // writes it again: known secrets are added with every request, and a write
 // each time would make the cores contend for it.
 const touchEvery = time.Minute
+
+// maxRetainedBytes caps the bytes of the secrets kept (each byte is about
+// one window): a source fetching 5-second tokens adds 17,280 a day. Beyond
+// it the least recently added are dropped first, but never one added
+// within inUse (a secret in use is added again at least every
+// touchEvery): 512 KiB are 55 min of 800-byte JWTs fetched every 5 s, or
+// 13 h of 54-byte opaque tokens, about 20 MB of windows. Each new secret
+// costs a copy of the snapshot's maps (measured: 5-8 ms at the cap), not a
+// rebuild.
+var maxRetainedBytes = 512 << 10 // a variable for tests
+
+const inUse = 2 * touchEvery
 
 const redacted = "[REDACTED]"
 
@@ -63,8 +85,9 @@ func newRedactor(secrets []string) *redactor {
 }
 
 // Add makes secret redacted from now on, and for at least
-// credential.RetainFor after its last Add. A secret shorter than
-// minCredentialBytes is ignored (the sources refuse them).
+// credential.RetainFor after its last Add (unless maxRetainedBytes of
+// secrets were added since). A secret shorter than minCredentialBytes is ignored
+// (the sources refuse them).
 func (r *redactor) Add(secret string) {
 	if len(secret) < minCredentialBytes {
 		return
@@ -83,26 +106,84 @@ func (r *redactor) Add(secret string) {
 		e.at.Store(now)
 		return
 	}
-	next := &redactSet{windows: map[uint64]struct{}{}, filter: make([]uint64, 1<<10), secrets: map[string]*lastAdded{}}
+	next := &redactSet{windows: maps.Clone(old.windows), filter: slices.Clone(old.filter), stale: old.stale, size: old.size, secrets: maps.Clone(old.secrets)}
+	if next.windows == nil {
+		next.windows, next.filter, next.secrets = map[uint64]int32{}, make([]uint64, 1<<10), map[string]*lastAdded{}
+	}
 	e := &lastAdded{}
 	e.at.Store(now)
 	next.secrets[secret] = e
-	for s, e := range old.secrets {
-		// A secret not added for RetainFor is dropped: memory stays
-		// bounded however often keys rotate.
-		if now-e.at.Load() < int64(credential.RetainFor) {
-			next.secrets[s] = e
-		}
-	}
-	for s := range next.secrets {
-		for i := 0; i+minCredentialBytes <= len(s); i++ {
-			w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
-			next.windows[w] = struct{}{}
-			h := filterBit(w)
-			next.filter[h>>6] |= 1 << (h & 63)
-		}
-	}
+	next.size += len(secret)
+	next.count(secret, 1)
+	next.drop(now)
 	r.snap.Store(next)
+}
+
+// count adds d to the count of each window of s.
+func (r *redactSet) count(s string, d int32) {
+	for i := 0; i+minCredentialBytes <= len(s); i++ {
+		w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+		n := r.windows[w] + d
+		switch {
+		case n <= 0:
+			delete(r.windows, w)
+			r.stale++
+		case d > 0:
+			r.windows[w] = n
+			h := filterBit(w)
+			r.filter[h>>6] |= 1 << (h & 63)
+		default:
+			r.windows[w] = n
+		}
+	}
+}
+
+// forget removes secret s from a set not yet published.
+func (r *redactSet) forget(s string) {
+	delete(r.secrets, s)
+	r.size -= len(s)
+	r.count(s, -1)
+}
+
+// drop removes, from a set not yet published, the secrets not added for
+// RetainFor, and the least recently added beyond maxRetainedBytes (none added
+// within inUse); it rebuilds the filter once more windows were dropped
+// than remain.
+func (r *redactSet) drop(now int64) {
+	var old []string
+	for s, e := range r.secrets {
+		if now-e.at.Load() >= int64(credential.RetainFor) {
+			old = append(old, s)
+		}
+	}
+	for _, s := range old {
+		r.forget(s)
+	}
+	if r.size > maxRetainedBytes {
+		type aged struct {
+			s  string
+			at int64
+		}
+		all := make([]aged, 0, len(r.secrets))
+		for s, e := range r.secrets {
+			all = append(all, aged{s, e.at.Load()})
+		}
+		slices.SortFunc(all, func(a, b aged) int { return cmp.Compare(a.at, b.at) })
+		for _, a := range all {
+			if r.size <= maxRetainedBytes || now-a.at < int64(inUse) {
+				break
+			}
+			r.forget(a.s)
+		}
+	}
+	if r.stale > len(r.windows) {
+		clear(r.filter)
+		for w := range r.windows {
+			h := filterBit(w)
+			r.filter[h>>6] |= 1 << (h & 63)
+		}
+		r.stale = 0
+	}
 }
 
 func filterBit(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> 48 }

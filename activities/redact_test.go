@@ -350,3 +350,38 @@ func TestRedactorConcurrent(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, "[REDACTED]", r.string("tok_g3_000000000199"))
 }
+
+// TestRedactorBoundedWithShortTokens: 5 s tokens for a day are 17,280
+// secrets; the redactor keeps at most maxRetainedBytes of them (the most
+// recently added, hours of them), yet never drops a secret still in use
+// (re-added every minute, as the sources do), and each Add of a new token
+// costs the same however many came before.
+func TestRedactorBoundedWithShortTokens(t *testing.T) {
+	defer func(n int) { maxRetainedBytes = n }(maxRetainedBytes)
+	maxRetainedBytes = 256 * 52 // 256 tokens: the same rule, a faster test
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := newRedactor(nil)
+	r.now = func() time.Time { return now }
+	const static = "sk_live_static_key_0123456789"
+	var last []string
+	for i := range 17280 {
+		tok := fmt.Sprintf("eyJhbGciOiJSUzI1NiJ9.token-%08d-abcdefghijklmnop", i)
+		r.Add(tok)
+		if i%12 == 0 {
+			r.Add(static) // in use: re-added with every request
+		}
+		last = append(last, tok)
+		now = now.Add(5 * time.Second)
+	}
+	s := r.snap.Load()
+	assert.LessOrEqual(t, s.size, maxRetainedBytes, "bytes of secrets retained")
+	assert.LessOrEqual(t, len(s.secrets), 257, "secrets retained")
+	assert.Equal(t, "[REDACTED]", r.string(static), "the key in use stays redacted")
+	for _, tok := range last[len(last)-128:] {
+		if r.string(tok) != "[REDACTED]" {
+			t.Fatalf("a recent token is no longer redacted: %q", tok)
+		}
+	}
+	// Windows shared by tokens (their common prefix) stay while any holds them.
+	assert.Equal(t, "[REDACTED]", r.string("eyJhbGciOiJSUzI1NiJ9."))
+}

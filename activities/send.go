@@ -186,11 +186,19 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		if ans.err != nil {
 			return ans
 		}
-		if ans.status == http.StatusUnauthorized && !refreshed && p.o.refresh(ctx, hr, ans.header) {
-			// The same request again, with the new secret.
+		if ans.status == http.StatusUnauthorized && !refreshed && len(p.o.refreshers) > 0 && invalidToken(ans.header) {
 			refreshed = true
-			hop--
-			continue
+			if p.o.refresh(ctx, hr, ans.header) {
+				// The same request again, with the new secret.
+				hop--
+				continue
+			}
+			// No new secret: when the source cannot give one (its token
+			// endpoint is down or refuses), that is the error, retryable
+			// as it says, not the API's final 401 to the stale one.
+			if err := p.o.apply(ctx, hr.Clone(ctx), p.req.Body); err != nil {
+				return answer{from: target, err: err}
+			}
 		}
 		loc := resp.Header.Get("Location")
 		if (ans.status == http.StatusTemporaryRedirect || ans.status == http.StatusPermanentRedirect) && hop < maxRedirects && loc != "" {

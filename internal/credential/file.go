@@ -17,12 +17,20 @@ import (
 // change.
 var checkEvery = time.Second
 
+// settle is how old an in-place write of a header file (the same inode)
+// must be before the file is read: a writer truncates, then writes, maybe
+// in pieces, and half of a 40-byte key is long enough to be sent. A file
+// renamed over the old one (a new inode, as Kubernetes and most secret
+// managers write) is complete, and read at once.
+const settle = time.Second
+
 // headerFiles sends headers whose values are files' contents
 // (Credential.HeaderFiles), re-read when a file changes.
 type headerFiles struct {
 	files []*headerFile
 	r     Redactor
 	logf  func(msg string, kv ...any)
+	now   func() time.Time // time.Now but in tests
 }
 
 // headerFile is one header read from one file.
@@ -61,7 +69,7 @@ type fileID struct {
 // logf says why. At NewHeaderFiles either is an error naming
 // HeaderFiles[name].
 func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, kv ...any)) (Source, error) {
-	s := &headerFiles{r: r, logf: logf}
+	s := &headerFiles{r: r, logf: logf, now: time.Now}
 	for name, path := range files {
 		canon := http.CanonicalHeaderKey(name)
 		if !request.ValidHeaderName(canon) {
@@ -116,7 +124,7 @@ func (f *headerFile) read() (*fileValue, error) {
 // Apply sets each header to its file's value, read again first if the
 // file changed.
 func (s *headerFiles) Apply(_ context.Context, req *http.Request, _ []byte) error {
-	now := time.Now().UnixNano()
+	now := s.now().UnixNano()
 	for _, f := range s.files {
 		if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, now+int64(checkEvery)) {
 			s.check(f)
@@ -140,8 +148,12 @@ func (s *headerFiles) check(f *headerFile) {
 		s.fail(f, "credential header file cannot be read: the last value read is sent", err)
 		return
 	}
-	if idOf(fi) == cur.id {
+	id := idOf(fi)
+	if id == cur.id {
 		return
+	}
+	if id.inode == cur.id.inode && s.now().Sub(id.mtime) < settle {
+		return // being written in place, maybe: looked at again later
 	}
 	v, err := f.read()
 	if err != nil {

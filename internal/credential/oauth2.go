@@ -2,8 +2,10 @@ package credential
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -62,8 +64,37 @@ func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (
 	if client == nil {
 		client = &http.Client{Timeout: oauth2FetchTimeout}
 	}
-	r.Add(cfg.ClientSecret)
-	return &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now}, nil
+	// A redirect is never followed: the HTTP client would resend the
+	// token request, client secret in its body, to Location's host.
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client = &c
+	s := &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now, clientSecrets: clientSecrets(cfg)}
+	s.addClientSecrets()
+	return s, nil
+}
+
+// clientSecrets are the client secret as written and as it travels to the
+// token endpoint (golang.org/x/oauth2 form-escapes it in the body, and
+// Basic credentials are the base64 of the form-escaped "id:secret"): a
+// token endpoint echoing its request must not show it in any of them.
+func clientSecrets(cfg *clientcredentials.Config) []string {
+	esc := url.QueryEscape(cfg.ClientSecret)
+	basic := base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(cfg.ClientID) + ":" + esc))
+	out := []string{cfg.ClientSecret, basic}
+	if esc != cfg.ClientSecret {
+		out = append(out, esc)
+	}
+	return out
+}
+
+// addClientSecrets tells the redactor the client secret again: it is sent
+// with every token request however long the worker runs, so it must stay
+// redacted (RetainFor counts from the last Add).
+func (s *oauth2Source) addClientSecrets() {
+	for _, c := range s.clientSecrets {
+		s.r.Add(c)
+	}
 }
 
 // checkOAuth2 validates the settings, naming fields as the user writes them.
@@ -97,6 +128,8 @@ type oauth2Source struct {
 	client *http.Client
 	r      Redactor
 	now    func() time.Time
+	// clientSecrets are the forms of the client secret (clientSecrets).
+	clientSecrets []string
 
 	// cur is the token in use (nil before the first fetch); it is
 	// replaced, never changed. Apply's fast path reads it without mu.
@@ -110,6 +143,7 @@ type oauth2Source struct {
 
 // bearer is one fetched token.
 type bearer struct {
+	token     string    // the access token
 	header    string    // "Bearer <token>"
 	refreshAt time.Time // zero: no expiry known
 	expiresAt time.Time // zero: no expiry known
@@ -134,16 +168,20 @@ type flight struct {
 }
 
 // Apply sets Authorization: Bearer with the current token, fetching one
-// first when there is none or it has expired.
+// first when there is none or it has expired. The token and the client
+// secret are told to the redactor again each time (a lookup for one it
+// knows): a token without expires_in may be used for days, and RetainFor
+// counts from the last Add.
 func (s *oauth2Source) Apply(ctx context.Context, req *http.Request, _ []byte) error {
-	if b := s.cur.Load(); b.fresh(s.now()) {
-		req.Header.Set("Authorization", b.header)
-		return nil
+	s.addClientSecrets()
+	b := s.cur.Load()
+	if !b.fresh(s.now()) {
+		var err error
+		if b, err = s.token(ctx); err != nil {
+			return err
+		}
 	}
-	b, err := s.token(ctx)
-	if err != nil {
-		return err
-	}
+	s.r.Add(b.token)
 	req.Header.Set("Authorization", b.header)
 	return nil
 }
@@ -229,6 +267,7 @@ func (s *oauth2Source) fetch(ctx context.Context, f *flight) {
 	ctx, cancel := fetchContext(ctx)
 	defer cancel()
 	start := s.now()
+	s.addClientSecrets()
 	tok, err := s.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
 	var b *bearer
 	var e *Error
@@ -268,10 +307,14 @@ func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Err
 	if tok.RefreshToken != "" {
 		s.r.Add(tok.RefreshToken)
 	}
+	if len(tok.AccessToken) < MinSecretBytes {
+		// Never quoted: it could not be redacted.
+		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token of %d bytes, shorter than %d: it could not be redacted from results and logs, so it is not sent; check Credential.OAuth2.TokenURL", len(tok.AccessToken), MinSecretBytes)}
+	}
 	if tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "Bearer") {
 		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are supported: configure the client at the authorization server for Bearer tokens", short(tok.TokenType))}
 	}
-	b := &bearer{header: "Bearer " + tok.AccessToken}
+	b := &bearer{token: tok.AccessToken, header: "Bearer " + tok.AccessToken}
 	if !tok.Expiry.IsZero() {
 		// Expiry was computed by the oauth2 package from expires_in
 		// (whole seconds) with the wall clock; anchor it on ours.
@@ -294,6 +337,13 @@ func oauth2Error(err error, start time.Time) *Error {
 	e := &Error{Scheme: "oauth2"}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
+		if TLSRefusal(err) != nil {
+			// Final: the same certificate would be refused again.
+			var op *net.OpError
+			errors.As(err, &op)
+			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the TLS handshake (%v): it wants a client certificate it trusts; set Credential.CertFile and KeyFile (the token endpoint gets them too) or check them", op.Err)
+			return e
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			e.Retryable = true
@@ -330,6 +380,8 @@ func oauth2Error(err error, start time.Time) *Error {
 			e.RetryAfter, _ = request.ParseRetryAfter(re.Response.Header.Get("Retry-After"), start)
 		}
 		e.Err = errors.New(what + ": the authorization server is unavailable; the attempt may be retried")
+	case e.Status >= 300 && e.Status <= 399:
+		e.Err = errors.New(what + ": a redirect, which is not followed (it would carry the client secret elsewhere): write the final URL in Credential.OAuth2.TokenURL")
 	case re.ErrorCode == "invalid_scope":
 		e.Err = errors.New(what + ": check Credential.OAuth2.Scopes against the scopes the client may ask for")
 	case re.ErrorCode == "unauthorized_client" || re.ErrorCode == "unsupported_grant_type":

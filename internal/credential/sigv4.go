@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/processcreds"
 	"github.com/aws/smithy-go/logging"
 )
 
@@ -130,6 +132,12 @@ func (s *sigV4) credentials(ctx context.Context) (aws.Credentials, error) {
 		hint := "check the provider set in Credential.SigV4.Credentials"
 		if s.defaultChain {
 			hint = noCredentialsHint
+		}
+		var pe *processcreds.ProviderError
+		if errors.As(err, &pe) && strings.Contains(pe.Error(), "process output") {
+			// The SDK quotes the process's whole output, keys and all,
+			// which the redactor cannot know yet: withheld.
+			return aws.Credentials{}, &Error{Scheme: "sigv4", Retryable: retryable(ctx, err), Err: errors.New("retrieving AWS credentials: the credential_process of the AWS profile printed no valid credentials JSON (its output is withheld: it may hold the secret key); run the process by hand and fix its output, or " + hint)}
 		}
 		return aws.Credentials{}, &Error{Scheme: "sigv4", Retryable: retryable(ctx, err), Err: fmt.Errorf("retrieving AWS credentials: %w; %s", err, hint)}
 	}

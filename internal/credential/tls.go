@@ -1,6 +1,7 @@
 package credential
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -88,6 +90,19 @@ func (s *tlsSource) TLSConfig() *tls.Config {
 		RootCAs:              s.roots,
 		GetClientCertificate: s.clientCertificate,
 	}
+}
+
+// Apply sets no header: it tells the redactor the private key in use
+// again, since a keep-alive connection may serve requests for longer than
+// RetainFor without a new handshake (where clientCertificate adds it).
+func (s *tlsSource) Apply(context.Context, *http.Request, []byte) error {
+	s.mu.Lock()
+	keyText := s.keyText
+	s.mu.Unlock()
+	for _, k := range keyText {
+		s.r.Add(k)
+	}
+	return nil
 }
 
 // clientCertificate is tls.Config.GetClientCertificate: the current

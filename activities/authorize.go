@@ -108,6 +108,10 @@ func (o *origin) authenticate(cfg Config, field string, c Credential, red *redac
 	}
 	t := base.Clone()
 	t.TLSClientConfig = ts.TLSConfig()
+	// A refusal of the certificate is reported as such even when it
+	// breaks a request being written (TLS 1.3); proxied requests keep
+	// the transport's own handshake with TLSClientConfig.
+	t.DialTLSContext = credential.DialTLS(base.DialContext, t.TLSClientConfig, base.TLSHandshakeTimeout)
 	o.client = &http.Client{Transport: t}
 	return nil
 }

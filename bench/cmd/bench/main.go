@@ -36,9 +36,10 @@
 //
 //     cd bench && go run ./cmd/bench -out results
 //
-// Claim 2b alone (one attempt of Activities.Do against go-retryablehttp and
-// failsafe-go, each ÷ the raw POST in the same interleaved rounds; about a
-// minute, no dev server):
+// Claims 2b and 2c alone (one attempt of Activities.Do against
+// go-retryablehttp and failsafe-go, each ÷ the raw POST in the same
+// interleaved rounds; then Do with OAuth 2.0 ÷ Do with a static bearer in
+// rounds of their own; a few minutes, no dev server):
 //
 //	cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt
 //

@@ -198,6 +198,9 @@ func peerLoad(h *harness, act string) contentionLoad {
 // PeersResult is the peers section.
 type PeersResult struct {
 	Overhead *PeerOverhead `json:"overhead,omitempty"`
+	// Credentials is one attempt of Activities.Do with OAuth 2.0 against
+	// one with a static bearer (the attempt section only).
+	Credentials *CredentialOverhead `json:"credentials,omitempty"`
 	// Params is the contention setup; Contention the peers' runs of it
 	// (ContentionRun.Peer says which).
 	Params     ContentionParams `json:"params"`

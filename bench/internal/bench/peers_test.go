@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -133,11 +134,59 @@ func TestRunAttemptSmall(t *testing.T) {
 			t.Errorf("%s: ratios %v, median %v; want one per round", s.Name, s.Ratios, s.Ratio)
 		}
 	}
+	c := res.Peers.Credentials
+	if c == nil {
+		t.Fatal("no credential rows")
+	}
+	if len(c.OAuth2.Ratios) != 2 || c.OAuth2.Ratio <= 0 || c.Static.MedianNs <= 0 {
+		t.Errorf("%s: ratios %v, median %v; want one per round", c.OAuth2.Name, c.OAuth2.Ratios, c.OAuth2.Ratio)
+	}
+	// Tokens of an hour: the first attempt fetches one, every other
+	// attempt of the run (warm-ups included) applies it from memory.
+	if c.TokenRequests != 1 {
+		t.Errorf("the token endpoint got %d requests; want 1", c.TokenRequests)
+	}
 	var b strings.Builder
 	if err := WriteMarkdown(&b, res, "cd bench && go run ./cmd/bench -only attempt", "contention.svg"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "| 2b |") || !strings.Contains(b.String(), ratioSpread(po.Do)) {
 		t.Errorf("the report lacks claim 2b with Do's spread %s:\n%s", ratioSpread(po.Do), b.String())
+	}
+	if !strings.Contains(b.String(), "| 2c |") || !strings.Contains(b.String(), ratioSpread(c.OAuth2)) || !strings.Contains(b.String(), "1 token requests") {
+		t.Errorf("the report lacks claim 2c with OAuth 2.0's spread %s and 1 token request:\n%s", ratioSpread(c.OAuth2), b.String())
+	}
+}
+
+// TestWriteMarkdownCredentials checks that the report computes claim 2c
+// from the numbers it is given: met when OAuth 2.0's ratio to the static
+// bearer is at most 1.05.
+func TestWriteMarkdownCredentials(t *testing.T) {
+	for _, c := range []struct {
+		ratio float64
+		want  string
+	}{{1.02, "| yes |"}, {1.05, "| yes |"}, {1.06, "| **MISSED** |"}} {
+		r := &Results{Peers: &PeersResult{Params: defaultContention, Credentials: &CredentialOverhead{
+			Static:        BenchStat{Name: "static", MedianNs: 100},
+			OAuth2:        BenchStat{Name: "oauth2", MedianNs: 100 * c.ratio, Ratios: []float64{c.ratio - 0.01, c.ratio, c.ratio + 0.01}, Ratio: c.ratio},
+			TokenRequests: 1, Rounds: 3, Iterations: 10,
+		}}}
+		var buf bytes.Buffer
+		if err := WriteMarkdown(&buf, r, "go run ./cmd/bench -only attempt", "contention.svg"); err != nil {
+			t.Fatal(err)
+		}
+		var claim string
+		for line := range strings.SplitSeq(buf.String(), "\n") {
+			if strings.HasPrefix(line, "| 2c |") {
+				claim = line
+			}
+		}
+		spread := fmt.Sprintf("%.3f (%.3f–%.3f)", c.ratio, c.ratio-0.01, c.ratio+0.01)
+		if !strings.HasSuffix(claim, c.want) || !strings.Contains(claim, spread) || !strings.Contains(claim, "1 token requests") {
+			t.Errorf("ratio %.2f: claim 2c is %q, want it to end %q with %s and 1 token request", c.ratio, claim, c.want, spread)
+		}
+		if !strings.Contains(buf.String(), "**Credentials.**") {
+			t.Errorf("ratio %.2f: the peers section lacks the credential rows", c.ratio)
+		}
 	}
 }

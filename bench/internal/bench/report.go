@@ -202,6 +202,11 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("| 2b | One attempt: `Activities.Do` ns/op ÷ raw `net/http` in an activity, against the best peer's (go-retryablehttp, failsafe-go) in the same rounds (median of %d rounds; min–max over rounds) | Do %s; best peer %s %.3f (go-retryablehttp %s, failsafe-go %s); CPU time: Do %.3f, go-retryablehttp %.3f, failsafe-go %.3f | ≤ the best peer's | %s |\n",
 			po.Rounds, ratioSpread(po.Do), best, bestRatio, ratioSpread(po.RetryableHTTP), ratioSpread(po.Failsafe), po.Do.CPURatio, po.RetryableHTTP.CPURatio, po.Failsafe.CPURatio, met(po.Do.Ratio <= bestRatio))
 	}
+	if pr := r.Peers; pr != nil && pr.Credentials != nil {
+		c := pr.Credentials
+		p("| 2c | One attempt: `Activities.Do` with OAuth 2.0 client credentials (token cached, %d s lifetime) ÷ with a static bearer header, same server, same rounds (median of %d rounds; min–max over rounds) | %s (%.1f µs ÷ %.1f µs); CPU time %.3f; %d token requests | ≤ %.2f | %s |\n",
+			credTokenLife, c.Rounds, ratioSpread(c.OAuth2), c.OAuth2.MedianNs/1e3, c.Static.MedianNs/1e3, c.OAuth2.CPURatio, c.TokenRequests, targetOAuth2Ratio, met(c.OAuth2.Ratio <= targetOAuth2Ratio))
+	}
 	if len(r.Gaps) > 0 {
 		g := r.Gaps[0]
 		ok := g.Min >= targetGapMin && g.Max <= targetGapMax
@@ -466,6 +471,15 @@ func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
 		}
 		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's; to measure it alone, on a quiet machine: `cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt` (about a minute, no dev server).\n\n",
 			po.Rounds, po.Iterations, fmtRatios(po.Do.Ratios), fmtRatios(po.RetryableHTTP.Ratios), fmtRatios(po.Failsafe.Ratios))
+	}
+	if c := pr.Credentials; c != nil {
+		p("**Credentials.** One successful attempt of `Activities.Do` whose origin has `Credential.OAuth2` (client credentials against an in-process token endpoint issuing tokens of %d s, so every attempt but the first applies the cached token) against one whose origin has `Credential.Header` `Authorization: Bearer …` (the baseline), on the same server with the same request, each loop inside one activity execution, in rounds of their own.\n\n", credTokenLife)
+		p("| Benchmark | median ns/op | min ns/op | ÷ baseline | median CPU ns/op | CPU ÷ baseline | B/op | allocs/op |\n|---|---|---|---|---|---|---|---|\n")
+		for _, s := range []BenchStat{c.Static, c.OAuth2} {
+			b.WriteString(benchRow(s, c.Static))
+		}
+		p("\n%d rounds of %d iterations per benchmark, in rotating order. Per round, OAuth 2.0 ÷ static bearer: %s. The token endpoint received %d token requests in the whole run (warm-ups included). Claim 2c.\n\n",
+			c.Rounds, c.Iterations, fmtRatios(c.OAuth2.Ratios), c.TokenRequests)
 	}
 	if len(pr.Contention) > 0 {
 		cp := pr.Params

@@ -22,8 +22,9 @@ var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contenti
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
-// go-retryablehttp, failsafe-go) in interleaved rounds, without the dev
-// server, for claim 2b on a quiet machine in about a minute.
+// go-retryablehttp, failsafe-go) in interleaved rounds, then Activities.Do
+// with OAuth 2.0 against a static bearer in rounds of their own, without
+// the dev server, for claims 2b and 2c on a quiet machine in a few minutes.
 const AttemptSection = "attempt"
 
 // NeedsDevServer reports whether section runs on the Temporal dev server
@@ -173,8 +174,14 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err := section(AttemptSection, func() error {
 			res, err := runPeerOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
 			r.Peers = &PeersResult{Params: contention, Overhead: res}
+			if err != nil {
+				return err
+			}
+			o.Logf("%s", res.Summary())
+			cred, err := runCredentialOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
+			r.Peers.Credentials = cred
 			if err == nil {
-				o.Logf("%s", res.Summary())
+				o.Logf("%s", cred.Summary())
 			}
 			return err
 		}); err != nil {

@@ -114,11 +114,15 @@ func (o *origin) apply(ctx context.Context, req *http.Request, body []byte) erro
 }
 
 // refresh asks o's refreshers for a new secret after the answer h (a 401)
-// to sent, and reports whether one may now be applied: only when h's
-// WWW-Authenticate says the Bearer token is invalid (RFC 6750 §3.1).
-func (o *origin) refresh(ctx context.Context, sent *http.Request, h http.Header) bool {
+// to sent, whose body was body, and reports whether one may now be
+// applied: only when h's WWW-Authenticate says the Bearer token is
+// invalid (RFC 6750 §3.1). When none was refreshed, the sources are
+// applied again to a copy of sent: a source whose refresh failed (its
+// token endpoint down, or the client refused) answers its error there,
+// which is the attempt's (a *credential.Error), rather than the API's 401.
+func (o *origin) refresh(ctx context.Context, sent *http.Request, body []byte, h http.Header) (bool, error) {
 	if len(o.refreshers) == 0 || !invalidToken(h) {
-		return false
+		return false, nil
 	}
 	again := false
 	for _, r := range o.refreshers {
@@ -126,7 +130,10 @@ func (o *origin) refresh(ctx context.Context, sent *http.Request, h http.Header)
 			again = true
 		}
 	}
-	return again
+	if again {
+		return true, nil
+	}
+	return false, o.apply(ctx, sent.Clone(ctx), body)
 }
 
 // invalidToken reports whether a WWW-Authenticate of h is a Bearer

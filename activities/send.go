@@ -119,7 +119,8 @@ type answer struct {
 // error ends it, nothing more sent: its answer's err is the
 // *credential.Error. A 401 that says the Bearer token is invalid is
 // answered once per call: the origin's refreshers get a new secret and the
-// same request is sent again.
+// same request is sent again; if none can be had, the source's error ends
+// it.
 func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	target := p.url
 	client := a.client
@@ -186,11 +187,19 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		if ans.err != nil {
 			return ans
 		}
-		if ans.status == http.StatusUnauthorized && !refreshed && p.o.refresh(ctx, hr, ans.header) {
-			// The same request again, with the new secret.
-			refreshed = true
-			hop--
-			continue
+		if ans.status == http.StatusUnauthorized && !refreshed {
+			again, err := p.o.refresh(ctx, hr, p.req.Body, ans.header)
+			if err != nil {
+				// The 401 said the token is invalid and no new one can
+				// be had: the credential's error, not the API's.
+				return answer{from: target, err: err}
+			}
+			if again {
+				// The same request again, with the new secret.
+				refreshed = true
+				hop--
+				continue
+			}
 		}
 		loc := resp.Header.Get("Location")
 		if (ans.status == http.StatusTemporaryRedirect || ans.status == http.StatusPermanentRedirect) && hop < maxRedirects && loc != "" {

@@ -39,7 +39,9 @@ type Credential struct {
 	// one new token and the request again, with the same idempotency key.
 	// A token endpoint that is down or refuses fails the attempt with
 	// workflows.ErrTypeCredentialUnavailable (retried when asking again
-	// may help), never as an HTTP failure of the API: nothing was sent.
+	// may help), never as an HTTP failure of the API: nothing was sent, or
+	// the API refused the old token (401 invalid_token) and no new one
+	// could be had.
 	OAuth2 *clientcredentials.Config
 	// CertFile and KeyFile are the PEM files of the client certificate
 	// and its private key that the origin requires (mutual TLS); they are

@@ -133,6 +133,9 @@ type fakeSource struct {
 	refreshes atomic.Int32
 	// failFirst: the first failFirst Applies fail, retryable.
 	failFirst int
+	// refreshErr, if set, is what the token endpoint answers a refresh:
+	// Refresh reports false and every later Apply fails with it.
+	refreshErr error
 }
 
 func (f *fakeSource) Apply(_ context.Context, req *http.Request, _ []byte) error {
@@ -154,6 +157,10 @@ func (f *fakeSource) Refresh(context.Context, *http.Request) bool {
 	f.refreshes.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refreshErr != nil {
+		f.err = f.refreshErr
+		return false
+	}
 	if len(f.tokens) > 1 {
 		f.tokens = f.tokens[1:]
 	}
@@ -218,26 +225,34 @@ func TestCredentialUnavailable(t *testing.T) {
 
 // TestRefreshOn401InvalidToken: a 401 that says the Bearer token is
 // invalid gets one refresh and one resend, with the same idempotency key,
-// in the same attempt; any other 401 gets none.
+// in the same attempt; any other 401 gets none. A refresh the token
+// endpoint refuses (the client revoked) fails the attempt with the
+// source's error, CredentialUnavailable, retryable as it says, not as the
+// API's 401.
 func TestRefreshOn401InvalidToken(t *testing.T) {
 	const (
 		stale = "tok_stale_0123456789"
 		fresh = "tok_fresh_9876543210"
 	)
 	invalid := `Bearer realm="api", error="invalid_token", error_description="The access token expired"`
+	revoked := &credential.Error{Scheme: "oauth2", Status: 401, Err: errors.New("token endpoint refused the client: invalid_client")}
+	down := &credential.Error{Scheme: "oauth2", Retryable: true, RetryAfter: 2 * time.Second, Status: 503, Err: errors.New("token endpoint answered 503")}
 	tests := []struct {
 		name      string
 		challenge string
 		accept    string // the token the server accepts
+		refresh   error  // the token endpoint's answer to a refresh (nil: a new token)
 		requests  int
 		refreshes int32
 		status    int
 		errType   string
 	}{
-		{"refreshed", invalid, fresh, 2, 1, 201, ""},
-		{"still refused: once only", invalid, "none", 2, 1, 0, workflows.ErrTypeHTTPClientError},
-		{"other challenge", `Bearer realm="api", error="insufficient_scope"`, fresh, 1, 0, 0, workflows.ErrTypeHTTPClientError},
-		{"no challenge", "", fresh, 1, 0, 0, workflows.ErrTypeHTTPClientError},
+		{"refreshed", invalid, fresh, nil, 2, 1, 201, ""},
+		{"still refused: once only", invalid, "none", nil, 2, 1, 0, workflows.ErrTypeHTTPClientError},
+		{"other challenge", `Bearer realm="api", error="insufficient_scope"`, fresh, nil, 1, 0, 0, workflows.ErrTypeHTTPClientError},
+		{"no challenge", "", fresh, nil, 1, 0, 0, workflows.ErrTypeHTTPClientError},
+		{"refresh refused: client revoked", invalid, fresh, revoked, 1, 1, 0, workflows.ErrTypeCredentialUnavailable},
+		{"refresh failed: endpoint down", invalid, fresh, down, 1, 1, 0, workflows.ErrTypeCredentialUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,7 +268,7 @@ func TestRefreshOn401InvalidToken(t *testing.T) {
 				// An echo of the token: redacted.
 				fmt.Fprintf(w, `{"error":"unauthorized","token":%q}`, r.Header.Get("Authorization"))
 			})
-			src := &fakeSource{tokens: []string{stale, fresh}}
+			src := &fakeSource{tokens: []string{stale, fresh}, refreshErr: tt.refresh}
 			a, err := activities.New(withFake(t, srv.URL, src))
 			require.NoError(t, err)
 			resp, err, logs := runWith(t, a, req(srv.URL))
@@ -261,7 +276,13 @@ func TestRefreshOn401InvalidToken(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, tt.status, resp.Status)
 			} else {
-				assert.Equal(t, tt.errType, appError(t, err).Type())
+				assert.Equal(t, tt.errType, appError(t, err).Type(), "%v", err)
+			}
+			var ce *credential.Error
+			if errors.As(tt.refresh, &ce) {
+				appErr := appError(t, err)
+				assert.Equal(t, !ce.Retryable, appErr.NonRetryable())
+				assert.Equal(t, ce.RetryAfter, appErr.NextRetryDelay())
 			}
 			assert.Equal(t, tt.requests, srv.count())
 			assert.Equal(t, tt.refreshes, src.refreshes.Load())

@@ -98,10 +98,10 @@ func unknownStatus(status int) bool {
 func decide(ans *answer, conv *Convention, prev progress) verdict {
 	if ce := credentialError(ans.err); ce != nil {
 		v := verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable,
-			reason: "the origin's credential could not be applied, so nothing was sent; fix the worker's Config.Credentials for the origin"}
+			reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's Config.Credentials for the origin"}
 		if ce.Retryable {
 			v.kind, v.retryAfter = kindRetry, ce.RetryAfter
-			v.reason = "the origin's credential could not be applied, so nothing was sent; asking for it again"
+			v.reason = "the origin's credential could not be applied, so the API did not act on the request; asking for it again"
 		}
 		return v
 	}

@@ -119,7 +119,8 @@ type answer struct {
 // error ends it, nothing more sent: its answer's err is the
 // *credential.Error. A 401 that says the Bearer token is invalid is
 // answered once per call: the origin's refreshers get a new secret and the
-// same request is sent again.
+// same request is sent again; if none can be had, the source's error ends
+// it.
 func (a *Activities) send(ctx context.Context, p *prepared) answer {
 	target := p.url
 	client := a.client

@@ -198,10 +198,11 @@ const (
 	// ErrTypeNotAdmitted: the attempt sent nothing: the worker's admission
 	// or circuit breaker for the origin (activities.Admission) held it back.
 	ErrTypeNotAdmitted = "NotAdmitted"
-	// ErrTypeCredentialUnavailable: the attempt sent nothing: the origin's
-	// credential (activities.Config.Credentials) could not be applied: a
-	// token endpoint down or refusing the client, a signature that could
-	// not be made. It is retryable when asking again may help (a token
+	// ErrTypeCredentialUnavailable: the attempt sent nothing the API acted
+	// on: the origin's credential (activities.Config.Credentials) could not
+	// be applied (a token endpoint down or refusing the client, a signature
+	// that could not be made), before the request or after the API refused
+	// its token with 401 invalid_token. It is retryable when asking again may help (a token
 	// endpoint that answered 5xx or 429 or could not be reached), with the
 	// endpoint's Retry-After as NextRetryDelay; final when the credential
 	// was refused or is misconfigured: fix the worker's credential for the

@@ -389,7 +389,7 @@ func oauth2Error(err error, start time.Time) *Error {
 	case re.ErrorCode == "invalid_request":
 		e.Err = errors.New(what + ": check Credential.OAuth2.EndpointParams and AuthStyle")
 	default: // invalid_client, 401, 403, other 4xx
-		e.Err = errors.New(what + ": the client was refused; check Credential.OAuth2.ClientID and ClientSecret (revoked or rotated?)")
+		e.Err = errors.New(what + ": the client was refused; check Credential.OAuth2.ClientID and ClientSecret: the client may have been revoked, or its secret rotated")
 	}
 	return e
 }

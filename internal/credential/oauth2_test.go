@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 const (
@@ -431,6 +433,11 @@ func TestOAuth2Refusals(t *testing.T) {
 			msg := err.Error()
 			if !strings.Contains(msg, tc.says) {
 				t.Errorf("err %q does not say %q", msg, tc.says)
+			}
+			// The activity reports it through request.RedactErr, which
+			// hides what follows a "?" as a URL's query: it must read the same.
+			if got := request.RedactErr(err); got != msg {
+				t.Errorf("err %q reads %q once its queries are redacted: write no \"?\" in it", msg, got)
 			}
 			if strings.Contains(msg, "ECHOED") || strings.Contains(msg, testClientSecret[:8]) || strings.Contains(msg, "tok-") {
 				t.Errorf("err %q holds the endpoint's body or a secret", msg)

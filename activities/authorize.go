@@ -4,89 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 )
-
-// The constructors of the sources that reach beyond the worker (a token
-// endpoint, certificate files), replaced by tests (export_test.go).
-var (
-	newOAuth2 = credential.NewOAuth2
-	newTLS    = credential.NewTLS
-)
-
-// sigV4Headers are the headers AWS Signature V4 sets.
-var sigV4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
-
-// authorize builds o's own transport when c, the credential of origin o
-// (named s in Config.Credentials), authenticates the connection, then the
-// sources of c in the order Credential documents.
-func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) error {
-	field := fmt.Sprintf("Config.Credentials[%s]", s)
-	o.set = map[string]bool{}
-	add := func(src credential.Source, err error, part string, headers ...string) error {
-		if err != nil {
-			return fmt.Errorf("%s.%s%w", field, part, err)
-		}
-		o.sources = append(o.sources, src)
-		if r, ok := src.(credential.Refresher); ok {
-			o.refreshers = append(o.refreshers, r)
-		}
-		for _, h := range headers {
-			o.set[http.CanonicalHeaderKey(h)] = true
-		}
-		return nil
-	}
-	if len(c.Header) > 0 {
-		src, err := credential.NewStatic(c.Header, red)
-		if err := add(src, err, "Header: ", slices.Collect(maps.Keys(c.Header))...); err != nil {
-			return err
-		}
-	}
-	if len(c.HeaderFiles) > 0 {
-		logf := func(msg string, kv ...any) { slog.Warn(msg, append([]any{"origin", s}, kv...)...) }
-		src, err := credential.NewHeaderFiles(c.HeaderFiles, red, logf)
-		if err := add(src, err, "", slices.Collect(maps.Keys(c.HeaderFiles))...); err != nil {
-			return err
-		}
-	}
-	if c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" {
-		if err := o.authenticate(cfg, field, c, red); err != nil {
-			return err
-		}
-	}
-	if c.OAuth2 != nil {
-		// The token endpoint is reached with the worker's client or, when
-		// the origin has a client certificate, the origin's transport: a
-		// bank requiring mutual TLS requires it of its token endpoint
-		// too (RFC 8705).
-		tc := cfg.HTTPClient
-		if o.client != nil {
-			hc := http.Client{}
-			if cfg.HTTPClient != nil {
-				hc = *cfg.HTTPClient
-			}
-			hc.Transport = o.client.Transport
-			tc = &hc
-		}
-		src, err := newOAuth2(c.OAuth2, tc, red)
-		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
-			return err
-		}
-	}
-	if c.SigV4 != nil {
-		src, err := credential.NewSigV4(c.SigV4.Service, c.SigV4.Region, c.SigV4.Credentials, red)
-		if err := add(src, err, "SigV4: ", sigV4Headers...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // authenticate gives o its own client, whose transport (a clone of the
 // worker's) presents c's client certificate and trusts c's CA.

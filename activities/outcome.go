@@ -97,13 +97,7 @@ func unknownStatus(status int) bool {
 // unknownStatus marks the answers after which the outcome is unknown.
 func decide(ans *answer, conv *Convention, prev progress) verdict {
 	if ce := credentialError(ans.err); ce != nil {
-		v := verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable,
-			reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's Config.Credentials for the origin"}
-		if ce.Retryable {
-			v.kind, v.retryAfter = kindRetry, ce.RetryAfter
-			v.reason = "the origin's credential could not be applied, so the API did not act on the request; asking for it again"
-		}
-		return v
+		return credentialVerdict(ce)
 	}
 	if ans.err != nil {
 		if ans.status >= 200 && ans.status <= 299 {
@@ -177,6 +171,18 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 		reason = fmt.Sprintf("%d is not retryable: the server cannot handle this request (it may have done part of it)", status)
 	}
 	return verdict{kind: kindFinal, errType: statusType(status), unknown: unknownStatus(status), reason: reason}
+}
+
+// credentialVerdict is rule 0: the origin's credential could not be
+// applied (ce), so the API did not act on the request: retried when asking
+// for the credential again may help, after the wait its source asked for.
+func credentialVerdict(ce *credential.Error) verdict {
+	if ce.Retryable {
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeCredentialUnavailable, retryAfter: ce.RetryAfter,
+			reason: "the origin's credential could not be applied, so the API did not act on the request; asking for it again"}
+	}
+	return verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable,
+		reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's Config.Credentials for the origin"}
 }
 
 // got says what an attempt whose outcome is unknown got, for the messages

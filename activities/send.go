@@ -137,38 +137,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		if err != nil {
 			return answer{from: target, err: err}
 		}
-		// The worker's own values are shared by every request: the HTTP
-		// client and transports only read a request's header (a
-		// RoundTripper may not modify its request), as with credentials.
-		h := hr.Header
-		if len(p.req.Body) > 0 {
-			body := p.req.Body
-			// A NopCloser of a bytes.Reader, which net/http knows to be in
-			// memory: it writes the headers and the body in one packet
-			// (any other type costs a write of its own to the headers).
-			hr.Body = io.NopCloser(bytes.NewReader(body))
-			hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-			hr.ContentLength = int64(len(body))
-			h["Content-Type"] = jsonValue
-		}
-		// Defaults first: a workflow's Accept or User-Agent is sent as set.
-		// What the worker sets after them, the request may not set
-		// (request.Headers and prepare refuse it).
-		h["User-Agent"] = a.userAgent
-		h["Accept"] = jsonValue
-		// Asked for here, the codings are left to read's decoder by the
-		// HTTP client, which would otherwise undo one gzip layer and drop
-		// Content-Encoding, hiding a second one from redaction.
-		h["Accept-Encoding"] = codingsValue
-		for k, v := range p.req.Headers {
-			h[http.CanonicalHeaderKey(k)] = []string{v}
-		}
-		if !p.noKey {
-			h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
-		}
-		if p.inject {
-			a.inject(ctx, propagation.HeaderCarrier(hr.Header))
-		}
+		a.setHeaders(ctx, hr, p)
 		// Last, so that a signature covers every header set above.
 		if err := p.o.apply(ctx, hr, p.req.Body); err != nil {
 			return answer{from: target, err: err}
@@ -211,6 +180,44 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 			}
 		}
 		return ans
+	}
+}
+
+// setHeaders writes p's body and headers into hr, a request of send: the
+// body, the worker's defaults, the request's own headers, the key and the
+// trace context; the origin's credential comes after them (see send).
+func (a *Activities) setHeaders(ctx context.Context, hr *http.Request, p *prepared) {
+	// The worker's own values are shared by every request: the HTTP
+	// client and transports only read a request's header (a
+	// RoundTripper may not modify its request), as with credentials.
+	h := hr.Header
+	if len(p.req.Body) > 0 {
+		body := p.req.Body
+		// A NopCloser of a bytes.Reader, which net/http knows to be in
+		// memory: it writes the headers and the body in one packet
+		// (any other type costs a write of its own to the headers).
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		hr.ContentLength = int64(len(body))
+		h["Content-Type"] = jsonValue
+	}
+	// Defaults first: a workflow's Accept or User-Agent is sent as set.
+	// What the worker sets after them, the request may not set
+	// (request.Headers and prepare refuse it).
+	h["User-Agent"] = a.userAgent
+	h["Accept"] = jsonValue
+	// Asked for here, the codings are left to read's decoder by the
+	// HTTP client, which would otherwise undo one gzip layer and drop
+	// Content-Encoding, hiding a second one from redaction.
+	h["Accept-Encoding"] = codingsValue
+	for k, v := range p.req.Headers {
+		h[http.CanonicalHeaderKey(k)] = []string{v}
+	}
+	if !p.noKey {
+		h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
+	}
+	if p.inject {
+		a.inject(ctx, propagation.HeaderCarrier(hr.Header))
 	}
 }
 

@@ -75,11 +75,11 @@ func NewTLS(certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
 			return nil, tlsError(fmt.Errorf("Credential.CAFile %s holds no PEM certificate (want -----BEGIN CERTIFICATE----- blocks)", caFile))
 		}
 	}
-	cert, keyText, stats, err := s.load()
+	kp, err := s.load()
 	if err != nil {
 		return nil, err
 	}
-	s.cert, s.keyText, s.stats, s.checked = cert, keyText, stats, s.now()
+	s.cert, s.keyText, s.stats, s.checked = kp.cert, kp.keyText, kp.stats, s.now()
 	return s, nil
 }
 
@@ -114,8 +114,8 @@ func (s *tlsSource) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 	if now.Sub(s.checked) >= statEvery || now.Before(s.checked) {
 		s.checked = now
 		if s.changed() {
-			if cert, keyText, stats, err := s.load(); err == nil {
-				s.cert, s.keyText, s.stats = cert, keyText, stats
+			if kp, err := s.load(); err == nil {
+				s.cert, s.keyText, s.stats = kp.cert, kp.keyText, kp.stats
 			}
 		}
 		// The key in use stays redacted however long it is used.
@@ -145,48 +145,55 @@ func (s *tlsSource) changed() bool {
 	return false
 }
 
-// load reads and checks the certificate and key files; it returns the
-// key's PEM text as given to the redactor.
-func (s *tlsSource) load() (*tls.Certificate, []string, [2]os.FileInfo, error) {
+// keyPair is what load read: the certificate, the key's PEM text as given
+// to the redactor, and the two files' stats.
+type keyPair struct {
+	cert    *tls.Certificate
+	keyText []string
+	stats   [2]os.FileInfo
+}
+
+// load reads and checks the certificate and key files.
+func (s *tlsSource) load() (keyPair, error) {
 	var stats [2]os.FileInfo
 	for i, f := range []struct{ field, name string }{{"Credential.CertFile", s.certFile}, {"Credential.KeyFile", s.keyFile}} {
 		fi, err := os.Stat(f.name)
 		if err != nil {
-			return nil, nil, stats, tlsError(fmt.Errorf("%s: %w", f.field, err))
+			return keyPair{}, tlsError(fmt.Errorf("%s: %w", f.field, err))
 		}
 		stats[i] = fi
 	}
 	certPEM, err := os.ReadFile(s.certFile)
 	if err != nil {
-		return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile: %w", err))
+		return keyPair{}, tlsError(fmt.Errorf("Credential.CertFile: %w", err))
 	}
 	keyPEM, err := os.ReadFile(s.keyFile)
 	if err != nil {
-		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile: %w", err))
+		return keyPair{}, tlsError(fmt.Errorf("Credential.KeyFile: %w", err))
 	}
 	keyText := s.redactKey(keyPEM)
 	if len(keyText) < 2 {
-		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.keyFile))
+		return keyPair{}, tlsError(fmt.Errorf("Credential.KeyFile %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.keyFile))
 	}
 	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
-		return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.certFile))
+		return keyPair{}, tlsError(fmt.Errorf("Credential.CertFile %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.certFile))
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// The standard library's message names no secret: it says which
 		// block does not parse or that the key does not match.
-		return nil, nil, stats, tlsError(fmt.Errorf("Credential.KeyFile %s and Credential.CertFile %s: %w (want the private key of that certificate)", s.keyFile, s.certFile, err))
+		return keyPair{}, tlsError(fmt.Errorf("Credential.KeyFile %s and Credential.CertFile %s: %w (want the private key of that certificate)", s.keyFile, s.certFile, err))
 	}
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, nil, stats, tlsError(fmt.Errorf("Credential.CertFile %s: %w", s.certFile, err))
+			return keyPair{}, tlsError(fmt.Errorf("Credential.CertFile %s: %w", s.certFile, err))
 		}
 	}
 	now := s.now()
 	if leaf := cert.Leaf; now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
-		return nil, nil, stats, tlsError(fmt.Errorf("the certificate in Credential.CertFile %s (serial %s) is valid from %s to %s only: write a current certificate and its key to Credential.CertFile and Credential.KeyFile", s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
+		return keyPair{}, tlsError(fmt.Errorf("the certificate in Credential.CertFile %s (serial %s) is valid from %s to %s only: write a current certificate and its key to Credential.CertFile and Credential.KeyFile", s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
 	}
-	return &cert, keyText, stats, nil
+	return keyPair{cert: &cert, keyText: keyText, stats: stats}, nil
 }
 
 // redactKey gives the private key's PEM text to the redactor: the file as

@@ -19,6 +19,9 @@ func (o *origin) authenticate(cfg Config, field string, c Credential, red *redac
 		if !ok {
 			return fmt.Errorf("%s: CertFile, KeyFile and CAFile need Config.HTTPClient.Transport to be an *http.Transport (or nil), not %T: the worker clones it for the origin with the client certificate; set those options on an *http.Transport, or leave the files out and authenticate in your own Transport", field, cfg.HTTPClient.Transport)
 		}
+		if t.DialTLSContext != nil || t.DialTLS != nil {
+			return fmt.Errorf("%s: CertFile, KeyFile and CAFile need Config.HTTPClient.Transport without DialTLSContext or DialTLS: the worker dials TLS for the origin with the client certificate, which your dialer would replace; leave them unset, or leave the files out and present the certificate in your own dialer", field)
+		}
 		base = t
 	}
 	ts, err := newTLS(c.CertFile, c.KeyFile, c.CAFile, red)

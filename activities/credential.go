@@ -55,7 +55,12 @@ type Credential struct {
 	// PEM file of the only certificate authorities trusted for the
 	// origin's server certificate (default: the system's). New refuses
 	// files that do not parse or a key that does not match. They need
-	// Config.HTTPClient's Transport to be an *http.Transport (or nil).
+	// Config.HTTPClient's Transport to be an *http.Transport (or nil)
+	// that does not dial TLS itself (no DialTLSContext): the origin gets
+	// a clone that dials with the certificate, over HTTP/1.1, so that a
+	// certificate the origin refuses is reported as such
+	// (workflows.ErrTypeCredentialUnavailable, final) even when the
+	// refusal breaks a request being written.
 	CertFile, KeyFile, CAFile string
 	// SigV4 signs every request with AWS Signature Version 4, over the
 	// exact bytes of its body (API Gateway, Lambda function URLs, any

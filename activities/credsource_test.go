@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -375,6 +376,13 @@ func TestOriginTransportWithTLSSource(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Config.Credentials["+bank.URL+"]")
 	assert.Contains(t, err.Error(), "Config.HTTPClient.Transport to be an *http.Transport")
+
+	// A transport that dials TLS itself would lose the certificate.
+	own := &http.Transport{DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("unused") }}
+	cfg.HTTPClient = &http.Client{Transport: own}
+	_, err = activities.New(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "DialTLSContext")
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

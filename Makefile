@@ -132,6 +132,7 @@ fuzz:
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzStandardWebhooks$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzStripe$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzHMAC$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./worker -run '^$$' -fuzz '^FuzzLoadOrigins$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

@@ -56,13 +56,10 @@ func (o *origin) apply(ctx context.Context, req *http.Request, body []byte) erro
 	return nil
 }
 
-// refresh asks o's refreshers for a new secret after the answer h (a 401)
-// to sent, and reports whether one may now be applied: only when h's
-// WWW-Authenticate says the Bearer token is invalid (RFC 6750 §3.1).
-func (o *origin) refresh(ctx context.Context, sent *http.Request, h http.Header) bool {
-	if len(o.refreshers) == 0 || !invalidToken(h) {
-		return false
-	}
+// refresh asks o's refreshers for a new secret after sent was answered
+// 401 with a Bearer invalid_token challenge (send checks that, with
+// invalidToken), and reports whether one may now be applied.
+func (o *origin) refresh(ctx context.Context, sent *http.Request) bool {
 	again := false
 	for _, r := range o.refreshers {
 		if r.Refresh(ctx, sent) {

@@ -158,7 +158,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		}
 		if ans.status == http.StatusUnauthorized && !refreshed && len(p.o.refreshers) > 0 && invalidToken(ans.header) {
 			refreshed = true
-			if p.o.refresh(ctx, hr, ans.header) {
+			if p.o.refresh(ctx, hr) {
 				// The same request again, with the new secret.
 				hop--
 				continue

@@ -309,6 +309,9 @@ type bucket struct {
 	measureAt time.Time
 	measureN  int
 
+	// paceNext is the next free turn of Pace, on the origin's clock.
+	paceNext time.Time
+
 	slot    time.Duration // budget slot width
 	slots   [budgetSlots]slotCount
 	slotsAt int64 // index of the newest slot (time / slot)
@@ -406,7 +409,7 @@ func (b *bucket) take() (time.Duration, bool) {
 // whether it is a retry (an earlier request of the same operation was sent).
 // An admitted request counts as sent at now.
 func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Decision {
-	return l.admit(origin, now, t, retry, true)
+	return l.admit(origin, now, t, retry, true, 0)
 }
 
 // Gate decides like Admit for a request whose rate is kept elsewhere (the
@@ -414,11 +417,24 @@ func (l *Limiter) Admit(origin string, now time.Time, t Ticket, retry bool) Deci
 // breaker and the retry budget apply, and the request takes no turn and
 // no token. An admitted request counts as sent at now.
 func (l *Limiter) Gate(origin string, now time.Time, retry bool) Decision {
-	return l.admit(origin, now, Ticket{}, retry, false)
+	return l.admit(origin, now, Ticket{}, retry, false, 0)
 }
 
-// admit is Admit, and Gate when rate is false.
-func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool) Decision {
+// Pace decides like Gate, and also paces the requests at share requests
+// per second with a burst of one: the worker's share of a rate kept
+// elsewhere (the task queue's limit ÷ the workers polling it), so that
+// the Temporal server's release of a second's tokens after an idle moment
+// reaches the origin spread over that second, not at once. A request
+// that waits gets a turn of its own (Decision.Ticket, due at
+// Decision.Wait): it is admitted when it comes back with that ticket at
+// its turn. A share of 0 or less paces nothing (Gate). The learned rate's
+// turns and tokens are neither taken nor spent.
+func (l *Limiter) Pace(origin string, now time.Time, share float64, t Ticket, retry bool) Decision {
+	return l.admit(origin, now, t, retry, false, share)
+}
+
+// admit is Admit, Gate when rate is false, and Pace when pace is above 0.
+func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool, pace float64) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket(origin, now)
@@ -440,6 +456,15 @@ func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool
 		}
 	}
 	switch {
+	case pace > 0 && t.Seq == 0 && t.Limiter == l.id && !t.Due.IsZero():
+		// A turn of the pace, taken (and counted) when the ticket was
+		// issued: its turn has come, or it waits for it.
+		if w := t.Due.Sub(now); w > 0 {
+			d.Ticket, d.Reason, d.Wait, d.Rate = t, ReasonRate, w, pace
+			return d
+		}
+		d.Admitted = true
+		return d
 	case !rate:
 	case t.Seq > 0 && t.Limiter == l.id:
 		return b.admitTicket(d, now, t)
@@ -463,12 +488,35 @@ func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool
 		}
 	}
 	b.record(retry)
+	if pace > 0 {
+		return b.paceTurn(d, now, pace, l.id)
+	}
 	if !rate {
 		d.Admitted = true
 		return d
 	}
 	b.issued++
 	return b.admitTicket(d, now, Ticket{Limiter: l.id, Seq: b.issued})
+}
+
+// paceTurn gives the request the next free turn of a pace of rate
+// requests per second: now after an idle moment (a burst of one), else
+// 1/rate after the last turn given; a later turn comes with a ticket of
+// limiter id due then, from the caller's time now.
+func (b *bucket) paceTurn(d Decision, now time.Time, rate float64, id uint64) Decision {
+	turn := b.at
+	if b.paceNext.After(turn) {
+		turn = b.paceNext
+	}
+	b.paceNext = turn.Add(time.Duration(math.Ceil(float64(time.Second) / rate)))
+	w := turn.Sub(b.at)
+	if w <= 0 {
+		d.Admitted = true
+		return d
+	}
+	d.Reason, d.Wait, d.Rate = ReasonRate, b.callerWait(now, w), rate
+	d.Ticket = Ticket{Limiter: id, Due: now.Add(d.Wait)}
+	return d
 }
 
 // admitTicket admits the request holding this limiter's ticket t when a

@@ -75,6 +75,7 @@ type queueStats struct {
 	limit            float64
 	limited          bool
 	limitChecked     time.Time
+	pollers          int // distinct identities polling the queue (at least 1), read with the limit
 }
 
 // NewReporter returns a reporter that signals the governors, which run on
@@ -143,6 +144,49 @@ func (r *Reporter) Limit(queue string) (float64, bool) {
 	defer r.mu.Unlock()
 	q := r.queue(queue, time.Now())
 	return q.limit, q.limited
+}
+
+// PollerWindow is how recently a worker must have polled a queue to
+// count among its pollers ([Reporter.Share]): longer than a long poll of
+// an idle queue (the server answers an empty poll after a minute), so
+// that a worker waiting on an idle queue still counts; a worker that
+// stopped counts for this long after its last poll.
+const PollerWindow = 70 * time.Second
+
+// Pollers returns the number of workers (distinct identities) that polled
+// queue within PollerWindow, as last read from the server with its limit,
+// at least 1 (this worker). It also makes the reporter watch queue.
+func (r *Reporter) Pollers(queue string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.queue(queue, time.Now()).pollers, 1)
+}
+
+// Share returns this worker's share of queue's rate limit in force: the
+// limit ÷ [Reporter.Pollers], requests per second, or 0 without a limit.
+// A worker pacing its attempts at its share smooths the server's release
+// of a second's tokens after an idle moment (every worker together stays
+// within the limit). It also makes the reporter watch queue.
+func (r *Reporter) Share(queue string) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue(queue, time.Now())
+	if !q.limited || q.limit <= 0 {
+		return 0
+	}
+	return q.limit / float64(max(q.pollers, 1))
+}
+
+// countPollers returns the number of distinct identities among pollers
+// whose last access is within PollerWindow of now.
+func countPollers(pollers []*taskqueuepb.PollerInfo, now time.Time) int {
+	seen := map[string]bool{}
+	for _, p := range pollers {
+		if t := p.GetLastAccessTime(); t != nil && now.Sub(t.AsTime()) <= PollerWindow {
+			seen[p.GetIdentity()] = true
+		}
+	}
+	return len(seen)
 }
 
 // Start starts the reporting loop, which runs until ctx is done or
@@ -275,7 +319,8 @@ func (r *Reporter) send(ctx context.Context, p pending) error {
 }
 
 // refreshLimits reads the queue rate limit of each queue not read for
-// LimitInterval.
+// LimitInterval, and in the same call the workers polling it (the root
+// partition's pollers, which every polling worker reaches in turn).
 func (r *Reporter) refreshLimits(ctx context.Context) {
 	now := time.Now()
 	var names []string
@@ -292,7 +337,9 @@ func (r *Reporter) refreshLimits(ctx context.Context) {
 			Namespace:     r.namespace,
 			TaskQueue:     &taskqueuepb.TaskQueue{Name: name, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
 			TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-			ReportConfig:  true,
+			// The answer carries the pollers too (ReportPollers is the
+			// deprecated enhanced mode's).
+			ReportConfig: true,
 		})
 		cancel()
 		if err != nil {
@@ -303,9 +350,11 @@ func (r *Reporter) refreshLimits(ctx context.Context) {
 			continue
 		}
 		l := queueLimit(resp.GetConfig())
+		now := time.Now()
 		r.mu.Lock()
 		q := r.queues[name]
-		q.limit, q.limited, q.limitChecked = l.InForce, l.Limited, time.Now()
+		q.limit, q.limited, q.limitChecked = l.InForce, l.Limited, now
+		q.pollers = max(countPollers(resp.GetPollers(), now), 1)
 		r.mu.Unlock()
 	}
 }

@@ -60,11 +60,12 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	info, prev := q.info, q.prev
 	now := a.cfg.Now()
 	// With the server's rate limit in force on this attempt's queue, the
-	// server has paced it: only the breaker and the budget decide.
-	limit, shared := a.sharedLimit(info.TaskQueue)
+	// server has paced it: the breaker and the budget decide, and the
+	// attempts this worker is handed at once are spread at its share.
+	limit, share, shared := a.sharedLimit(info.TaskQueue)
 	ask := func(now time.Time, t admission.Ticket) admission.Decision {
 		if shared {
-			return a.limiter.Gate(p.origin, now, q.retry)
+			return a.limiter.Pace(p.origin, now, share, t, q.retry)
 		}
 		return a.limiter.Admit(p.origin, now, t, q.retry)
 	}
@@ -103,7 +104,9 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	fd := q.d
 	fd.NextRetryDelay = delay
 	why := fmt.Sprintf("its rate is %.2g requests/s", d.Rate)
-	if d.Throttled {
+	if shared {
+		why = fmt.Sprintf("this worker's share of the task queue's rate limit (%.2g requests/s) is %.2g requests/s", limit, share)
+	} else if d.Throttled {
 		why += fmt.Sprintf(", learned from its throttles (Config.Admission.Throttles: %v)", a.throttles)
 	}
 	switch d.Reason {
@@ -172,15 +175,15 @@ func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt
 	if a.cfg.SharedRate != nil {
 		a.cfg.SharedRate.Record(tq, o.Throttled, o.Failed)
 	}
-	limit, _ := a.sharedLimit(tq)
+	limit, _, _ := a.sharedLimit(tq)
 	a.gauges(ctx, p.o, s.Circuit, s.Rate, limit)
 }
 
 // sharedLimit returns the server's rate limit in force on taskQueue
-// (Config.SharedRate), and whether one is.
-func (a *Activities) sharedLimit(taskQueue string) (float64, bool) {
+// (Config.SharedRate), this worker's share of it, and whether one is.
+func (a *Activities) sharedLimit(taskQueue string) (limit, share float64, ok bool) {
 	if a.cfg.SharedRate == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	return a.cfg.SharedRate.Limit(taskQueue)
 }

@@ -133,11 +133,15 @@ type Admission = admission.Config
 // sets it up; the activity only asks it and tells it.
 type SharedRate interface {
 	// Limit returns the rate limit in force on the activity task queue
-	// taskQueue, in requests per second, and whether one is. While one is,
-	// the server paces the attempts of every worker: the worker's own
-	// limiter no longer makes them wait for a rate (the breaker and the
-	// retry budget still apply).
-	Limit(taskQueue string) (float64, bool)
+	// taskQueue, in requests per second, this worker's share of it (the
+	// limit ÷ the workers polling the queue; 0: none known), and whether
+	// a limit is in force. While one is, the server paces the attempts of
+	// every worker: the worker's own learned rate no longer makes them
+	// wait (the breaker and the retry budget still apply), and the worker
+	// spreads the attempts it is handed at its share with a burst of one,
+	// so that the server's release of a second's tokens after an idle
+	// moment does not reach the API at once.
+	Limit(taskQueue string) (limit, share float64, ok bool)
 	// Record counts one request sent from an attempt on taskQueue and what
 	// its answer was: a throttle (Admission.Throttles), a failure (a 5xx
 	// or no answer, as the breaker counts them), or neither.

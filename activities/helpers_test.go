@@ -448,18 +448,18 @@ func (c *fakeClock) add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// sharedRate is a Config.SharedRate with a fixed limit on one queue,
-// recording what it is told.
+// sharedRate is a Config.SharedRate with a fixed limit (and the
+// worker's share of it) on one queue, recording what it is told.
 type sharedRate struct {
-	queue string
-	limit float64
+	queue        string
+	limit, share float64
 
 	mu      sync.Mutex
 	records []string
 }
 
-func (s *sharedRate) Limit(q string) (float64, bool) {
-	return s.limit, q == s.queue && s.limit > 0
+func (s *sharedRate) Limit(q string) (limit, share float64, ok bool) {
+	return s.limit, s.share, q == s.queue && s.limit > 0
 }
 
 func (s *sharedRate) Record(q string, throttled, failed bool) {

@@ -52,12 +52,14 @@ func (q *originQueues) reporter(taskQueue string) *governor.Reporter {
 	return q.r
 }
 
-// Limit is activities.SharedRate's.
-func (q *originQueues) Limit(taskQueue string) (float64, bool) {
+// Limit is activities.SharedRate's: the limit in force and this
+// worker's share of it, as the reporter last read them.
+func (q *originQueues) Limit(taskQueue string) (limit, share float64, ok bool) {
 	if r := q.reporter(taskQueue); r != nil {
-		return r.Limit(taskQueue)
+		limit, ok = r.Limit(taskQueue)
+		return limit, r.Share(taskQueue), ok
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // Record is activities.SharedRate's.

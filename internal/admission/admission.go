@@ -460,7 +460,7 @@ func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool
 		// A turn of the pace, taken (and counted) when the ticket was
 		// issued: its turn has come, or it waits for it.
 		if w := t.Due.Sub(now); w > 0 {
-			d.Ticket, d.Reason, d.Wait, d.Rate = t, ReasonRate, w, pace
+			d.Ticket, d.Reason, d.Wait = t, ReasonRate, w
 			return d
 		}
 		d.Admitted = true
@@ -514,7 +514,7 @@ func (b *bucket) paceTurn(d Decision, now time.Time, rate float64, id uint64) De
 		d.Admitted = true
 		return d
 	}
-	d.Reason, d.Wait, d.Rate = ReasonRate, b.callerWait(now, w), rate
+	d.Reason, d.Wait = ReasonRate, b.callerWait(now, w)
 	d.Ticket = Ticket{Limiter: id, Due: now.Add(d.Wait)}
 	return d
 }

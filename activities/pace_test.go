@@ -1,0 +1,84 @@
+package activities_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+)
+
+// TestSharedRatePacesBursts: matching hands a worker a burst of attempts
+// at once on a queue whose limit is in force (its release of a second's
+// tokens after an idle moment); the worker sends them spread at its share
+// of the limit (SharedRate.Limit's share), one at once and each next one
+// 1/share later, inside the attempts: every attempt succeeds, none is
+// sent back to the server. A share of 0 paces nothing (the server's
+// limit alone, as before). The waits are read on the fake clock the
+// activity runs by (it stands still: each attempt asks at the same
+// moment), not timed.
+func TestSharedRatePacesBursts(t *testing.T) {
+	const queue = "default-test-taskqueue"
+	tests := []struct {
+		name         string
+		limit, share float64
+		burst        int
+		wantWaits    []time.Duration
+	}{
+		{"two workers share 20/s", 20, 10, 4, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond}},
+		{"alone at 25/s", 25, 25, 3, []time.Duration{40 * time.Millisecond, 80 * time.Millisecond}},
+		{"no share: the server's limit alone", 20, 0, 4, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
+			clock := &fakeClock{now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
+			sr := &sharedRate{queue: queue, limit: tt.limit, share: tt.share}
+			// The worker's own rate would hold a burst back far longer:
+			// while the limit is in force it does not apply.
+			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
+				Admission: activities.Admission{InitialRate: 0.5}})
+			require.NoError(t, err)
+			m := newCounting()
+			errs := make([]error, tt.burst)
+			var wg sync.WaitGroup
+			for i := range tt.burst {
+				wg.Go(func() {
+					var s testsuite.WorkflowTestSuite
+					s.SetMetricsHandler(m)
+					env := s.NewTestActivityEnvironment()
+					a.Register(env)
+					r := req(srv.URL)
+					r.IdempotencyKey = fmt.Sprintf("key-%d", i)
+					_, errs[i] = env.ExecuteActivity(request.ActivityName, r)
+				})
+			}
+			wg.Wait()
+			for i, err := range errs {
+				assert.NoError(t, err, "attempt %d", i)
+			}
+			assert.Equal(t, tt.burst, srv.count(), "requests sent")
+			_, timers := m.snapshot()
+			var waits []time.Duration
+			for k, v := range timers {
+				if strings.HasPrefix(k, "idempotent_http_admission_wait_seconds") {
+					waits = append(waits, v...)
+				}
+			}
+			slices.Sort(waits)
+			require.Len(t, waits, len(tt.wantWaits), "waits inside the attempts: %v", waits)
+			for i, w := range waits {
+				assert.InDelta(t, tt.wantWaits[i], w, float64(time.Millisecond), "wait %d of %v", i, waits)
+			}
+		})
+	}
+}

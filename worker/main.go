@@ -12,11 +12,16 @@
 // allowed origin); it never enters workflow input, results or history, and
 // is redacted from logs.
 //
-// --shared-rate (SHARED_RATE=on) keeps one learned rate per origin for
-// every worker of the task queue on the Temporal server: the worker also
-// polls each allowed origin's own task queue (<task-queue>@<origin>, where
-// requests with origin_queue run) and runs the governor workflows that set
-// those queues' rate limits from every worker's reports.
+// The worker polls each allowed origin's own task queue
+// (<task-queue>@<origin>, where requests with origin_queue run). The shared
+// rate (--shared-rate, on by default; --shared-rate=false or SHARED_RATE=off
+// turns it off) keeps one learned rate per origin for every worker of the
+// task queue on the Temporal server: the worker runs every HTTP request a
+// workflow schedules on the task queue on its origin's queue, and the
+// governor workflows (on <task-queue>@governor) set those queues' rate
+// limits from every worker's reports. Where the worker may not write the
+// task-queue config (no permission, an older server), it keeps its own
+// rate per origin and says so at start.
 //
 // --webhook-addr (WEBHOOK_ADDR) serves the webhook receiver: a provider's
 // signed events (--webhook-scheme, secrets in WEBHOOK_SECRETS) and the
@@ -33,6 +38,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -48,12 +54,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
@@ -79,7 +87,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	acts, shared, err := newActivities(cfg)
+	acts, queues, err := newActivities(cfg)
 	if err != nil {
 		return err
 	}
@@ -94,22 +102,28 @@ func run() error {
 	}
 	defer c.Close()
 
-	w := worker.New(c, cfg.taskQueue, worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: cfg.queueRate})
+	shared := cfg.sharedRate && sharedRateAllowed(context.Background(), c, cmp.Or(opts.Namespace, client.DefaultNamespace), cfg.taskQueue, logger)
+	wopts := worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: cfg.queueRate}
+	if shared {
+		wopts.Interceptors = []interceptor.WorkerInterceptor{newRouting(cfg.taskQueue, queues.queues)}
+	}
+	w := worker.New(c, cfg.taskQueue, wopts)
 	acts.Register(w)
 	workflows.Register(w)
+	// Governors started on the base queue before they had a queue of their
+	// own are served here until they continue as new.
+	(&governor.Activities{Client: c}).Register(w)
 	stopWebhooks, err := startWebhooks(cfg.webhooks, c, w, opts.MetricsHandler, logger)
 	if err != nil {
 		return err
 	}
 	defer stopWebhooks()
-	if shared != nil {
-		stop, err := shared.start(c, w, acts, opts, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	stop, err := queues.start(c, acts, opts, logger, shared)
+	if err != nil {
+		return err
 	}
-	return poll(w, cfg, shared != nil, logger)
+	defer stop()
+	return poll(w, cfg, shared, logger)
 }
 
 // config is what the flags and the environment ask for.
@@ -146,12 +160,21 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
 	admissionFlags(&cfg)
 	webhookFlags(flag.CommandLine, &cfg.webhooks)
-	flag.BoolVar(&cfg.sharedRate, "shared-rate", cliutil.Env("SHARED_RATE", "") == "on", "one learned rate per origin for every worker of --task-queue, kept by the Temporal server: poll each allowed origin's own task queue (TASK-QUEUE@ORIGIN, where requests with origin_queue run: starter --origin-queue) and run the governor that sets its rate limit from every worker's reports (env SHARED_RATE=on)")
+	flag.BoolVar(&cfg.sharedRate, "shared-rate", cliutil.Env("SHARED_RATE", "on") != "off", "one learned rate per origin for every worker of --task-queue, kept by the Temporal server: run each request to an allowed origin on the origin's own task queue (TASK-QUEUE@ORIGIN), whose rate limit the governor (on TASK-QUEUE@governor) sets from every worker's reports; where the worker may not write the task-queue config it keeps its own rate and says so at start; --shared-rate=false (or SHARED_RATE=off): each worker's own rate. The origins' queues are polled either way (requests with origin_queue run there)")
 	flag.Float64Var(&cfg.queueRate, "task-queue-activities-per-second", 0, "a fixed limit on activities started per second on the task queue, which the Temporal server enforces across all its workers (worker.Options.TaskQueueActivitiesPerSecond; 0: none); for an API whose capacity is known and fixed, instead of or beside adaptive admission")
 	flag.Parse()
 
 	if cfg.queueRate < 0 {
 		return cfg, fmt.Errorf("--task-queue-activities-per-second %g: use a positive rate, or 0 for no limit", cfg.queueRate)
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.queueRate > 0 && cfg.sharedRate {
+		if _, env := os.LookupEnv("SHARED_RATE"); set["shared-rate"] || env {
+			return cfg, errors.New("--shared-rate (SHARED_RATE) and --task-queue-activities-per-second: choose one; the shared rate sets each origin queue's limit itself")
+		}
+		// A fixed limit on the base queue: the requests stay there.
+		cfg.sharedRate = false
 	}
 	cfg.admission.Off, cfg.admission.Breaker.Off = !cfg.admissionOn, !cfg.breakerOn
 	cfg.token = os.Getenv("API_TOKEN")
@@ -161,8 +184,6 @@ func parseFlags() (config, error) {
 		if cfg.file, err = loadOrigins(cfg.originsPath, os.LookupEnv); err != nil {
 			return cfg, err
 		}
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for _, name := range cfg.file.AdmissionFlags {
 			if set[name] {
 				return cfg, fmt.Errorf("--%s and the [admission] table of --origins %s set the same: give it in one place", name, cfg.originsPath)
@@ -190,8 +211,8 @@ func admissionFlags(cfg *config) {
 	flag.Float64Var(&b.RestartRate, "breaker-restart-rate", 0, "requests/s an origin starts again at when its breaker closes, growing by one per answer (default: half of --admission-initial-rate)")
 }
 
-// newActivities makes the activity cfg asks for and, with --shared-rate,
-// the origins' task queues whose shared rates it follows (nil without).
+// newActivities makes the activity cfg asks for and the origins' task
+// queues, whose shared rates it follows with --shared-rate.
 func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 	ac, err := activityConfig(cfg)
 	if err != nil {
@@ -203,19 +224,15 @@ func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 		return nil, nil, err
 	}
 	cfg.file.apply(&ac.Admission)
-	var shared *originQueues
+	queues := newOriginQueues(cfg.taskQueue, origins)
 	if cfg.sharedRate {
-		if cfg.queueRate > 0 {
-			return nil, nil, errors.New("--shared-rate and --task-queue-activities-per-second: choose one; the shared rate sets each origin queue's limit itself")
-		}
-		shared = newOriginQueues(cfg.taskQueue, origins)
-		ac.SharedRate = shared
+		ac.SharedRate = queues
 	}
 	acts, err := activities.New(ac)
 	if err != nil {
 		return nil, nil, fmt.Errorf("configuration (--allow-origin, --convention, --origins, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
 	}
-	return acts, shared, nil
+	return acts, queues, nil
 }
 
 // parseThrottles reads --admission-throttles, a list of statuses.

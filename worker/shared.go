@@ -9,25 +9,32 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc/codes"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
-// originQueues is the worker's --shared-rate: the allowed origins' own
-// task queues and the reporter to their governors. It is the activity's
+// originQueues are the allowed origins' own task queues, which the worker
+// always polls (requests with workflows.Request.OriginQueue run there, and
+// with the shared rate on, every HTTP activity scheduled on the base queue:
+// routing), and the reporter to their governors. It is the activity's
 // Config.SharedRate, for those queues only (a request on another queue
-// keeps the worker's own rate).
+// keeps the worker's own rate); without a reporter (the shared rate off)
+// no limit is in force for the activity.
 type originQueues struct {
-	base   string            // the worker's task queue: the governors run there
+	base   string            // the worker's task queue
 	queues map[string]string // task queue → origin
 
 	mu sync.RWMutex
-	r  *governor.Reporter // set by start
+	r  *governor.Reporter // set by start with the shared rate on
 }
 
 func newOriginQueues(base string, origins []string) *originQueues {
@@ -69,19 +76,30 @@ func (q *originQueues) Record(taskQueue string, throttled, failed bool) {
 	}
 }
 
-// start registers the governor on w (the worker of the base task queue),
-// starts a worker of acts on each origin's queue and the reporter; stop
-// stops them.
-func (q *originQueues) start(c client.Client, w worker.Worker, acts *activities.Activities, opts client.Options, logger *slog.Logger) (stop func(), err error) {
-	(&governor.Activities{Client: c}).Register(w)
+// start starts a worker of acts on each origin's queue and, with shared,
+// a worker of the governors on governor.TaskQueue(base) and the reporter;
+// stop stops them.
+func (q *originQueues) start(c client.Client, acts *activities.Activities, opts client.Options, logger *slog.Logger, shared bool) (stop func(), err error) {
 	stopWorkers, err := q.startWorkers(c, acts, logger)
 	if err != nil {
 		return nil, err
 	}
+	if !shared {
+		return stopWorkers, nil
+	}
+	gtq := governor.TaskQueue(q.base)
+	gw := worker.New(c, gtq, worker.Options{WorkerStopTimeout: 15 * time.Second})
+	(&governor.Activities{Client: c}).Register(gw)
+	if err := gw.Start(); err != nil {
+		stopWorkers()
+		return nil, fmt.Errorf("shared rate: starting the worker of the governors' task queue %q: %w", gtq, err)
+	}
+	logger.Info("polling governor task queue", slog.String("task_queue", gtq))
 	stopReporter := q.startReporter(c, opts, logger)
 	return func() {
-		stopWorkers()
 		stopReporter()
+		gw.Stop()
+		stopWorkers()
 	}, nil
 }
 
@@ -102,7 +120,7 @@ func (q *originQueues) startWorkers(c client.Client, acts *activities.Activities
 		acts.Register(ow)
 		if err := ow.Start(); err != nil {
 			stop()
-			return nil, fmt.Errorf("--shared-rate: starting the worker of %s's task queue %q: %w", origin, tq, err)
+			return nil, fmt.Errorf("starting the worker of %s's task queue %q: %w", origin, tq, err)
 		}
 		workers = append(workers, ow)
 		logger.Info("polling origin task queue", slog.String("task_queue", tq), slog.String("origin", origin))
@@ -111,13 +129,15 @@ func (q *originQueues) startWorkers(c client.Client, acts *activities.Activities
 }
 
 // startReporter starts the reporter of the origins' queues to their
-// governors, as the worker's identity (default pid@host); stop stops it.
+// governors, which it starts on governor.TaskQueue(base) (a governor
+// started on base by an earlier version is signalled where it runs), as
+// the worker's identity (default pid@host); stop stops it.
 func (q *originQueues) startReporter(c client.Client, opts client.Options, logger *slog.Logger) (stop func()) {
 	host, _ := os.Hostname()
 	identity := cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host))
 	// The limit in force is read every second, so that a worker stops
 	// pacing attempts itself soon after the server does.
-	r := governor.NewReporter(c, q.base, cmp.Or(opts.Namespace, client.DefaultNamespace), identity,
+	r := governor.NewReporter(c, governor.TaskQueue(q.base), cmp.Or(opts.Namespace, client.DefaultNamespace), identity,
 		governor.ReporterConfig{Logger: sdklog.NewStructuredLogger(logger), LimitInterval: time.Second})
 	q.mu.Lock()
 	q.r = r
@@ -128,4 +148,50 @@ func (q *originQueues) startReporter(c client.Client, opts client.Options, logge
 		cancel()
 		r.Close()
 	}
+}
+
+// sharedRateAllowed reports whether the worker may write the task-queue
+// config of namespace (checkConfigWrite), and says in one log line at
+// start why not: each worker then keeps its own rate per origin. An
+// error that says nothing about the permission (the server unreachable
+// for a moment) leaves the shared rate on: a governor refused later
+// stops writing (governor.StatusUnsupported) and the workers keep their
+// own rates.
+func sharedRateAllowed(ctx context.Context, c client.Client, namespace, base string, logger *slog.Logger) bool {
+	err := checkConfigWrite(ctx, c, namespace, base)
+	if err == nil {
+		return true
+	}
+	const off = "shared rate off: each worker keeps its own rate per origin (N workers may send up to N times what an API takes)"
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.PermissionDenied:
+		logger.Warn(off+": the Temporal server refused UpdateTaskQueueConfig: give the worker's identity write access to namespace "+namespace+" (or run with --shared-rate=false to say so)",
+			slog.String("error", err.Error()))
+		return false
+	case codes.Unimplemented:
+		logger.Warn(off+": the Temporal server has no UpdateTaskQueueConfig: upgrade it to a version with task-queue rate limits (this project tests Server 1.29.1), or run with --shared-rate=false",
+			slog.String("error", err.Error()))
+		return false
+	}
+	logger.Warn("shared rate: could not check that the worker may write the task-queue config; keeping the shared rate on (a governor the server refuses stops writing and the workers keep their own rates)",
+		slog.String("error", err.Error()))
+	return true
+}
+
+// checkConfigWrite asks the server to update the config of the governors'
+// task queue's activity queue (governor.TaskQueue(base), on which no
+// activity runs) with nothing to change, as governor.Identity: the same
+// call, and so the same permission, as a governor's write, without
+// writing anything (an empty update on Server 1.29.1 leaves the config as
+// it is).
+func checkConfigWrite(ctx context.Context, c client.Client, namespace, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.WorkflowService().UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{
+		Namespace:     namespace,
+		Identity:      governor.Identity,
+		TaskQueue:     governor.TaskQueue(base),
+		TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+	})
+	return err
 }

@@ -123,9 +123,10 @@ func runClusterContention(ctx context.Context, p ContentionParams, logDir string
 		workers    int
 		shared     bool
 	}{
-		{"full jitter, admission off", "off", false, []string{"--admission=false"}, 2, false},
-		{"full jitter, admission on", "on", true, nil, 2, false},
-		{"full jitter, admission on, three workers", "on-3", true, nil, 3, false},
+		// Each worker its own rate: the shared rate is the worker's default.
+		{"full jitter, admission off", "off", false, []string{"--admission=false", "--shared-rate=false"}, 2, false},
+		{"full jitter, admission on", "on", true, []string{"--shared-rate=false"}, 2, false},
+		{"full jitter, admission on, three workers", "on-3", true, []string{"--shared-rate=false"}, 3, false},
 		// One learned rate for all workers, kept by the server.
 		{"full jitter, admission on, shared rate", "shared", true, []string{"--shared-rate"}, 2, true},
 		{"full jitter, admission on, shared rate, three workers", "shared-3", true, []string{"--shared-rate"}, 3, true},

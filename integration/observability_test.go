@@ -76,8 +76,14 @@ func TestObservabilityMetrics(t *testing.T) {
 	checkStats(t, apiStats(t, base), testsuite.Stats{Requests: 3, DistinctKeys: 1, Records: 1, Replays: 0, InFlight: 0, Failures: 2})
 
 	fams, text := scrape(t, metricsURL)
+	// The shared rate, on by default, runs the activity on the origin's
+	// own queue.
+	activityTQ, err := workflows.OriginTaskQueue(tq, base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ours := map[string]string{
-		"task_queue": tq, "origin": base, "operation": "charge", "namespace": dev.Namespace,
+		"task_queue": activityTQ, "origin": base, "operation": "charge", "namespace": dev.Namespace,
 		"activity_type": request.ActivityName, "workflow_type": workflows.WorkflowName,
 	}
 	byOutcome := map[string]float64{}
@@ -118,8 +124,8 @@ func TestObservabilityMetrics(t *testing.T) {
 			t.Errorf("the SDK's metric %s is not served", name)
 		}
 	}
-	if len(series(fams, "temporal_activity_execution_latency_seconds", map[string]string{"activity_type": request.ActivityName, "task_queue": tq})) == 0 {
-		t.Errorf("temporal_activity_execution_latency_seconds has no series for the activity on %s", tq)
+	if len(series(fams, "temporal_activity_execution_latency_seconds", map[string]string{"activity_type": request.ActivityName, "task_queue": activityTQ})) == 0 {
+		t.Errorf("temporal_activity_execution_latency_seconds has no series for the activity on %s", activityTQ)
 	}
 
 	key := keyOf(wid, "charge")

@@ -118,8 +118,11 @@ func TestOutageBreaker(t *testing.T) {
 		args    []string
 		breaker bool
 	}{
-		{"breaker on (default)", nil, true},
-		{"breaker off", []string{"--breaker=false"}, false},
+		// The worker's own breaker and rate: the shared rate, the
+		// worker's default, is off (its governor decides the recovery's
+		// rate instead; integration/cluster measures it).
+		{"breaker on (default)", []string{"--shared-rate=false"}, true},
+		{"breaker off", []string{"--breaker=false", "--shared-rate=false"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,18 +87,29 @@ func (q *originQueues) start(c client.Client, acts *activities.Activities, opts 
 	if !shared {
 		return stopWorkers, nil
 	}
+	// The governors and the reports are the worker's own traffic: not
+	// traced (a trace a second per origin and worker), metrics kept.
+	plain := opts
+	plain.Interceptors = nil
+	gc, err := client.NewClientFromExisting(c, plain)
+	if err != nil {
+		stopWorkers()
+		return nil, fmt.Errorf("shared rate: a client for the governors: %w", err)
+	}
 	gtq := governor.TaskQueue(q.base)
-	gw := worker.New(c, gtq, worker.Options{WorkerStopTimeout: 15 * time.Second})
-	(&governor.Activities{Client: c}).Register(gw)
+	gw := worker.New(gc, gtq, worker.Options{WorkerStopTimeout: 15 * time.Second})
+	(&governor.Activities{Client: gc}).Register(gw)
 	if err := gw.Start(); err != nil {
+		gc.Close()
 		stopWorkers()
 		return nil, fmt.Errorf("shared rate: starting the worker of the governors' task queue %q: %w", gtq, err)
 	}
 	logger.Info("polling governor task queue", slog.String("task_queue", gtq))
-	stopReporter := q.startReporter(c, opts, logger)
+	stopReporter := q.startReporter(gc, opts, logger)
 	return func() {
 		stopReporter()
 		gw.Stop()
+		gc.Close()
 		stopWorkers()
 	}, nil
 }

@@ -2,10 +2,17 @@ package integration_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
@@ -90,5 +97,79 @@ func TestSharedRateByDefault(t *testing.T) {
 				t.Errorf("%v; worker:\n%s", err, wp.Tail(8<<10))
 			}
 		})
+	}
+}
+
+// TestSharedRatePacesAfterIdle: with a rate limit of 4/s in force on the
+// origin's queue and the queue idle, 8 workflows started at once reach
+// the API spread at the worker's share (4/s: the only worker), not in
+// the bursts matching releases after an idle moment (one task per
+// partition at once: 4 on the dev server). Bounded with margins: at
+// most 2 of the requests arrive within 100 ms of the one before (paced,
+// 250 ms apart; matching's burst alone puts 3 or more of each 4 that
+// close).
+func TestSharedRatePacesAfterIdle(t *testing.T) {
+	t.Parallel()
+	const (
+		n     = 8
+		limit = 4
+		close = 100 * time.Millisecond
+	)
+	srv := testsuite.StartServer(t, testsuite.Options{})
+	tq := uniqueName(t, "tq")
+	originQueue, err := workflows.OriginTaskQueue(tq, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	// An operator's limit: the governor leaves it alone, the worker paces
+	// by it.
+	if _, err := tc.WorkflowService().UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{
+		Namespace: dev.Namespace, Identity: "operator", TaskQueue: originQueue, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+		UpdateQueueRateLimit: &workflowservice.UpdateTaskQueueConfigRequest_RateLimitUpdate{
+			RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: limit}, Reason: "TestSharedRatePacesAfterIdle",
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wp := startWorker(t, workerOptions{TaskQueue: tq, Origins: []string{srv.URL}})
+	// The worker reads the limit every second; the queue idles meanwhile.
+	time.Sleep(3 * time.Second)
+
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, _, errs[i] = call(t, ctx, tq, uniqueName(t, fmt.Sprint("order-", i)), workflows.Request{
+				Operation: "charge", URL: srv.URL + "/charges", Body: json.RawMessage(fmt.Sprintf(`{"order":%d}`, i)),
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("workflow %d: %v; worker:\n%s", i, err, wp.Tail(8<<10))
+		}
+	}
+	var arrivals []time.Time
+	for _, r := range srv.Log() {
+		arrivals = append(arrivals, r.Time)
+	}
+	slices.SortFunc(arrivals, time.Time.Compare)
+	if len(arrivals) != n {
+		t.Fatalf("%d requests, want %d", len(arrivals), n)
+	}
+	var gaps []string
+	var closeOnes int
+	for i := 1; i < n; i++ {
+		gap := arrivals[i].Sub(arrivals[i-1])
+		gaps = append(gaps, gap.Round(time.Millisecond).String())
+		if gap < close {
+			closeOnes++
+		}
+	}
+	t.Logf("gaps between arrivals: %v", gaps)
+	if closeOnes > 2 {
+		t.Errorf("%d of %d requests arrived within %s of the one before (gaps %v): want them spread at %d/s", closeOnes, n-1, close, gaps, limit)
 	}
 }

@@ -150,6 +150,11 @@ func (q *originQueues) startReporter(c client.Client, opts client.Options, logge
 	// pacing attempts itself soon after the server does.
 	r := governor.NewReporter(c, governor.TaskQueue(q.base), cmp.Or(opts.Namespace, client.DefaultNamespace), identity,
 		governor.ReporterConfig{Logger: sdklog.NewStructuredLogger(logger), LimitInterval: time.Second})
+	// Watch every origin's queue from the start: the limit in force, and
+	// the worker's share, are known before the first attempt.
+	for tq := range q.queues {
+		r.Limit(tq)
+	}
 	q.mu.Lock()
 	q.r = r
 	q.mu.Unlock()

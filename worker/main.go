@@ -170,7 +170,7 @@ func parseFlags() (config, error) {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if cfg.queueRate > 0 && cfg.sharedRate {
-		if _, env := os.LookupEnv("SHARED_RATE"); set["shared-rate"] || env {
+		if set["shared-rate"] || os.Getenv("SHARED_RATE") != "" {
 			return cfg, errors.New("--shared-rate (SHARED_RATE) and --task-queue-activities-per-second: choose one; the shared rate sets each origin queue's limit itself")
 		}
 		// A fixed limit on the base queue: the requests stay there.

@@ -427,9 +427,16 @@ func (l *Limiter) Gate(origin string, now time.Time, retry bool) Decision {
 // reaches the origin spread over that second, not at once. A request
 // that waits gets a turn of its own (Decision.Ticket, due at
 // Decision.Wait): it is admitted when it comes back with that ticket at
-// its turn. A share of 0 or less paces nothing (Gate). The learned rate's
-// turns and tokens are neither taken nor spent.
+// its turn. A share of 0 or less paces nothing (Gate). A share below one
+// request per MaxWait paces at one per MaxWait: a turn further away would
+// send the attempt back through the server's queue (Hop), spending one of
+// the limit's starts, and the server's burst after an idle moment is then
+// under one task per worker anyway. The learned rate's turns and tokens
+// are neither taken nor spent.
 func (l *Limiter) Pace(origin string, now time.Time, share float64, t Ticket, retry bool) Decision {
+	if share > 0 {
+		share = max(share, 1/l.cfg.MaxWait.Seconds())
+	}
 	return l.admit(origin, now, t, retry, false, share)
 }
 

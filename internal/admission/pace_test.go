@@ -14,18 +14,20 @@ import (
 // one). The learned rate's tokens are not spent.
 func TestPace(t *testing.T) {
 	tests := []struct {
-		name  string
-		share float64
-		n     int
-		want  []time.Duration // wait of each request asking at once
+		name    string
+		share   float64
+		maxWait time.Duration
+		n       int
+		want    []time.Duration // wait of each request asking at once
 	}{
-		{"share 2/s", 2, 4, []time.Duration{0, ms(500), ms(1000), ms(1500)}},
-		{"share 6/s", 6, 3, []time.Duration{0, 166666667, 333333334}},
-		{"share 0.5/s", 0.5, 2, []time.Duration{0, 2 * time.Second}},
+		{"share 2/s", 2, 0, 4, []time.Duration{0, ms(500), ms(1000), ms(1500)}},
+		{"share 6/s", 6, 0, 3, []time.Duration{0, 166666667, 333333334}},
+		{"share 0.5/s, MaxWait 3 s", 0.5, 3 * time.Second, 2, []time.Duration{0, 2 * time.Second}},
+		{"share 0.5/s, MaxWait 1 s: one per MaxWait", 0.5, 0, 3, []time.Duration{0, time.Second, 2 * time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New(Config{InitialRate: 100})
+			l := New(Config{InitialRate: 100, MaxWait: tc.maxWait})
 			now := at(0)
 			var tickets []Ticket
 			for i := range tc.n {

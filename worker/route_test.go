@@ -59,8 +59,9 @@ func TestRoute(t *testing.T) {
 // TestRoutingReplaysRecordedHistories: histories recorded before routing
 // (every HTTP activity scheduled on the workflow's queue) replay without
 // non-determinism with the routing interceptor installed, which schedules
-// the same activities on their origin's queue: the SDK does not compare
-// an activity's task queue.
+// the same activities on their origin's queue, and the same histories
+// with the activities on the origin's queue replay without it: the SDK
+// does not compare an activity's task queue.
 func TestRoutingReplaysRecordedHistories(t *testing.T) {
 	tests := []struct {
 		file, workflowID, base, origin string
@@ -102,6 +103,19 @@ func TestRoutingReplaysRecordedHistories(t *testing.T) {
 				want[i] = request.OriginQueue(tt.base, tt.origin)
 			}
 			assert.Equal(t, want, rec.queues(), "the replayed commands run on the origin's queue")
+
+			// And back: the history as routing records it (the activities
+			// on the origin's queue) replays on a worker without routing
+			// (--shared-rate=false, or one that may not write the config).
+			for _, ev := range hist.Events {
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+					a.GetTaskQueue().Name = request.OriginQueue(tt.base, tt.origin)
+				}
+			}
+			plain := worker.NewWorkflowReplayer()
+			workflows.Register(plain)
+			require.NoError(t, plain.ReplayWorkflowExecution(t.Context(), historyService{history: &hist}, nil, "default",
+				workflow.Execution{ID: tt.workflowID, RunID: "recorded"}))
 		})
 	}
 }

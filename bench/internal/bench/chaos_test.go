@@ -32,9 +32,11 @@ func TestChaosReport(t *testing.T) {
 		want    []string
 	}{
 		{"all well", chaos.Verdict{Operations: 4, Succeeded: 4, Records: 4},
-			[]string{"## Chaos campaign at scale", "| 4 | 4 | 0 | 0 | 0 | 4 | 9 | 2.25 | 70.0 s |", "full answer: yes", "- 50.0 s: FINDING: worker exited\n"}},
+			[]string{"## Chaos campaign at scale", "| 4 | 4 | 0 | 0 | 0 | 4 | 9 | 2.25 | 70.0 s |", "full answer: yes", "- 50.0 s: FINDING: worker exited\n",
+				"| 0 failed, 0 lost, 0 duplicated; 4 of 4 succeeded, 4 records | 0, one record per operation | yes |"}},
 		{"a duplicate", chaos.Verdict{Operations: 4, Succeeded: 3, Records: 5, Duplicated: []string{"wf-2"}, Findings: []string{"wf-2: 2 records for key k: rec_2 rec_5"}},
-			[]string{"| 4 | 3 | 0 | 0 | 1 | 5 | 9 | 2.25 | 70.0 s |", "full answer: **MISSED**", "- finding: wf-2: 2 records"}},
+			[]string{"| 4 | 3 | 0 | 0 | 1 | 5 | 9 | 2.25 | 70.0 s |", "full answer: **MISSED**", "- finding: wf-2: 2 records",
+				"| 0 failed, 0 lost, 1 duplicated; 3 of 4 succeeded, 5 records | 0, one record per operation | **MISSED** |"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := chaosResults(tc.verdict)

@@ -202,10 +202,16 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 		if capacity > 0 {
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(capacity)), width-right, ys(float64(capacity)))
 		}
+		row := 0 // one letter on the top row; longer labels take turns on the three below
 		for _, m := range pl.Marks {
 			x := float64(left) + m.At.Seconds()/(float64(nb)*bucket.Seconds())*plotW
+			ly := y0 + 10
+			if len(m.Label) > 1 {
+				ly += float64(1+row%3) * 11
+				row++
+			}
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#6a1b9a" stroke-dasharray="2,2"/><text x="%.1f" y="%.1f" font-size="10" fill="#6a1b9a">%s</text>`+"\n",
-				x, y0, x, y0+h, x+2, y0+10, html.EscapeString(m.Label))
+				x, y0, x, y0+h, x+2, ly, html.EscapeString(m.Label))
 		}
 		if pl.Mark > 0 {
 			x := float64(left) + pl.Mark.Seconds()/(float64(nb)*bucket.Seconds())*plotW

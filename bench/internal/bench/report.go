@@ -231,6 +231,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if wh := r.Webhooks; wh != nil {
 		writeWebhooksClaims(&b, wh)
 	}
+	if r.Chaos != nil && r.Chaos.Campaign != nil {
+		writeChaosClaim(&b, r.Chaos.Campaign)
+	}
 	p("\n")
 
 	if c := r.Contention; c != nil && len(c.Runs) > 0 {

@@ -21,7 +21,9 @@ type Config struct {
 	// Plan is the campaign's plan (operations, seed, pace of the faults).
 	Plan Plan
 	// Cluster is the running cluster; temporal-server is killed and
-	// restarted once.
+	// restarted once. Started with cluster.OnePartitionPerActivityQueue,
+	// its activity queues list a new worker's poller at once, which is
+	// what Run waits for before the first operation.
 	Cluster *cluster.Cluster
 	// WorkerBin is the worker binary; ToxiproxyBin toxiproxy-server
 	// ([BuildToxiproxy]).
@@ -83,7 +85,7 @@ type Sample struct {
 	Status int           `json:"status"`
 }
 
-// Requests per success and such are reported as the API counted them.
+// operationName is every operation's Request.Operation (part of its key).
 const operationName = "charge"
 
 func (c *Config) withDefaults() error {

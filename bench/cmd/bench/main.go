@@ -188,6 +188,13 @@ func write(out string, res *bench.Results, withJSON bool) error {
 			return err
 		}
 	}
+	if res.Chaos != nil && res.Chaos.Campaign != nil {
+		if err := writeFile(filepath.Join(out, bench.ChaosSVG), func(f *os.File) error {
+			return bench.WriteChaosSVG(f, res)
+		}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

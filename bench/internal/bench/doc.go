@@ -32,7 +32,12 @@
 //     ready workflows awaiting a webhook on the dev server; and the two
 //     delivery mechanisms, Update and Signal (and SignalWithStart), to a
 //     running workflow: latency, throughput, history events per delivery
-//     and per duplicate.
+//     and per duplicate;
+//   - chaos: the chaos campaign of internal/testing/chaos at full size
+//     (1000 operations, three workers, Toxiproxy's toxics, worker and
+//     server SIGKILLs, the API down 30 s) on the PostgreSQL-backed
+//     cluster: every operation exactly once with its full answer, and the
+//     requests it cost ([WriteChaosSVG] plots them).
 //
 // The dev-server sections use the Temporal CLI that [EnsureCLI] finds or
 // builds. [Results] is what a run measured (results.json); [WriteMarkdown],

@@ -32,6 +32,17 @@ type requestsPlot struct {
 	// MarkLabel.
 	Mark      time.Duration
 	MarkLabel string
+	// Marks are more vertical lines, each with a label at its top.
+	Marks []plotMark
+	// XLabel names the x axis (default "seconds since the server's
+	// first request").
+	XLabel string
+}
+
+// plotMark is a labelled vertical line of a requests plot.
+type plotMark struct {
+	At    time.Duration
+	Label string
 }
 
 // WriteContentionSVG draws the contention section of r as an SVG: the
@@ -117,6 +128,9 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 		}
 	}
 	end = max(end, pl.Mark)
+	for _, m := range pl.Marks {
+		end = max(end, m.At)
+	}
 	// The x axis runs to the tick after the last request, in whole buckets.
 	step := niceStep(end.Seconds() / 10)
 	xMax := math.Ceil(end.Seconds()/step+1e-9) * step
@@ -144,7 +158,9 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#2e7d32"/><text x="%d" y="39">success (201)</text>`, left, left+14)
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">%s</text>`, left+120, left+134, html.EscapeString(pl.Failures))
 	capX := left + 157 + 7*len([]rune(pl.Failures))
-	fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", capX, capX+25, capX+30, capacity, bucket)
+	if capacity > 0 {
+		fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", capX, capX+25, capX+30, capacity, bucket)
+	}
 	if pl.Mark > 0 {
 		mx := capX + 30 + 7*len(fmt.Sprintf("capacity: %d per %s window", capacity, bucket)) + 20
 		fmt.Fprintf(&b, `<line x1="%d" y1="30" x2="%d" y2="42" stroke="#1565c0" stroke-width="2"/><text x="%d" y="39">%s</text>`+"\n", mx, mx, mx+6, html.EscapeString(pl.MarkLabel))
@@ -183,7 +199,20 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 			}
 		}
 		b.WriteString("\n")
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(capacity)), width-right, ys(float64(capacity)))
+		if capacity > 0 {
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(capacity)), width-right, ys(float64(capacity)))
+		}
+		row := 0 // one letter on the top row; longer labels take turns on the three below
+		for _, m := range pl.Marks {
+			x := float64(left) + m.At.Seconds()/(float64(nb)*bucket.Seconds())*plotW
+			ly := y0 + 10
+			if len(m.Label) > 1 {
+				ly += float64(1+row%3) * 11
+				row++
+			}
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#6a1b9a" stroke-dasharray="2,2"/><text x="%.1f" y="%.1f" font-size="10" fill="#6a1b9a">%s</text>`+"\n",
+				x, y0, x, y0+h, x+2, ly, html.EscapeString(m.Label))
+		}
 		if pl.Mark > 0 {
 			x := float64(left) + pl.Mark.Seconds()/(float64(nb)*bucket.Seconds())*plotW
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1565c0" stroke-width="2"/>`+"\n", x, y0, x, y0+h)
@@ -199,7 +228,10 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 		b.WriteString("\n")
 		fmt.Fprintf(&b, `<text x="14" y="%.0f" transform="rotate(-90 14 %.0f)" text-anchor="middle">requests per %s</text>`+"\n", y0+h/2, y0+h/2, bucket)
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">seconds since the server's first request</text>`+"\n", float64(left)+plotW/2, height-10)
+	if pl.XLabel == "" {
+		pl.XLabel = "seconds since the server's first request"
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">%s</text>`+"\n", float64(left)+plotW/2, height-10, html.EscapeString(pl.XLabel))
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err

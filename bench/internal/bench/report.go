@@ -231,6 +231,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if wh := r.Webhooks; wh != nil {
 		writeWebhooksClaims(&b, wh)
 	}
+	if r.Chaos != nil && r.Chaos.Campaign != nil {
+		writeChaosClaim(&b, r.Chaos.Campaign)
+	}
 	p("\n")
 
 	if c := r.Contention; c != nil && len(c.Runs) > 0 {
@@ -314,6 +317,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		p("\nThe last row is the alternative: no admission, but a fixed limit that Temporal itself enforces across all workers of the task queue (`worker.Options.TaskQueueActivitiesPerSecond`, the worker's `--task-queue-activities-per-second`), set to the API's capacity, which this experiment knows. It needs that capacity known in advance and fixed (a per-origin task queue for each API, and a new setting whenever the provider changes its limit); the limiter learns the capacity from the answers and follows it when it changes, at the price of the two workers each probing it. The library chooses the limiter, and the worker offers the fixed limit beside it for APIs with a published, fixed rate.\n\n")
 	}
 
+	if r.Chaos != nil && r.Chaos.Campaign != nil {
+		writeChaos(&b, r)
+	}
 	if o := r.Overhead; o != nil {
 		p("## 2. Per-attempt overhead\n\n")
 		p("`cd bench && go test -run '^$' -bench . -benchmem ./internal/bench` runs the same loops. Both sides POST the same 30-byte JSON body to the same in-process `httptest` server (201 with a 60-byte JSON body), each with its own client on an identical Transport (keep-alive). `Activities.Do` needs an activity context, so the benchmark runs its attempts inside one activity execution of the SDK's `TestActivityEnvironment` (real `activity.GetInfo`, logger and metrics handler; the logger formats JSON into io.Discard, as a production JSON logger would): that is Do's whole per-attempt work — validate, ask the limiter (adaptive admission on, at an initial rate so high that no attempt waits: its bookkeeping is measured, not its slow start), build the request, send, read and cap the body, classify, build the result, log, count. The baseline is the raw POST run the same way, with the same activity context, as a hand-written activity would send it; the raw POST with `context.Background()` shows the context costs nothing. The last row runs one `ExecuteActivity` per attempt: the test environment's own cost dominates it, which is why it is not the measurement (a worker's per-task cost is in the throughput section).\n\n")

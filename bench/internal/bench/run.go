@@ -18,7 +18,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster", "chaos"}
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
@@ -112,6 +112,8 @@ type Results struct {
 	// Webhooks is the webhook receiver: verified events per second on one
 	// core, latency to the workflow, and Update against Signal.
 	Webhooks *WebhooksResult `json:"webhooks,omitempty"`
+	// Chaos is the chaos campaign at full size on the cluster.
+	Chaos *ChaosResult `json:"chaos,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -349,6 +351,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := section("cluster", func() error {
 		res, err := runClusterContention(ctx, contention, o.LogDir, o.Logf)
 		r.Cluster = res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := section("chaos", func() error {
+		res, err := runChaos(ctx, defaultChaos, o.LogDir, o.Logf)
+		r.Chaos = res
 		return err
 	}); err != nil {
 		return r, err

@@ -48,6 +48,8 @@ type Cluster struct {
 	ownWorkDir bool
 	pg         *Postgres
 	server     *itest.Process
+	serverSpec itest.Spec // how server was started: RestartServer starts it again
+	serverMu   sync.Mutex // guards server across RestartServer
 	frontend   string
 	httpAddr   string
 
@@ -146,7 +148,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	serverStart := time.Now()
-	c.server, err = itest.Start(itest.Spec{
+	c.serverSpec = itest.Spec{
 		Name: "temporal-server",
 		Path: filepath.Join(opts.BinDir, ServerBinary),
 		Args: []string{
@@ -157,7 +159,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Env:        cleanEnv(filepath.Join(c.workDir, "home")),
 		ReplaceEnv: true,
 		LogPath:    c.ServerLogPath(),
-	})
+	}
+	c.server, err = itest.Start(c.serverSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -230,8 +233,8 @@ func (c *Cluster) ClientEnv(extra ...string) []string {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
-		if c.server != nil {
-			errs = append(errs, c.server.Stop(20*time.Second))
+		if p := c.serverProcess(); p != nil {
+			errs = append(errs, p.Stop(20*time.Second))
 		}
 		if c.pg != nil {
 			errs = append(errs, c.pg.Stop())
@@ -282,8 +285,8 @@ func (c *Cluster) setupSchemas(ctx context.Context) error {
 func (c *Cluster) waitHealthy(ctx context.Context) error {
 	var last error
 	for {
-		if c.server.Exited() {
-			return fmt.Errorf("cluster: temporal-server exited during startup (%v); log %s:\n%s", c.server.Err(), c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
+		if c.serverProcess().Exited() {
+			return fmt.Errorf("cluster: temporal-server exited during startup (%v); log %s:\n%s", c.serverProcess().Err(), c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		out, err := c.CLI(cctx, "operator", "cluster", "health")
@@ -307,8 +310,8 @@ func (c *Cluster) createNamespace(ctx context.Context) error {
 	var last error
 	created := false
 	for {
-		if c.server.Exited() {
-			return fmt.Errorf("cluster: temporal-server exited (%v); log %s:\n%s", c.server.Err(), c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
+		if c.serverProcess().Exited() {
+			return fmt.Errorf("cluster: temporal-server exited (%v); log %s:\n%s", c.serverProcess().Err(), c.ServerLogPath(), itest.FileTail(c.ServerLogPath(), 8192))
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if !created {

@@ -29,7 +29,8 @@ func greetWorkflow(ctx workflow.Context, name string) (string, error) {
 
 // TestClusterRunsWorkflow starts PostgreSQL and temporal-server, runs a
 // workflow with one activity through an in-process worker, checks that the
-// history went through the SQL store, then stops the cluster and checks that
+// history went through the SQL store, kills the server with SIGKILL and
+// restarts it (another workflow runs), then stops the cluster and checks that
 // nothing of it is left listening or on disk.
 func TestClusterRunsWorkflow(t *testing.T) {
 	c := cluster.StartForTest(t, cluster.Options{})
@@ -96,6 +97,29 @@ func TestClusterRunsWorkflow(t *testing.T) {
 			t.Fatalf("visibility never listed %s as completed; last answer: %s", run.GetID(), out)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+
+	// A SIGKILLed server comes back on the same ports and store: the
+	// client and the worker reconnect and a new workflow runs.
+	pid := c.ServerPid()
+	if err := c.RestartServer(ctx); err == nil {
+		t.Errorf("RestartServer while the server (pid %d) runs: no error", pid)
+	}
+	if err := c.KillServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.ServerPid() == pid {
+		t.Errorf("server pid %d unchanged after a restart", pid)
+	}
+	again, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "cluster-smoke-2", TaskQueue: taskQueue}, greetWorkflow, "again")
+	if err != nil {
+		t.Fatalf("start workflow after the restart: %v", err)
+	}
+	if err := again.Get(ctx, &got); err != nil || got != "hello again" {
+		t.Fatalf("workflow after the restart: %q, %v; want %q", got, err, "hello again")
 	}
 
 	w.Stop()

@@ -167,6 +167,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			p("| %s | Contention, %s (PostgreSQL cluster, %s worker processes): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", ids[1], what, workers, cl.Params.Clients, cl.Params.Capacity, cl.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, timeTarget, met(tr <= timeTarget && a.Failed == 0))
 		}
 	}
+	if cs := r.ClusterShared; cs != nil {
+		writeClusterSharedClaims(&b, cs)
+	}
 	for _, s := range r.SimAdmission {
 		if s.Shared && s.Workers == 2 && s.Clients == 1000 {
 			sp := r.SimParams
@@ -312,6 +315,10 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 				a.ToLastSuccess.Seconds(), a.ToLastSuccess.Seconds()/cp.limitSeconds(), a.Failed, secs(a.FirstSpread))
 		}
 		p("\nThe last row is the alternative: no admission, but a fixed limit that Temporal itself enforces across all workers of the task queue (`worker.Options.TaskQueueActivitiesPerSecond`, the worker's `--task-queue-activities-per-second`), set to the API's capacity, which this experiment knows. It needs that capacity known in advance and fixed (a per-origin task queue for each API, and a new setting whenever the provider changes its limit); the limiter learns the capacity from the answers and follows it when it changes, at the price of the two workers each probing it. The library chooses the limiter, and the worker offers the fixed limit beside it for APIs with a published, fixed rate.\n\n")
+	}
+
+	if cs := r.ClusterShared; cs != nil {
+		writeClusterShared(&b, cs)
 	}
 
 	if o := r.Overhead; o != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
@@ -184,17 +185,27 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 		}
 		procs = append(procs, pr)
 	}
+	// Each worker must poll the activity queue the requests run on before
+	// the herd, so that it gets its share: the origin's queue with the
+	// shared rate; without it, the base queue (before issue 33) or the
+	// origin's queue (the worker routes requests there since). Only
+	// activity pollers are waited for: DescribeTaskQueue lists the pollers
+	// of a queue's root partition, and a workflow task queue has four, so
+	// a worker whose workflow pollers sat on the others was listed only a
+	// minute later, when their long poll ended; activity queues have one
+	// here (cluster.OnePartitionPerActivityQueue). A worker starts all its
+	// pollers together.
 	oq, _ := workflows.OriginTaskQueue(tq, bc.target.URL)
+	queues := []string{oq}
+	if !w.Shared {
+		queues = append(queues, tq)
+	}
 	for _, pr := range procs {
-		name := pr.Name
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err = itest.WaitForPollers(wctx, cl, tq, name)
-		if err == nil && w.Shared {
-			err = itest.WaitForActivityPollers(wctx, cl, oq, name)
-		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err = waitForActivityPoller(wctx, cl, pr.Name, queues...)
 		cancel()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w; its output:\n%s", name, err, pr.Tail(4<<10))
+			return nil, nil, fmt.Errorf("%s: %w; its output:\n%s", pr.Name, err, pr.Tail(4<<10))
 		}
 	}
 	return &harness{Client: cl, TaskQueue: tq, Target: bc.target, OriginQueue: w.Shared}, stop, nil
@@ -210,4 +221,27 @@ func runClusterOnce(ctx context.Context, bc *benchCluster, p ContentionParams, w
 	defer func() { err = errors.Join(err, stop()) }()
 	logf("cluster contention: %d worker processes on %s (shared rate %t, %q), %d workflows", w.Workers, h.TaskQueue, w.Shared, w.Args, p.Clients)
 	return runContention(ctx, h, p, workflows.JitterFull, w.Tag)
+}
+
+// waitForActivityPoller waits until the worker identity polls one of
+// queues for activity tasks.
+func waitForActivityPoller(ctx context.Context, cl client.Client, identity string, queues ...string) error {
+	err := itest.Eventually(ctx, 100*time.Millisecond, func() error {
+		for _, q := range queues {
+			resp, err := cl.DescribeTaskQueue(ctx, q, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+			if err != nil {
+				return err
+			}
+			for _, p := range resp.GetPollers() {
+				if p.GetIdentity() == identity {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("%s polls none of the activity task queues %q", identity, queues)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the worker's activity pollers: %w", err)
+	}
+	return nil
 }

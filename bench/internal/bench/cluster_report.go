@@ -56,6 +56,23 @@ func worstOf(n int, f func(int) float64) (worst int, all string) {
 	return worst, strings.Join(vals, ", ")
 }
 
+// worstOfRuns says which of n runs a claim reports: the worst of them, or
+// the only one (a check with -cluster-runs 1, not the claim's three).
+func worstOfRuns(n int) string {
+	if n == 1 {
+		return "one run (a check: the claim takes the worst of three)"
+	}
+	return fmt.Sprintf("worst of %d runs", n)
+}
+
+// numberWord spells n out up to ten.
+func numberWord(n int) string {
+	if n >= 0 && n <= 10 {
+		return [...]string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}[n]
+	}
+	return fmt.Sprint(n)
+}
+
 // perSuccess is a contention run's requests per success.
 func perSuccess(r ContentionRun) float64 {
 	return float64(r.Requests) / float64(max(r.Successes, 1))
@@ -71,8 +88,7 @@ func writeClusterSharedClaims(w io.Writer, cs *ClusterShared) {
 	for _, c := range []struct {
 		ids     [2]string
 		workers int
-		what    string
-	}{{[2]string{"8a", "8b"}, 2, "two"}, {[2]string{"8c", "8d"}, 3, "three"}} {
+	}{{[2]string{"8a", "8b"}, 2}, {[2]string{"8c", "8d"}, 3}} {
 		runs := cs.contention(c.workers, true)
 		if len(runs) == 0 {
 			continue
@@ -84,10 +100,10 @@ func writeClusterSharedClaims(w io.Writer, cs *ClusterShared) {
 		wq, allq := worstOf(len(runs), func(i int) float64 { return perSuccess(runs[i].Run) })
 		wt, allt := worstOf(len(runs), func(i int) float64 { return runs[i].Run.ToLastSuccess.Seconds() / lim })
 		q, t := runs[wq].Run, runs[wt].Run
-		p("| %s | Contention, shared rate on (PostgreSQL cluster, %s worker processes): requests per success, worst of %d runs | %.2f (%d ÷ %d; runs: %s) | ≤ %.2f | %s |\n",
-			c.ids[0], c.what, len(runs), perSuccess(q), q.Requests, q.Successes, allq, targetSharedRequests, met(perSuccess(q) <= targetSharedRequests && failed == 0))
-		p("| %s | Contention, shared rate on (PostgreSQL cluster, %s worker processes): time to the last success ÷ (%d workflows ÷ %d per %s), worst of %d runs | %.2f (%.1f s ÷ %.1f s; runs: %s; %d failed) | ≤ %.2f | %s |\n",
-			c.ids[1], c.what, cs.Params.Clients, cs.Params.Capacity, cs.Params.Window, len(runs), t.ToLastSuccess.Seconds()/lim, t.ToLastSuccess.Seconds(), lim, allt, failed, targetSharedTime,
+		p("| %s | Contention, shared rate on (PostgreSQL cluster, %s worker processes): requests per success, %s | %.2f (%d ÷ %d; runs: %s) | ≤ %.2f | %s |\n",
+			c.ids[0], numberWord(c.workers), worstOfRuns(len(runs)), perSuccess(q), q.Requests, q.Successes, allq, targetSharedRequests, met(perSuccess(q) <= targetSharedRequests && failed == 0))
+		p("| %s | Contention, shared rate on (PostgreSQL cluster, %s worker processes): time to the last success ÷ (%d workflows ÷ %d per %s), %s | %.2f (%.1f s ÷ %.1f s; runs: %s; %d failed) | ≤ %.2f | %s |\n",
+			c.ids[1], numberWord(c.workers), cs.Params.Clients, cs.Params.Capacity, cs.Params.Window, worstOfRuns(len(runs)), t.ToLastSuccess.Seconds()/lim, t.ToLastSuccess.Seconds(), lim, allt, failed, targetSharedTime,
 			met(t.ToLastSuccess.Seconds()/lim <= targetSharedTime && failed == 0))
 	}
 	if runs := cs.outage(true); len(runs) > 0 {
@@ -99,17 +115,17 @@ func writeClusterSharedClaims(w io.Writer, cs *ClusterShared) {
 		wq, allq := worstOf(len(runs), perSec)
 		wt, allt := worstOf(len(runs), func(i int) float64 { return runs[i].Run.RecoveryToLast.Seconds() / lim })
 		q, t := runs[wq].Run, runs[wt].Run
-		p("| 8f | Outage (%.0f s of 503, then %d per %s), three worker processes, shared rate on: requests during the outage per second of it, worst of %d runs | %.2f (%d in %.0f s; runs: %s) | ≤ %.2f | %s |\n",
-			q.Outage.Seconds(), cs.Params.Capacity, cs.Params.Window, len(runs), perSec(wq), q.DuringOutage, q.Outage.Seconds(), allq, targetClusterOutageRequests, met(perSec(wq) <= targetClusterOutageRequests))
-		p("| 8g | Outage, three worker processes, shared rate on: recovery to the last success ÷ (%d workflows ÷ %d per %s), worst of %d runs | %.2f (%.1f s ÷ %.1f s; runs: %s; %d failed) | ≤ %.2f, no workflow failed | %s |\n",
-			cs.Params.Clients, cs.Params.Capacity, cs.Params.Window, len(runs), t.RecoveryToLast.Seconds()/lim, t.RecoveryToLast.Seconds(), lim, allt, failed, targetClusterOutageRecovery,
+		p("| 8f | Outage (%.0f s of 503, then %d per %s), three worker processes, shared rate on: requests during the outage per second of it, %s | %.2f (%d in %.0f s; runs: %s) | ≤ %.2f | %s |\n",
+			q.Outage.Seconds(), cs.Params.Capacity, cs.Params.Window, worstOfRuns(len(runs)), perSec(wq), q.DuringOutage, q.Outage.Seconds(), allq, targetClusterOutageRequests, met(perSec(wq) <= targetClusterOutageRequests))
+		p("| 8g | Outage, three worker processes, shared rate on: recovery to the last success ÷ (%d workflows ÷ %d per %s), %s | %.2f (%.1f s ÷ %.1f s; runs: %s; %d failed) | ≤ %.2f, no workflow failed | %s |\n",
+			cs.Params.Clients, cs.Params.Capacity, cs.Params.Window, worstOfRuns(len(runs)), t.RecoveryToLast.Seconds()/lim, t.RecoveryToLast.Seconds(), lim, allt, failed, targetClusterOutageRecovery,
 			met(t.RecoveryToLast.Seconds()/lim <= targetClusterOutageRecovery && failed == 0))
 	}
 	for _, t := range cs.Throughput {
 		if len(t.Rounds) == 0 {
 			continue
 		}
-		id, what := "8h", fmt.Sprintf("%d worker processes", t.Workers)
+		id, what := "8h", fmt.Sprintf("%s worker processes", numberWord(t.Workers))
 		if t.Workers == 1 {
 			id, what = "8i", "one worker process alone"
 		}

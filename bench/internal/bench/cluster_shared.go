@@ -111,7 +111,7 @@ func runClusterShared(ctx context.Context, p ContentionParams, runs int, logDir 
 	}
 	logf("cluster: outage done at %s", time.Since(begin).Round(time.Second))
 	for _, n := range []int{3, 1} {
-		t, err := runClusterThroughput(ctx, bc, p, n, runs+2, logDir, logf)
+		t, err := runClusterThroughput(ctx, bc, p, n, 2*runs+1, logDir, logf)
 		res.Throughput = append(res.Throughput, t)
 		if err != nil {
 			return res, fmt.Errorf("cluster throughput, %d workers: %w", n, err)

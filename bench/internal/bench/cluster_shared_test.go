@@ -116,14 +116,20 @@ func TestClusterSharedClaims(t *testing.T) {
 }
 
 func TestClusterSharedClaimsWithoutRuns(t *testing.T) {
-	// A section that did not get to a figure has no row for it.
+	// A section that did not get to a figure has no row for it; a check
+	// with one run says so.
 	for _, c := range []struct {
 		name   string
 		cs     *ClusterShared
 		absent []string
+		says   map[string]string
 	}{
-		{name: "contention only", cs: &ClusterShared{Params: defaultContention, Runs: 1, Contention: []ClusterRun{clusterRun(2, true, 1, 110, 18, 0)}},
-			absent: []string{"8c", "8d", "8f", "8g", "8h", "8i"}},
+		{name: "contention only, one run", cs: &ClusterShared{Params: defaultContention, Runs: 1, Contention: []ClusterRun{clusterRun(2, true, 1, 110, 18, 0)}},
+			absent: []string{"8c", "8d", "8f", "8g", "8h", "8i"},
+			says:   map[string]string{"8a": "two worker processes): requests per success, one run (a check: the claim takes the worst of three) | 1.10 (110 ÷ 100; runs: 1.10)"}},
+		{name: "throughput only", cs: &ClusterShared{Params: defaultContention, Runs: 3, Throughput: []ClusterThroughput{clusterTput(3, [2]float64{10, 10})}},
+			absent: []string{"8a", "8b", "8c", "8d", "8f", "8g", "8i"},
+			says:   map[string]string{"8h": "Uncontended throughput, three worker processes"}},
 		{name: "no comparison rows claim anything", cs: &ClusterShared{Params: defaultContention, Runs: 1, Contention: []ClusterRun{clusterRun(2, false, 1, 110, 18, 0)}, Outage: []ClusterOutageRun{clusterOutage(false, 1, 190, 18, 0)}},
 			absent: []string{"8a", "8b", "8f", "8g"}},
 	} {
@@ -135,6 +141,11 @@ func TestClusterSharedClaimsWithoutRuns(t *testing.T) {
 			for _, id := range c.absent {
 				if row := claimRow(buf.String(), id); row != "" {
 					t.Errorf("claim %s written: %s", id, row)
+				}
+			}
+			for id, want := range c.says {
+				if row := claimRow(buf.String(), id); !strings.Contains(row, want) {
+					t.Errorf("claim %s does not say %q: %s", id, want, row)
 				}
 			}
 		})

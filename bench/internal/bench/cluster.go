@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -146,7 +147,7 @@ type clusterWorkers struct {
 // and returns a harness whose client starts workflows there. stop stops the
 // workers and closes the client. The workers' logs go to logDir when it is
 // set.
-func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers, logDir string) (_ *harness, stop func() error, err error) {
+func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers, logDir string, logf func(string, ...any)) (_ *harness, stop func() error, err error) {
 	tq := "bench-" + w.Tag
 	cl, err := client.Dial(client.Options{HostPort: bc.c.FrontendHostPort(), Namespace: bc.c.Namespace(), Logger: itest.QuietLogger()})
 	if err != nil {
@@ -154,14 +155,17 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 	}
 	var procs []*itest.Process
 	stop = func() error {
-		var err error
-		for _, pr := range procs {
-			if serr := pr.Stop(20 * time.Second); serr != nil {
-				err = errors.Join(err, serr)
-			}
+		// All at once: a worker may take up to its 20 s grace.
+		begin := time.Now()
+		errs := make([]error, len(procs))
+		var wg sync.WaitGroup
+		for i, pr := range procs {
+			wg.Go(func() { errs[i] = pr.Stop(20 * time.Second) })
 		}
+		wg.Wait()
 		cl.Close()
-		return err
+		logf("cluster: %d workers of %s stopped in %s", len(procs), tq, time.Since(begin).Round(100*time.Millisecond))
+		return errors.Join(errs...)
 	}
 	defer func() {
 		if err != nil {
@@ -200,6 +204,7 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 	if !w.Shared {
 		queues = append(queues, tq)
 	}
+	begin := time.Now()
 	for _, pr := range procs {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		err = waitForActivityPoller(wctx, cl, pr.Name, queues...)
@@ -208,13 +213,14 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 			return nil, nil, fmt.Errorf("%s: %w; its output:\n%s", pr.Name, err, pr.Tail(4<<10))
 		}
 	}
+	logf("cluster: %d workers polling %s in %s", len(procs), tq, time.Since(begin).Round(100*time.Millisecond))
 	return &harness{Client: cl, TaskQueue: tq, Target: bc.target, OriginQueue: w.Shared}, stop, nil
 }
 
 // runClusterOnce runs the contention experiment p with full jitter on w's
 // fresh workers and stops them.
 func runClusterOnce(ctx context.Context, bc *benchCluster, p ContentionParams, w clusterWorkers, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
-	h, stop, err := startClusterWorkers(ctx, bc, w, logDir)
+	h, stop, err := startClusterWorkers(ctx, bc, w, logDir, logf)
 	if err != nil {
 		return ContentionRun{}, err
 	}

@@ -194,7 +194,7 @@ func runClusterSharedOutage(ctx context.Context, bc *benchCluster, res *ClusterS
 // runClusterOutageOnce runs the outage experiment (defaultOutage of 503,
 // then p's capacity) with full jitter on w's fresh workers and stops them.
 func runClusterOutageOnce(ctx context.Context, bc *benchCluster, p ContentionParams, w clusterWorkers, logDir string, logf func(string, ...any)) (_ OutageRun, err error) {
-	h, stop, err := startClusterWorkers(ctx, bc, w, logDir)
+	h, stop, err := startClusterWorkers(ctx, bc, w, logDir, logf)
 	if err != nil {
 		return OutageRun{}, err
 	}
@@ -217,7 +217,7 @@ func runClusterThroughput(ctx context.Context, bc *benchCluster, p ContentionPar
 	stamp := time.Now().Unix() % 100000
 	sets := map[bool]*harness{}
 	for _, on := range []bool{true, false} {
-		h, stop, err := startClusterWorkers(ctx, bc, clusterWorkers{Tag: fmt.Sprintf("tput-%t-%dw-%d", on, workers, stamp), Workers: workers, Shared: on}, logDir)
+		h, stop, err := startClusterWorkers(ctx, bc, clusterWorkers{Tag: fmt.Sprintf("tput-%t-%dw-%d", on, workers, stamp), Workers: workers, Shared: on}, logDir, logf)
 		if err != nil {
 			return res, err
 		}

@@ -46,7 +46,8 @@
 // The cluster section (-only cluster; PostgreSQL-backed temporal-server and
 // worker processes) writes cluster-contention.svg and cluster-outage.svg
 // too; -cluster-runs 1 takes one run per figure instead of three, for a
-// quick check (about 12 minutes instead of about 20).
+// quick check: 6 minutes on 2 shared CPUs, against about 14 at three
+// (the outage runs take 1.5 minutes each).
 //
 // It runs in the bench module (bench/go.mod), whose go-retryablehttp and
 // failsafe-go the library does not need. It uses <repo>/bin/temporal

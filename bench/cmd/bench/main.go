@@ -43,6 +43,12 @@
 //
 //	cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt
 //
+// The cluster section (-only cluster; PostgreSQL-backed temporal-server and
+// worker processes) writes cluster-contention.svg and cluster-outage.svg
+// too; -cluster-runs 1 takes one run per figure instead of three, for a
+// quick check: 6 minutes on 2 shared CPUs, against about 14 at three
+// (the outage runs take 1.5 minutes each).
+//
 // It runs in the bench module (bench/go.mod), whose go-retryablehttp and
 // failsafe-go the library does not need. It uses <repo>/bin/temporal
 // (building it from tools/go.mod when missing) or -cli.
@@ -56,6 +62,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -90,6 +97,7 @@ func run() error {
 	gaps := flag.Int("gaps", 10, "retries measured per retry-spacing case")
 	count := flag.Int("overhead-count", 9, "rounds of the overhead benchmarks")
 	iters := flag.Int("overhead-iters", 30000, "iterations per overhead benchmark run")
+	clusterRuns := flag.Int("cluster-runs", bench.DefaultClusterRuns, "consecutive runs of each shared-rate figure of the cluster section, the worst reported (1 for a quick check)")
 	keepLogs := flag.Bool("keep-logs", false, "keep the dev server and worker logs (their directory is printed)")
 	render := flag.Bool("render", false, "measure nothing: rewrite RESULTS.md and the plots from -out's results.json")
 	flag.Parse()
@@ -138,7 +146,7 @@ func run() error {
 	}
 	start := time.Now()
 	res, err := bench.Run(ctx, bench.Options{
-		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, Logf: log.Printf,
+		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, Logf: log.Printf,
 	})
 	if err != nil {
 		log.Printf("logs kept in %s", logDir)
@@ -157,8 +165,8 @@ func run() error {
 	return nil
 }
 
-// write writes RESULTS.md, contention.svg, outage.svg and, if withJSON,
-// results.json to out.
+// write writes RESULTS.md, contention.svg, outage.svg, the cluster
+// section's plots and, if withJSON, results.json to out.
 func write(out string, res *bench.Results, withJSON bool) error {
 	if err := writeFile(filepath.Join(out, "RESULTS.md"), func(f *os.File) error {
 		return bench.WriteMarkdown(f, res, res.Command, "contention.svg")
@@ -193,6 +201,23 @@ func write(out string, res *bench.Results, withJSON bool) error {
 			return bench.WriteChaosSVG(f, res)
 		}); err != nil {
 			return err
+		}
+	}
+	if cs := res.ClusterShared; cs != nil {
+		for _, plot := range []struct {
+			name string
+			ok   bool
+			draw func(io.Writer, *bench.Results) error
+		}{
+			{bench.ClusterContentionSVG, len(cs.Contention) > 0, bench.WriteClusterContentionSVG},
+			{bench.ClusterOutageSVG, len(cs.Outage) > 0, bench.WriteClusterOutageSVG},
+		} {
+			if !plot.ok {
+				continue
+			}
+			if err := writeFile(filepath.Join(out, plot.name), func(f *os.File) error { return plot.draw(f, res) }); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

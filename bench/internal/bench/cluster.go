@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
@@ -15,8 +17,10 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// ClusterContention is the contention experiment on the cluster with two
-// workers (issue 11, "across workers"): temporal-server on PostgreSQL
+// ClusterContention is the cluster section of results from before issue
+// 33 (kept to render them; the section now writes ClusterShared): the
+// contention experiment on the cluster with two workers (issue 11, "across
+// workers"): temporal-server on PostgreSQL
 // (internal/testing/cluster), one reference server, and two worker processes (the
 // worker binary, as a user runs it) polling one task queue, each with its
 // own admission limiter. The two share no state: each learns the target's
@@ -44,161 +48,206 @@ type ClusterRun struct {
 	SharedRate bool `json:"shared_rate,omitempty"`
 	// Workers is the number of worker processes (2 when not set: runs
 	// from before it was recorded).
-	Workers int           `json:"workers,omitempty"`
-	Run     ContentionRun `json:"run"`
+	Workers int `json:"workers,omitempty"`
+	// Repeat numbers the consecutive runs of one setup from 1 (0 in
+	// results from before they were repeated).
+	Repeat int           `json:"repeat,omitempty"`
+	Run    ContentionRun `json:"run"`
 }
 
 // workers returns the run's number of worker processes.
 func (r ClusterRun) workers() int { return max(r.Workers, 2) }
 
-// runClusterContention builds the cluster's binaries and the worker if
-// needed (into cluster.DefaultBinDir()), starts the cluster and a target,
-// and runs the contention experiment p in the three ways ClusterContention
-// lists, on two fresh worker processes each time. The cluster's work
-// directory (its config and temporal-server.log) and the workers' logs go
-// to logDir when it is set; without one, the work directory is temporary
-// and worker logs are dropped.
-func runClusterContention(ctx context.Context, p ContentionParams, logDir string, logf func(string, ...any)) (_ *ClusterContention, err error) {
-	// Eager start hands a workflow's first task to a worker in the starting
-	// client's process, so with it every first attempt would run on the
-	// first worker and the herd would not be shared between the two: start
-	// through matching instead.
-	p.EagerStart = false
+// benchCluster is what the cluster section runs on: temporal-server on
+// PostgreSQL, the worker binary, and a target whose handler each
+// experiment sets.
+type benchCluster struct {
+	c         *cluster.Cluster
+	workerBin string
+	target    *targetServer
+}
 
+// startBenchCluster builds the cluster's binaries and the worker if needed
+// (into cluster.DefaultBinDir()), starts the cluster (one partition per
+// activity queue) and a target. The cluster's work directory (its config
+// and temporal-server.log) goes to logDir when it is set; without one, it
+// is temporary. Call stop when done.
+func startBenchCluster(ctx context.Context, logDir string, logf func(string, ...any)) (_ *benchCluster, stop func() error, err error) {
 	begin := time.Now()
 	if _, err := cluster.EnsurePostgres(ctx, logf); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	binDir, err := cluster.DefaultBinDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bctx, cancel := context.WithTimeout(ctx, cluster.BuildTimeout)
 	err = cluster.BuildTools(bctx, binDir, logf)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("building the cluster's tools: %w", err)
+		return nil, nil, fmt.Errorf("building the cluster's tools: %w", err)
 	}
 	bctx, cancel = context.WithTimeout(ctx, cluster.BuildTimeout)
 	err = itest.BuildCommands(bctx, binDir, "./worker")
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("building the worker: %w", err)
+		return nil, nil, fmt.Errorf("building the worker: %w", err)
 	}
-	workerBin := filepath.Join(binDir, "worker")
 	// One partition per activity queue: the shared rate's queue limit is
 	// then spread evenly, as the README asks operators to set it.
 	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerActivityQueue}
 	if logDir != "" {
 		opts.WorkDir = filepath.Join(logDir, "cluster")
 		if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, cluster.StartTimeout)
 	c, err := cluster.Start(sctx, opts)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("starting the cluster: %w", err)
+		return nil, nil, fmt.Errorf("starting the cluster: %w", err)
 	}
-	defer func() {
+	logf("cluster up in %s (frontend %s, namespace %s)", time.Since(begin).Round(time.Second), c.FrontendHostPort(), c.Namespace())
+	target, err := startTarget()
+	if err != nil {
+		return nil, nil, errors.Join(err, c.Stop())
+	}
+	stop = func() error {
+		err := target.Close()
 		if serr := c.Stop(); serr != nil {
 			err = errors.Join(err, fmt.Errorf("stopping the cluster: %w", serr))
 		}
-	}()
-	logf("cluster up in %s (frontend %s, namespace %s)", time.Since(begin).Round(time.Second), c.FrontendHostPort(), c.Namespace())
-
-	target, err := startTarget()
-	if err != nil {
-		return nil, err
+		return err
 	}
-	defer target.Close()
-
-	res := &ClusterContention{Params: p}
-	rate := fmt.Sprint(float64(p.Capacity) / p.Window.Seconds())
-	for _, rc := range []struct {
-		label, tag string
-		admission  bool
-		args       []string
-		workers    int
-		shared     bool
-	}{
-		// Each worker its own rate: the shared rate is the worker's default.
-		{"full jitter, admission off", "off", false, []string{"--admission=false", "--shared-rate=false"}, 2, false},
-		{"full jitter, admission on", "on", true, []string{"--shared-rate=false"}, 2, false},
-		{"full jitter, admission on, three workers", "on-3", true, []string{"--shared-rate=false"}, 3, false},
-		// One learned rate for all workers, kept by the server.
-		{"full jitter, admission on, shared rate", "shared", true, []string{"--shared-rate"}, 2, true},
-		{"full jitter, admission on, shared rate, three workers", "shared-3", true, []string{"--shared-rate"}, 3, true},
-		// The alternative: a fixed limit that the server enforces across
-		// all workers of the task queue, set to the capacity (known here).
-		{"full jitter, admission off, TaskQueueActivitiesPerSecond " + rate, "queue-rate", false, []string{"--admission=false", "--task-queue-activities-per-second", rate}, 2, false},
-	} {
-		run, err := runClusterOnce(ctx, c, workerBin, target, p, rc.args, rc.workers, rc.shared, "cluster-"+rc.tag, logDir, logf)
-		if err != nil {
-			return res, fmt.Errorf("cluster contention, %s: %w", rc.label, err)
-		}
-		run.Admission = rc.admission
-		logf("cluster contention %-28s %4d requests, %d successes, last success at %6.1f s, %d failed, first attempts spread over %s",
-			rc.label, run.Requests, run.Successes, run.ToLastSuccess.Seconds(), run.Failed, run.FirstSpread.Round(time.Millisecond))
-		res.Runs = append(res.Runs, ClusterRun{Label: rc.label, Admission: rc.admission, QueueRate: len(rc.args) > 1 && !rc.shared,
-			SharedRate: rc.shared, Workers: rc.workers, Run: run})
-	}
-	logf("cluster contention done in %s", time.Since(begin).Round(time.Second))
-	return res, nil
+	return &benchCluster{c: c, workerBin: filepath.Join(binDir, "worker"), target: target}, stop, nil
 }
 
-// runClusterOnce starts workers fresh worker processes on the task queue
-// "bench-"+tag (admission on or off), runs the contention experiment with
-// full jitter through a client of its own (each request on its origin's
-// queue when originQueue), and stops the workers.
-func runClusterOnce(ctx context.Context, c *cluster.Cluster, workerBin string, target *targetServer, p ContentionParams, args []string, workers int, originQueue bool, tag, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
-	tq := "bench-" + tag
-	cl, err := client.Dial(client.Options{HostPort: c.FrontendHostPort(), Namespace: c.Namespace(), Logger: itest.QuietLogger()})
+// sharedRateArg is the worker's flag for the shared rate on or off, given
+// explicitly: the worker's default changed with issue 33 (off before it,
+// on after), and each run must say which it measures.
+func sharedRateArg(on bool) string { return fmt.Sprintf("--shared-rate=%t", on) }
+
+// clusterWorkers is a set of worker processes of one run on the cluster.
+type clusterWorkers struct {
+	// Tag names the task queue ("bench-"+Tag) and the workers' identities
+	// and log files.
+	Tag string
+	// Workers is the number of worker processes.
+	Workers int
+	// Shared runs them with --shared-rate=true and the requests on their
+	// origin's queue (Request.OriginQueue), else with --shared-rate=false.
+	Shared bool
+	// Args are more worker arguments.
+	Args []string
+}
+
+// startClusterWorkers starts w's fresh worker processes on bc's cluster,
+// waits until each polls its task queue (and, shared, the origin's queue),
+// and returns a harness whose client starts workflows there. stop stops the
+// workers and closes the client. The workers' logs go to logDir when it is
+// set.
+func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers, logDir string, logf func(string, ...any)) (_ *harness, stop func() error, err error) {
+	tq := "bench-" + w.Tag
+	cl, err := client.Dial(client.Options{HostPort: bc.c.FrontendHostPort(), Namespace: bc.c.Namespace(), Logger: itest.QuietLogger()})
 	if err != nil {
-		return ContentionRun{}, fmt.Errorf("connecting to the cluster: %w", err)
+		return nil, nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	defer cl.Close()
 	var procs []*itest.Process
+	stop = func() error {
+		// All at once: a worker may take up to its 20 s grace.
+		begin := time.Now()
+		errs := make([]error, len(procs))
+		var wg sync.WaitGroup
+		for i, pr := range procs {
+			wg.Go(func() { errs[i] = pr.Stop(20 * time.Second) })
+		}
+		wg.Wait()
+		cl.Close()
+		logf("cluster: %d workers of %s stopped in %s", len(procs), tq, time.Since(begin).Round(100*time.Millisecond))
+		return errors.Join(errs...)
+	}
 	defer func() {
-		for _, pr := range procs {
-			if serr := pr.Stop(20 * time.Second); serr != nil {
-				err = errors.Join(err, serr)
-			}
+		if err != nil {
+			err = errors.Join(err, stop())
 		}
 	}()
-	for i := range workers {
-		name := fmt.Sprintf("%s-worker-%c", tag, 'a'+i)
+	args := append([]string{"--task-queue", tq, "--allow-origin", bc.target.URL, "--log-level", "warn", sharedRateArg(w.Shared)}, w.Args...)
+	for i := range w.Workers {
+		name := fmt.Sprintf("%s-worker-%c", w.Tag, 'a'+i)
 		spec := itest.Spec{
-			Name: name, Path: workerBin, Dir: c.WorkDir(),
-			Args: append([]string{"--task-queue", tq, "--allow-origin", target.URL, "--identity", name, "--log-level", "warn"}, args...),
-			Env:  append(c.ClientEnv(), "API_TOKEN=", "METRICS_ADDR=", "CONVENTIONS=", "ADMISSION="),
+			Name: name, Path: bc.workerBin, Dir: bc.c.WorkDir(),
+			Args: append([]string{"--identity", name}, args...),
+			Env:  append(bc.c.ClientEnv(), "API_TOKEN=", "METRICS_ADDR=", "CONVENTIONS=", "ADMISSION=", "SHARED_RATE="),
 		}
 		if logDir != "" {
 			spec.LogPath = filepath.Join(logDir, name+".log")
 		}
 		pr, err := itest.Start(spec)
 		if err != nil {
-			return ContentionRun{}, err
+			return nil, nil, err
 		}
 		procs = append(procs, pr)
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err = itest.WaitForPollers(wctx, cl, tq, name)
+	}
+	// Each worker must poll the activity queue the requests run on before
+	// the herd, so that it gets its share: the origin's queue with the
+	// shared rate; without it, the base queue (before issue 33) or the
+	// origin's queue (the worker routes requests there since). Only
+	// activity pollers are waited for: DescribeTaskQueue lists the pollers
+	// of a queue's root partition, and a workflow task queue has four, so
+	// a worker whose workflow pollers sat on the others was listed only a
+	// minute later, when their long poll ended; activity queues have one
+	// here (cluster.OnePartitionPerActivityQueue). A worker starts all its
+	// pollers together.
+	oq, _ := workflows.OriginTaskQueue(tq, bc.target.URL)
+	queues := []string{oq}
+	if !w.Shared {
+		queues = append(queues, tq)
+	}
+	begin := time.Now()
+	for _, pr := range procs {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err = waitForActivityPoller(wctx, cl, pr.Name, queues...)
 		cancel()
 		if err != nil {
-			return ContentionRun{}, fmt.Errorf("%s: %w; its output:\n%s", name, err, pr.Tail(4<<10))
-		}
-		if originQueue {
-			oq, _ := workflows.OriginTaskQueue(tq, target.URL)
-			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err = itest.WaitForActivityPollers(wctx, cl, oq, name)
-			cancel()
-			if err != nil {
-				return ContentionRun{}, fmt.Errorf("%s: %w; its output:\n%s", name, err, pr.Tail(4<<10))
-			}
+			return nil, nil, fmt.Errorf("%s: %w; its output:\n%s", pr.Name, err, pr.Tail(4<<10))
 		}
 	}
-	logf("cluster contention: %d worker processes on %s (%q), %d workflows", workers, tq, args, p.Clients)
-	h := &harness{Client: cl, TaskQueue: tq, Target: target, OriginQueue: originQueue}
-	return runContention(ctx, h, p, workflows.JitterFull, tag)
+	logf("cluster: %d workers polling %s in %s", len(procs), tq, time.Since(begin).Round(100*time.Millisecond))
+	return &harness{Client: cl, TaskQueue: tq, Target: bc.target, OriginQueue: w.Shared}, stop, nil
+}
+
+// runClusterOnce runs the contention experiment p with full jitter on w's
+// fresh workers and stops them.
+func runClusterOnce(ctx context.Context, bc *benchCluster, p ContentionParams, w clusterWorkers, logDir string, logf func(string, ...any)) (_ ContentionRun, err error) {
+	h, stop, err := startClusterWorkers(ctx, bc, w, logDir, logf)
+	if err != nil {
+		return ContentionRun{}, err
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	logf("cluster contention: %d worker processes on %s (shared rate %t, %q), %d workflows", w.Workers, h.TaskQueue, w.Shared, w.Args, p.Clients)
+	return runContention(ctx, h, p, workflows.JitterFull, w.Tag)
+}
+
+// waitForActivityPoller waits until the worker identity polls one of
+// queues for activity tasks.
+func waitForActivityPoller(ctx context.Context, cl client.Client, identity string, queues ...string) error {
+	err := itest.Eventually(ctx, 100*time.Millisecond, func() error {
+		for _, q := range queues {
+			resp, err := cl.DescribeTaskQueue(ctx, q, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+			if err != nil {
+				return err
+			}
+			for _, p := range resp.GetPollers() {
+				if p.GetIdentity() == identity {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("%s polls none of the activity task queues %q", identity, queues)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the worker's activity pollers: %w", err)
+	}
+	return nil
 }

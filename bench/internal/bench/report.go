@@ -167,6 +167,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			p("| %s | Contention, %s (PostgreSQL cluster, %s worker processes): time to the last success ÷ (%d workflows ÷ %d per %s) | %.2f (%.1f s ÷ %.1f s) | ≤ %.2f | %s |\n", ids[1], what, workers, cl.Params.Clients, cl.Params.Capacity, cl.Params.Window, tr, a.ToLastSuccess.Seconds(), lim, timeTarget, met(tr <= timeTarget && a.Failed == 0))
 		}
 	}
+	if cs := r.ClusterShared; cs != nil {
+		writeClusterSharedClaims(&b, cs)
+	}
 	for _, s := range r.SimAdmission {
 		if s.Shared && s.Workers == 2 && s.Clients == 1000 {
 			sp := r.SimParams
@@ -320,6 +323,10 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaos(&b, r)
 	}
+	if cs := r.ClusterShared; cs != nil {
+		writeClusterShared(&b, cs)
+	}
+
 	if o := r.Overhead; o != nil {
 		p("## 2. Per-attempt overhead\n\n")
 		p("`cd bench && go test -run '^$' -bench . -benchmem ./internal/bench` runs the same loops. Both sides POST the same 30-byte JSON body to the same in-process `httptest` server (201 with a 60-byte JSON body), each with its own client on an identical Transport (keep-alive). `Activities.Do` needs an activity context, so the benchmark runs its attempts inside one activity execution of the SDK's `TestActivityEnvironment` (real `activity.GetInfo`, logger and metrics handler; the logger formats JSON into io.Discard, as a production JSON logger would): that is Do's whole per-attempt work — validate, ask the limiter (adaptive admission on, at an initial rate so high that no attempt waits: its bookkeeping is measured, not its slow start), build the request, send, read and cap the body, classify, build the result, log, count. The baseline is the raw POST run the same way, with the same activity context, as a hand-written activity would send it; the raw POST with `context.Background()` shows the context costs nothing. The last row runs one `ExecuteActivity` per attempt: the test environment's own cost dominates it, which is why it is not the measurement (a worker's per-task cost is in the throughput section).\n\n")

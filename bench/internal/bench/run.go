@@ -51,6 +51,10 @@ type Options struct {
 	OverheadIters int
 	// Gaps is how many retries each spacing case measures (default 10).
 	Gaps int
+	// ClusterRuns is how many consecutive runs each shared-rate figure of
+	// the cluster section takes, the worst reported (default
+	// DefaultClusterRuns).
+	ClusterRuns int
 	// Logf reports progress.
 	Logf func(string, ...any)
 }
@@ -106,6 +110,10 @@ type Results struct {
 	// Cluster is the contention experiment on the PostgreSQL-backed
 	// cluster with two worker processes, admission off and on.
 	Cluster *ClusterContention `json:"cluster,omitempty"`
+	// ClusterShared is the cluster section since issue 33: contention,
+	// outage and throughput with the shared rate on and off on two and
+	// three worker processes (ClusterShared).
+	ClusterShared *ClusterShared `json:"cluster_shared,omitempty"`
 	// LongRunning is the following of long-running operations: the pace
 	// of the polls, and many operations waiting at once on one worker.
 	LongRunning *LongRunningResult `json:"longrunning,omitempty"`
@@ -138,6 +146,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if o.Gaps <= 0 {
 		o.Gaps = 10
+	}
+	if o.ClusterRuns <= 0 {
+		o.ClusterRuns = DefaultClusterRuns
 	}
 	want := map[string]bool{}
 	for _, s := range o.Only {
@@ -349,8 +360,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	// The cluster runs after the dev server has stopped, so the two do not
 	// share the CPUs.
 	if err := section("cluster", func() error {
-		res, err := runClusterContention(ctx, contention, o.LogDir, o.Logf)
-		r.Cluster = res
+		res, err := runClusterShared(ctx, contention, o.ClusterRuns, o.LogDir, o.Logf)
+		r.ClusterShared = res
 		return err
 	}); err != nil {
 		return r, err

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
@@ -149,6 +150,13 @@ func runGovernor(t *testing.T, in Input, respond func(int, SetRateRequest) (SetR
 	r.writes = fake.calls
 	fake.mu.Unlock()
 	return r
+}
+
+// rulesV0 makes the governor decide by RulesV0, as a governor recorded
+// before versionRules replays: TestDecisions and TestClockSkew state
+// those rules, which must not change.
+func rulesV0(env *testsuite.TestWorkflowEnvironment) {
+	env.OnGetVersion(versionRules, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 }
 
 func input() Input { return Input{TaskQueue: "api.example.com", Namespace: "ns"} }
@@ -396,7 +404,7 @@ func TestDecisions(t *testing.T) {
 				// The cases written for a cut at once.
 				in.Config.Gather = -1
 			}
-			r := runGovernor(t, in, c.respond, c.sigs, c.end)
+			r := runGovernor(t, in, c.respond, c.sigs, c.end, rulesV0)
 			requireWrites(t, c.writes, r.writes)
 			assert.Equal(t, c.status, r.state.Status)
 			if c.inForce != 0 {
@@ -444,7 +452,7 @@ func TestClockSkew(t *testing.T) {
 					}
 					want = []write{{3*s + 500*time.Millisecond, 8.1}, {32*s + 300*time.Millisecond, 9.72}} // 0.9 × (6 + 3)/s; then + 20 %
 				}
-				r := runGovernor(t, in, nil, sigs, 60*s)
+				r := runGovernor(t, in, nil, sigs, 60*s, rulesV0)
 				requireWrites(t, want, r.writes)
 				assert.Equal(t, StatusLimited, r.state.Status)
 			})
@@ -534,8 +542,13 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, Config{
 		MeasureWindow: 10 * time.Second, AcceptWindow: 3 * time.Second, Gather: 1500 * time.Millisecond, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
 		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
+		Saturation: 0.85, SaturatedCalm: 5 * time.Second, Approach: 0.97, RampInterval: time.Second,
+		Breaker: admission.Breaker{FailureRatio: 0.5, MinFailures: 5, FailureWindow: 10 * time.Second,
+			OpenTime: time.Second, MaxOpenTime: time.Second, RestartRate: admission.DefaultInitialRate / 2},
 	}, c)
-	set := Config{MeasureWindow: 1, AcceptWindow: 2, Gather: -1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5}
+	set := Config{MeasureWindow: 1, AcceptWindow: 2, Gather: -1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5,
+		Saturation: 0.5, SaturatedCalm: 6, Approach: 0.9, RampInterval: 7,
+		Breaker: admission.Breaker{FailureRatio: 0.4, MinFailures: 3, FailureWindow: 8, OpenTime: 9, MaxOpenTime: 10, RestartRate: 1}}
 	assert.Equal(t, set, set.WithDefaults(), "set fields are kept")
 }
 

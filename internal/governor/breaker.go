@@ -54,8 +54,8 @@ func (d *Decider) observeOpen(now time.Time, obs Observation) {
 
 // ramp doubles the rate after the breaker: up to the rate before it
 // opened, or, without one, while the queue stays saturated (the workers
-// send about the limit); an unsaturated queue ends the ramp at the rate in
-// force.
+// send Saturation × the rate before the last step: their reports lag a
+// step); an unsaturated queue ends the ramp at the rate in force.
 func (d *Decider) ramp(now time.Time) (Change, bool) {
 	st, b, cfg := &d.State, &d.State.Breaker, d.Config
 	if !d.writing() || (st.Status != StatusOpen && !b.Ramping) || st.Rate <= 0 {
@@ -67,8 +67,10 @@ func (d *Decider) ramp(now time.Time) (Change, bool) {
 	target := 2 * st.Rate
 	if b.Before > 0 {
 		target = min(target, b.Before)
-	} else if st.Status != StatusOpen && m < cfg.Saturation*st.Rate {
-		b.Ramping = false // the limit no longer binds
+	} else if st.Status != StatusOpen && m < cfg.Saturation*st.Rate/2 {
+		// The workers did not fill the rate before the last step (the
+		// reports lag a step): the limit no longer binds.
+		b.Ramping = false
 		return Change{}, false
 	}
 	target = representable(target)

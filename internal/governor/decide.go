@@ -204,6 +204,9 @@ func (d *Decider) Decide(now time.Time) (Change, bool) {
 		if at, ok := d.saturatedAt(now); ok && due(at) {
 			return d.saturatedRaise(now)
 		}
+		if at, ok := d.raiseAt(now); !ok || !due(at) {
+			return Change{}, false
+		}
 	}
 	return d.considerRaise(now)
 }

@@ -428,7 +428,8 @@ func (d *Decider) considerRaise(now time.Time) (Change, bool) {
 
 // saturatedAt returns when a raise of a saturated queue is due (RulesV1):
 // SaturatedCalm after the last throttle, write or attempt, while the
-// workers send at least Saturation × the limit and the limit is below
+// workers' reports within AcceptWindow show them sending at least
+// Saturation × the limit, and the limit is below
 // Approach × the ceiling (the rate the API accepted at the last cut;
 // without one, no bound). It does not raise past what the API was seen to
 // take, so it causes no throttle of its own.
@@ -440,7 +441,7 @@ func (d *Decider) saturatedAt(now time.Time) (time.Time, bool) {
 	if st.Ceiling > 0 && st.Rate >= representable(cfg.Approach*st.Ceiling) {
 		return time.Time{}, false
 	}
-	if d.measured(now) < cfg.Saturation*st.Rate {
+	if _, sent := d.accepted(now); sent < cfg.Saturation*st.Rate {
 		return time.Time{}, false
 	}
 	return latest(latest(st.LastThrottle, st.LastWrite), st.SaturatedTried).Add(cfg.SaturatedCalm), true
@@ -451,8 +452,7 @@ func (d *Decider) saturatedAt(now time.Time) (time.Time, bool) {
 func (d *Decider) saturatedRaise(now time.Time) (Change, bool) {
 	st, cfg := &d.State, d.Config
 	st.SaturatedTried = now
-	m := d.measured(now)
-	st.Measured = m
+	_, m := d.accepted(now)
 	target := st.Rate * (1 + cfg.Raise)
 	if st.Ceiling > 0 {
 		target = min(target, cfg.Approach*st.Ceiling)
@@ -462,7 +462,7 @@ func (d *Decider) saturatedRaise(now time.Time) (Change, bool) {
 		return Change{}, false
 	}
 	return Change{Kind: ChangeRaise, Rate: target, Reason: learned("throttles",
-		fmt.Sprintf("raised to %.3g/s: the queue is saturated (measured %.3g/s) without a throttle for %s", target, m, cfg.SaturatedCalm))}, true
+		fmt.Sprintf("raised to %.3g/s: the queue is saturated (sent %.3g/s) without a throttle for %s", target, m, cfg.SaturatedCalm))}, true
 }
 
 // learned is a limit's stored reason: what it was learned from, and why.

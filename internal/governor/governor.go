@@ -229,7 +229,9 @@ type Config struct {
 	// The fields below are read by RulesV1 only.
 
 	// Saturation: the queue is saturated while the workers send at least
-	// this fraction of the limit in force (default 0.85).
+	// this fraction of the limit in force (default 0.85), by their reports
+	// within AcceptWindow (a fast raise) or their latest ones (the ramp
+	// after the breaker, against the rate before its last step).
 	Saturation float64 `json:"saturation,omitempty"`
 	// SaturatedCalm is how long a saturated queue goes without a throttle
 	// (and after the last write) before each fast raise (default 5 s).

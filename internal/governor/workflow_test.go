@@ -62,6 +62,7 @@ type sig struct {
 	Requests  int
 	Throttles int
 	Accepted  int
+	Failed    int
 	Span      time.Duration
 	// Skew is how far the worker's clock is ahead of the workflow's
 	// (negative: behind); From and To are on the worker's clock.
@@ -74,7 +75,7 @@ func (s sig) obs() Observation {
 		span = time.Second
 	}
 	to := t0.Add(s.At + s.Skew)
-	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, Accepted: s.Accepted, From: to.Add(-span), To: to}
+	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, Accepted: s.Accepted, Failed: s.Failed, From: to.Add(-span), To: to}
 }
 
 // every returns one signal per second from worker, at from, from+1s, …,
@@ -531,6 +532,51 @@ func TestContinueAsNewWhenSuggested(t *testing.T) {
 	next := continuedInput(t, r.err)
 	assert.InDelta(t, 8.1, next.State.Rate, 1e-6) // 0.9 × 9
 	assert.Equal(t, StatusLimited, next.State.Status)
+}
+
+// TestWorkflowRulesV1: a new governor decides by RulesV1: the first
+// throttle's report cuts at once and every worker's reports correct it;
+// the workers' failures open the breaker (one probe a second), an answer
+// ramps the rate back; and it continues as new on the governors' own task
+// queue.
+func TestWorkflowRulesV1(t *testing.T) {
+	s, ms := time.Second, time.Millisecond
+	in := input()
+	in.TaskQueue = "idempotent-http@https://api.example.com"
+	in.Config = Config{MaxSignals: 9}
+	var queried State
+	r := runGovernor(t, in, nil, []sig{
+		{At: 2 * s, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
+		{At: 2*s + 300*ms, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
+		// The herd's reports are out of the failure window (10 s).
+		{At: 13 * s, Worker: "a", Requests: 3, Failed: 3},
+		{At: 13*s + 100*ms, Worker: "b", Requests: 2, Failed: 2},
+		{At: 15 * s, Worker: "a", Requests: 1, Failed: 1},
+		{At: 17 * s, Worker: "b", Requests: 1, Accepted: 1},
+		{At: 18 * s, Worker: "a", Requests: 2, Accepted: 2},
+		{At: 19 * s, Worker: "b", Requests: 4, Accepted: 4},
+		{At: 20 * s, Worker: "a", Requests: 5, Accepted: 5}, // the ninth
+	}, time.Hour, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(QueryName)
+			require.NoError(t, err)
+			require.NoError(t, v.Get(&queried))
+		}, 16*s)
+	})
+	requireWrites(t, []write{
+		{2 * s, 2.7}, {3*s + 500*ms, 5.4}, // at once, then corrected
+		{13*s + 100*ms, 1}, // open: one probe a second
+		{17 * s, 2}, {18 * s, 4}, {19 * s, 5.4}, // the ramp back
+	}, r.writes)
+	assert.Equal(t, StatusOpen, queried.Status, "the query says the breaker is open")
+	assert.InDelta(t, 5.4, queried.Breaker.Before, 1e-6)
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, r.err, &can)
+	assert.Equal(t, "idempotent-http@governor", can.TaskQueueName, "it moves to the governors' task queue")
+	next := continuedInput(t, r.err)
+	assert.Equal(t, StatusLimited, next.State.Status)
+	assert.InDelta(t, 5.4, next.State.Rate, 1e-6)
+	assert.Equal(t, 1, next.State.Breaker.Opened)
 }
 
 func TestWorkflowID(t *testing.T) {

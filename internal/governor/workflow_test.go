@@ -565,7 +565,7 @@ func TestWorkflowRulesV1(t *testing.T) {
 	})
 	requireWrites(t, []write{
 		{2 * s, 2.7}, {3*s + 500*ms, 5.4}, // at once, then corrected
-		{13*s + 100*ms, 1}, // open: one probe a second
+		{13*s + 100*ms, 1},                      // open: one probe a second
 		{17 * s, 2}, {18 * s, 4}, {19 * s, 5.4}, // the ramp back
 	}, r.writes)
 	assert.Equal(t, StatusOpen, queried.Status, "the query says the breaker is open")

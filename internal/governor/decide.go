@@ -146,13 +146,25 @@ func (d *Decider) observeBreaker(now time.Time, obs Observation) {
 // failures sums the answers and failures of the reports received within
 // the breaker's FailureWindow and since it last changed.
 func (d *Decider) failures(now time.Time) (answers, failures int) {
+	last := map[string]Observation{}
 	for _, o := range d.State.Recent {
 		if now.Sub(o.at()) > d.Config.Breaker.FailureWindow || o.at().Before(d.State.Breaker.Since) {
 			continue
 		}
+		if prev, ok := last[o.Worker]; ok && covers(o, prev) {
+			answers, failures = answers-prev.Requests, failures-prev.Failed
+		}
+		last[o.Worker] = o
 		answers, failures = answers+o.Requests, failures+o.Failed
 	}
 	return answers, failures
+}
+
+// covers reports whether o, a worker's report, reaches back over prev,
+// its report before (an urgent report sent right after it counts it
+// again, see Reporter.report).
+func covers(o, prev Observation) bool {
+	return o.Worker == prev.Worker && !o.From.After(prev.From) && !o.To.Before(prev.To)
 }
 
 // Next returns when the next decision is due, and false when none is.
@@ -292,6 +304,9 @@ func (d *Decider) measured(now time.Time) float64 {
 // smooth out an API that counts its limit per window. sent is the rate of
 // the requests over the same reports.
 func (d *Decider) accepted(now time.Time) (accepted, sent float64) {
+	if d.Rules >= RulesV1 {
+		return d.acceptedV1(now)
+	}
 	byWorker := map[string]Observation{}
 	for _, o := range d.State.Recent {
 		if now.Sub(o.at()) > d.Config.AcceptWindow {
@@ -312,6 +327,41 @@ func (d *Decider) accepted(now time.Time) (accepted, sent float64) {
 		sent += byWorker[w].Rate()
 	}
 	return accepted, sent
+}
+
+// acceptedV1 is RulesV1's accepted: every report within AcceptWindow
+// summed, over the time they cover together on the governor's clock (each
+// ends when it arrived and is as long as its worker says), at least a
+// second. Summing each worker's own rate instead overstates it when the
+// workers are many and each sends little: a worker reports only intervals
+// with a request in them (with 1000 workflows on 8 workers: 8.8/s for an
+// API taking 6). An urgent report reaching back over the one before
+// (Reporter) counts that one's answers once.
+func (d *Decider) acceptedV1(now time.Time) (accepted, sent float64) {
+	var n, acc int
+	var from, to time.Time
+	last := map[string]Observation{}
+	for _, o := range d.State.Recent {
+		if now.Sub(o.at()) > d.Config.AcceptWindow {
+			continue
+		}
+		if prev, ok := last[o.Worker]; ok && covers(o, prev) {
+			n, acc = n-prev.Requests, acc-prev.Accepted
+		}
+		last[o.Worker] = o
+		n, acc = n+o.Requests, acc+o.Accepted
+		end := o.at()
+		start := end.Add(-max(o.To.Sub(o.From), 0))
+		if from.IsZero() || start.Before(from) {
+			from = start
+		}
+		to = latest(to, end)
+	}
+	if n <= 0 {
+		return 0, 0
+	}
+	span := max(to.Sub(from), minSpan).Seconds()
+	return float64(acc) / span, float64(n) / span
 }
 
 // cutTarget is the rate a cut goes to from the accepted rate acc and the
@@ -348,11 +398,14 @@ func (d *Decider) cut(now time.Time) (Change, bool) {
 	}
 	acc := st.Accepted
 	target, ok := d.cutTarget(acc, st.Measured, st.Rate)
+	if ok && d.Rules >= RulesV1 {
+		target = d.bracket(target, acc)
+	}
 	if !ok || (st.Rate > 0 && target >= st.Rate) {
 		return Change{}, false // at the floor already
 	}
 	if d.Rules >= RulesV1 {
-		st.CutFrom, st.Ceiling = st.Rate, acc
+		st.CutFrom = st.Rate
 		if d.Config.Gather > 0 {
 			st.CorrectAt = now.Add(d.Config.Gather)
 		}
@@ -363,6 +416,28 @@ func (d *Decider) cut(now time.Time) (Change, bool) {
 	_, sent := d.accepted(now)
 	return Change{Kind: ChangeCut, Rate: target, Reason: learned("throttles",
 		fmt.Sprintf("cut to %.3g/s (accepted %.3g/s of %.3g/s sent)", target, acc, sent))}, true
+}
+
+// bracket is RulesV1's part of a cut to target from the accepted rate
+// acc: the limit in force throttled, so it bounds what the API takes from
+// above (the ceiling, the lowest such bound); a rate proven below it
+// (saturated without a throttle) is where the cut goes back to when it is
+// higher than target (an API counting per window accepts less than its
+// limit while it throttles, so acc runs low). Without a limit in force the
+// ceiling is acc, the only estimate.
+func (d *Decider) bracket(target, acc float64) float64 {
+	st := &d.State
+	if st.Rate <= 0 {
+		st.Ceiling, st.Proven = acc, 0
+		return target
+	}
+	if st.Ceiling <= 0 || st.Rate < st.Ceiling {
+		st.Ceiling = st.Rate
+	}
+	if st.Proven >= st.Rate {
+		st.Proven = 0 // it throttles at the proven rate: no longer proven
+	}
+	return max(target, st.Proven)
 }
 
 // correct redoes the last cut from every worker's reports by now (a cut
@@ -377,14 +452,14 @@ func (d *Decider) correct(now time.Time) (Change, bool) {
 	st.Measured = d.measured(now)
 	acc, sent := d.accepted(now)
 	st.Accepted = acc
-	target, ok := d.cutTarget(acc, st.Measured, st.CutFrom)
-	if !ok {
-		target = st.CutFrom // the API took the limit before the cut
+	target := representable(max(d.Config.Floor, d.Config.Beta*acc))
+	if st.CutFrom > 0 {
+		target = min(target, representable(d.Config.Beta*st.CutFrom))
+		target = max(target, st.Proven)
+	} else if acc > 0 {
+		st.Ceiling = acc // no limit was in force: the estimate is all there is
 	}
-	if acc > 0 {
-		st.Ceiling = acc
-	}
-	if target <= 0 || abs(target-st.Rate)/st.Rate < d.Config.MinChange {
+	if acc <= 0 || abs(target-st.Rate)/st.Rate < d.Config.MinChange {
 		return Change{}, false
 	}
 	return Change{Kind: ChangeCorrect, Rate: target, Reason: learned("throttles",
@@ -429,10 +504,8 @@ func (d *Decider) considerRaise(now time.Time) (Change, bool) {
 // saturatedAt returns when a raise of a saturated queue is due (RulesV1):
 // SaturatedCalm after the last throttle, write or attempt, while the
 // workers' reports within AcceptWindow show them sending at least
-// Saturation × the limit, and the limit is below
-// Approach × the ceiling (the rate the API accepted at the last cut;
-// without one, no bound). It does not raise past what the API was seen to
-// take, so it causes no throttle of its own.
+// Saturation × the limit, and the limit is below Approach × the ceiling
+// (the lowest limit that throttled; without one, no bound).
 func (d *Decider) saturatedAt(now time.Time) (time.Time, bool) {
 	st, cfg := &d.State, d.Config
 	if st.Status != StatusLimited || st.Rate <= 0 || st.Breaker.Ramping || !st.CorrectAt.IsZero() {
@@ -447,15 +520,22 @@ func (d *Decider) saturatedAt(now time.Time) (time.Time, bool) {
 	return latest(latest(st.LastThrottle, st.LastWrite), st.SaturatedTried).Add(cfg.SaturatedCalm), true
 }
 
-// saturatedRaise raises a saturated queue by Raise, up to Approach × the
-// ceiling.
+// saturatedRaise proves the rate in force (the queue saturated without a
+// throttle) and raises it by Raise, at most halfway to the ceiling.
 func (d *Decider) saturatedRaise(now time.Time) (Change, bool) {
 	st, cfg := &d.State, d.Config
 	st.SaturatedTried = now
 	_, m := d.accepted(now)
+	// Saturated without a throttle: the rate is proven.
+	st.Proven = max(st.Proven, st.Rate)
+	if st.Ceiling > 0 && st.Proven >= st.Ceiling {
+		st.Ceiling = 0 // the API takes more than it did
+	}
 	target := st.Rate * (1 + cfg.Raise)
 	if st.Ceiling > 0 {
-		target = min(target, cfg.Approach*st.Ceiling)
+		// Halfway to the ceiling: a bisection between the proven rate and
+		// the lowest that throttled.
+		target = min(target, (st.Rate+st.Ceiling)/2)
 	}
 	target = representable(target)
 	if target <= st.Rate {

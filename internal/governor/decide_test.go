@@ -110,11 +110,12 @@ func TestDeciderRulesV1(t *testing.T) {
 		{
 			name: "the first throttle's report cuts at once; every worker's reports correct it after Gather",
 			reports: []report{
+				// b's report of the same second comes after a's.
 				{At: 2 * s, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
-				{At: 2*s + 300*ms, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
+				{At: 2 * s, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
 			},
 			end: 5 * s,
-			// 0.9 × 3 at once; at 3.5 s: 0.9 × (3 + 3).
+			// 0.9 × 3 at once; at 3.5 s: 0.9 × (3 + 3) over the second.
 			want:   []change{{2 * s, ChangeCut, 2.7}, {3*s + 500*ms, ChangeCorrect, 5.4}},
 			status: StatusLimited,
 			check:  func(t *testing.T, st State) { assert.InDelta(t, 6, st.Ceiling, 1e-9) },
@@ -130,7 +131,7 @@ func TestDeciderRulesV1(t *testing.T) {
 			status: StatusLimited,
 		},
 		{
-			name: "a correction may go down too",
+			name: "a correction may go down too (a's reports cover 1.5 s)",
 			reports: []report{
 				{At: 2 * s, Worker: "a", Requests: 10, Accepted: 6, Throttles: 4},
 				{At: 2*s + 500*ms, Worker: "a", Requests: 10, Accepted: 0, Throttles: 10},
@@ -141,13 +142,37 @@ func TestDeciderRulesV1(t *testing.T) {
 			status: StatusLimited,
 		},
 		{
-			name:    "a saturated queue is raised after SaturatedCalm, up to Approach × the ceiling, once",
+			name:    "a saturated queue is raised every SaturatedCalm, halfway to the ceiling, up to Approach × it",
 			st:      limited(5.4, 6),
 			reports: steady("a", 5, 1*s, 20*s),
 			end:     20 * s,
-			// min(5.4 × 1.2, 0.97 × 6); then at the ceiling: no more.
-			want:   []change{{5 * s, ChangeRaise, representable(0.97 * 6)}},
+			// Halfway from 5.4 to 6, then from 5.7; 5.85 ≥ 0.97 × 6.
+			want:   []change{{5 * s, ChangeRaise, 5.7}, {10 * s, ChangeRaise, 5.85}},
 			status: StatusLimited,
+			check:  func(t *testing.T, st State) { assert.InDelta(t, 5.7, st.Proven, 1e-6) },
+		},
+		{
+			name: "a throttle above the proven rate cuts back to it, and lowers the ceiling",
+			st:   State{Status: StatusLimited, Rate: 5.85, Proven: 5.7, Ceiling: 6, LastWrite: t0, LastCut: t0, LastThrottle: t0, CalmSince: t0},
+			reports: []report{
+				{At: 6 * s, Worker: "a", Requests: 6, Accepted: 4, Throttles: 2},
+				{At: 7 * s, Worker: "a", Requests: 6, Accepted: 5, Throttles: 1},
+			},
+			end:    8 * s,
+			want:   []change{{6 * s, ChangeCut, 5.7}}, // not 0.9 × 4
+			status: StatusLimited,
+			check:  func(t *testing.T, st State) { assert.InDelta(t, 5.85, st.Ceiling, 1e-6) },
+		},
+		{
+			name: "a throttle at the proven rate is no longer proven: Beta × the accepted rate",
+			st:   State{Status: StatusLimited, Rate: 5.7, Proven: 5.7, Ceiling: 6, LastWrite: t0, LastCut: t0, LastThrottle: t0, CalmSince: t0},
+			reports: []report{
+				{At: 6 * s, Worker: "a", Requests: 6, Accepted: 4, Throttles: 2},
+			},
+			end:    7 * s,
+			want:   []change{{6 * s, ChangeCut, 3.6}},
+			status: StatusLimited,
+			check:  func(t *testing.T, st State) { assert.Zero(t, st.Proven) },
 		},
 		{
 			name:    "a queue sending less than Saturation × the limit is not raised fast",

@@ -236,9 +236,9 @@ type Config struct {
 	// SaturatedCalm is how long a saturated queue goes without a throttle
 	// (and after the last write) before each fast raise (default 5 s).
 	SaturatedCalm time.Duration `json:"saturatedCalm,omitempty"`
-	// Approach is how close to the ceiling (the rate the API accepted at
-	// the last cut) a fast raise goes, as a fraction of it (default 0.97);
-	// above it only the raise after Calm probes for more.
+	// Approach is how close to the ceiling (State.Ceiling) fast raises go,
+	// as a fraction of it (default 0.97); above it only the raise after
+	// Calm probes for more.
 	Approach float64 `json:"approach,omitempty"`
 	// RampInterval is the time between two doublings of the rate after the
 	// cluster's breaker (default 1 s).
@@ -358,9 +358,14 @@ type State struct {
 	// force before that cut (0: none).
 	CorrectAt time.Time `json:"correctAt,omitzero"`
 	CutFrom   float64   `json:"cutFrom,omitempty"`
-	// Ceiling is the rate the API accepted at the last cut (0: none): a
-	// saturated queue is raised fast up to Config.Approach × it.
+	// Ceiling is the lowest limit in force that throttled (before any
+	// limit: the accepted rate at the first cut), 0 for none; Proven the
+	// highest limit the queue ran saturated at without a throttle. A
+	// saturated queue is raised fast, halfway from the rate to the
+	// ceiling each time, up to Config.Approach × it; a cut goes back to
+	// the proven rate when that is higher than Beta × the accepted rate.
 	Ceiling float64 `json:"ceiling,omitempty"`
+	Proven  float64 `json:"proven,omitempty"`
 	// SaturatedTried is when a fast raise was last considered.
 	SaturatedTried time.Time `json:"saturatedTried,omitzero"`
 	// Breaker is the cluster's breaker.

@@ -544,6 +544,7 @@ func TestWorkflowRulesV1(t *testing.T) {
 	in := input()
 	in.TaskQueue = "idempotent-http@https://api.example.com"
 	in.Config = Config{MaxSignals: 9}
+	corrected := float64(float32(0.9 * 6 / 1.3))
 	var queried State
 	r := runGovernor(t, in, nil, []sig{
 		{At: 2 * s, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
@@ -564,18 +565,20 @@ func TestWorkflowRulesV1(t *testing.T) {
 		}, 16*s)
 	})
 	requireWrites(t, []write{
-		{2 * s, 2.7}, {3*s + 500*ms, 5.4}, // at once, then corrected
-		{13*s + 100*ms, 1},                      // open: one probe a second
-		{17 * s, 2}, {18 * s, 4}, {19 * s, 5.4}, // the ramp back
+		// At once, then corrected: 6 accepted over 1.3 s (a's second
+		// and b's, 300 ms later), × 0.9.
+		{2 * s, 2.7}, {3*s + 500*ms, corrected},
+		{13*s + 100*ms, 1},                            // open: one probe a second
+		{17 * s, 2}, {18 * s, 4}, {19 * s, corrected}, // the ramp back
 	}, r.writes)
 	assert.Equal(t, StatusOpen, queried.Status, "the query says the breaker is open")
-	assert.InDelta(t, 5.4, queried.Breaker.Before, 1e-6)
+	assert.InDelta(t, corrected, queried.Breaker.Before, 1e-6)
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, r.err, &can)
 	assert.Equal(t, "idempotent-http@governor", can.TaskQueueName, "it moves to the governors' task queue")
 	next := continuedInput(t, r.err)
 	assert.Equal(t, StatusLimited, next.State.Status)
-	assert.InDelta(t, 5.4, next.State.Rate, 1e-6)
+	assert.InDelta(t, corrected, next.State.Rate, 1e-6)
 	assert.Equal(t, 1, next.State.Breaker.Opened)
 }
 

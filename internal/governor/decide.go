@@ -428,7 +428,9 @@ func (d *Decider) cut(now time.Time) (Change, bool) {
 func (d *Decider) bracket(target, acc float64) float64 {
 	st := &d.State
 	if st.Rate <= 0 {
-		st.Ceiling, st.Proven = acc, 0
+		// No limit was in force: the estimate from the herd's reports is
+		// no bound (it runs low or high by the reports' phases).
+		st.Ceiling, st.Proven = 0, 0
 		return target
 	}
 	if st.Ceiling <= 0 || st.Rate < st.Ceiling {
@@ -456,8 +458,6 @@ func (d *Decider) correct(now time.Time) (Change, bool) {
 	if st.CutFrom > 0 {
 		target = min(target, representable(d.Config.Beta*st.CutFrom))
 		target = max(target, st.Proven)
-	} else if acc > 0 {
-		st.Ceiling = acc // no limit was in force: the estimate is all there is
 	}
 	if acc <= 0 || abs(target-st.Rate)/st.Rate < d.Config.MinChange {
 		return Change{}, false
@@ -493,6 +493,11 @@ func (d *Decider) considerRaise(now time.Time) (Change, bool) {
 		return Change{}, false // idle: the next report brings the check back
 	}
 	st.CalmSince = now
+	if d.Rules >= RulesV1 {
+		if _, sent := d.accepted(now); sent >= d.Config.Saturation*st.Rate {
+			d.prove() // saturated for a calm without a throttle
+		}
+	}
 	target := representable(min(st.Rate*(1+d.Config.Raise), 2*m))
 	if target <= st.Rate || (target-st.Rate)/st.Rate < d.Config.MinChange {
 		return Change{}, false
@@ -526,11 +531,7 @@ func (d *Decider) saturatedRaise(now time.Time) (Change, bool) {
 	st, cfg := &d.State, d.Config
 	st.SaturatedTried = now
 	_, m := d.accepted(now)
-	// Saturated without a throttle: the rate is proven.
-	st.Proven = max(st.Proven, st.Rate)
-	if st.Ceiling > 0 && st.Proven >= st.Ceiling {
-		st.Ceiling = 0 // the API takes more than it did
-	}
+	d.prove()
 	target := st.Rate * (1 + cfg.Raise)
 	if st.Ceiling > 0 {
 		// Halfway to the ceiling: a bisection between the proven rate and
@@ -543,6 +544,17 @@ func (d *Decider) saturatedRaise(now time.Time) (Change, bool) {
 	}
 	return Change{Kind: ChangeRaise, Rate: target, Reason: learned("throttles",
 		fmt.Sprintf("raised to %.3g/s: the queue is saturated (sent %.3g/s) without a throttle for %s", target, m, cfg.SaturatedCalm))}, true
+}
+
+// prove records the rate in force as proven: the queue ran saturated at
+// it without a throttle (RulesV1). A proven rate at or above the ceiling
+// clears it: the API takes more than it did.
+func (d *Decider) prove() {
+	st := &d.State
+	st.Proven = max(st.Proven, st.Rate)
+	if st.Ceiling > 0 && st.Proven >= st.Ceiling {
+		st.Ceiling = 0
+	}
 }
 
 // learned is a limit's stored reason: what it was learned from, and why.

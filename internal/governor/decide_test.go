@@ -118,7 +118,8 @@ func TestDeciderRulesV1(t *testing.T) {
 			// 0.9 × 3 at once; at 3.5 s: 0.9 × (3 + 3) over the second.
 			want:   []change{{2 * s, ChangeCut, 2.7}, {3*s + 500*ms, ChangeCorrect, 5.4}},
 			status: StatusLimited,
-			check:  func(t *testing.T, st State) { assert.InDelta(t, 6, st.Ceiling, 1e-9) },
+			// No limit was in force: the herd's estimate bounds nothing.
+			check: func(t *testing.T, st State) { assert.Zero(t, st.Ceiling) },
 		},
 		{
 			name: "a cut that was right is not corrected",
@@ -162,6 +163,18 @@ func TestDeciderRulesV1(t *testing.T) {
 			want:   []change{{6 * s, ChangeCut, 5.7}}, // not 0.9 × 4
 			status: StatusLimited,
 			check:  func(t *testing.T, st State) { assert.InDelta(t, 5.85, st.Ceiling, 1e-6) },
+		},
+		{
+			name:    "a calm raise of a saturated queue proves its rate; proven at the ceiling clears it",
+			st:      State{Status: StatusLimited, Rate: 6, Ceiling: 6, LastWrite: t0, LastCut: t0, LastThrottle: t0, CalmSince: t0},
+			reports: steady("a", 6, 1*s, 31*s),
+			end:     31 * s,
+			want:    []change{{30 * s, ChangeRaise, 7.2}},
+			status:  StatusLimited,
+			check: func(t *testing.T, st State) {
+				assert.InDelta(t, 6, st.Proven, 1e-9)
+				assert.Zero(t, st.Ceiling)
+			},
 		},
 		{
 			name: "a throttle at the proven rate is no longer proven: Beta × the accepted rate",

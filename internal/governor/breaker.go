@@ -64,6 +64,10 @@ func (d *Decider) ramp(now time.Time) (Change, bool) {
 	d.prune(now)
 	m := d.measured(now)
 	st.Measured = m
+	if st.Status != StatusOpen && st.LastThrottle.Before(b.Since) {
+		// What the workers sent since the ramp began was taken.
+		st.Proven = max(st.Proven, min(m, st.Rate))
+	}
 	target := 2 * st.Rate
 	if b.Before > 0 {
 		target = min(target, b.Before)

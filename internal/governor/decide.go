@@ -471,7 +471,7 @@ func (d *Decider) correct(now time.Time) (Change, bool) {
 // and while no worker has reported within MeasureWindow (an idle queue).
 func (d *Decider) raiseAt(now time.Time) (time.Time, bool) {
 	st := &d.State
-	if st.Status != StatusLimited || st.Rate <= 0 || d.measured(now) <= 0 {
+	if st.Status != StatusLimited || st.Rate <= 0 || d.measured(now) <= 0 || st.Breaker.Ramping {
 		return time.Time{}, false
 	}
 	at := st.CalmSince.Add(d.Config.Calm)

@@ -306,9 +306,6 @@ func simulate(cfg simConfig) simResult {
 				continue
 			}
 			tickets[e.client] = d.Ticket
-			if simDenied != nil {
-				simDenied(e.t, d)
-			}
 			wait := d.Wait
 			if hop := l.Hop(wait, d.Reason); hop > 0 {
 				wait = max(hop, cfg.MinRetryDelay)
@@ -361,12 +358,6 @@ func simulate(cfg simConfig) simResult {
 	}
 	return res
 }
-
-// simDenied, when set (by a test), sees every attempt a limiter denied.
-var simDenied func(t time.Duration, d admission.Decision)
-
-// simDebug, when set (by a test), sees every change the governor writes.
-var simDebug func(t time.Duration, ch governor.Change)
 
 // sharedState is the governor and the queue limit of a Shared
 // simulation: the workers' reporters, the governor's decision code
@@ -560,9 +551,6 @@ func (s *sharedState) govern(t time.Duration, push func(simEvent)) {
 		s.prev, s.rate, s.at = s.limit(t), ch.Rate, t+s.cfg.Delay
 		s.writes++
 		push(simEvent{t: s.at, kind: evMatch}) // the backlog re-paced
-		if simDebug != nil {
-			simDebug(t, ch)
-		}
 	}
 	s.timerAt = -1
 	if at, ok := s.d.Next(now); ok {

@@ -29,6 +29,33 @@
 //   - a raise that changes the rate by less than MinChange (10 %) is not
 //     written.
 //
+// Those are RulesV0, which a governor recorded before version "rules-v1"
+// keeps until its next continue-as-new. A new governor decides by
+// RulesV1 (a pure [Decider], which the benchmarks' simulation runs too):
+//
+//   - the first throttle's report cuts at once, from every report within
+//     AcceptWindow (summed over the time they cover together), and Gather
+//     later the cut is corrected from every worker's reports when it was
+//     off by MinChange or more;
+//   - a limit that throttled is a ceiling; a rate the queue ran saturated
+//     at (the workers sending Saturation × the limit) without a throttle
+//     for SaturatedCalm is proven: a saturated queue is raised halfway to
+//     the ceiling (by Raise without one) every SaturatedCalm, up to
+//     Approach × the ceiling, and a cut above the proven rate goes back to
+//     it; the raise after Calm still probes above the ceiling;
+//   - the cluster's breaker: when the workers' reports (Observation.Failed)
+//     trip admission's breaker rule (Config.Breaker), the limit is set to
+//     one attempt per OpenTime (status "open"), so the cluster sends one
+//     probe a second however many workers poll; the first report of an
+//     answer doubles the limit every RampInterval back to the rate before
+//     (without one: while the queue stays saturated); failures during the
+//     ramp open it again.
+//
+// Governors of an origin queue (base@origin) run on [TaskQueue](base), a
+// task queue of their own, so a decision never waits behind the business
+// workflows' tasks; one running elsewhere moves there at its next
+// continue-as-new.
+//
 // The governor writes through a local activity ([Activities.SetRate]) that
 // reads the queue's config back and reports what is in force. A limit set
 // by anyone else (an operator with `temporal task-queue config set`) stops

@@ -225,7 +225,8 @@ type Config struct {
 	// (default 1.5 s: a report interval and a half), so that every
 	// worker's report of that time counts, not the first one's alone (on
 	// the cluster, a cut from the first of two workers' reports set 1.8/s
-	// for an API taking 6/s). Negative: cut at once.
+	// for an API taking 6/s). Negative: cut at once. RulesV1 cut at once
+	// and correct the cut Gather later (not negative: no correction).
 	Gather time.Duration `json:"gather,omitempty"`
 	// Beta is the rate after a throttle as a fraction of the accepted rate
 	// (default 0.9: in the benchmarks' simulation of 100 workflows against

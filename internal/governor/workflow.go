@@ -150,10 +150,10 @@ func (g *governor) continueAsNew(ctx workflow.Context, ch workflow.ReceiveChanne
 	g.d.prune(workflow.Now(ctx))
 	next := g.in
 	next.State = g.d.State
-	if g.d.Rules >= RulesV1 {
-		if tq, ok := governorQueue(g.in.TaskQueue); ok && tq != workflow.GetInfo(ctx).TaskQueueName {
-			ctx = workflow.WithWorkflowTaskQueue(ctx, tq)
-		}
+	// Replay does not compare a continue-as-new's attributes (SDK
+	// isCommandMatchEvent): a recorded run moves too.
+	if tq, ok := governorQueue(g.in.TaskQueue); ok && tq != workflow.GetInfo(ctx).TaskQueueName {
+		ctx = workflow.WithWorkflowTaskQueue(ctx, tq)
 	}
 	return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 }

@@ -582,6 +582,33 @@ func TestWorkflowRulesV1(t *testing.T) {
 	assert.Equal(t, 1, next.State.Breaker.Opened)
 }
 
+// TestContinueAsNewMovesToGovernorQueue: a governor of an origin queue
+// running elsewhere (one recorded with RulesV0 included) continues on the
+// governors' own task queue; one of another queue stays where it is.
+func TestContinueAsNewMovesToGovernorQueue(t *testing.T) {
+	cases := []struct {
+		name, queue, want string
+		setup             []func(*testsuite.TestWorkflowEnvironment)
+	}{
+		{"RulesV1, an origin queue", "idempotent-http@https://api.example.com", "idempotent-http@governor", nil},
+		{"RulesV0, an origin queue", "idempotent-http@https://api.example.com", "idempotent-http@governor", []func(*testsuite.TestWorkflowEnvironment){rulesV0}},
+		{"another queue: where it runs (the test environment's queue)", "api.example.com", "default-test-taskqueue", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := input()
+			in.TaskQueue = c.queue
+			setup := append([]func(*testsuite.TestWorkflowEnvironment){func(env *testsuite.TestWorkflowEnvironment) {
+				env.SetContinueAsNewSuggested(true)
+			}}, c.setup...)
+			r := runGovernor(t, in, nil, []sig{{At: time.Second, Worker: "a", Requests: 1}}, time.Hour, setup...)
+			var can *workflow.ContinueAsNewError
+			require.ErrorAs(t, r.err, &can)
+			assert.Equal(t, c.want, can.TaskQueueName)
+		})
+	}
+}
+
 func TestWorkflowID(t *testing.T) {
 	assert.Equal(t, "idemhttp-governor/api.example.com", WorkflowID("api.example.com"))
 }

@@ -127,7 +127,7 @@ func TestDeciderRulesV1(t *testing.T) {
 				{At: 2 * s, Worker: "a", Requests: 10, Accepted: 6, Throttles: 4},
 				{At: 3 * s, Worker: "a", Requests: 6, Accepted: 6},
 			},
-			end:    5 * s,
+			end:    4 * s,
 			want:   []change{{2 * s, ChangeCut, 5.4}},
 			status: StatusLimited,
 		},
@@ -148,7 +148,7 @@ func TestDeciderRulesV1(t *testing.T) {
 			reports: steady("a", 5, 1*s, 20*s),
 			end:     20 * s,
 			// Halfway from 5.4 to 6, then from 5.7; 5.85 ≥ 0.97 × 6.
-			want:   []change{{5 * s, ChangeRaise, 5.7}, {10 * s, ChangeRaise, 5.85}},
+			want:   []change{{3 * s, ChangeRaise, 5.7}, {6 * s, ChangeRaise, 5.85}},
 			status: StatusLimited,
 			check:  func(t *testing.T, st State) { assert.InDelta(t, 5.7, st.Proven, 1e-6) },
 		},
@@ -198,8 +198,8 @@ func TestDeciderRulesV1(t *testing.T) {
 			st:      limited(5, 0),
 			reports: steady("a", 5, 1*s, 11*s),
 			end:     11 * s,
-			// 5 → 6 at 5 s (measured 5 ≥ 0.85 × 5); 6 at 10 s: 5 < 0.85 × 6.
-			want: []change{{5 * s, ChangeRaise, 6}},
+			// 5 → 6 at 3 s (sent 5 ≥ 0.85 × 5); 6 at 6 s: 5 < 0.85 × 6.
+			want: []change{{3 * s, ChangeRaise, 6}},
 		},
 		{
 			name: "the workers' failures trip the breaker: one probe a second for the cluster",

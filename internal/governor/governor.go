@@ -208,7 +208,7 @@ const (
 	DefaultFloor         = 0.5
 	DefaultMaxSignals    = 1000
 	DefaultSaturation    = 0.85
-	DefaultSaturatedCalm = 5 * time.Second
+	DefaultSaturatedCalm = 3 * time.Second
 	DefaultApproach      = 0.97
 	DefaultRampInterval  = time.Second
 )
@@ -262,7 +262,10 @@ type Config struct {
 	// after the breaker, against the rate before its last step).
 	Saturation float64 `json:"saturation,omitempty"`
 	// SaturatedCalm is how long a saturated queue goes without a throttle
-	// (and after the last write) before each fast raise (default 5 s).
+	// (and after the last write) before each fast raise (default 3 s: in
+	// the simulation of 100 workflows on 3 workers, 1.18 × the limit
+	// against 1.19 × with 5 s and 1.16 × with 2 s, for 1.20, 1.20 and
+	// 1.21 requests per success).
 	SaturatedCalm time.Duration `json:"saturatedCalm,omitempty"`
 	// Approach is how close to the ceiling (State.Ceiling) fast raises go,
 	// as a fraction of it (default 0.97); above it only the raise after

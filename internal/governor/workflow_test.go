@@ -518,7 +518,7 @@ func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
 	r2 := runGovernor(t, next, nil, []sig{
 		{At: 4 * s, Worker: "a", Requests: 20, Throttles: 1},
 		{At: 8 * s, Worker: "a", Requests: 20, Throttles: 1},
-	}, 10*s)
+	}, 10*s, rulesV0) // the cut these lines state (RulesV1 raises the saturated queue at 7 s)
 	requireWrites(t, []write{{8 * s, 6.4}}, r2.writes)
 	assert.Equal(t, StatusLimited, r2.state.Status)
 }
@@ -618,7 +618,7 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, Config{
 		MeasureWindow: 10 * time.Second, AcceptWindow: 3 * time.Second, Gather: 1500 * time.Millisecond, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
 		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
-		Saturation: 0.85, SaturatedCalm: 5 * time.Second, Approach: 0.97, RampInterval: time.Second,
+		Saturation: 0.85, SaturatedCalm: 3 * time.Second, Approach: 0.97, RampInterval: time.Second,
 		Breaker: admission.Breaker{FailureRatio: 0.5, MinFailures: 5, FailureWindow: 10 * time.Second,
 			OpenTime: time.Second, MaxOpenTime: time.Second, RestartRate: admission.DefaultInitialRate / 2},
 	}, c)

@@ -2,6 +2,7 @@ package governor
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -41,7 +42,10 @@ func drive(d *Decider, reports []report, end time.Duration) []change {
 	// decideUntil fires the decision timers due by until, as the
 	// workflow's timers do: each at the time Next gave when it was set.
 	decideUntil := func(until time.Time) {
-		for {
+		for n := 0; ; n++ {
+			if n > 1000 {
+				panic(fmt.Sprintf("no progress at %s: %+v", cur.Sub(t0), d.State))
+			}
 			at, ok := d.Next(cur)
 			if !ok || at.After(until) {
 				return
@@ -331,6 +335,31 @@ func TestDeciderRulesV0(t *testing.T) {
 	}, 5*s)
 	requireChanges(t, []change{{3*s + 500*ms, ChangeCut, 5.4}}, got)
 	assert.Zero(t, d.State.Breaker)
+}
+
+// TestDeciderProgresses: whatever the reports, every decision due is
+// made and the next one comes later (the workflow would otherwise loop in
+// one task), and a change is never 0 (which pauses the queue).
+func TestDeciderProgresses(t *testing.T) {
+	for seed := uint64(1); seed <= 50; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		var reports []report
+		for at := 100 * time.Millisecond; at < 300*time.Second; at += time.Duration(rng.IntN(1000)) * time.Millisecond {
+			n := rng.IntN(12)
+			thr, failed := 0, 0
+			switch rng.IntN(6) {
+			case 0:
+				thr = rng.IntN(n + 1)
+			case 1:
+				failed = n
+			}
+			reports = append(reports, report{At: at, Worker: fmt.Sprintf("w%d", rng.IntN(4)), Requests: n, Accepted: n - thr - failed, Throttles: thr, Failed: failed})
+		}
+		d := NewDecider(Config{}, RulesV1, State{})
+		for _, c := range drive(d, reports, 400*time.Second) {
+			require.Positive(t, c.Rate, "seed %d: %v", seed, c)
+		}
+	}
 }
 
 func requireChanges(t *testing.T, want, got []change) {

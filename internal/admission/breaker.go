@@ -122,6 +122,20 @@ func (c Breaker) WithDefaults(initialRate float64) Breaker {
 	return c
 }
 
+// Trips reports whether failures among answers, the answers within one
+// FailureWindow, open the breaker: at least MinFailures failures that are
+// at least FailureRatio of the answers (zero fields: their defaults). It
+// is the one rule of the per-process breaker and of the cluster's (the
+// governor's, package governor, over every worker's reports). An Off
+// breaker never trips.
+func (c Breaker) Trips(answers, failures int) bool {
+	if c.Off {
+		return false
+	}
+	c = c.WithDefaults(DefaultInitialRate)
+	return failures >= c.MinFailures && float64(failures) >= c.FailureRatio*float64(answers)
+}
+
 // breaker is one origin's circuit breaker. Its times are on the origin's
 // clock (bucket.at).
 type breaker struct {
@@ -203,7 +217,7 @@ func (b *bucket) observeBreaker(sent time.Time, o Observation, cfg Config) {
 	for _, s := range br.slots {
 		answers, failures = answers+s.answers, failures+s.failures
 	}
-	if failures >= cfg.Breaker.MinFailures && float64(failures) >= cfg.Breaker.FailureRatio*float64(answers) {
+	if cfg.Breaker.Trips(answers, failures) {
 		b.openBreaker(cfg.Breaker.OpenTime, o.RetryAfter)
 	}
 }

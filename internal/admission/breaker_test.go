@@ -298,3 +298,29 @@ func TestGate(t *testing.T) {
 		t.Errorf("after the open time: %+v, want the probe", d)
 	}
 }
+
+// TestBreakerTrips: the one trip rule the per-process breaker and the
+// cluster's (package governor) share.
+func TestBreakerTrips(t *testing.T) {
+	cases := []struct {
+		name              string
+		b                 Breaker
+		answers, failures int
+		want              bool
+	}{
+		{"defaults: 5 of 10 trips", Breaker{}, 10, 5, true},
+		{"defaults: 4 failures are too few", Breaker{}, 4, 4, false},
+		{"defaults: 5 of 11 is under half", Breaker{}, 11, 5, false},
+		{"a ratio of 1: every answer failed", Breaker{FailureRatio: 1, MinFailures: 2}, 2, 2, true},
+		{"a ratio of 1: one answered", Breaker{FailureRatio: 1, MinFailures: 2}, 3, 2, false},
+		{"off never trips", Breaker{Off: true}, 100, 100, false},
+		{"nothing answered", Breaker{}, 0, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.b.Trips(c.answers, c.failures); got != c.want {
+				t.Errorf("Trips(%d, %d) = %v, want %v", c.answers, c.failures, got, c.want)
+			}
+		})
+	}
+}

@@ -252,3 +252,89 @@ func TestDevServerOverride(t *testing.T) {
 	assert.Equal(t, float32(3), limit.GetRateLimit().GetRequestsPerSecond())
 	assert.Equal(t, "operator@cli", limit.GetMetadata().GetUpdateIdentity())
 }
+
+// TestDevServerClusterBreaker: three workers' reporters report an origin
+// failing; the governor (on the governors' own task queue) writes the
+// origin queue's limit to one probe a second for the whole cluster; when
+// the answers come back it ramps the limit up.
+func TestDevServerClusterBreaker(t *testing.T) {
+	dev := startDevServer(t)
+	c := dev.Client()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	base := "gov-cb-" + fmt.Sprintf("%08x", rand.Uint32())
+	actTQ := base + "@https://api.example.com"
+
+	gw := worker.New(c, governor.TaskQueue(base), worker.Options{})
+	(&governor.Activities{Client: c}).Register(gw)
+	require.NoError(t, gw.Start())
+	defer gw.Stop()
+	var reps []*governor.Reporter
+	for i := range 3 {
+		rep := governor.NewReporter(c, "unused", dev.Namespace, fmt.Sprintf("worker-%d", i+1), governor.ReporterConfig{
+			ReportInterval: 200 * time.Millisecond, Logger: itest.QuietLogger(),
+		})
+		rep.Start(ctx)
+		defer rep.Close()
+		reps = append(reps, rep)
+	}
+	// record has each worker record one answer every 50 ms until stop.
+	record := func(failed bool, stop <-chan struct{}) {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				for _, r := range reps {
+					r.Record(actTQ, false, failed)
+				}
+			}
+		}
+	}
+
+	failing := make(chan struct{})
+	go record(true, failing)
+	var limit *taskqueuepb.RateLimitConfig
+	require.NoError(t, itest.Eventually(ctx, 100*time.Millisecond, func() error {
+		var err error
+		if limit, err = queueLimit(ctx, c, dev.Namespace, actTQ); err != nil {
+			return err
+		}
+		if limit.GetRateLimit() == nil {
+			return errors.New("no queue rate limit yet")
+		}
+		return nil
+	}))
+	close(failing)
+	assert.Equal(t, float32(1), limit.GetRateLimit().GetRequestsPerSecond(), "one probe a second for the cluster")
+	assert.Contains(t, limit.GetMetadata().GetReason(), "breaker open")
+	st, err := queryState(ctx, c, actTQ)
+	require.NoError(t, err)
+	assert.Equal(t, governor.StatusOpen, st.Status)
+	assert.Equal(t, 1, st.Breaker.Opened)
+	assert.Zero(t, st.Breaker.Before, "no limit before")
+	t.Logf("open: %+v", st.Breaker)
+
+	recovered := make(chan struct{})
+	defer close(recovered)
+	go record(false, recovered)
+	require.NoError(t, itest.Eventually(ctx, 200*time.Millisecond, func() error {
+		if st, err = queryState(ctx, c, actTQ); err != nil {
+			return err
+		}
+		if st.Status != governor.StatusLimited || st.Rate < 8 {
+			return fmt.Errorf("status %q, rate %v", st.Status, st.Rate)
+		}
+		return nil
+	}))
+	limit, err = queueLimit(ctx, c, dev.Namespace, actTQ)
+	require.NoError(t, err)
+	assert.Equal(t, float32(st.Rate), limit.GetRateLimit().GetRequestsPerSecond(), "the ramp's rate is in force")
+	assert.Contains(t, limit.GetMetadata().GetReason(), "breaker closing")
+	d, err := c.DescribeWorkflowExecution(ctx, governor.WorkflowID(actTQ), "")
+	require.NoError(t, err)
+	assert.Equal(t, governor.TaskQueue(base), d.GetWorkflowExecutionInfo().GetTaskQueue(), "the governor runs on its own task queue")
+	t.Logf("ramped: rate %v, %+v", st.Rate, st.Breaker)
+}

@@ -29,6 +29,33 @@
 //   - a raise that changes the rate by less than MinChange (10 %) is not
 //     written.
 //
+// Those are RulesV0, which a governor recorded before version "rules-v1"
+// keeps until its next continue-as-new. A new governor decides by
+// RulesV1 (a pure [Decider], which the benchmarks' simulation runs too):
+//
+//   - the first throttle's report cuts at once, from every report within
+//     AcceptWindow (summed over the time they cover together), and Gather
+//     later the cut is corrected from every worker's reports when it was
+//     off by MinChange or more;
+//   - a limit that throttled is a ceiling; a rate the queue ran saturated
+//     at (the workers sending Saturation × the limit) without a throttle
+//     for SaturatedCalm is proven: a saturated queue is raised halfway to
+//     the ceiling (by Raise without one) every SaturatedCalm, up to
+//     Approach × the ceiling, and a cut above the proven rate goes back to
+//     it; the raise after Calm still probes above the ceiling;
+//   - the cluster's breaker: when the workers' reports (Observation.Failed)
+//     trip admission's breaker rule (Config.Breaker), the limit is set to
+//     one attempt per OpenTime (status "open"), so the cluster sends one
+//     probe a second however many workers poll; the first report of an
+//     answer doubles the limit every RampInterval back to the rate before
+//     (without one: while the queue stays saturated); failures during the
+//     ramp open it again.
+//
+// Governors of an origin queue (base@origin) run on [TaskQueue](base), a
+// task queue of their own, so a decision never waits behind the business
+// workflows' tasks; one running elsewhere moves there at its next
+// continue-as-new.
+//
 // The governor writes through a local activity ([Activities.SetRate]) that
 // reads the queue's config back and reports what is in force. A limit set
 // by anyone else (an operator with `temporal task-queue config set`) stops
@@ -43,7 +70,10 @@
 package governor
 
 import (
+	"strings"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 )
 
 // Names under which the governor is registered and addressed.
@@ -72,6 +102,10 @@ const (
 	// StatusOverridden: someone else set the queue's rate limit; the
 	// governor no longer writes.
 	StatusOverridden = "overridden"
+	// StatusOpen: the cluster's breaker is open (the workers' reports
+	// showed the origin failing): the queue's limit is one probe per
+	// Breaker.OpenTime until an answer starts the ramp back.
+	StatusOpen = "open"
 	// StatusUnsupported: the server refused the call (no permission, an
 	// older server, an invalid request); the governor no longer writes.
 	StatusUnsupported = "unsupported"
@@ -90,6 +124,22 @@ func TaskQueue(base string) string { return base + "@governor" }
 // WorkflowID returns the fixed workflow ID of the governor of taskQueue.
 func WorkflowID(taskQueue string) string { return "idemhttp-governor/" + taskQueue }
 
+// TaskQueue returns the task queue the governors of base's origin queues
+// (base@origin) run on: base + "@governor", a queue of their own, so that
+// a decision never waits behind the business workflows' tasks.
+func TaskQueue(base string) string { return base + "@governor" }
+
+// governorQueue returns the task queue the governor of the activity task
+// queue governed should run on: TaskQueue of its base (the name before
+// its last "@"), and false for a queue that is not an origin queue.
+func governorQueue(governed string) (string, bool) {
+	i := strings.LastIndex(governed, "@")
+	if i <= 0 {
+		return "", false
+	}
+	return TaskQueue(governed[:i]), true
+}
+
 // Observation is what one worker saw on one queue since its last report.
 type Observation struct {
 	// Worker is the worker's identity.
@@ -104,6 +154,10 @@ type Observation struct {
 	// Accepted is the number of answers that were neither throttles nor
 	// failures (a 5xx, no answer): what the API took.
 	Accepted int `json:"accepted,omitempty"`
+	// Failed is the number of answers that were failures (a 5xx that is
+	// not about the request, or no answer), as admission's breaker counts
+	// them: the cluster's breaker opens on them.
+	Failed int `json:"failed,omitempty"`
 	// From and To bound the interval, on the worker's clock: the governor
 	// reads only their difference (and orders one worker's reports by To),
 	// so a worker's clock need not agree with anyone's.
@@ -158,6 +212,10 @@ const (
 	DefaultMinGap        = 10 * time.Second
 	DefaultFloor         = 0.5
 	DefaultMaxSignals    = 1000
+	DefaultSaturation    = 0.85
+	DefaultSaturatedCalm = 3 * time.Second
+	DefaultApproach      = 0.97
+	DefaultRampInterval  = time.Second
 )
 
 // Config holds the governor's parameters; zero fields take the defaults.
@@ -172,7 +230,8 @@ type Config struct {
 	// (default 1.5 s: a report interval and a half), so that every
 	// worker's report of that time counts, not the first one's alone (on
 	// the cluster, a cut from the first of two workers' reports set 1.8/s
-	// for an API taking 6/s). Negative: cut at once.
+	// for an API taking 6/s). Negative: cut at once. RulesV1 cut at once
+	// and correct the cut Gather later (not negative: no correction).
 	Gather time.Duration `json:"gather,omitempty"`
 	// Beta is the rate after a throttle as a fraction of the accepted rate
 	// (default 0.9: in the benchmarks' simulation of 100 workflows against
@@ -199,6 +258,33 @@ type Config struct {
 	// continues as new (default 1000); it also does when the server
 	// suggests it.
 	MaxSignals int `json:"maxSignals,omitempty"`
+
+	// The fields below are read by RulesV1 only.
+
+	// Saturation: the queue is saturated while the workers send at least
+	// this fraction of the limit in force (default 0.85), by their reports
+	// within AcceptWindow (a fast raise) or their latest ones (the ramp
+	// after the breaker, against the rate before its last step).
+	Saturation float64 `json:"saturation,omitempty"`
+	// SaturatedCalm is how long a saturated queue goes without a throttle
+	// (and after the last write) before each fast raise (default 3 s: in
+	// the simulation of 100 workflows on 3 workers, 1.18 × the limit
+	// against 1.19 × with 5 s and 1.16 × with 2 s, for 1.20, 1.20 and
+	// 1.21 requests per success).
+	SaturatedCalm time.Duration `json:"saturatedCalm,omitempty"`
+	// Approach is how close to the ceiling (State.Ceiling) fast raises go,
+	// as a fraction of it (default 0.97); above it only the raise after
+	// Calm probes for more.
+	Approach float64 `json:"approach,omitempty"`
+	// RampInterval is the time between two doublings of the rate after the
+	// cluster's breaker (default 1 s).
+	RampInterval time.Duration `json:"rampInterval,omitempty"`
+	// Breaker is the cluster's breaker: its trip rule (FailureRatio,
+	// MinFailures, FailureWindow: admission.Breaker.Trips over every
+	// worker's reports) and OpenTime (the limit while open is one attempt
+	// per OpenTime); zero fields take admission's defaults (0.5, 5, 10 s,
+	// 1 s). Off turns it off.
+	Breaker admission.Breaker `json:"breaker,omitzero"`
 }
 
 // WithDefaults returns c with every zero (or invalid) field set to its
@@ -237,6 +323,19 @@ func (c Config) WithDefaults() Config {
 	if c.MaxSignals <= 0 {
 		c.MaxSignals = DefaultMaxSignals
 	}
+	if c.Saturation <= 0 || c.Saturation > 1 {
+		c.Saturation = DefaultSaturation
+	}
+	if c.SaturatedCalm <= 0 {
+		c.SaturatedCalm = DefaultSaturatedCalm
+	}
+	if c.Approach <= 0 || c.Approach > 1 {
+		c.Approach = DefaultApproach
+	}
+	if c.RampInterval <= 0 {
+		c.RampInterval = DefaultRampInterval
+	}
+	c.Breaker = c.Breaker.WithDefaults(admission.DefaultInitialRate)
 	return c
 }
 
@@ -260,8 +359,8 @@ type State struct {
 	// InForce is the queue rate limit the server reported after the last
 	// write or check (0: none), whoever set it.
 	InForce float64 `json:"inForce"`
-	// Status is one of StatusLearning, StatusLimited, StatusOverridden and
-	// StatusUnsupported ("" is read as learning).
+	// Status is one of StatusLearning, StatusLimited, StatusOpen,
+	// StatusOverridden and StatusUnsupported ("" is read as learning).
 	Status string `json:"status"`
 	// LastCut and LastWrite are when the rate was last cut and written
 	// (workflow time).
@@ -287,4 +386,43 @@ type State struct {
 	// Workers holds each worker's latest observation still within the
 	// measure window.
 	Workers map[string]Observation `json:"workers,omitempty"`
+
+	// The fields below are kept by RulesV1 only.
+
+	// CorrectAt is when the last cut, made at once, is corrected from
+	// every worker's reports (zero: none due); CutFrom is the rate in
+	// force before that cut (0: none).
+	CorrectAt time.Time `json:"correctAt,omitzero"`
+	CutFrom   float64   `json:"cutFrom,omitempty"`
+	// Ceiling is the lowest limit in force that throttled (before any
+	// limit: the accepted rate at the first cut), 0 for none; Proven the
+	// highest limit the queue ran saturated at without a throttle. A
+	// saturated queue is raised fast, halfway from the rate to the
+	// ceiling each time, up to Config.Approach × it; a cut goes back to
+	// the proven rate when that is higher than Beta × the accepted rate.
+	Ceiling float64 `json:"ceiling,omitempty"`
+	Proven  float64 `json:"proven,omitempty"`
+	// SaturatedTried is when a fast raise was last considered.
+	SaturatedTried time.Time `json:"saturatedTried,omitzero"`
+	// Breaker is the cluster's breaker.
+	Breaker BreakerState `json:"breaker,omitzero"`
+}
+
+// BreakerState is the cluster's breaker in [State].
+type BreakerState struct {
+	// Opened counts the times it opened; OpenedAt is the last.
+	Opened   int       `json:"opened,omitempty"`
+	OpenedAt time.Time `json:"openedAt,omitzero"`
+	// Since is when it last opened or began its ramp: the trip rule counts
+	// the reports received since.
+	Since time.Time `json:"since,omitzero"`
+	// Before is the rate in force before it first opened (0: none), the
+	// rate the ramp goes back to.
+	Before float64 `json:"before,omitempty"`
+	// Ramping: the rate is doubling back after the breaker (Status is
+	// limited); RampAt is when the next step is due.
+	Ramping bool      `json:"ramping,omitempty"`
+	RampAt  time.Time `json:"rampAt,omitzero"`
+	// TripAt is when the reports tripped it, until it is written.
+	TripAt time.Time `json:"tripAt,omitzero"`
 }

@@ -24,7 +24,8 @@ const (
 type ReporterConfig struct {
 	// ReportInterval is the least time between two observations of one
 	// queue (default 1 s), except that the first throttle after an
-	// interval without one is sent at once.
+	// interval without one is sent at once, and so is the first failure
+	// after an interval without one (the cluster's breaker opens on them).
 	ReportInterval time.Duration
 	// LimitInterval is how often the rate limit in force on each queue is
 	// read for [Reporter.Limit] (default 5 s).
@@ -64,23 +65,28 @@ type queueStats struct {
 	from                time.Time // the start of the current interval
 	requests, throttles int
 	accepted            int // answers neither throttles nor failures
+	failed              int // answers that were failures
 	lastSent            time.Time
 	quiet               bool // the last report had no throttle (or there was none)
-	urgent              bool // a throttle after a quiet interval waits to be sent
+	calm                bool // the last report had no failure (or there was none)
+	urgent              bool // a throttle or failure after a quiet interval waits to be sent
 	// The last report's own interval and count, which an urgent report
 	// that follows it at once extends back over.
 	prevFrom, prevTo time.Time
 	prevRequests     int
 	prevAccepted     int
+	prevFailed       int
 	limit            float64
 	limited          bool
 	limitChecked     time.Time
 	pollers          int // distinct identities polling the queue (at least 1), read with the limit
 }
 
-// NewReporter returns a reporter that signals the governors, which run on
-// governorTaskQueue (a queue polled by a worker with [Activities.Register]),
-// of queues in namespace, as worker identity. Call [Reporter.Start].
+// NewReporter returns a reporter that signals the governors of queues in
+// namespace, as worker identity. The governor of an origin queue
+// (base@origin) runs on [TaskQueue](base); of any other queue on
+// governorTaskQueue. Either is a queue polled by a worker with
+// [Activities.Register]. Call [Reporter.Start].
 func NewReporter(c client.Client, governorTaskQueue, namespace, identity string, cfg ReporterConfig) *Reporter {
 	if cfg.ReportInterval <= 0 {
 		cfg.ReportInterval = DefaultReportInterval
@@ -105,7 +111,7 @@ func NewReporter(c client.Client, governorTaskQueue, namespace, identity string,
 func (r *Reporter) queue(name string, now time.Time) *queueStats {
 	q := r.queues[name]
 	if q == nil {
-		q = &queueStats{from: now, quiet: true}
+		q = &queueStats{from: now, quiet: true, calm: true}
 		r.queues[name] = q
 	}
 	return q
@@ -120,20 +126,32 @@ func (r *Reporter) Record(queue string, throttled, failed bool) {
 	defer r.mu.Unlock()
 	q := r.queue(queue, time.Now())
 	q.requests++
-	if !throttled {
-		if !failed {
-			q.accepted++
+	switch {
+	case throttled:
+		if q.throttles == 0 && q.quiet {
+			r.urge(q)
 		}
+		q.throttles++
+	case failed:
+		if q.failed == 0 && q.calm {
+			r.urge(q)
+		}
+		q.failed++
+	default:
+		q.accepted++
+	}
+}
+
+// urge has q's counts sent at once; r.mu is held.
+func (r *Reporter) urge(q *queueStats) {
+	if q.urgent {
 		return
 	}
-	if q.throttles == 0 && q.quiet && !q.urgent {
-		q.urgent = true
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+	q.urgent = true
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
-	q.throttles++
 }
 
 // Limit returns queue's rate limit in force as last read from the server
@@ -242,7 +260,7 @@ type pending struct {
 }
 
 // report sends the observations due: only the urgent ones (a throttle
-// after a quiet interval) when urgentOnly, else each queue's whose last
+// or a failure after an interval without one) when urgentOnly, else each queue's whose last
 // report is at least ReportInterval old. A queue without requests sends
 // nothing and its interval starts again. An urgent report less than
 // ReportInterval after the last one covers that one's interval as well
@@ -268,7 +286,8 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			continue
 		}
 		p := pending{queue: name, requests: q.requests, from: q.from, obs: Observation{
-			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, From: q.from, To: now,
+			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, Failed: q.failed,
+			From: q.from, To: now,
 		}}
 		if q.urgent && now.Sub(q.from) < r.cfg.ReportInterval && !q.prevTo.IsZero() && q.prevTo.Equal(q.from) {
 			// A throttle right after a report: measure the rate over that
@@ -276,11 +295,12 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			p.obs.From = q.prevFrom
 			p.obs.Requests += q.prevRequests
 			p.obs.Accepted += q.prevAccepted
+			p.obs.Failed += q.prevFailed
 		}
 		due = append(due, p)
-		q.prevFrom, q.prevTo, q.prevRequests, q.prevAccepted = q.from, now, q.requests, q.accepted
-		q.quiet = q.throttles == 0
-		q.requests, q.throttles, q.accepted, q.urgent = 0, 0, 0, false
+		q.prevFrom, q.prevTo, q.prevRequests, q.prevAccepted, q.prevFailed = q.from, now, q.requests, q.accepted, q.failed
+		q.quiet, q.calm = q.throttles == 0, q.failed == 0
+		q.requests, q.throttles, q.accepted, q.failed, q.urgent = 0, 0, 0, 0, false
 		q.from, q.lastSent = now, now
 	}
 	r.mu.Unlock()
@@ -296,6 +316,7 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			q.requests += p.requests
 			q.throttles += p.obs.Throttles
 			q.accepted += p.obs.Accepted
+			q.failed += p.obs.Failed
 			q.from = p.from
 			q.prevTo = time.Time{}
 			r.mu.Unlock()
@@ -303,13 +324,18 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 	}
 }
 
-// send signals p's governor, starting it if needed.
+// send signals p's governor, starting it if needed: the governor of an
+// origin queue (base@origin) on TaskQueue(base), the governors' own
+// queue; of any other queue on the reporter's governor task queue.
 func (r *Reporter) send(ctx context.Context, p pending) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
 	opts := r.cfg.StartOptions
 	opts.ID = WorkflowID(p.queue)
 	opts.TaskQueue = r.governorTQ
+	if tq, ok := governorQueue(p.queue); ok {
+		opts.TaskQueue = tq
+	}
 	if opts.WorkflowIDConflictPolicy == enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	}

@@ -107,6 +107,7 @@ func TestReporter(t *testing.T) {
 	rep.Close()
 	got := fc.sent()
 	sums := map[string][3]int{}
+	failed := map[string]int{}
 	last := map[string]time.Time{}
 	var urgent bool
 	for _, s := range got {
@@ -124,6 +125,7 @@ func TestReporter(t *testing.T) {
 		c[1] += s.obs.Throttles
 		c[2] += s.obs.Accepted
 		sums[q] = c
+		failed[q] += s.obs.Failed
 		if s.obs.Throttles > 0 && s.at.After(throttledAt) && s.at.Sub(throttledAt) < interval/2 {
 			urgent = true
 		}
@@ -139,10 +141,65 @@ func TestReporter(t *testing.T) {
 	assert.Equal(t, 400, sums["q2"][0])
 	assert.Zero(t, sums["q2"][1])
 	assert.Equal(t, 320, sums["q2"][2], "accepted: the answers neither throttles nor failures")
+	assert.Equal(t, 80, failed["q2"], "the failures")
 	assert.Equal(t, 1, sums["q3"][0])
 	assert.True(t, urgent, "the throttle after a quiet report was sent at once: %+v", got)
 	_, ok := rep.Limit("unknown")
 	assert.False(t, ok)
+}
+
+// TestReporterUrgentFailure: the first failure after a report without one
+// is sent at once (no report is ever due here: the interval is an hour),
+// like a throttle, to the governor of an origin queue on the governors'
+// own task queue; the next failure waits for the interval.
+func TestReporterUrgentFailure(t *testing.T) {
+	cases := []struct {
+		name, queue, governorTQ string
+		throttled               bool
+	}{
+		{"a failure, an origin queue", "idempotent-http@https://api.example.com", "idempotent-http@governor", false},
+		{"a throttle, another queue", "q1", "gov", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fc := &fakeClient{}
+			rep := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{ReportInterval: time.Hour, Logger: itest.QuietLogger()})
+			rep.Start(t.Context())
+			defer rep.Close()
+			rep.Record(c.queue, false, false)
+			rep.Record(c.queue, c.throttled, !c.throttled)
+			requireEventually(t, func() bool { return len(fc.sent()) == 1 })
+			rep.Record(c.queue, c.throttled, !c.throttled)
+			rep.Close()
+			got := fc.sent()
+			require.Len(t, got, 1, "one urgent report, then none before the interval")
+			o := got[0].obs
+			assert.Equal(t, c.governorTQ, got[0].opts.TaskQueue)
+			assert.Equal(t, 2, o.Requests)
+			assert.Equal(t, 1, o.Accepted)
+			if c.throttled {
+				assert.Equal(t, 1, o.Throttles)
+				assert.Zero(t, o.Failed)
+			} else {
+				assert.Equal(t, 1, o.Failed)
+				assert.Zero(t, o.Throttles)
+			}
+		})
+	}
+}
+
+func TestTaskQueue(t *testing.T) {
+	assert.Equal(t, "idempotent-http@governor", TaskQueue("idempotent-http"))
+	for q, want := range map[string]string{
+		"idempotent-http@https://api.example.com": "idempotent-http@governor",
+		"a@b@https://api.example.com":             "a@b@governor",
+		"plain":                                   "",
+		"@https://api.example.com":                "",
+	} {
+		got, ok := governorQueue(q)
+		assert.Equal(t, want, got, q)
+		assert.Equal(t, want != "", ok, q)
+	}
 }
 
 func requireEventually(t *testing.T, cond func() bool) {

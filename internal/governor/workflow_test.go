@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
@@ -61,6 +62,7 @@ type sig struct {
 	Requests  int
 	Throttles int
 	Accepted  int
+	Failed    int
 	Span      time.Duration
 	// Skew is how far the worker's clock is ahead of the workflow's
 	// (negative: behind); From and To are on the worker's clock.
@@ -73,7 +75,7 @@ func (s sig) obs() Observation {
 		span = time.Second
 	}
 	to := t0.Add(s.At + s.Skew)
-	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, Accepted: s.Accepted, From: to.Add(-span), To: to}
+	return Observation{Worker: s.Worker, Requests: s.Requests, Throttles: s.Throttles, Accepted: s.Accepted, Failed: s.Failed, From: to.Add(-span), To: to}
 }
 
 // every returns one signal per second from worker, at from, from+1s, …,
@@ -149,6 +151,13 @@ func runGovernor(t *testing.T, in Input, respond func(int, SetRateRequest) (SetR
 	r.writes = fake.calls
 	fake.mu.Unlock()
 	return r
+}
+
+// rulesV0 makes the governor decide by RulesV0, as a governor recorded
+// before versionRules replays: TestDecisions and TestClockSkew state
+// those rules, which must not change.
+func rulesV0(env *testsuite.TestWorkflowEnvironment) {
+	env.OnGetVersion(versionRules, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 }
 
 func input() Input { return Input{TaskQueue: "api.example.com", Namespace: "ns"} }
@@ -396,7 +405,7 @@ func TestDecisions(t *testing.T) {
 				// The cases written for a cut at once.
 				in.Config.Gather = -1
 			}
-			r := runGovernor(t, in, c.respond, c.sigs, c.end)
+			r := runGovernor(t, in, c.respond, c.sigs, c.end, rulesV0)
 			requireWrites(t, c.writes, r.writes)
 			assert.Equal(t, c.status, r.state.Status)
 			if c.inForce != 0 {
@@ -444,7 +453,7 @@ func TestClockSkew(t *testing.T) {
 					}
 					want = []write{{3*s + 500*time.Millisecond, 8.1}, {32*s + 300*time.Millisecond, 9.72}} // 0.9 × (6 + 3)/s; then + 20 %
 				}
-				r := runGovernor(t, in, nil, sigs, 60*s)
+				r := runGovernor(t, in, nil, sigs, 60*s, rulesV0)
 				requireWrites(t, want, r.writes)
 				assert.Equal(t, StatusLimited, r.state.Status)
 			})
@@ -509,7 +518,7 @@ func TestContinueAsNewCarriesStateAndDrainsSignals(t *testing.T) {
 	r2 := runGovernor(t, next, nil, []sig{
 		{At: 4 * s, Worker: "a", Requests: 20, Throttles: 1},
 		{At: 8 * s, Worker: "a", Requests: 20, Throttles: 1},
-	}, 10*s)
+	}, 10*s, rulesV0) // the cut these lines state (RulesV1 raises the saturated queue at 7 s)
 	requireWrites(t, []write{{8 * s, 6.4}}, r2.writes)
 	assert.Equal(t, StatusLimited, r2.state.Status)
 }
@@ -525,6 +534,81 @@ func TestContinueAsNewWhenSuggested(t *testing.T) {
 	assert.Equal(t, StatusLimited, next.State.Status)
 }
 
+// TestWorkflowRulesV1: a new governor decides by RulesV1: the first
+// throttle's report cuts at once and every worker's reports correct it;
+// the workers' failures open the breaker (one probe a second), an answer
+// ramps the rate back; and it continues as new on the governors' own task
+// queue.
+func TestWorkflowRulesV1(t *testing.T) {
+	s, ms := time.Second, time.Millisecond
+	in := input()
+	in.TaskQueue = "idempotent-http@https://api.example.com"
+	in.Config = Config{MaxSignals: 9}
+	corrected := float64(float32(0.9 * 6 / 1.3))
+	var queried State
+	r := runGovernor(t, in, nil, []sig{
+		{At: 2 * s, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
+		{At: 2*s + 300*ms, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
+		// The herd's reports are out of the failure window (10 s).
+		{At: 13 * s, Worker: "a", Requests: 3, Failed: 3},
+		{At: 13*s + 100*ms, Worker: "b", Requests: 2, Failed: 2},
+		{At: 15 * s, Worker: "a", Requests: 1, Failed: 1},
+		{At: 17 * s, Worker: "b", Requests: 1, Accepted: 1},
+		{At: 18 * s, Worker: "a", Requests: 2, Accepted: 2},
+		{At: 19 * s, Worker: "b", Requests: 4, Accepted: 4},
+		{At: 20 * s, Worker: "a", Requests: 5, Accepted: 5}, // the ninth
+	}, time.Hour, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(QueryName)
+			require.NoError(t, err)
+			require.NoError(t, v.Get(&queried))
+		}, 16*s)
+	})
+	requireWrites(t, []write{
+		// At once, then corrected: 6 accepted over 1.3 s (a's second
+		// and b's, 300 ms later), × 0.9.
+		{2 * s, 2.7}, {3*s + 500*ms, corrected},
+		{13*s + 100*ms, 1},                            // open: one probe a second
+		{17 * s, 2}, {18 * s, 4}, {19 * s, corrected}, // the ramp back
+	}, r.writes)
+	assert.Equal(t, StatusOpen, queried.Status, "the query says the breaker is open")
+	assert.InDelta(t, corrected, queried.Breaker.Before, 1e-6)
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, r.err, &can)
+	assert.Equal(t, "idempotent-http@governor", can.TaskQueueName, "it moves to the governors' task queue")
+	next := continuedInput(t, r.err)
+	assert.Equal(t, StatusLimited, next.State.Status)
+	assert.InDelta(t, corrected, next.State.Rate, 1e-6)
+	assert.Equal(t, 1, next.State.Breaker.Opened)
+}
+
+// TestContinueAsNewMovesToGovernorQueue: a governor of an origin queue
+// running elsewhere (one recorded with RulesV0 included) continues on the
+// governors' own task queue; one of another queue stays where it is.
+func TestContinueAsNewMovesToGovernorQueue(t *testing.T) {
+	cases := []struct {
+		name, queue, want string
+		setup             []func(*testsuite.TestWorkflowEnvironment)
+	}{
+		{"RulesV1, an origin queue", "idempotent-http@https://api.example.com", "idempotent-http@governor", nil},
+		{"RulesV0, an origin queue", "idempotent-http@https://api.example.com", "idempotent-http@governor", []func(*testsuite.TestWorkflowEnvironment){rulesV0}},
+		{"another queue: where it runs (the test environment's queue)", "api.example.com", "default-test-taskqueue", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := input()
+			in.TaskQueue = c.queue
+			setup := append([]func(*testsuite.TestWorkflowEnvironment){func(env *testsuite.TestWorkflowEnvironment) {
+				env.SetContinueAsNewSuggested(true)
+			}}, c.setup...)
+			r := runGovernor(t, in, nil, []sig{{At: time.Second, Worker: "a", Requests: 1}}, time.Hour, setup...)
+			var can *workflow.ContinueAsNewError
+			require.ErrorAs(t, r.err, &can)
+			assert.Equal(t, c.want, can.TaskQueueName)
+		})
+	}
+}
+
 func TestWorkflowID(t *testing.T) {
 	assert.Equal(t, "idemhttp-governor/api.example.com", WorkflowID("api.example.com"))
 }
@@ -534,8 +618,13 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, Config{
 		MeasureWindow: 10 * time.Second, AcceptWindow: 3 * time.Second, Gather: 1500 * time.Millisecond, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
 		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
+		Saturation: 0.85, SaturatedCalm: 3 * time.Second, Approach: 0.97, RampInterval: time.Second,
+		Breaker: admission.Breaker{FailureRatio: 0.5, MinFailures: 5, FailureWindow: 10 * time.Second,
+			OpenTime: time.Second, MaxOpenTime: time.Second, RestartRate: admission.DefaultInitialRate / 2},
 	}, c)
-	set := Config{MeasureWindow: 1, AcceptWindow: 2, Gather: -1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5}
+	set := Config{MeasureWindow: 1, AcceptWindow: 2, Gather: -1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5,
+		Saturation: 0.5, SaturatedCalm: 6, Approach: 0.9, RampInterval: 7,
+		Breaker: admission.Breaker{FailureRatio: 0.4, MinFailures: 3, FailureWindow: 8, OpenTime: 9, MaxOpenTime: 10, RestartRate: 1}}
 	assert.Equal(t, set, set.WithDefaults(), "set fields are kept")
 }
 

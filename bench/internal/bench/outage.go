@@ -82,7 +82,11 @@ type OutageSim struct {
 	// BreakerOff: adaptive admission with its circuit breaker off, a row
 	// of the simulation only.
 	BreakerOff bool `json:"breaker_off,omitempty"`
-	Runs       int  `json:"runs"`
+	// Shared: one shared rate and the cluster's breaker (the governor's
+	// Decider) on Workers workers, a row of the simulation only.
+	Shared  bool `json:"shared,omitempty"`
+	Workers int  `json:"workers,omitempty"`
+	Runs    int  `json:"runs"`
 	// DuringOutage is the mean of the requests during the outage, After of
 	// the ones after it.
 	DuringOutage float64 `json:"during_outage"`
@@ -105,12 +109,29 @@ func (p ContentionParams) outageSimConfig(j workflows.Jitter, adm, breakerOff bo
 	return c
 }
 
+// sharedOutageWorkers is the number of workers of the shared outage
+// simulation (the issue's cluster setup).
+const sharedOutageWorkers = 3
+
+// sharedOutageSimConfig is the outage simulation with one shared rate and
+// the cluster's breaker (the governor's Decider) on workers workers, full
+// jitter.
+func (p ContentionParams) sharedOutageSimConfig(workers int, outage time.Duration, seed uint64) simConfig {
+	c := p.sharedSimConfig(p.Clients, workers, seed)
+	c.Backoff = p.backoff(workflows.JitterFull)
+	c.Outage = outage
+	return c
+}
+
 // simulateOutage runs cfg (with Outage set) runs times with seeds
 // cfg.Seed, cfg.Seed+1, … and returns the means.
 func simulateOutage(cfg simConfig, runs int) OutageSim {
 	s := OutageSim{Strategy: workflows.Jitter(cfg.Backoff.Jitter), Admission: cfg.Admission != nil, Runs: runs}
 	if a := cfg.Admission; a != nil {
 		s.BreakerOff = a.Config.Breaker.Off
+		if a.Shared != nil {
+			s.Shared, s.Workers = true, a.Workers
+		}
 	}
 	var during, after, rec float64
 	for i := range runs {
@@ -129,7 +150,8 @@ func simulateOutage(cfg simConfig, runs int) OutageSim {
 
 // outageSimRuns are the simulated rows of the outage section: the three
 // strategies of the dev-server runs, in their order, then adaptive
-// admission with its breaker off (simulated only).
+// admission with its breaker off (simulated only); runOutageSimulations
+// adds the shared rate on sharedOutageWorkers workers.
 var outageSimRuns = []struct {
 	j               workflows.Jitter
 	adm, breakerOff bool
@@ -147,5 +169,5 @@ func runOutageSimulations(p ContentionParams, outage time.Duration, runs int) []
 	for _, c := range outageSimRuns {
 		out = append(out, simulateOutage(p.outageSimConfig(c.j, c.adm, c.breakerOff, outage, 1), runs))
 	}
-	return out
+	return append(out, simulateOutage(p.sharedOutageSimConfig(sharedOutageWorkers, outage, 1), runs))
 }

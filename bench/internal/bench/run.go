@@ -414,7 +414,8 @@ func runSimulations(p ContentionParams) (brooker, capacity []SimSummary) {
 // server adds (temporalSimConfig), at each of simClients: Temporal's own
 // backoff, full jitter, adaptive admission on one and on two workers
 // (each attempt on a worker drawn at random, as matching dispatches), and
-// one shared rate (simShared) on two and three workers. Mean
+// one shared rate (simShared, the governor's Decider) on two, three and
+// eight workers. Mean
 // of 100 seeded runs (20 at 1000 clients).
 func runAdmissionSimulations(p ContentionParams) []SimSummary {
 	var out []SimSummary
@@ -429,7 +430,8 @@ func runAdmissionSimulations(p ContentionParams) []SimSummary {
 			simulateMean(p.admissionSimConfig(n, 1, 1), runs),
 			simulateMean(p.admissionSimConfig(n, 2, 1), runs),
 			simulateMean(p.sharedSimConfig(n, 2, 1), runs),
-			simulateMean(p.sharedSimConfig(n, 3, 1), runs))
+			simulateMean(p.sharedSimConfig(n, 3, 1), runs),
+			simulateMean(p.sharedSimConfig(n, 8, 1), runs))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -150,17 +151,21 @@ type simAdmission struct {
 }
 
 // simShared models the queue rate limit that package governor sets from
-// the workers' reports, with its rule and defaults (a throttle cuts to
-// Beta × the accepted rate, never above the limit, at most every
-// CutInterval; a raise by Raise after Calm without a throttle): until a
-// limit is in force each worker's limiter admits as usual; then matching
-// dispatches the attempts at most the limit per second, evenly spaced (one
-// partition), and the workers' limiters only gate them (breaker, retry
-// budget).
+// the workers' reports, with the governor's own decision code
+// (governor.Decider, RulesV1): each worker reports every Report, and at
+// once on the first throttle or failure after a report without one; a
+// report reaches the governor Signal later; a limit it writes is in force
+// Delay later. Until a limit is in force each worker's limiter admits as
+// usual; then matching dispatches the attempts at most the limit per
+// second, evenly spaced (one partition, as the workers' local pacing
+// smooths matching's bursts), and the workers' limiters only gate them
+// (breaker, retry budget).
 type simShared struct {
-	// Report is how often each worker reports (default 1 s); Delay is from
-	// a decision to the limit in force (default 1.5 s).
-	Report, Delay time.Duration
+	// Report is how often each worker reports (default 1 s); Signal is
+	// from a report to the governor's decision (default 50 ms); Delay is
+	// from a decision to the limit in force (default 1 s: SetRate and the
+	// server applying it).
+	Report, Signal, Delay time.Duration
 	// Governor holds the governor's parameters (zero fields: its defaults).
 	Governor governor.Config
 }
@@ -196,7 +201,10 @@ const (
 	evRead = iota
 	evWrite
 	evAdmit  // the client asks the limiter before sending
-	evReport // the workers report to the governor (Shared)
+	evReport // a worker reports to the governor (Shared; client: the worker, ver 1: urgent)
+	evSignal // a report reaches the governor (Shared; client: its index)
+	evGovern // the governor's timer fires (Shared)
+	evMatch  // matching may dispatch the next task of its backlog (Shared)
 )
 
 type eventQueue []simEvent
@@ -244,7 +252,7 @@ func simulate(cfg simConfig) simResult {
 	worker := func() *admission.Limiter { return limiters[rng.IntN(len(limiters))] }
 	var sh *sharedState
 	if a := cfg.Admission; a != nil && a.Shared != nil {
-		sh = newSharedState(*a.Shared, limiters)
+		sh = newSharedState(*a.Shared, limiters, epoch)
 	}
 	retryKind := first
 	if limiters != nil {
@@ -268,24 +276,22 @@ func simulate(cfg simConfig) simResult {
 		push(simEvent{t: t0, client: c, kind: retryKind})
 	}
 	if sh != nil {
-		push(simEvent{t: sh.cfg.Report, kind: evReport})
+		for i := range sh.workers {
+			// The workers' reporters tick at phases of their own.
+			push(simEvent{t: time.Duration(uniform() * float64(sh.cfg.Report)), client: i, kind: evReport})
+		}
 	}
 	var res simResult
+	succeeded := 0
 	for q.Len() > 0 {
 		e := heap.Pop(&q).(simEvent)
-		if e.kind == evReport {
-			sh.report(e.t)
-			if q.Len() > 0 {
-				push(simEvent{t: e.t + sh.cfg.Report, kind: evReport})
-			}
+		if e.kind >= evReport {
+			sh.event(e, push, succeeded < cfg.Clients)
 			continue
 		}
 		if e.kind == evAdmit {
-			if sh != nil && !e.dispatched {
-				if at, ok := sh.dispatch(e.t); ok && at > e.t {
-					push(simEvent{t: at, client: e.client, kind: evAdmit, dispatched: true})
-					continue
-				}
+			if sh != nil && !e.dispatched && sh.enqueue(e, push) {
+				continue
 			}
 			l := worker()
 			var d admission.Decision
@@ -328,10 +334,11 @@ func simulate(cfg simConfig) simResult {
 		if e.worker != nil {
 			e.worker.Observe("api", epoch.Add(e.sent), epoch.Add(back), simObservation(ok, e.t < cfg.Outage))
 			if sh != nil {
-				sh.answer(e.worker, ok)
+				sh.answer(back, e.worker, ok, e.t < cfg.Outage, push)
 			}
 		}
 		if ok {
+			succeeded++
 			res.Duration = max(res.Duration, back)
 			continue
 		}
@@ -352,31 +359,58 @@ func simulate(cfg simConfig) simResult {
 	return res
 }
 
-// sharedState is the governor and the queue limit of a Shared simulation.
+// sharedState is the governor and the queue limit of a Shared
+// simulation: the workers' reporters, the governor's decision code
+// (governor.Decider, the very code the governor workflow runs) on the
+// simulated clock, and matching's pacing by the limit in force.
 type sharedState struct {
-	cfg      simShared
-	workers  map[*admission.Limiter]*workerCounts
+	cfg     simShared
+	epoch   time.Time
+	d       *governor.Decider
+	workers []*simReporter
+	index   map[*admission.Limiter]int
+	// inflight holds the observations on their way to the governor, by
+	// the index their evSignal event carries.
+	inflight []governor.Observation
+	timerAt  time.Duration // the governor's timer (-1: none)
 	rate     float64       // the limit decided (0: none)
 	at       time.Duration // when it is in force
 	prev     float64       // the limit in force before at
-	lastCut  time.Duration
-	calm     time.Duration // the last report with throttles
-	nextSlot time.Duration
+	// backlog holds the attempts matching has not dispatched yet, in
+	// order; last is when it last dispatched one (under a limit).
+	backlog []simEvent
+	last    time.Duration
+	// Writes counts the limits written.
+	writes int
 }
 
-type workerCounts struct{ requests, accepted, throttles int }
+// simReporter is one worker's governor.Reporter: its counts since its
+// last report.
+type simReporter struct {
+	name                                  string
+	requests, accepted, throttles, failed int
+	from, lastSent                        time.Duration
+	quiet, calm, urgent                   bool
+	prevFrom, prevTo                      time.Duration
+	prev                                  [3]int // requests, accepted, failed of the last report
+	sent                                  bool   // a report was sent
+}
 
-func newSharedState(cfg simShared, ls []*admission.Limiter) *sharedState {
+func newSharedState(cfg simShared, ls []*admission.Limiter, epoch time.Time) *sharedState {
 	if cfg.Report <= 0 {
 		cfg.Report = time.Second
 	}
 	if cfg.Delay <= 0 {
-		cfg.Delay = 1500 * time.Millisecond
+		cfg.Delay = time.Second
 	}
-	cfg.Governor = cfg.Governor.WithDefaults()
-	s := &sharedState{cfg: cfg, workers: map[*admission.Limiter]*workerCounts{}, lastCut: -time.Hour}
-	for _, l := range ls {
-		s.workers[l] = &workerCounts{}
+	if cfg.Signal <= 0 {
+		cfg.Signal = 50 * time.Millisecond
+	}
+	s := &sharedState{cfg: cfg, epoch: epoch, index: map[*admission.Limiter]int{}, timerAt: -1,
+		d: governor.NewDecider(cfg.Governor, governor.RulesV1, governor.State{})}
+	for i, l := range ls {
+		s.index[l] = i
+		s.workers = append(s.workers, &simReporter{name: fmt.Sprintf("worker-%d", i+1), quiet: true, calm: true})
 	}
 	return s
 }
@@ -391,52 +425,158 @@ func (s *sharedState) limit(t time.Duration) float64 {
 
 func (s *sharedState) inForce(t time.Duration) bool { return s.limit(t) > 0 }
 
-// dispatch returns when matching hands out a task that is ready at t.
-func (s *sharedState) dispatch(t time.Duration) (time.Duration, bool) {
+// enqueue hands matching the attempt e, ready at e.t, and reports whether
+// it must wait in the backlog: under a limit, matching dispatches one
+// task per 1/limit, at the limit in force at each dispatch (a change
+// re-paces the backlog at once).
+func (s *sharedState) enqueue(e simEvent, push func(simEvent)) bool {
+	r := s.limit(e.t)
+	if r <= 0 {
+		return false
+	}
+	if len(s.backlog) == 0 && e.t >= s.last+interval(r) {
+		s.last = e.t
+		return false
+	}
+	s.backlog = append(s.backlog, e)
+	push(simEvent{t: max(e.t, s.last+interval(r)), kind: evMatch})
+	return true
+}
+
+// match is an evMatch event at t: the next task of the backlog is
+// dispatched if its time has come (any number of evMatch events may be
+// pending: each checks).
+func (s *sharedState) match(t time.Duration, push func(simEvent)) {
+	if len(s.backlog) == 0 {
+		return
+	}
 	r := s.limit(t)
 	if r <= 0 {
-		return t, false
-	}
-	at := max(t, s.nextSlot)
-	s.nextSlot = at + time.Duration(float64(time.Second)/r)
-	return at, true
-}
-
-func (s *sharedState) answer(l *admission.Limiter, ok bool) {
-	c := s.workers[l]
-	c.requests++
-	if ok {
-		c.accepted++
-	} else {
-		c.throttles++
-	}
-}
-
-// report is the governor's decision at t from every worker's counts.
-func (s *sharedState) report(t time.Duration) {
-	var acc, thr int
-	for _, c := range s.workers {
-		acc, thr = acc+c.accepted, thr+c.throttles
-		*c = workerCounts{}
-	}
-	g := s.cfg.Governor
-	set := func(r float64) {
-		s.prev, s.rate, s.at = s.limit(t), r, t+s.cfg.Delay
-	}
-	switch {
-	case thr > 0 && t-s.lastCut >= g.CutInterval && (s.rate == 0 || float64(acc)/s.cfg.Report.Seconds() < g.Beta*s.rate):
-		// No cut while the API accepts about the limit.
-		s.calm, s.lastCut = t, t
-		base := float64(acc) / s.cfg.Report.Seconds()
-		if s.rate > 0 {
-			base = min(base, s.rate)
+		for _, e := range s.backlog {
+			push(simEvent{t: t, client: e.client, kind: evAdmit, dispatched: true})
 		}
-		set(max(g.Floor, g.Beta*base))
-	case thr > 0:
-		s.calm = t
-	case s.rate > 0 && t-s.calm >= g.Calm && t-s.lastCut >= g.Calm:
-		s.lastCut = t
-		set(s.rate * (1 + g.Raise))
+		s.backlog = s.backlog[:0]
+		return
+	}
+	if due := s.last + interval(r); t < due {
+		push(simEvent{t: due, kind: evMatch})
+		return
+	}
+	e := s.backlog[0]
+	s.backlog = s.backlog[1:]
+	s.last = t
+	push(simEvent{t: t, client: e.client, kind: evAdmit, dispatched: true})
+	if len(s.backlog) > 0 {
+		push(simEvent{t: t + interval(r), kind: evMatch})
+	}
+}
+
+// interval is the time between two dispatches at rate r.
+func interval(r float64) time.Duration { return time.Duration(float64(time.Second) / r) }
+
+// answer counts an answer of worker l's at t, as Reporter.Record does: the
+// first throttle or failure after a report without one is reported at
+// once (an urgent evReport).
+func (s *sharedState) answer(t time.Duration, l *admission.Limiter, ok, failed bool, push func(simEvent)) {
+	i := s.index[l]
+	w := s.workers[i]
+	w.requests++
+	urgent := false
+	switch {
+	case ok:
+		w.accepted++
+	case failed:
+		urgent = w.failed == 0 && w.calm
+		w.failed++
+	default:
+		urgent = w.throttles == 0 && w.quiet
+		w.throttles++
+	}
+	if urgent && !w.urgent {
+		w.urgent = true
+		push(simEvent{t: t, client: i, kind: evReport, ver: 1})
+	}
+}
+
+// report is worker i's reporter at t (urgent: the event an answer
+// pushed), as Reporter.report: an urgent report right after a regular one
+// reaches back over it.
+func (s *sharedState) report(t time.Duration, i int, urgent bool, push func(simEvent)) {
+	w := s.workers[i]
+	if w.requests == 0 {
+		if !urgent {
+			w.from = t
+		}
+		return
+	}
+	if urgent != w.urgent || (!w.urgent && w.sent && t-w.lastSent < s.cfg.Report*9/10) {
+		return
+	}
+	o := governor.Observation{Worker: w.name, Requests: w.requests, Accepted: w.accepted, Throttles: w.throttles, Failed: w.failed,
+		From: s.epoch.Add(w.from), To: s.epoch.Add(t)}
+	if w.urgent && t-w.from < s.cfg.Report && w.sent && w.prevTo == w.from {
+		o.From = s.epoch.Add(w.prevFrom)
+		o.Requests += w.prev[0]
+		o.Accepted += w.prev[1]
+		o.Failed += w.prev[2]
+	}
+	w.prevFrom, w.prevTo, w.prev = w.from, t, [3]int{w.requests, w.accepted, w.failed}
+	w.quiet, w.calm = w.throttles == 0, w.failed == 0
+	w.requests, w.accepted, w.throttles, w.failed, w.urgent = 0, 0, 0, 0, false
+	w.from, w.lastSent, w.sent = t, t, true
+	s.inflight = append(s.inflight, o)
+	push(simEvent{t: t + s.cfg.Signal, client: len(s.inflight) - 1, kind: evSignal})
+}
+
+// signal is the observation of event index i reaching the governor at t.
+func (s *sharedState) signal(t time.Duration, i int, push func(simEvent)) {
+	s.d.Observe(s.epoch.Add(t), s.inflight[i])
+	s.govern(t, push)
+}
+
+// govern makes every decision due at t, as the governor workflow does,
+// and sets its timer for the next one. A change is in force Delay later.
+func (s *sharedState) govern(t time.Duration, push func(simEvent)) {
+	now := s.epoch.Add(t)
+	for range 16 {
+		at, ok := s.d.Next(now)
+		if !ok || at.After(now) {
+			break
+		}
+		ch, ok := s.d.Decide(now)
+		if !ok {
+			continue
+		}
+		s.d.Applied(now, ch, governor.SetRateResult{Written: true, Limited: true, InForce: ch.Rate, Owner: governor.Identity}, nil)
+		s.prev, s.rate, s.at = s.limit(t), ch.Rate, t+s.cfg.Delay
+		s.writes++
+		push(simEvent{t: s.at, kind: evMatch}) // the backlog re-paced
+	}
+	s.timerAt = -1
+	if at, ok := s.d.Next(now); ok {
+		s.timerAt = max(at.Sub(s.epoch), t)
+		push(simEvent{t: s.timerAt, kind: evGovern})
+	}
+}
+
+// event handles a reporter's, a signal's or the governor's timer event;
+// live says whether any client still waits (the reporters tick on until
+// none does).
+func (s *sharedState) event(e simEvent, push func(simEvent), live bool) {
+	switch e.kind {
+	case evReport:
+		s.report(e.t, e.client, e.ver == 1, push)
+		if e.ver == 0 && live {
+			push(simEvent{t: e.t + s.cfg.Report, client: e.client, kind: evReport})
+		}
+	case evSignal:
+		s.signal(e.t, e.client, push)
+	case evGovern:
+		if e.t == s.timerAt && live {
+			s.govern(e.t, push)
+		}
+	case evMatch:
+		s.match(e.t, push)
 	}
 }
 

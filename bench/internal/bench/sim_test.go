@@ -198,3 +198,36 @@ func TestWriteMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedSimulationTargets: the 1000-workflow simulation on two and on
+// eight workers, the governor's own decision code setting one rate for
+// all, finishes within 1.1 × the limit for at most 1.2 requests per
+// success (the targets), every seed; and during an outage the
+// cluster's breaker lets at most 1.2 requests a second through for three
+// workers.
+func TestSharedSimulationTargets(t *testing.T) {
+	p := defaultContention
+	for _, workers := range []int{2, 8} {
+		for seed := uint64(1); seed <= 5; seed++ {
+			const n = 1000
+			r := simulate(p.sharedSimConfig(n, workers, seed))
+			lim := float64(n) / float64(p.Capacity) * p.Window.Seconds()
+			if tr, rps := r.Duration.Seconds()/lim, float64(r.Requests)/n; tr > 1.1 || rps > 1.2 {
+				t.Errorf("%d workers, seed %d: %.3f × the limit, %.3f requests per success; want ≤ 1.1 and ≤ 1.2", workers, seed, tr, rps)
+			}
+		}
+	}
+	outage := defaultOutage
+	s := simulateOutage(p.sharedOutageSimConfig(sharedOutageWorkers, outage, 1), 5)
+	if max := 1.2 * outage.Seconds(); s.DuringOutage > max {
+		t.Errorf("%.0f requests during the %s outage on %d workers, want ≤ %.0f", s.DuringOutage, outage, sharedOutageWorkers, max)
+	}
+	// Without the governor each worker's own breaker probes: more.
+	c := p.admissionSimConfig(p.Clients, sharedOutageWorkers, 1)
+	c.Outage = outage
+	own := simulateOutage(c, 5)
+	if own.DuringOutage <= s.DuringOutage {
+		t.Errorf("each worker's own breaker let %.0f through, the cluster's %.0f: want fewer with the cluster's", own.DuringOutage, s.DuringOutage)
+	}
+	t.Logf("outage: %.0f requests in %s (each worker's own breaker: %.0f), %.0f after, the last success %.1f s after the recovery", s.DuringOutage, outage, own.DuringOutage, s.After, s.RecoveryToLast.Seconds())
+}

@@ -1,0 +1,102 @@
+package governor
+
+import (
+	"fmt"
+	"time"
+)
+
+// The cluster's breaker (RulesV1). When the reports of every worker trip
+// the admission.Breaker rule (Config.Breaker), the governor writes the
+// queue's limit to one attempt per OpenTime: matching then lets one probe
+// a second through for the whole cluster, whatever the number of workers,
+// and a worker that (re)starts joins that pace. The first report of an
+// answer that was not a failure starts the ramp: the rate doubles every
+// RampInterval up to the rate in force before the breaker opened (without
+// one: while the queue stays saturated); failures during the ramp trip
+// the breaker again.
+
+// open opens the breaker: the queue's limit to one probe per OpenTime.
+func (d *Decider) open(now time.Time) (Change, bool) {
+	st := &d.State
+	if !d.writing() || st.Status == StatusOpen {
+		return Change{}, false
+	}
+	answers, failures := d.failures(now)
+	rate := representable(1 / d.Config.Breaker.OpenTime.Seconds())
+	return Change{Kind: ChangeOpen, Rate: rate, Reason: learned("failures",
+		fmt.Sprintf("breaker open: %d of %d answers failed; one probe per %s", failures, answers, d.Config.Breaker.OpenTime))}, true
+}
+
+// opened records the breaker opened at now; before is the rate in force
+// until then, and wasOpen whether it was open or ramping already (then
+// the rate to ramp back to is the one from before it first opened).
+func (d *Decider) opened(now time.Time, before float64, wasOpen bool) {
+	st, b := &d.State, &d.State.Breaker
+	st.Status = StatusOpen
+	if !wasOpen {
+		b.Before = before
+	}
+	b.OpenedAt, b.Since, b.Opened = now, now, b.Opened+1
+	b.Ramping, b.RampAt = false, time.Time{}
+	st.CutAt, st.CorrectAt = time.Time{}, time.Time{}
+}
+
+// observeOpen starts the ramp on a report, received at now, of answers
+// that were not failures and none that was: the origin answers the
+// probes. Reports received within OpenTime of the opening may count
+// requests sent before it and are not taken as the probes' answers.
+func (d *Decider) observeOpen(now time.Time, obs Observation) {
+	b := &d.State.Breaker
+	if obs.Failed == 0 && obs.Requests > 0 && b.RampAt.IsZero() && now.Sub(b.OpenedAt) >= d.Config.Breaker.OpenTime {
+		b.RampAt = now
+	}
+}
+
+// ramp doubles the rate after the breaker: up to the rate before it
+// opened, or, without one, while the queue stays saturated (the workers
+// send Saturation × the rate before the last step: their reports lag a
+// step); an unsaturated queue ends the ramp at the rate in force.
+func (d *Decider) ramp(now time.Time) (Change, bool) {
+	st, b, cfg := &d.State, &d.State.Breaker, d.Config
+	if !d.writing() || (st.Status != StatusOpen && !b.Ramping) || st.Rate <= 0 {
+		return Change{}, false
+	}
+	d.prune(now)
+	m := d.measured(now)
+	st.Measured = m
+	if st.Status != StatusOpen && st.LastThrottle.Before(b.Since) {
+		// What the workers sent since the ramp began was taken.
+		st.Proven = max(st.Proven, min(m, st.Rate))
+	}
+	target := 2 * st.Rate
+	if b.Before > 0 {
+		target = min(target, b.Before)
+	} else if st.Status != StatusOpen && m < cfg.Saturation*st.Rate/2 {
+		// The workers did not fill the rate before the last step (the
+		// reports lag a step): the limit no longer binds.
+		b.Ramping = false
+		return Change{}, false
+	}
+	target = representable(target)
+	if target <= st.Rate {
+		b.Ramping = false
+		return Change{}, false
+	}
+	// A failed write is tried again at the next step.
+	b.RampAt = now.Add(cfg.RampInterval)
+	return Change{Kind: ChangeRamp, Rate: target, Reason: learned("failures",
+		fmt.Sprintf("breaker closing: ramped to %.3g/s on answers (measured %.3g/s)", target, m))}, true
+}
+
+// ramped records a ramp step written at now; from says the breaker was
+// open until then (the first step).
+func (d *Decider) ramped(now time.Time, from string) {
+	b := &d.State.Breaker
+	if from == StatusOpen {
+		// The trip rule counts from here: the probes' failures are over.
+		b.Since, b.Ramping = now, true
+	}
+	if b.Before > 0 && d.State.Rate >= representable(b.Before) {
+		b.Ramping, b.RampAt = false, time.Time{}
+	}
+}

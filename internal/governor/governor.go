@@ -116,11 +116,6 @@ const (
 // (PermissionDenied, Unimplemented, InvalidArgument).
 const ErrTypeUnsupported = "GovernorUnsupported"
 
-// TaskQueue returns the task queue the governors of the worker polling
-// base run on: a queue of their own, so that a governor's workflow task
-// does not wait behind the business workflows' on base.
-func TaskQueue(base string) string { return base + "@governor" }
-
 // WorkflowID returns the fixed workflow ID of the governor of taskQueue.
 func WorkflowID(taskQueue string) string { return "idemhttp-governor/" + taskQueue }
 

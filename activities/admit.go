@@ -65,7 +65,7 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	limit, share, shared := a.sharedLimit(info.TaskQueue)
 	ask := func(now time.Time, t admission.Ticket) admission.Decision {
 		if shared {
-			return a.limiter.Pace(p.origin, now, share, t, q.retry)
+			return a.limiter.Pace(p.origin, now, min(limit, share*sharePaceHeadroom), t, q.retry)
 		}
 		return a.limiter.Admit(p.origin, now, t, q.retry)
 	}
@@ -178,6 +178,17 @@ func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt
 	limit, _, _ := a.sharedLimit(tq)
 	a.gauges(ctx, p.o, s.Circuit, s.Rate, limit)
 }
+
+// sharePaceHeadroom is how much faster than its share of a shared queue's
+// limit a worker paces the attempts it is handed: the server hands tasks
+// to whichever worker polls, not in turn, so a worker paced at exactly its
+// share falls behind whenever it is handed more than that, and the
+// attempts it cannot pace within Admission.MaxWait go back to the server's
+// queue, each spending one of the limit's starts. The server's own limit
+// still holds the workers together to it; the pace only spreads the
+// burst it releases after an idle moment. A worker alone (its share is
+// the limit) paces at the limit.
+const sharePaceHeadroom = 1.5
 
 // sharedLimit returns the server's rate limit in force on taskQueue
 // (Config.SharedRate), this worker's share of it, and whether one is.

@@ -34,7 +34,8 @@ func TestSharedRatePacesBursts(t *testing.T) {
 		burst        int
 		wantWaits    []time.Duration
 	}{
-		{"two workers share 20/s", 20, 10, 4, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond}},
+		// Paced at 1.5 × the share (sharePaceHeadroom): 15/s.
+		{"two workers share 20/s", 20, 10, 4, []time.Duration{66666667, 133333334, 200000001}},
 		{"alone at 25/s", 25, 25, 3, []time.Duration{40 * time.Millisecond, 80 * time.Millisecond}},
 		{"no share: the server's limit alone", 20, 0, 4, nil},
 	}

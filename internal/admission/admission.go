@@ -494,10 +494,10 @@ func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool
 			return d
 		}
 	}
-	b.record(retry)
 	if pace > 0 {
-		return b.paceTurn(d, now, pace, l.id)
+		return b.paceTurn(d, now, pace, l.cfg.MaxWait, l.id, retry)
 	}
+	b.record(retry)
 	if !rate {
 		d.Admitted = true
 		return d
@@ -509,19 +509,28 @@ func (l *Limiter) admit(origin string, now time.Time, t Ticket, retry, rate bool
 // paceTurn gives the request the next free turn of a pace of rate
 // requests per second: now after an idle moment (a burst of one), else
 // 1/rate after the last turn given; a later turn comes with a ticket of
-// limiter id due then, from the caller's time now.
-func (b *bucket) paceTurn(d Decision, now time.Time, rate float64, id uint64) Decision {
+// limiter id due then, from the caller's time now. A turn further away
+// than maxWait is not given: the request is told the wait and goes back
+// to the server's queue (Hop), where any worker may take it, and a turn
+// it would not come back for must not push this worker's later ones out
+// (nor count against the retry budget).
+func (b *bucket) paceTurn(d Decision, now time.Time, rate float64, maxWait time.Duration, id uint64, retry bool) Decision {
 	turn := b.at
 	if b.paceNext.After(turn) {
 		turn = b.paceNext
 	}
-	b.paceNext = turn.Add(time.Duration(math.Ceil(float64(time.Second) / rate)))
 	w := turn.Sub(b.at)
-	if w <= 0 {
-		d.Admitted = true
+	d.Reason, d.Wait = ReasonRate, b.callerWait(now, w)
+	if w > maxWait {
 		return d
 	}
-	d.Reason, d.Wait = ReasonRate, b.callerWait(now, w)
+	// A turn given is counted once, when it is given (for the retry
+	// budget); the request that comes back with its ticket is not.
+	b.record(retry)
+	b.paceNext = turn.Add(time.Duration(math.Ceil(float64(time.Second) / rate)))
+	if w <= 0 {
+		return Decision{Admitted: true, Rate: d.Rate, Throttled: d.Throttled, Circuit: d.Circuit}
+	}
 	d.Ticket = Ticket{Limiter: id, Due: now.Add(d.Wait)}
 	return d
 }

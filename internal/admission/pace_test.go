@@ -20,10 +20,10 @@ func TestPace(t *testing.T) {
 		n       int
 		want    []time.Duration // wait of each request asking at once
 	}{
-		{"share 2/s", 2, 0, 4, []time.Duration{0, ms(500), ms(1000), ms(1500)}},
+		{"share 2/s", 2, 0, 3, []time.Duration{0, ms(500), ms(1000)}},
 		{"share 6/s", 6, 0, 3, []time.Duration{0, 166666667, 333333334}},
 		{"share 0.5/s, MaxWait 3 s", 0.5, 3 * time.Second, 2, []time.Duration{0, 2 * time.Second}},
-		{"share 0.5/s, MaxWait 1 s: one per MaxWait", 0.5, 0, 3, []time.Duration{0, time.Second, 2 * time.Second}},
+		{"share 0.5/s, MaxWait 1 s: one per MaxWait", 0.5, 0, 2, []time.Duration{0, time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +63,35 @@ func TestPace(t *testing.T) {
 			// 100/s saves up 100 tokens: pacing spent none of them.
 			admitN(t, l, origin, later, 100)
 		})
+	}
+}
+
+// TestPaceBeyondMaxWaitNotReserved: a turn further away than MaxWait is
+// not given (the attempt goes back to the server's queue, where any worker
+// may take it): the requests this worker is handed beyond what it paces
+// within MaxWait do not push its later turns out. Before, each took a turn
+// it never used, and a worker handed a burst once paced everything after
+// it seconds late (on the cluster, one of two workers sent nothing for
+// 27 s while the queue's backlog waited).
+func TestPaceBeyondMaxWaitNotReserved(t *testing.T) {
+	l := New(Config{InitialRate: 100, MaxWait: time.Second})
+	now := at(0)
+	// 2/s: turns at 0, 0.5 s and 1 s fit MaxWait; the next ten do not.
+	for i := range 13 {
+		d := l.Pace(origin, now, 2, Ticket{}, false)
+		if i < 3 {
+			if !d.Admitted && d.Ticket.Due.IsZero() {
+				t.Fatalf("request %d within MaxWait without a turn: %+v", i, d)
+			}
+			continue
+		}
+		if d.Admitted || !d.Ticket.Due.IsZero() || d.Wait <= time.Second {
+			t.Fatalf("request %d beyond MaxWait: %+v, want a wait over MaxWait and no turn", i, d)
+		}
+	}
+	// Half a second later the next free turn is 1.5 s: one second away.
+	if d := l.Pace(origin, now.Add(ms(500)), 2, Ticket{}, false); d.Admitted || absDur(d.Wait-time.Second) > time.Millisecond || d.Ticket.Due.IsZero() {
+		t.Errorf("after the surplus went elsewhere: %+v, want a turn 1 s away", d)
 	}
 }
 

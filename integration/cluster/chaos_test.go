@@ -43,7 +43,7 @@ func TestChaosCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerActivityQueue, ServerLogLevel: "warn"})
+	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerQueue, ServerLogLevel: "warn"})
 	workDir := t.TempDir()
 	res, err := chaos.Run(ctx, chaos.Config{
 		// 2.5 starts a second: the starts last 80 s, so the server dies

@@ -92,7 +92,7 @@ func sharedRateConflict(ctx context.Context, t *testing.T, workerBin string) {
 }
 
 func sharedRateTwoWorkers(ctx context.Context, t *testing.T, workerBin, apiBin string) {
-	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerActivityQueue})
+	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerQueue})
 	cl, err := client.Dial(client.Options{HostPort: c.FrontendHostPort(), Namespace: c.Namespace(), Logger: itest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func runChaos(ctx context.Context, p chaos.Plan, logDir string, logf func(string
 		}
 		defer os.RemoveAll(workDir)
 	}
-	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerActivityQueue, WorkDir: filepath.Join(workDir, "cluster")}
+	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerQueue, WorkDir: filepath.Join(workDir, "cluster")}
 	for _, d := range []string{workDir, opts.WorkDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err

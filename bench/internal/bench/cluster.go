@@ -95,7 +95,7 @@ func startBenchCluster(ctx context.Context, logDir string, logf func(string, ...
 	}
 	// One partition per activity queue: the shared rate's queue limit is
 	// then spread evenly, as the README asks operators to set it.
-	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerActivityQueue}
+	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerQueue}
 	if logDir != "" {
 		opts.WorkDir = filepath.Join(logDir, "cluster")
 		if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
@@ -197,7 +197,7 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 	// of a queue's root partition, and a workflow task queue has four, so
 	// a worker whose workflow pollers sat on the others was listed only a
 	// minute later, when their long poll ended; activity queues have one
-	// here (cluster.OnePartitionPerActivityQueue). A worker starts all its
+	// here (cluster.OnePartitionPerQueue). A worker starts all its
 	// pollers together.
 	oq, _ := workflows.OriginTaskQueue(tq, bc.target.URL)
 	queues := []string{oq}

@@ -63,7 +63,7 @@ func (c *campaign) startWorker(w *workerSlot) error {
 // waitPolling waits until identity polls the queue the operations'
 // activities run on: the origin's queue with OriginQueue, else the
 // campaign's. An activity queue with one partition (the campaign's
-// cluster runs with cluster.OnePartitionPerActivityQueue) lists a new
+// cluster runs with cluster.OnePartitionPerQueue) lists a new
 // poller at once; a workflow queue's root partition may list it only a
 // minute later.
 func (c *campaign) waitPolling(ctx context.Context, identity string) error {

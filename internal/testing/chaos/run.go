@@ -21,7 +21,7 @@ type Config struct {
 	// Plan is the campaign's plan (operations, seed, pace of the faults).
 	Plan Plan
 	// Cluster is the running cluster; temporal-server is killed and
-	// restarted once. Started with cluster.OnePartitionPerActivityQueue,
+	// restarted once. Started with cluster.OnePartitionPerQueue,
 	// its activity queues list a new worker's poller at once, which is
 	// what Run waits for before the first operation.
 	Cluster *cluster.Cluster

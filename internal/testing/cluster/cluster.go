@@ -36,7 +36,7 @@ type Options struct {
 	// is the file [Cluster.ServerLogPath].
 	ServerLogLevel string
 	// DynamicConfig is YAML added to the server's dynamic configuration,
-	// e.g. [OnePartitionPerActivityQueue].
+	// e.g. [OnePartitionPerQueue].
 	DynamicConfig string
 }
 

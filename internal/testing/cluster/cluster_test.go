@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -33,7 +35,7 @@ func greetWorkflow(ctx workflow.Context, name string) (string, error) {
 // restarts it (another workflow runs), then stops the cluster and checks that
 // nothing of it is left listening or on disk.
 func TestClusterRunsWorkflow(t *testing.T) {
-	c := cluster.StartForTest(t, cluster.Options{})
+	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerQueue})
 
 	cl, err := client.Dial(client.Options{HostPort: c.FrontendHostPort(), Namespace: c.Namespace()})
 	if err != nil {
@@ -79,6 +81,19 @@ func TestClusterRunsWorkflow(t *testing.T) {
 	}
 	if identity != "smoke-worker" {
 		t.Errorf("ActivityTaskStarted identity = %q, want %q", identity, "smoke-worker")
+	}
+
+	// OnePartitionPerQueue is in force: the activity queue has one
+	// partition (Server 1.29.1 matches a taskType constraint only beside a
+	// taskQueueName, so one on taskType alone left every queue four).
+	parts, err := cl.WorkflowService().ListTaskQueuePartitions(ctx, &workflowservice.ListTaskQueuePartitionsRequest{
+		Namespace: c.Namespace(), TaskQueue: &taskqueue.TaskQueue{Name: taskQueue},
+	})
+	if err != nil {
+		t.Fatalf("ListTaskQueuePartitions: %v", err)
+	}
+	if n := len(parts.GetActivityTaskQueuePartitions()); n != 1 {
+		t.Errorf("activity task queue partitions = %d, want 1 (OnePartitionPerQueue)", n)
 	}
 
 	// Visibility (the temporal_visibility database, written asynchronously)

@@ -138,20 +138,23 @@ system.forceSearchAttributesCacheRefreshOnRead:
     constraints: {}
 `
 
-// OnePartitionPerActivityQueue is dynamic configuration that gives every
-// activity task queue one partition (the default is 4): the queue rate
-// limit that a governor sets (--shared-rate) is then spread evenly over
-// time instead of in bursts of one task per partition, which an API that
-// counts requests per second answers with 429s. An operator sets it for
-// the origin queues only, with a taskQueueName constraint per queue.
-const OnePartitionPerActivityQueue = `matching.numTaskqueueReadPartitions:
+// OnePartitionPerQueue is dynamic configuration that gives every task
+// queue one partition (the default is 4): the queue rate limit that a
+// governor sets (the worker's shared rate) is then spread evenly over time
+// instead of split into four quarters, one per partition, which dispatch
+// only while their own partition has a backlog (the tail of a herd then
+// went at a fraction of the limit) and in bursts of one task per
+// partition. Server 1.29.1 matches a taskType constraint only beside a
+// taskQueueName (its precedence: namespace+name+type, namespace+name,
+// name, namespace, global), so this test cluster sets it globally; an
+// operator sets it for the origin queues only, with a taskQueueName
+// constraint per queue.
+const OnePartitionPerQueue = `matching.numTaskqueueReadPartitions:
   - value: 1
-    constraints:
-      taskType: Activity
+    constraints: {}
 matching.numTaskqueueWritePartitions:
   - value: 1
-    constraints:
-      taskType: Activity
+    constraints: {}
 `
 
 func renderServerConfig(c serverConfig) ([]byte, error) {

@@ -79,8 +79,8 @@ func perSuccess(r ContentionRun) float64 {
 }
 
 // writeClusterSharedClaims writes the claims rows of cs: 8a-8d (contention,
-// the shared rate on two and three workers), 8f-8g (outage, three
-// workers), 8h-8i (uncontended throughput, on ÷ off), each from the worst
+// the shared rate on two and three workers), 8g-8h (outage, three
+// workers), 8i-8j (uncontended throughput, on ÷ off), each from the worst
 // of its runs.
 func writeClusterSharedClaims(w io.Writer, cs *ClusterShared) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
@@ -115,9 +115,9 @@ func writeClusterSharedClaims(w io.Writer, cs *ClusterShared) {
 		wq, allq := worstOf(len(runs), perSec)
 		wt, allt := worstOf(len(runs), func(i int) float64 { return runs[i].Run.RecoveryToLast.Seconds() / lim })
 		q, t := runs[wq].Run, runs[wt].Run
-		p("| 8f | Outage (%.0f s of 503, then %d per %s), three worker processes, shared rate on: requests during the outage per second of it, %s | %.2f (%d in %.0f s; runs: %s) | ≤ %.2f | %s |\n",
+		p("| 8g | Outage (%.0f s of 503, then %d per %s), three worker processes, shared rate on: requests during the outage per second of it, %s | %.2f (%d in %.0f s; runs: %s) | ≤ %.2f | %s |\n",
 			q.Outage.Seconds(), cs.Params.Capacity, cs.Params.Window, worstOfRuns(len(runs)), perSec(wq), q.DuringOutage, q.Outage.Seconds(), allq, targetClusterOutageRequests, met(perSec(wq) <= targetClusterOutageRequests))
-		p("| 8g | Outage, three worker processes, shared rate on: recovery to the last success ÷ (%d workflows ÷ %d per %s), %s | %.2f (%.1f s ÷ %.1f s; runs: %s; %d failed) | ≤ %.2f, no workflow failed | %s |\n",
+		p("| 8h | Outage, three worker processes, shared rate on: recovery to the last success ÷ (%d workflows ÷ %d per %s), %s | %.2f (%.1f s ÷ %.1f s; runs: %s; %d failed) | ≤ %.2f, no workflow failed | %s |\n",
 			cs.Params.Clients, cs.Params.Capacity, cs.Params.Window, worstOfRuns(len(runs)), t.RecoveryToLast.Seconds()/lim, t.RecoveryToLast.Seconds(), lim, allt, failed, targetClusterOutageRecovery,
 			met(t.RecoveryToLast.Seconds()/lim <= targetClusterOutageRecovery && failed == 0))
 	}
@@ -125,9 +125,9 @@ func writeClusterSharedClaims(w io.Writer, cs *ClusterShared) {
 		if len(t.Rounds) == 0 {
 			continue
 		}
-		id, what := "8h", fmt.Sprintf("%s worker processes", numberWord(t.Workers))
+		id, what := "8i", fmt.Sprintf("%s worker processes", numberWord(t.Workers))
 		if t.Workers == 1 {
-			id, what = "8i", "one worker process alone"
+			id, what = "8j", "one worker process alone"
 		}
 		ratios := make([]string, len(t.Rounds))
 		var on, off []float64
@@ -148,7 +148,7 @@ func writeClusterShared(w io.Writer, cs *ClusterShared) {
 	cp := cs.Params
 	lim := cp.limitSeconds()
 	p("## 1e. Across workers: the PostgreSQL-backed cluster\n\n")
-	p("temporal-server 1.29.1 on PostgreSQL (`internal/testing/cluster`, one partition per activity task queue) and two or three worker processes (the `worker` binary, as a user runs it) polling one task queue; the workflows are started without eager start, so matching hands every task to any worker. Every worker is started with `--shared-rate=true` or `--shared-rate=false`, whatever the default: with it on, the requests run on the origin's own task queue and one governor sets that queue's rate limit on the server from every worker's reports (`internal/governor`), so the workers act as one client of the API; with it off, each worker has its own limiter and breaker and learns the API's capacity from its own answers alone. Full jitter; fresh workers and a fresh task queue for every run. Each shared-rate figure is taken from %d consecutive runs and the claims report the worst (claims 8a-8d, 8f-8i); the runs with each worker on its own rate are the comparison, one run each. The limit is %d workflows ÷ %d per %s = %.1f s.\n\n",
+	p("temporal-server 1.29.1 on PostgreSQL (`internal/testing/cluster`, one partition per activity task queue) and two or three worker processes (the `worker` binary, as a user runs it) polling one task queue; the workflows are started without eager start, so matching hands every task to any worker. Every worker is started with `--shared-rate=true` or `--shared-rate=false`, whatever the default: with it on, the requests run on the origin's own task queue and one governor sets that queue's rate limit on the server from every worker's reports (`internal/governor`), so the workers act as one client of the API; with it off, each worker has its own limiter and breaker and learns the API's capacity from its own answers alone. Full jitter; fresh workers and a fresh task queue for every run. Each shared-rate figure is taken from %d consecutive runs and the claims report the worst (claims 8a-8d, 8g-8j); the runs with each worker on its own rate are the comparison, one run each. The limit is %d workflows ÷ %d per %s = %.1f s.\n\n",
 		cs.Runs, cp.Clients, cp.Capacity, cp.Window, lim)
 	if len(cs.Contention) > 0 {
 		p("**Contention** (%d workflows, each needing one success from an API that takes %d requests per %s and answers the rest 429).\n\n", cp.Clients, cp.Capacity, cp.Window)

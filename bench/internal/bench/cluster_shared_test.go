@@ -63,12 +63,12 @@ func TestClusterSharedClaims(t *testing.T) {
 		measured map[string]string // claim id → part of the measured cell
 	}{
 		{name: "all met", res: clusterResults(good2, good3, goodOut, goodT3, goodT1),
-			want: map[string]string{"8a": "yes", "8b": "yes", "8c": "yes", "8d": "yes", "8f": "yes", "8g": "yes", "8h": "yes", "8i": "yes"},
+			want: map[string]string{"8a": "yes", "8b": "yes", "8c": "yes", "8d": "yes", "8g": "yes", "8h": "yes", "8i": "yes", "8j": "yes"},
 			measured: map[string]string{
 				"8a": "1.10 (110 ÷ 100; runs: 1.05, 1.10, 1.04)", "8b": "1.08 (18.0 s ÷ 16.7 s; runs: 1.05, 1.08, 1.03; 0 failed)",
 				"8c": "1.12 (112 ÷ 100; runs: 1.06, 1.03, 1.12)", "8d": "1.11 (18.5 s ÷ 16.7 s; runs: 1.07, 1.03, 1.11; 0 failed)",
-				"8f": "1.08 (65 in 60 s; runs: 1.02, 1.08, 1.03)", "8g": "1.08 (18.0 s ÷ 16.7 s; runs: 1.02, 1.08, 1.03; 0 failed)",
-				"8h": "1.00 (rounds: 1.00, 0.98, 1.02;", "8i": "1.00 (rounds: 1.00;",
+				"8g": "1.08 (65 in 60 s; runs: 1.02, 1.08, 1.03)", "8h": "1.08 (18.0 s ÷ 16.7 s; runs: 1.02, 1.08, 1.03; 0 failed)",
+				"8i": "1.00 (rounds: 1.00, 0.98, 1.02;", "8j": "1.00 (rounds: 1.00;",
 			}},
 		{name: "one slow run of three misses the time", res: clusterResults(clusterRun(2, true, 2, 110, 20, 0), good3, goodOut, goodT3, goodT1),
 			want:     map[string]string{"8a": "yes", "8b": "**MISSED**", "8c": "yes", "8d": "yes"},
@@ -78,13 +78,13 @@ func TestClusterSharedClaims(t *testing.T) {
 		{name: "a failed workflow misses both", res: clusterResults(good2, clusterRun(3, true, 3, 105, 17, 1), goodOut, goodT3, goodT1),
 			want: map[string]string{"8c": "**MISSED**", "8d": "**MISSED**"}, measured: map[string]string{"8d": "1 failed"}},
 		{name: "a probe per worker during the outage", res: clusterResults(good2, good3, clusterOutage(true, 2, 180, 18, 0), goodT3, goodT1),
-			want: map[string]string{"8f": "**MISSED**", "8g": "yes"}, measured: map[string]string{"8f": "3.00 (180 in 60 s"}},
+			want: map[string]string{"8g": "**MISSED**", "8h": "yes"}, measured: map[string]string{"8g": "3.00 (180 in 60 s"}},
 		{name: "slow recovery", res: clusterResults(good2, good3, clusterOutage(true, 2, 60, 25, 0), goodT3, goodT1),
-			want: map[string]string{"8f": "yes", "8g": "**MISSED**"}},
+			want: map[string]string{"8g": "yes", "8h": "**MISSED**"}},
 		{name: "shared rate slows the cluster", res: clusterResults(good2, good3, goodOut, clusterTput(3, [2]float64{11, 10}, [2]float64{11, 10}), goodT1),
-			want: map[string]string{"8h": "**MISSED**", "8i": "yes"}, measured: map[string]string{"8h": "0.91"}},
+			want: map[string]string{"8i": "**MISSED**", "8j": "yes"}, measured: map[string]string{"8i": "0.91"}},
 		{name: "shared rate slows one worker", res: clusterResults(good2, good3, goodOut, goodT3, clusterTput(1, [2]float64{13, 12})),
-			want: map[string]string{"8h": "yes", "8i": "**MISSED**"}},
+			want: map[string]string{"8i": "yes", "8j": "**MISSED**"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -125,13 +125,13 @@ func TestClusterSharedClaimsWithoutRuns(t *testing.T) {
 		says   map[string]string
 	}{
 		{name: "contention only, one run", cs: &ClusterShared{Params: defaultContention, Runs: 1, Contention: []ClusterRun{clusterRun(2, true, 1, 110, 18, 0)}},
-			absent: []string{"8c", "8d", "8f", "8g", "8h", "8i"},
+			absent: []string{"8c", "8d", "8g", "8h", "8i", "8j"},
 			says:   map[string]string{"8a": "two worker processes): requests per success, one run (a check: the claim takes the worst of three) | 1.10 (110 ÷ 100; runs: 1.10)"}},
 		{name: "throughput only", cs: &ClusterShared{Params: defaultContention, Runs: 3, Throughput: []ClusterThroughput{clusterTput(3, [2]float64{10, 10})}},
-			absent: []string{"8a", "8b", "8c", "8d", "8f", "8g", "8i"},
-			says:   map[string]string{"8h": "Uncontended throughput, three worker processes"}},
+			absent: []string{"8a", "8b", "8c", "8d", "8g", "8h", "8j"},
+			says:   map[string]string{"8i": "Uncontended throughput, three worker processes"}},
 		{name: "no comparison rows claim anything", cs: &ClusterShared{Params: defaultContention, Runs: 1, Contention: []ClusterRun{clusterRun(2, false, 1, 110, 18, 0)}, Outage: []ClusterOutageRun{clusterOutage(false, 1, 190, 18, 0)}},
-			absent: []string{"8a", "8b", "8f", "8g"}},
+			absent: []string{"8a", "8b", "8g", "8h"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer

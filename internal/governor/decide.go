@@ -526,17 +526,18 @@ func (d *Decider) saturatedAt(now time.Time) (time.Time, bool) {
 }
 
 // saturatedRaise proves the rate in force (the queue saturated without a
-// throttle) and raises it by Raise, at most halfway to the ceiling.
+// throttle) and raises it by SaturatedRaise, or halfway to the ceiling
+// when there is one.
 func (d *Decider) saturatedRaise(now time.Time) (Change, bool) {
 	st, cfg := &d.State, d.Config
 	st.SaturatedTried = now
 	_, m := d.accepted(now)
 	d.prove()
-	target := st.Rate * (1 + cfg.Raise)
+	target := st.Rate * (1 + cfg.SaturatedRaise)
 	if st.Ceiling > 0 {
 		// Halfway to the ceiling: a bisection between the proven rate and
 		// the lowest that throttled.
-		target = min(target, (st.Rate+st.Ceiling)/2)
+		target = (st.Rate + st.Ceiling) / 2
 	}
 	target = representable(target)
 	if target <= st.Rate {

@@ -198,12 +198,12 @@ func TestDeciderRulesV1(t *testing.T) {
 			end:     20 * s,
 		},
 		{
-			name:    "without a ceiling a saturated queue is raised by Raise every SaturatedCalm",
+			name:    "without a ceiling a saturated queue is raised by SaturatedRaise every SaturatedCalm",
 			st:      limited(5, 0),
 			reports: steady("a", 5, 1*s, 11*s),
 			end:     11 * s,
-			// 5 → 6 at 3 s (sent 5 ≥ 0.85 × 5); 6 at 6 s: 5 < 0.85 × 6.
-			want: []change{{3 * s, ChangeRaise, 6}},
+			// 5 → 7.5 at 3 s (sent 5 ≥ 0.85 × 5); 7.5 at 6 s: 5 < 0.85 × 7.5.
+			want: []change{{3 * s, ChangeRaise, 7.5}},
 		},
 		{
 			name: "the workers' failures trip the breaker: one probe a second for the cluster",

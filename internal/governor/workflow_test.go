@@ -618,12 +618,12 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, Config{
 		MeasureWindow: 10 * time.Second, AcceptWindow: 3 * time.Second, Gather: 1500 * time.Millisecond, Beta: 0.9, CutInterval: 5 * time.Second, Calm: 30 * time.Second,
 		Raise: 0.2, MinChange: 0.1, MinGap: 10 * time.Second, Floor: 0.5, MaxSignals: 1000,
-		Saturation: 0.85, SaturatedCalm: 3 * time.Second, Approach: 0.97, RampInterval: time.Second,
+		Saturation: 0.85, SaturatedCalm: 3 * time.Second, SaturatedRaise: 0.5, Approach: 0.97, RampInterval: time.Second,
 		Breaker: admission.Breaker{FailureRatio: 0.5, MinFailures: 5, FailureWindow: 10 * time.Second,
 			OpenTime: time.Second, MaxOpenTime: time.Second, RestartRate: admission.DefaultInitialRate / 2},
 	}, c)
 	set := Config{MeasureWindow: 1, AcceptWindow: 2, Gather: -1, Beta: 0.5, CutInterval: 2, Calm: 3, Raise: 0.3, MinChange: 0.2, MinGap: 4, Floor: 1, MaxSignals: 5,
-		Saturation: 0.5, SaturatedCalm: 6, Approach: 0.9, RampInterval: 7,
+		Saturation: 0.5, SaturatedCalm: 6, SaturatedRaise: 0.3, Approach: 0.9, RampInterval: 7,
 		Breaker: admission.Breaker{FailureRatio: 0.4, MinFailures: 3, FailureWindow: 8, OpenTime: 9, MaxOpenTime: 10, RestartRate: 1}}
 	assert.Equal(t, set, set.WithDefaults(), "set fields are kept")
 }

@@ -171,7 +171,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 		writeClusterSharedClaims(&b, cs)
 	}
 	for _, s := range r.SimAdmission {
-		if id, ok := map[int]string{2: "8e", 8: "8f"}[s.Workers]; ok && s.Shared && s.Clients == 1000 {
+		if id, ok := map[int]string{2: "8e", 8: "8j"}[s.Workers]; ok && s.Shared && s.Clients == 1000 {
 			sp := r.SimParams
 			tr := s.Duration.Seconds() / (float64(s.Clients) / float64(sp.Capacity) * sp.Window.Seconds())
 			p("| %s | Simulation, 1000 workflows, %d workers, one shared rate (the governor's Decider): time to the last success ÷ (1000 ÷ %d per %s) (mean of %d runs) | %.2f (%.2f requests per success) | ≤ %.2f | %s |\n",

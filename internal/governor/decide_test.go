@@ -313,7 +313,7 @@ func TestDeciderRulesV1(t *testing.T) {
 				{At: 3 * s, Worker: "a", Requests: 1, Accepted: 1},
 				{At: 4 * s, Worker: "a", Requests: 1, Accepted: 1},
 			},
-			end:    6 * s,
+			end: 6 * s,
 			// Governed again: the saturated queue is raised 3 s later.
 			want:   []change{{1 * s, ChangeOpen, 1}, {3 * s, ChangeRamp, 0.8}, {6 * s, ChangeRaise, 0.96}},
 			status: StatusLimited,

@@ -78,10 +78,13 @@ func (d *Decider) ramp(now time.Time) (Change, bool) {
 		return Change{}, false
 	}
 	target = representable(target)
-	if target <= st.Rate {
+	if target <= st.Rate && st.Status != StatusOpen {
 		b.Ramping = false
 		return Change{}, false
 	}
+	// Open at one probe per OpenTime above the rate before it (a limit
+	// under 1/s): the answer closes it at that rate, or it would stay open
+	// for good (no throttle cuts an open queue, no calm raises it).
 	// A failed write is tried again at the next step.
 	b.RampAt = now.Add(cfg.RampInterval)
 	return Change{Kind: ChangeRamp, Rate: target, Reason: learned("failures",

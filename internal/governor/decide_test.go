@@ -302,6 +302,24 @@ func TestDeciderRulesV1(t *testing.T) {
 			check:  func(t *testing.T, st State) { assert.False(t, st.Breaker.Ramping) },
 		},
 		{
+			// The rate before the breaker (a cut to 0.8/s) is under one
+			// probe per OpenTime: the first answer closes the breaker
+			// back at that rate; it does not stay open at 1/s, where no
+			// throttle cuts and no calm raises.
+			name: "an answer closes a breaker opened from a rate under one probe per OpenTime",
+			st:   limited(0.8, 0),
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
+				{At: 3 * s, Worker: "a", Requests: 1, Accepted: 1},
+				{At: 4 * s, Worker: "a", Requests: 1, Accepted: 1},
+			},
+			end: 6 * s,
+			// Governed again: the saturated queue is raised 3 s later.
+			want:   []change{{1 * s, ChangeOpen, 1}, {3 * s, ChangeRamp, 0.8}, {6 * s, ChangeRaise, 0.96}},
+			status: StatusLimited,
+			check:  func(t *testing.T, st State) { assert.False(t, st.Breaker.Ramping) },
+		},
+		{
 			name:    "the breaker off: failures change nothing",
 			cfg:     Config{Breaker: breakerOff},
 			reports: []report{{At: 1 * s, Worker: "a", Requests: 10, Failed: 10}},

@@ -254,9 +254,10 @@ func (r *Reporter) loop(ctx context.Context, done chan struct{}) {
 type pending struct {
 	queue string
 	obs   Observation
-	// requests were counted since from (obs may reach further back).
-	requests int
-	from     time.Time
+	// requests, accepted and failed were counted since from (obs may
+	// reach further back, over a report already sent).
+	requests, accepted, failed int
+	from                       time.Time
 }
 
 // report sends the observations due: only the urgent ones (a throttle
@@ -285,7 +286,7 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 		if !q.urgent && now.Sub(q.lastSent) < r.cfg.ReportInterval-slack {
 			continue
 		}
-		p := pending{queue: name, requests: q.requests, from: q.from, obs: Observation{
+		p := pending{queue: name, requests: q.requests, accepted: q.accepted, failed: q.failed, from: q.from, obs: Observation{
 			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, Failed: q.failed,
 			From: q.from, To: now,
 		}}
@@ -315,8 +316,8 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			q := r.queues[p.queue]
 			q.requests += p.requests
 			q.throttles += p.obs.Throttles
-			q.accepted += p.obs.Accepted
-			q.failed += p.obs.Failed
+			q.accepted += p.accepted
+			q.failed += p.failed
 			q.from = p.from
 			q.prevTo = time.Time{}
 			r.mu.Unlock()

@@ -206,3 +206,52 @@ func requireEventually(t *testing.T, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 5*time.Second, 10*time.Millisecond)
 }
+
+// flakyClient is a fakeClient whose SignalWithStartWorkflow fails while
+// fail is set.
+type flakyClient struct {
+	*fakeClient
+	fail bool
+}
+
+func (f *flakyClient) SignalWithStartWorkflow(ctx context.Context, id, signal string, arg any,
+	opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	if f.fail {
+		return nil, context.DeadlineExceeded
+	}
+	return f.fakeClient.SignalWithStartWorkflow(ctx, id, signal, arg, opts, wf, args...)
+}
+
+// TestReporterFailedSendCountsOnce: an urgent report that reaches back
+// over the report before it (its failures included) and cannot be sent
+// puts back only its own counts: the answers of the report before were
+// sent, and counting them again would show the governor failures (and
+// accepted answers) that did not happen, more than the requests sent.
+func TestReporterFailedSendCountsOnce(t *testing.T) {
+	const queue = "base@https://api.example.com"
+	fc := &flakyClient{fakeClient: &fakeClient{}}
+	r := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{ReportInterval: time.Hour})
+	ctx := context.Background()
+	// A failure after a calm: sent at once.
+	r.Record(queue, false, true)
+	r.report(ctx, true)
+	// A throttle right after: an urgent report reaching back over the
+	// failure's, which is not sent.
+	fc.fail = true
+	r.Record(queue, true, false)
+	r.report(ctx, true)
+	fc.fail = false
+	// The next report carries what was not sent: one throttle.
+	r.mu.Lock()
+	r.cfg.ReportInterval = 0
+	r.mu.Unlock()
+	r.report(ctx, false)
+	got := fc.sent()
+	require.Len(t, got, 2)
+	assert.Equal(t, Observation{Worker: "w1", Requests: 1, Failed: 1}, Observation{Worker: got[0].obs.Worker, Requests: got[0].obs.Requests, Failed: got[0].obs.Failed})
+	last := got[1].obs
+	assert.Equal(t, 1, last.Requests, "requests: %+v", last)
+	assert.Equal(t, 1, last.Throttles, "throttles: %+v", last)
+	assert.Zero(t, last.Failed, "the failure was sent before: %+v", last)
+	assert.Zero(t, last.Accepted, "accepted: %+v", last)
+}

@@ -229,3 +229,33 @@ func TestClusterSVGs(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimIDsUnique: every row of the claims table has an ID of its own
+// (the simulation's eight workers and the cluster's outage both wrote 8f).
+func TestClaimIDsUnique(t *testing.T) {
+	res := clusterResults(clusterRun(2, true, 2, 110, 18, 0), clusterRun(3, true, 3, 112, 18.5, 0), clusterOutage(true, 2, 65, 18, 0),
+		clusterTput(3, [2]float64{10, 10}), clusterTput(1, [2]float64{12, 12}))
+	res.SimParams = defaultContention
+	for _, w := range []int{2, 8} {
+		res.SimAdmission = append(res.SimAdmission, SimSummary{Clients: 1000, Admission: true, Workers: w, Shared: true, Runs: 20, Requests: 1050, Duration: 170 * time.Second})
+	}
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, res, "go run ./cmd/bench", "contention.svg"); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for line := range strings.SplitSeq(buf.String(), "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		id := strings.TrimSpace(cells[0])
+		if !strings.HasPrefix(line, "| 8") || len(id) > 3 {
+			continue
+		}
+		if prev, ok := seen[id]; ok {
+			t.Errorf("claim %s twice:\n%s\n%s", id, prev, line)
+		}
+		seen[id] = line
+	}
+	if len(seen) < 10 {
+		t.Errorf("claims 8a-8j: found %d: %v", len(seen), seen)
+	}
+}

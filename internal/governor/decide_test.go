@@ -315,7 +315,7 @@ func TestDeciderRulesV1(t *testing.T) {
 			},
 			end: 6 * s,
 			// Governed again: the saturated queue is raised 3 s later.
-			want:   []change{{1 * s, ChangeOpen, 1}, {3 * s, ChangeRamp, 0.8}, {6 * s, ChangeRaise, 0.96}},
+			want:   []change{{1 * s, ChangeOpen, 1}, {3 * s, ChangeRamp, 0.8}, {6 * s, ChangeRaise, 1.2}}, // by SaturatedRaise
 			status: StatusLimited,
 			check:  func(t *testing.T, st State) { assert.False(t, st.Breaker.Ramping) },
 		},

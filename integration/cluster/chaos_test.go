@@ -23,7 +23,8 @@ const chaosOperations = 200
 
 // TestChaosCampaign is the chaos campaign's smaller form (package
 // internal/testing/chaos): 200 operations on the cluster with three
-// worker processes (--shared-rate, each request on its origin's queue),
+// worker processes (their defaults: the shared rate on, each request
+// routed to its origin's queue by the worker),
 // the API behind Toxiproxy with toxics coming and going, a worker
 // SIGKILLed every 20 s, temporal-server SIGKILLed once and the API down
 // for 30 s once. Every operation must end exactly once with its full
@@ -50,7 +51,6 @@ func TestChaosCampaign(t *testing.T) {
 		// and workers die while operations are in flight.
 		Plan:    chaos.Plan{Seed: *chaosSeed, Operations: chaosOperations, StartRate: 2.5},
 		Cluster: c, WorkerBin: filepath.Join(binDir, "worker"), ToxiproxyBin: toxiproxyBin, WorkDir: workDir,
-		WorkerArgs: []string{"--shared-rate"}, OriginQueue: true,
 		ScheduleToClose: 10 * time.Minute, Drain: 5 * time.Minute,
 		Logf: t.Logf,
 	})

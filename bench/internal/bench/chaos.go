@@ -22,7 +22,7 @@ var defaultChaos = chaos.Plan{Seed: 33, Operations: 1000}
 
 // ChaosResult is the chaos section: the campaign of package
 // internal/testing/chaos at full size on the PostgreSQL-backed cluster,
-// three worker processes with --shared-rate.
+// three worker processes with their default flags (the shared rate on).
 type ChaosResult struct {
 	// WorkerArgs are the workers' flags beyond the task queue and origin.
 	WorkerArgs []string      `json:"worker_args"`
@@ -76,10 +76,10 @@ func runChaos(ctx context.Context, p chaos.Plan, logDir string, logf func(string
 			err = errors.Join(err, fmt.Errorf("stopping the cluster: %w", serr))
 		}
 	}()
-	res := &ChaosResult{WorkerArgs: []string{"--shared-rate"}}
+	res := &ChaosResult{}
 	res.Campaign, err = chaos.Run(ctx, chaos.Config{
 		Plan: p, Cluster: c, WorkerBin: filepath.Join(binDir, "worker"), ToxiproxyBin: toxiproxyBin, WorkDir: workDir,
-		WorkerArgs: res.WorkerArgs, OriginQueue: true,
+		WorkerArgs:      res.WorkerArgs,
 		ScheduleToClose: 30 * time.Minute, Drain: 15 * time.Minute, Logf: logf,
 	})
 	if err != nil {

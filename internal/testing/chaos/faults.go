@@ -60,20 +60,14 @@ func (c *campaign) startWorker(w *workerSlot) error {
 	return nil
 }
 
-// waitPolling waits until identity polls the queue the operations'
-// activities run on: the origin's queue with OriginQueue, else the
-// campaign's. An activity queue with one partition (the campaign's
-// cluster runs with cluster.OnePartitionPerQueue) lists a new
-// poller at once; a workflow queue's root partition may list it only a
-// minute later.
+// waitPolling waits until identity polls the origin's queue, where the
+// operations' activities run (the worker polls its origins' queues
+// whatever its flags, and routes the requests there with the shared
+// rate, its default, or they ask for it with OriginQueue).
 func (c *campaign) waitPolling(ctx context.Context, identity string) error {
-	queue := c.taskQueue
-	if c.cfg.OriginQueue {
-		oq, err := workflows.OriginTaskQueue(c.taskQueue, c.px.URL)
-		if err != nil {
-			return err
-		}
-		queue = oq
+	queue, err := workflows.OriginTaskQueue(c.taskQueue, c.px.URL)
+	if err != nil {
+		return err
 	}
 	return itest.WaitForActivityPollers(ctx, c.cl, queue, identity)
 }

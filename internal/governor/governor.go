@@ -400,11 +400,13 @@ type State struct {
 	// force before that cut (0: none).
 	CorrectAt time.Time `json:"correctAt,omitzero"`
 	CutFrom   float64   `json:"cutFrom,omitempty"`
-	// Ceiling is the lowest limit in force that throttled (before any
-	// limit: the accepted rate at the first cut), 0 for none; Proven the
+	// Ceiling is the lowest limit in force that throttled, 0 for none (a
+	// throttle with no limit in force sets none: the herd's estimate
+	// bounds nothing); Proven the
 	// highest limit the queue ran saturated at without a throttle. A
-	// saturated queue is raised fast, halfway from the rate to the
-	// ceiling each time, up to Config.Approach × it; a cut goes back to
+	// saturated queue is raised fast, by Config.SaturatedRaise without a
+	// ceiling and halfway from the rate to it with one, up to
+	// Config.Approach × it; a cut goes back to
 	// the proven rate when that is higher than Beta × the accepted rate.
 	Ceiling float64 `json:"ceiling,omitempty"`
 	Proven  float64 `json:"proven,omitempty"`

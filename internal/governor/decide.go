@@ -146,18 +146,41 @@ func (d *Decider) observeBreaker(now time.Time, obs Observation) {
 // failures sums the answers and failures of the reports received within
 // the breaker's FailureWindow and since it last changed.
 func (d *Decider) failures(now time.Time) (answers, failures int) {
+	t := d.tally(now, d.Config.Breaker.FailureWindow, d.State.Breaker.Since)
+	return t.requests, t.failed
+}
+
+// recentTally is the sum of a run of reports: their counts (a report
+// reaching back over its worker's one before counts that one's once) and
+// the time they cover together on the governor's clock.
+type recentTally struct {
+	requests, accepted, failed int
+	from, to                   time.Time
+}
+
+// tally sums the reports received within window of now and not before
+// since (zero: no bound), in the order received. Each report ends when it
+// arrived and is as long as its worker says.
+func (d *Decider) tally(now time.Time, window time.Duration, since time.Time) recentTally {
+	var t recentTally
 	last := map[string]Observation{}
 	for _, o := range d.State.Recent {
-		if now.Sub(o.at()) > d.Config.Breaker.FailureWindow || o.at().Before(d.State.Breaker.Since) {
+		if now.Sub(o.at()) > window || o.at().Before(since) {
 			continue
 		}
 		if prev, ok := last[o.Worker]; ok && covers(o, prev) {
-			answers, failures = answers-prev.Requests, failures-prev.Failed
+			t.requests, t.accepted, t.failed = t.requests-prev.Requests, t.accepted-prev.Accepted, t.failed-prev.Failed
 		}
 		last[o.Worker] = o
-		answers, failures = answers+o.Requests, failures+o.Failed
+		t.requests, t.accepted, t.failed = t.requests+o.Requests, t.accepted+o.Accepted, t.failed+o.Failed
+		end := o.at()
+		start := end.Add(-max(o.To.Sub(o.From), 0))
+		if t.from.IsZero() || start.Before(t.from) {
+			t.from = start
+		}
+		t.to = latest(t.to, end)
 	}
-	return answers, failures
+	return t
 }
 
 // covers reports whether o, a worker's report, reaches back over prev,
@@ -338,30 +361,12 @@ func (d *Decider) accepted(now time.Time) (accepted, sent float64) {
 // API taking 6). An urgent report reaching back over the one before
 // (Reporter) counts that one's answers once.
 func (d *Decider) acceptedV1(now time.Time) (accepted, sent float64) {
-	var n, acc int
-	var from, to time.Time
-	last := map[string]Observation{}
-	for _, o := range d.State.Recent {
-		if now.Sub(o.at()) > d.Config.AcceptWindow {
-			continue
-		}
-		if prev, ok := last[o.Worker]; ok && covers(o, prev) {
-			n, acc = n-prev.Requests, acc-prev.Accepted
-		}
-		last[o.Worker] = o
-		n, acc = n+o.Requests, acc+o.Accepted
-		end := o.at()
-		start := end.Add(-max(o.To.Sub(o.From), 0))
-		if from.IsZero() || start.Before(from) {
-			from = start
-		}
-		to = latest(to, end)
-	}
-	if n <= 0 {
+	t := d.tally(now, d.Config.AcceptWindow, time.Time{})
+	if t.requests <= 0 {
 		return 0, 0
 	}
-	span := max(to.Sub(from), minSpan).Seconds()
-	return float64(acc) / span, float64(n) / span
+	span := max(t.to.Sub(t.from), minSpan).Seconds()
+	return float64(t.accepted) / span, float64(t.requests) / span
 }
 
 // cutTarget is the rate a cut goes to from the accepted rate acc and the

@@ -55,6 +55,24 @@ func queueLimit(ctx context.Context, c client.Client, ns, tq string) (*taskqueue
 	return resp.GetConfig().GetQueueRateLimit(), nil
 }
 
+// awaitQueueLimit reads tq's queue rate limit every period until one is
+// in force, and returns it; it fails t when ctx ends first.
+func awaitQueueLimit(ctx context.Context, t *testing.T, c client.Client, ns, tq string, period time.Duration) *taskqueuepb.RateLimitConfig {
+	t.Helper()
+	var limit *taskqueuepb.RateLimitConfig
+	require.NoError(t, itest.Eventually(ctx, period, func() error {
+		var err error
+		if limit, err = queueLimit(ctx, c, ns, tq); err != nil {
+			return err
+		}
+		if limit.GetRateLimit() == nil {
+			return errors.New("no queue rate limit yet")
+		}
+		return nil
+	}))
+	return limit
+}
+
 func queryState(ctx context.Context, c client.Client, tq string) (governor.State, error) {
 	var st governor.State
 	v, err := c.QueryWorkflow(ctx, governor.WorkflowID(tq), "", governor.QueryName)
@@ -143,17 +161,7 @@ func TestDevServer(t *testing.T) {
 	throttledAt := time.Now()
 	rep.Record(actTQ, true, false)
 
-	var limit *taskqueuepb.RateLimitConfig
-	require.NoError(t, itest.Eventually(ctx, 50*time.Millisecond, func() error {
-		var err error
-		if limit, err = queueLimit(ctx, c, dev.Namespace, actTQ); err != nil {
-			return err
-		}
-		if limit.GetRateLimit() == nil {
-			return errors.New("no queue rate limit yet")
-		}
-		return nil
-	}))
+	limit := awaitQueueLimit(ctx, t, c, dev.Namespace, actTQ, 50*time.Millisecond)
 	t.Logf("queue rate limit in force %s after the throttle: %v", time.Since(throttledAt).Round(time.Millisecond), limit)
 	st, err := queryState(ctx, c, actTQ)
 	require.NoError(t, err)
@@ -296,17 +304,7 @@ func TestDevServerClusterBreaker(t *testing.T) {
 
 	failing := make(chan struct{})
 	go record(true, failing)
-	var limit *taskqueuepb.RateLimitConfig
-	require.NoError(t, itest.Eventually(ctx, 100*time.Millisecond, func() error {
-		var err error
-		if limit, err = queueLimit(ctx, c, dev.Namespace, actTQ); err != nil {
-			return err
-		}
-		if limit.GetRateLimit() == nil {
-			return errors.New("no queue rate limit yet")
-		}
-		return nil
-	}))
+	limit := awaitQueueLimit(ctx, t, c, dev.Namespace, actTQ, 100*time.Millisecond)
 	close(failing)
 	assert.Equal(t, float32(1), limit.GetRateLimit().GetRequestsPerSecond(), "one probe a second for the cluster")
 	assert.Contains(t, limit.GetMetadata().GetReason(), "breaker open")

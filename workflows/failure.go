@@ -257,24 +257,55 @@ const (
 	ErrTypeMonitorNotFollowed = "MonitorNotFollowed"
 )
 
-// errTypes are the ErrType constants: the types of this package's failures.
-var errTypes = map[string]bool{
-	ErrTypeInvalidRequest: true, ErrTypeOriginNotAllowed: true, ErrTypeHTTPClientError: true,
-	ErrTypeHTTPNonRetryableStatus: true, ErrTypeHTTPRetryableStatus: true, ErrTypeNetworkError: true,
-	ErrTypeTLSCertificateError: true, ErrTypeRedirectNotFollowed: true, ErrTypeRetryWouldExceedDeadline: true,
-	ErrTypeIdempotencyKeyInFlight: true, ErrTypeNotAdmitted: true, ErrTypeIdempotencyKeyLocked: true,
-	ErrTypeIdempotencyKeyReused: true, ErrTypeOperationRunning: true, ErrTypeOperationStillRunning: true,
-	ErrTypeOperationFailed: true, ErrTypeOperationCanceled: true, ErrTypeMonitorNotFollowed: true,
+// errorTypes are the ErrType constants, each with whether it is final
+// at once: the one list of this package's failure types. AsFailure reads
+// the types it holds; nonRetryableErrorTypes is made from it. A new
+// ErrType constant goes here, or AsFailure cannot read its Failure (a
+// test parses this file and fails when one is missing).
+var errorTypes = []struct {
+	name  string
+	final bool
+}{
+	{ErrTypeInvalidRequest, true},
+	{ErrTypeOriginNotAllowed, true},
+	{ErrTypeHTTPClientError, true},
+	{ErrTypeHTTPNonRetryableStatus, true},
+	{ErrTypeHTTPRetryableStatus, false},
+	{ErrTypeNetworkError, false},
+	{ErrTypeTLSCertificateError, true},
+	{ErrTypeRedirectNotFollowed, true},
+	{ErrTypeRetryWouldExceedDeadline, true},
+	{ErrTypeIdempotencyKeyInFlight, false},
+	{ErrTypeNotAdmitted, false},
+	// Final or not as its answer says: the activity sets NonRetryable.
+	{ErrTypeCredentialUnavailable, false},
+	{ErrTypeIdempotencyKeyLocked, true},
+	{ErrTypeIdempotencyKeyReused, true},
+	{ErrTypeOperationRunning, false},
+	{ErrTypeOperationStillRunning, true},
+	{ErrTypeOperationFailed, true},
+	{ErrTypeOperationCanceled, true},
+	{ErrTypeMonitorNotFollowed, true},
 }
 
-// nonRetryableErrorTypes are the types that are never retried, which Call
-// puts in the RetryPolicy's NonRetryableErrorTypes as a second guard
-// beside the activity's own NonRetryable flag.
-var nonRetryableErrorTypes = []string{
-	ErrTypeInvalidRequest, ErrTypeOriginNotAllowed, ErrTypeHTTPClientError,
-	ErrTypeHTTPNonRetryableStatus, ErrTypeTLSCertificateError,
-	ErrTypeRedirectNotFollowed, ErrTypeRetryWouldExceedDeadline,
-	ErrTypeIdempotencyKeyLocked, ErrTypeIdempotencyKeyReused,
-	ErrTypeOperationStillRunning, ErrTypeOperationFailed, ErrTypeOperationCanceled,
-	ErrTypeMonitorNotFollowed,
-}
+// errTypes are the names of errorTypes, for AsFailure.
+var errTypes = func() map[string]bool {
+	m := make(map[string]bool, len(errorTypes))
+	for _, t := range errorTypes {
+		m[t.name] = true
+	}
+	return m
+}()
+
+// nonRetryableErrorTypes are the types of errorTypes that are final at
+// once, which Call puts in the RetryPolicy's NonRetryableErrorTypes as a
+// second guard beside the activity's own NonRetryable flag.
+var nonRetryableErrorTypes = func() []string {
+	var names []string
+	for _, t := range errorTypes {
+		if t.final {
+			names = append(names, t.name)
+		}
+	}
+	return names
+}()

@@ -179,7 +179,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	start := time.Now()
 	ans := a.exchange(ctx, info.TaskQueue, p)
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
-	if credentialError(ans.err) == nil {
+	if !ans.unsent() {
 		prev.Sent++
 	}
 	v := decide(&ans, &p.o.conv, prev)

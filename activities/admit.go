@@ -154,10 +154,11 @@ func reasonLabel(r admission.Reason) string {
 // at sentAt, by an attempt on task queue tq, says about the origin (see
 // Breaker: which answers are failures), and updates the origin's gauges. An attempt whose context
 // ended (the worker stops, the activity was cancelled) tells it nothing:
-// the origin did not fail. Nor does a credential that could not be
-// applied: nothing was sent, and the origin did not answer.
+// the origin did not fail. Nor does an attempt that sent nothing
+// (answer.unsent: a credential that could not be applied, a request
+// net/http refused): the origin did not answer.
 func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt time.Time, ans *answer) {
-	if a.limiter == nil || ctx.Err() != nil || credentialError(ans.err) != nil {
+	if a.limiter == nil || ctx.Err() != nil || ans.unsent() {
 		return
 	}
 	o := admission.Observation{

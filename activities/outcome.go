@@ -100,6 +100,11 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 		return credentialVerdict(ce)
 	}
 	if ans.err != nil {
+		var ns *notSentError
+		if errors.As(ans.err, &ns) {
+			return verdict{kind: kindFinal, errType: workflows.ErrTypeInvalidRequest,
+				reason: "the worker could not send the request (a header it would carry is invalid); nothing was sent"}
+		}
 		if ans.status >= 200 && ans.status <= 299 {
 			return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true,
 				reason: fmt.Sprintf("the %d answer's body broke off after %d bytes: the server has most likely done the work; retrying with the same key to get its whole stored answer", ans.status, ans.size)}

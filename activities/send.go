@@ -19,6 +19,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -149,6 +150,10 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 				// handshake: no handler read the request.
 				return answer{from: target, err: ce}
 			}
+			if ne := p.o.unsendable(hr); ne != nil {
+				// net/http refused to send it: nothing left the worker.
+				return answer{from: target, err: ne}
+			}
 			return answer{from: target, err: err}
 		}
 		ans := a.read(resp)
@@ -181,6 +186,57 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		}
 		return ans
 	}
+}
+
+// notSentError is a request net/http refused to send (send found why):
+// nothing left the worker, so the API did nothing.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// unsendable says why net/http refused to send hr, when the cause is one
+// of its headers (a name that is no token, a value with a control
+// character): a *credential.Error when o's credential set that header (a
+// token endpoint's token, say), else a *notSentError; nil when every
+// header is valid (the error came from elsewhere). It runs only after
+// the client failed, so a valid request pays nothing for it. The error
+// names the header, never its value.
+func (o *origin) unsendable(hr *http.Request) error {
+	for name, vs := range hr.Header {
+		err := error(nil)
+		if !request.ValidHeaderName(name) {
+			err = fmt.Errorf("header name %q is not a valid HTTP token", name)
+		}
+		for _, v := range vs {
+			if err == nil {
+				err = request.HeaderValue(name, v)
+			}
+		}
+		switch {
+		case err == nil:
+		case o.set[name]:
+			return &credential.Error{Scheme: "header", Err: fmt.Errorf("the origin's credential set %w: no request can carry it; fix the worker's Config.Credentials for the origin", err)}
+		default:
+			return &notSentError{fmt.Errorf("net/http refused to send the request: %w", err)}
+		}
+	}
+	return nil
+}
+
+// unsent reports whether the attempt sent nothing: the origin's
+// credential could not be applied, or net/http refused the request
+// before sending it. Such an attempt is no request for the retry budget,
+// the breaker or the shared rate, and leaves the outcome as it was.
+func (ans *answer) unsent() bool {
+	if ans.err == nil {
+		return false
+	}
+	if credentialError(ans.err) != nil {
+		return true
+	}
+	var ns *notSentError
+	return errors.As(ans.err, &ns)
 }
 
 // setHeaders writes p's body and headers into hr, a request of send: the

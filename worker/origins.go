@@ -288,6 +288,9 @@ func (l *loader) headers(t map[string]any) (http.Header, map[string]string, erro
 			if err != nil {
 				return nil, nil, err
 			}
+			if err := request.HeaderValue(name, ref.prefix+val); err != nil {
+				return nil, nil, fmt.Errorf("%s: $%s: %w; fix the variable's value", field, ref.env, err)
+			}
 			h = addHeader(h, name, ref.prefix+val)
 			l.secrets = append(l.secrets, val)
 		default:

@@ -123,7 +123,7 @@ region = "eu-west-1"
 // TestLoadOriginsRefuses: each error names the origin, the field and what
 // to write instead.
 func TestLoadOriginsRefuses(t *testing.T) {
-	env := envOf(map[string]string{"EMPTY": " ", "SET": "a-client-secret-0123456789"})
+	env := envOf(map[string]string{"EMPTY": " ", "SET": "a-client-secret-0123456789", "VT": "sk_live_01234\x0b56789"})
 	tests := []struct {
 		name string
 		text string
@@ -143,6 +143,8 @@ func TestLoadOriginsRefuses(t *testing.T) {
 			[]string{`origin "https://x.example"`, "oauth2.client_secret", "client_secret_env", "chmod 600"}},
 		{"missing env var", "[origin.\"https://x.example\".headers]\nX-Api-Key = { env = \"ADYEN_KEY\" }\n", 0o644,
 			[]string{`origin "https://x.example"`, "headers.X-Api-Key", "ADYEN_KEY is not set", "set it"}},
+		{"control byte in a header from the environment", "[origin.\"https://x.example\".headers]\nAuthorization = { env = \"VT\", prefix = \"Bearer \" }\n", 0o644,
+			[]string{`origin "https://x.example"`, "headers.Authorization", "$VT", "control character", "fix the variable"}},
 		{"empty env var", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret_env = \"EMPTY\"\n", 0o644,
 			[]string{`origin "https://x.example"`, "oauth2.client_secret_env", "EMPTY is not set (or empty)"}},
 		{"bad preset", "[origin.\"https://x.example\"]\nconvention = \"paypal\"\n", 0o644,

@@ -311,6 +311,10 @@ func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Err
 		// Never quoted: it could not be redacted.
 		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token of %d bytes, shorter than %d: it could not be redacted from results and logs, so it is not sent; check Credential.OAuth2.TokenURL", len(tok.AccessToken), MinSecretBytes)}
 	}
+	if err := request.HeaderValue("Authorization", "Bearer "+tok.AccessToken); err != nil {
+		// Never quoted: net/http would refuse every request carrying it.
+		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token that no request can carry (%w), so it is not sent; check Credential.OAuth2.TokenURL", err)}
+	}
 	if tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "Bearer") {
 		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are supported: configure the client at the authorization server for Bearer tokens", short(tok.TokenType))}
 	}

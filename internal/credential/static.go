@@ -71,10 +71,15 @@ func (s *static) Apply(_ context.Context, req *http.Request, _ []byte) error {
 // rewrite unrelated text, and a user name beside a password is an account
 // name. Each piece must be at least MinSecretBytes long: a shorter one
 // could not be redacted without rewriting unrelated text, so the error
-// names it.
+// names it. A value with a control character (other than horizontal tab)
+// is refused too: no request could carry it.
 func SecretParts(name, v string) ([]string, error) {
 	short := func(what string, n int) error {
 		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret; is the token missing?", what, n, MinSecretBytes)
+	}
+	if err := request.HeaderValue(name, v); err != nil {
+		// net/http would refuse every request that carries it.
+		return nil, err
 	}
 	isAuth := name == "Authorization" || name == "Proxy-Authorization"
 	scheme, tok, ok := strings.Cut(v, " ")

@@ -223,8 +223,8 @@ func Headers(h map[string]string) error {
 			return fmt.Errorf("headers %q and %q differ only in case: HTTP header names are case-insensitive, keep one", other, name)
 		}
 		seen[canon] = name
-		if i := badValueByte(h[name]); i >= 0 {
-			return fmt.Errorf("invalid value for header %s: byte %#x at %d is a control character", canon, h[name][i], i)
+		if err := HeaderValue(canon, h[name]); err != nil {
+			return err
 		}
 		if IsCredential(canon) {
 			return fmt.Errorf("header %s may not be set in the request: it looks like a credential, and the request is stored in Temporal's history; configure it on the worker", canon)
@@ -251,6 +251,18 @@ func ValidHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// HeaderValue checks the value v of header name as net/http does before
+// it sends a request (which refuses the whole request otherwise): no
+// control character other than horizontal tab, and no DEL. The error names
+// the header and the byte's position, never the value (it may be a
+// credential's).
+func HeaderValue(name, v string) error {
+	if i := badValueByte(v); i >= 0 {
+		return fmt.Errorf("invalid value for header %s: byte %#x at %d is a control character, which HTTP does not allow in a header value", name, v[i], i)
+	}
+	return nil
 }
 
 // badValueByte returns the index of the first byte net/http refuses in a

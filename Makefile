@@ -25,7 +25,7 @@ check:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/testing/apicheck/... ./internal/testing/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./internal/testing/apicheck/... ./internal/testing/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
@@ -135,6 +135,7 @@ fuzz:
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzStripe$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzHMAC$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./worker -run '^$$' -fuzz '^FuzzLoadOrigins$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./internal/seal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -45,6 +46,8 @@ type Activities struct {
 	outcomeTags tagCache
 	// urls caches the request URLs parsed lately.
 	urls urlCache
+	// seal is Config.SealKeys (nil: none).
+	seal *seal.Keys
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -58,6 +61,14 @@ func New(cfg Config) (*Activities, error) {
 		return nil, err
 	}
 	a := &Activities{cfg: cfg, origins: origins, redact: red}
+	if len(cfg.SealKeys) > 0 {
+		if a.seal, err = seal.New(cfg.SealKeys); err != nil {
+			return nil, fmt.Errorf("Config.SealKeys: %w", err)
+		}
+		for _, k := range cfg.SealKeys {
+			red.Add(string(k))
+		}
+	}
 	if a.cfg.MaxResponseBytes <= 0 {
 		a.cfg.MaxResponseBytes = request.DefaultMaxResponseBytes
 	}
@@ -279,7 +290,7 @@ func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*p
 		return nil, invalid(err)
 	}
 	o := pu.origin
-	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: o, o: a.origins[o]}
+	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: a.redact.string(pu.shown), origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
 			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown})

@@ -51,6 +51,21 @@ type Config struct {
 	// header value, the token after an "Authorization" scheme, and the
 	// password of Basic credentials, too).
 	Credentials map[string]Credential
+	// SealKeys are the keys (32 random bytes each, e.g. from
+	// `openssl rand -base64 32`) that seal a URL a server names for a later
+	// request when the URL carries a secret: a status monitor or result
+	// URL with a credential of this worker in its path, or with query
+	// values the origin's LongRunning.KeepQuery does not name (a
+	// signature). Such a URL is written to Temporal's history only
+	// encrypted (AES-256-GCM, bound to the operation's key:
+	// workflows.Accepted.Sealed), redacted where it is shown, and opened
+	// by the poll activity. The first key seals, every key opens: to
+	// rotate, list a new key first and keep the old one after it until
+	// the operations it sealed have ended. Every worker that polls the
+	// origin's operations needs the same keys. Default none: such a URL
+	// is not followed (workflows.ErrTypeMonitorNotFollowed), and nothing
+	// of it reaches history.
+	SealKeys [][]byte
 	// Conventions maps an allowed origin to its server's Convention; an
 	// origin without one uses IETF().
 	Conventions map[string]Convention

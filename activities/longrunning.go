@@ -1,6 +1,9 @@
 package activities
 
 import (
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -228,27 +231,34 @@ func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflo
 		op.RetryAfter = wait
 	}
 	refuse := func(what, shown string, err error) error {
-		return a.fail(fmt.Sprintf("%s %s answered %d, accepting the operation, with %s %s, which this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then run the same workflow ID again (the same key gets the stored answer)",
+		return a.fail(fmt.Sprintf("%s %s answered %d, accepting the operation, with %s %s, which this worker will not follow: %v. The operation goes on at the server: fix the worker's configuration (Convention.LongRunning, Config.AllowedOrigins, Config.SealKeys), then run the same workflow ID again (the same key gets the stored answer)",
 			p.method, p.shown, ans.status, what, shown, err), workflows.ErrTypeMonitorNotFollowed, workflows.Failure{
 			Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
 			Attempt: attempt, Status: ans.status, Location: shown, OutcomeUnknown: true,
 		})
 	}
-	var err error
-	if op.Monitor, err = a.followable(l, p.origin, ans.from, raw, true); err != nil {
-		return nil, refuse("the status monitor", request.RedactURL(raw), err)
+	monitor, monitorSecret, err := a.followable(l, p.origin, ans.from, raw, true)
+	if err != nil {
+		return nil, refuse("the status monitor", a.shownURL(raw), err)
 	}
-	if !op.StatusDocument || !l.ResultAtLocation {
-		return op, nil
-	}
-	switch longrunning.FinalVia(p.method, ans.header, header) {
-	case longrunning.FinalOriginal:
-		op.ResultURL = p.raw
-	case longrunning.FinalLocation:
-		loc := ans.header.Get("Location")
-		if op.ResultURL, err = a.followable(l, p.origin, ans.from, loc, true); err != nil {
-			return nil, refuse("the result's Location", request.RedactURL(loc), err)
+	var result, resultSecret string
+	if op.StatusDocument && l.ResultAtLocation {
+		switch longrunning.FinalVia(p.method, ans.header, header) {
+		case longrunning.FinalOriginal:
+			result = p.raw
+		case longrunning.FinalLocation:
+			loc := ans.header.Get("Location")
+			if result, resultSecret, err = a.followable(l, p.origin, ans.from, loc, true); err != nil {
+				return nil, refuse("the result's Location", a.shownURL(loc), err)
+			}
 		}
+	}
+	if err := a.record(op, monitor, monitorSecret, result, resultSecret); err != nil {
+		what, shown := "the status monitor", a.shownURL(raw)
+		if monitorSecret == "" {
+			what, shown = "the result's Location", a.shownURL(result)
+		}
+		return nil, refuse(what, shown, err)
 	}
 	return op, nil
 }
@@ -305,33 +315,41 @@ func (a *Activities) pollRetryAfter(h http.Header, now time.Time) (asked, wait t
 // followable resolves raw against base and checks that the worker may
 // request it for an operation started at origin: an absolute http(s) URL
 // without user info, on origin or one of l.MonitorOrigins, allowed by
-// Config.AllowedOrigins, and, when it goes to history, with no query
-// parameter but those of l.KeepQuery. It returns the URL without its
-// fragment.
-func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, raw string, history bool) (string, error) {
+// Config.AllowedOrigins. It returns the URL without its fragment and,
+// when it goes to history, why it may not go there as it is (secret; ""
+// when it may): a query parameter l.KeepQuery does not name, or a secret
+// of the worker's credentials anywhere in it. Such a URL is written
+// sealed (record), or not followed.
+func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, raw string, history bool) (s, secret string, err error) {
 	if len(raw) > maxFollowedURL {
-		return "", fmt.Errorf("it is %d bytes long, more than the %d a URL written to history may be", len(raw), maxFollowedURL)
+		return "", "", fmt.Errorf("it is %d bytes long, more than the %d a URL written to history may be", len(raw), maxFollowedURL)
 	}
 	u, err := base.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return "", fmt.Errorf("it does not parse as a URL")
+		return "", "", fmt.Errorf("it does not parse as a URL")
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("it carries user info")
+		return "", "", fmt.Errorf("it carries user info")
 	}
 	u.Fragment, u.RawFragment = "", ""
-	s := u.String()
+	s = u.String()
 	_, o, err := request.ParseURL(s)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if o != origin && !slices.Contains(l.MonitorOrigins, o) {
-		return "", fmt.Errorf("its origin %s is not the start request's (%s) nor in Convention.LongRunning.MonitorOrigins", o, origin)
+		return "", "", fmt.Errorf("its origin %s is not the start request's (%s) nor in Convention.LongRunning.MonitorOrigins", o, origin)
 	}
 	if a.origins[o] == nil {
-		return "", fmt.Errorf("its origin %s is not in Config.AllowedOrigins", o)
+		return "", "", fmt.Errorf("its origin %s is not in Config.AllowedOrigins", o)
 	}
-	if history && u.RawQuery != "" {
+	if !history {
+		return s, "", nil
+	}
+	if a.holdsSecret(u, s) {
+		return s, "it carries a credential of this worker", nil
+	}
+	if u.RawQuery != "" {
 		// Read as RedactURL does, not as url.Values, which drops what it
 		// cannot parse ("a;b=…", "%zz"): every part must be name=value,
 		// its name allowed.
@@ -340,13 +358,84 @@ func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, ra
 			_, verr := url.QueryUnescape(value)
 			switch {
 			case !ok || !request.ValidHeaderName(name):
-				return "", fmt.Errorf("its query holds a value without a name, which would be written to Temporal's history (a token must not be)")
+				return s, "its query holds a value without a name", nil
 			case !slices.Contains(l.KeepQuery, name) || verr != nil || strings.Contains(value, ";"):
-				return "", fmt.Errorf("its query parameter %q would be written to Temporal's history (a signature or token must not be): allow it with Convention.LongRunning.KeepQuery if its value is no secret", name)
+				return s, fmt.Sprintf("its query parameter %q may be a signature or token (Convention.LongRunning.KeepQuery names the parameters that are none)", name), nil
 			}
 		}
 	}
-	return s, nil
+	return s, "", nil
+}
+
+// holdsSecret reports whether the URL u (s as written) holds a piece of a
+// secret the redactor knows: as written, or unescaped in its path or
+// query.
+func (a *Activities) holdsSecret(u *url.URL, s string) bool {
+	if a.redact.next([]byte(s), 0) >= 0 || a.redact.next([]byte(u.Path), 0) >= 0 {
+		return true
+	}
+	q, err := url.QueryUnescape(u.RawQuery)
+	return err == nil && a.redact.next([]byte(q), 0) >= 0
+}
+
+// shownURL is the URL s as history, messages and logs may show it: query
+// values and user info redacted (request.RedactURL), then every secret
+// the redactor knows.
+func (a *Activities) shownURL(s string) string {
+	return a.redact.string(request.RedactURL(s))
+}
+
+// sealedURLs are the URLs Accepted.Sealed holds.
+type sealedURLs struct {
+	Monitor   string `json:"m,omitempty"`
+	ResultURL string `json:"r,omitempty"`
+}
+
+// record writes op's monitor and result URL (followable's, with why each
+// may not go to history as it is) into op: as they are when both may go;
+// else each shown (shownURL) and both sealed with Config.SealKeys in
+// op.Sealed, or, without keys, an error saying what to configure.
+func (a *Activities) record(op *workflows.Accepted, monitor, monitorSecret, result, resultSecret string) error {
+	if monitorSecret == "" && resultSecret == "" {
+		op.Monitor, op.ResultURL, op.Sealed = monitor, result, ""
+		return nil
+	}
+	if a.seal == nil {
+		return fmt.Errorf("%s, which must not be written to Temporal's history in clear: give every worker the same Config.SealKeys (the worker's --seal-keys-file) to carry it sealed, or, for a query parameter that holds no secret, name it in Convention.LongRunning.KeepQuery", cmp.Or(monitorSecret, resultSecret))
+	}
+	plain, err := json.Marshal(sealedURLs{Monitor: monitor, ResultURL: result})
+	if err != nil {
+		return err
+	}
+	op.Sealed = a.seal.Seal(string(plain), sealContext(op.IdempotencyKey))
+	op.Monitor, op.ResultURL = a.shownURL(monitor), a.shownURL(result)
+	if result == "" {
+		op.ResultURL = ""
+	}
+	return nil
+}
+
+// sealContext binds a sealed value to its operation's key.
+func sealContext(key string) string { return "idemhttp accepted\x00" + key }
+
+// unseal returns the monitor and result URL of the operation in: those
+// sealed in in.Sealed, else in's own.
+func (a *Activities) unseal(in *request.Monitor) (monitor, result string, err error) {
+	if in.Sealed == "" {
+		return in.Monitor, in.ResultURL, nil
+	}
+	if a.seal == nil {
+		return "", "", errors.New("its URLs are sealed, and this worker holds no Config.SealKeys: give every worker the same keys")
+	}
+	plain, err := a.seal.Open(in.Sealed, sealContext(in.IdempotencyKey))
+	if err != nil {
+		return "", "", fmt.Errorf("its sealed URLs cannot be opened: %w; give every worker the same Config.SealKeys (keep an old key listed until the operations it sealed have ended)", err)
+	}
+	var u sealedURLs
+	if err := json.Unmarshal([]byte(plain), &u); err != nil {
+		return "", "", fmt.Errorf("its sealed URLs are not intact")
+	}
+	return u.Monitor, u.ResultURL, nil
 }
 
 // maxFollowedURL bounds a monitor or result URL: it is written to history

@@ -95,6 +95,9 @@ type poller struct {
 	// succeeded: the status document said so; what fails after (reading
 	// the result) says it.
 	succeeded bool
+	// resultURL is the operation's result URL as the server named it
+	// (op.ResultURL may show it redacted: Accepted.Sealed).
+	resultURL string
 }
 
 // poll runs the attempt: one GET of the monitor (or the cancel request),
@@ -141,18 +144,27 @@ func (pl *poller) begin(ctx context.Context) (string, error) {
 	pl.l, pl.start, pl.startURL = &so.conv.LongRunning, su.origin, su.url
 	pl.style = pl.l.style(&pl.in)
 	if pl.prev = loadProgress(ctx, pl.info.Attempt); pl.prev.Monitor != "" && !in.Cancel {
-		pl.op.Monitor = pl.prev.Monitor // moved by an earlier poll
+		// Moved by an earlier poll.
+		pl.op.Monitor, pl.op.Sealed = pl.prev.Monitor, pl.prev.Sealed
 	}
 	// Attempts that were not admitted sent no poll.
 	pl.op.Polls = int(pl.prev.Sent) + 1
-	// KeepQuery guards what a server names before it is written to
-	// history; a webhook's fallback poll reads the URL the workflow wrote
-	// (WebhookPoll.URL, in history already, as Request.URL is): polled as
-	// written.
-	written := in.Status != nil && pl.op.Monitor == in.Monitor
-	mon, err := a.followable(pl.l, su.origin, su.url, pl.op.Monitor, !written)
+	monitor, result, err := a.unseal(&request.Monitor{Accepted: *pl.op})
 	if err != nil {
-		return "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", request.RedactURL(pl.op.Monitor), err), "")
+		return "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", a.shownURL(pl.op.Monitor), err), "")
+	}
+	pl.resultURL = result
+	// What a server names is checked before it is written to history
+	// (followable): a sealed URL was, and a webhook's fallback poll reads
+	// the URL the workflow wrote (WebhookPoll.URL, in history already, as
+	// Request.URL is): polled as written.
+	written := in.Status != nil && pl.op.Monitor == in.Monitor
+	mon, secret, err := a.followable(pl.l, su.origin, su.url, monitor, !written && pl.op.Sealed == "")
+	if err == nil && secret != "" {
+		err = fmt.Errorf("%s, which must not be in Temporal's history in clear", secret)
+	}
+	if err != nil {
+		return "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", a.shownURL(pl.op.Monitor), err), "")
 	}
 	return mon, nil
 }
@@ -206,11 +218,18 @@ func (pl *poller) whole(p *prepared, ans *answer) error {
 // 9110's 202 names the monitor in Location; Azure SDKs follow the newest).
 func (pl *poller) moved(ctx context.Context, p *prepared, ans *answer, next, name string) error {
 	if next != "" {
-		moved, err := pl.a.followable(pl.l, pl.start, ans.from, next, true)
-		if err != nil {
-			return pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's Convention.LongRunning or Config.AllowedOrigins, then resume with workflows.FollowAccepted and the Failure's Accepted", request.RedactURL(next), err), "")
+		moved, secret, err := pl.a.followable(pl.l, pl.start, ans.from, next, true)
+		if err == nil {
+			// The result URL stays; it is sealed again if it was.
+			resultSecret := ""
+			if pl.resultURL != pl.in.ResultURL {
+				resultSecret = "it was sealed"
+			}
+			err = pl.a.record(pl.op, moved, secret, pl.resultURL, resultSecret)
 		}
-		pl.op.Monitor = moved
+		if err != nil {
+			return pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the monitor answered 202 with Location %s, a new monitor this worker will not follow: %v. The operation goes on at the server: fix the worker's configuration (Convention.LongRunning, Config.AllowedOrigins, Config.SealKeys), then resume with workflows.FollowAccepted and the Failure's Accepted", pl.a.shownURL(next), err), "")
+		}
 	}
 	return pl.running(ctx, p, ans, name)
 }
@@ -234,7 +253,7 @@ func (pl *poller) failed(p *prepared, ans *answer, r longrunning.Reading, name s
 // result (r.State Ended), or the resource whose status document decides,
 // as the monitor's would have (Elsewhere: a webhook's fallback poll).
 func (pl *poller) seeOther(ctx context.Context, p *prepared, ans *answer, r longrunning.Reading) (*workflows.Response, error) {
-	target, err := pl.a.followable(pl.l, pl.start, ans.from, r.Next, false)
+	target, _, err := pl.a.followable(pl.l, pl.start, ans.from, r.Next, false)
 	if err != nil {
 		return nil, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(r.Next), err), "")
 	}
@@ -255,10 +274,10 @@ func (pl *poller) seeOther(ctx context.Context, p *prepared, ans *answer, r long
 // document.
 func (pl *poller) succeed(ctx context.Context, p *prepared, ans *answer, detail []byte, name string) (*workflows.Response, error) {
 	pl.succeeded = true
-	if pl.in.ResultURL != "" {
-		target, err := pl.a.followable(pl.l, pl.start, pl.startURL, pl.in.ResultURL, false)
+	if pl.resultURL != "" {
+		target, _, err := pl.a.followable(pl.l, pl.start, pl.startURL, pl.resultURL, false)
 		if err != nil {
-			return nil, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", request.RedactURL(pl.in.ResultURL), err), "")
+			return nil, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", pl.a.shownURL(pl.in.ResultURL), err), "")
 		}
 		p = pl.prepare(http.MethodGet, target)
 		got, err := pl.send(ctx, p)
@@ -296,7 +315,7 @@ func (pl *poller) prepare(method, raw string) *prepared {
 		panic(err)
 	}
 	req := request.Input{Operation: pl.in.Operation, Method: method, URL: pu.raw, IdempotencyKey: pl.in.IdempotencyKey}
-	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pu.shown, origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
+	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pl.a.redact.string(pu.shown), origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
 }
 
 // send sends p once admitted, as the start request is (admit, exchange,
@@ -353,7 +372,7 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 		pl.op.State = state
 		r := pl.a.result(ans, p, pl.info.Attempt, pl.op)
 		r.Replayed = false
-		activity.GetLogger(ctx).Info("long-running operation ended", "key", pl.in.IdempotencyKey, "monitor", request.RedactURL(pl.op.Monitor), "status", ans.status, "polls", pl.info.Attempt, "state", state)
+		activity.GetLogger(ctx).Info("long-running operation ended", "key", pl.in.IdempotencyKey, "monitor", pl.a.shownURL(pl.op.Monitor), "status", ans.status, "polls", pl.info.Attempt, "state", state)
 		return r, nil
 	case kindFinal:
 		return nil, pl.final(p, v.errType, ans.status, pl.describe(p, ans, v.reason), pl.a.redact.snippet(ans.body))
@@ -371,7 +390,7 @@ func (pl *poller) describe(p *prepared, ans *answer, reason string) string {
 
 // details are the Failure of this attempt.
 func (pl *poller) details(p *prepared, status int) workflows.Failure {
-	shown := request.RedactURL(pl.op.Monitor)
+	shown := pl.a.shownURL(pl.op.Monitor)
 	d := workflows.Failure{
 		Operation: pl.in.Operation, Method: http.MethodGet, URL: shown, IdempotencyKey: pl.in.IdempotencyKey,
 		Attempt: pl.info.Attempt, Status: status, Accepted: pl.op, Location: shown,
@@ -432,8 +451,8 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	// the heartbeat, as the HTTP activity does (see scheduleDeadline).
 	prev := pl.prev
 	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: int32(pl.op.Polls), Retry: errType != workflows.ErrTypeOperationRunning}
-	if pl.op.Monitor != pl.in.Monitor && !pl.in.Cancel {
-		next.Monitor = pl.op.Monitor
+	if (pl.op.Monitor != pl.in.Monitor || pl.op.Sealed != pl.in.Sealed) && !pl.in.Cancel {
+		next.Monitor, next.Sealed = pl.op.Monitor, pl.op.Sealed
 	}
 	if pl.in.Cancel && next.Sent >= request.CancelAttempts {
 		// The activity counts the cancel requests sent: attempts the
@@ -466,7 +485,7 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	} else {
 		logger.Warn("poll of a long-running operation failed, Temporal will poll again", "key", d.IdempotencyKey, "status", d.Status, "poll", pl.info.Attempt, "delay", delay)
 	}
-	opts := temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{d}}
+	opts := temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{a.scrub(d)}}
 	if errType == workflows.ErrTypeOperationRunning {
 		// Waiting is no failure: the SDK logs a benign error at Debug and
 		// leaves it out of its failure metrics (1000 operations polled

@@ -32,7 +32,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		BodyBytes:      ans.size,
 		Replayed:       p.o.conv.replayed(ans.header),
 		BodyTruncated:  ans.truncated,
-		Accepted:       acc,
+		Accepted:       scrubAccepted(a.redact.snap.Load(), acc),
 	}
 	for _, canon := range p.o.resultHeaders {
 		// ans.header.Get(canon), without canonicalizing canon again.
@@ -91,8 +91,8 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 	for k, v := range r.Headers {
 		n += len(k) + len(v)
 	}
-	if acc != nil {
-		n += len(acc.URL) + len(acc.Monitor) + len(acc.ResultURL) + len(acc.State) + len(acc.Operation)
+	if acc := r.Accepted; acc != nil {
+		n += len(acc.Sealed) + len(acc.URL) + len(acc.Monitor) + len(acc.ResultURL) + len(acc.State) + len(acc.Operation)
 	}
 	if n > 0 && 6*n+2<<10 > a.cfg.MaxResultBytes && !a.fits(r) {
 		if len(r.Body)+len(r.RawBody) > 0 {

@@ -66,6 +66,9 @@ type progress struct {
 	// moved the monitor (its Location), checked as the start's monitor
 	// is; empty: the monitor of its input.
 	Monitor string `json:"monitor,omitempty"`
+	// Sealed is the moved monitor's workflows.Accepted.Sealed, when it
+	// carries a secret (Monitor then shows it redacted).
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // loadProgress returns the progress of the attempts before this one, with
@@ -300,7 +303,7 @@ func (a *Activities) handOver(ctx context.Context, next progress, errType, msg s
 		d.NextRetryDelay = delay
 		opts.NextRetryDelay = delay
 	}
-	opts.Details = []any{d}
+	opts.Details = []any{a.scrub(d)}
 	activity.RecordHeartbeat(ctx, next)
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(msg), errType, opts)
 }
@@ -340,6 +343,31 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 // fail returns a non-retryable ApplicationError of errType with d.
 func (a *Activities) fail(msg, errType string, d workflows.Failure) error {
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(msg), errType, temporal.ApplicationErrorOptions{
-		NonRetryable: true, Details: []any{d},
+		NonRetryable: true, Details: []any{a.scrub(d)},
 	})
+}
+
+// scrub returns d with every text an answer or an error may have filled
+// redacted by the one redactor, whatever field carries it: every
+// workflows.Failure the activities return goes through it (fail,
+// handOver, the poll's retry). Secrets are redacted where they are put
+// in too; this is the guard for the fields that were not.
+func (a *Activities) scrub(d workflows.Failure) workflows.Failure {
+	r := a.redact.snap.Load()
+	d.URL, d.Location, d.Reason, d.Body = r.string(d.URL), r.string(d.Location), r.string(d.Reason), r.string(d.Body)
+	d.Accepted = scrubAccepted(r, d.Accepted)
+	return d
+}
+
+// scrubAccepted returns a copy of acc (nil for nil) with its texts
+// redacted by r: its URLs are shown ones (shownURL) or hold no secret
+// (followable), and its state was redacted (stateName), so that this
+// only guards.
+func scrubAccepted(r *redactSet, acc *workflows.Accepted) *workflows.Accepted {
+	if acc == nil {
+		return nil
+	}
+	c := *acc
+	c.URL, c.Monitor, c.ResultURL, c.State = r.string(c.URL), r.string(c.Monitor), r.string(c.ResultURL), r.string(c.State)
+	return &c
 }

@@ -132,6 +132,7 @@ type config struct {
 	logLevel, identity, metricsAddr string
 	token, tokenOrigin              string // API_TOKEN, --api-token-origin
 	originsPath                     string // --origins
+	sealKeysPath                    string // --seal-keys-file
 	file                            originSettings
 	maxBody                         int64
 	maxRetryAfter                   time.Duration
@@ -155,6 +156,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); "+longRunningModifiers()+" choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	flag.StringVar(&cfg.originsPath, "origins", os.Getenv("ORIGINS_FILE"), "TOML `FILE` of origins the worker may call too, each with its convention and credentials (env ORIGINS_FILE; see docs/credentials.md); an origin it names may not be given by --allow-origin or --convention as well")
+	flag.StringVar(&cfg.sealKeysPath, "seal-keys-file", os.Getenv("SEAL_KEYS_FILE"), "`FILE` of keys that seal a status monitor URL carrying a secret (a credential in its path, a signature in its query) before it is written to Temporal's history: one base64 key of 32 bytes a line (openssl rand -base64 32), the first sealing, all opening; chmod 600; every worker needs the same (env SEAL_KEYS_FILE; default: such a monitor is not followed)")
 	flag.StringVar(&cfg.tokenOrigin, "api-token-origin", os.Getenv("API_TOKEN_ORIGIN"), "the `ORIGIN` API_TOKEN is sent to as Authorization: Bearer (env API_TOKEN_ORIGIN; default: the only allowed origin; required with several)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
@@ -323,6 +325,9 @@ func activityConfig(cfg config) (activities.Config, error) {
 		return ac, err
 	}
 	ac.Credentials = creds
+	if ac.SealKeys, err = readSealKeys(cfg.sealKeysPath); err != nil {
+		return ac, err
+	}
 	return ac, nil
 }
 

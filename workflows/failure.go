@@ -249,8 +249,10 @@ const (
 	// named no status monitor (a 202 without one), or one (Failure.Location,
 	// redacted) the worker will not follow: another origin not in the
 	// origin's LongRunning.MonitorOrigins or the worker's AllowedOrigins,
-	// user info, longer than 8 KiB, or query values whose names
-	// LongRunning.KeepQuery does not allow into history. The
+	// user info, longer than 8 KiB, or a secret (query values whose names
+	// LongRunning.KeepQuery does not allow into history, a credential in
+	// its path) that the worker cannot seal (activities.Config.SealKeys),
+	// or sealed with a key this worker does not hold. The
 	// operation goes on at the server (OutcomeUnknown): fix the worker's
 	// configuration, then run the same workflow ID again (the same key
 	// gets the stored answer, and the operation is followed).

@@ -69,9 +69,11 @@ func PollBackoff(interval, maxInterval time.Duration) Backoff {
 //
 // Its URLs are stored in Temporal's history: they never hold user info,
 // and hold query values only for the names the origin's
-// activities.LongRunning.KeepQuery allows (a monitor a server names with
-// others is not followed: workflows.ErrTypeMonitorNotFollowed), or those
-// the workflow wrote itself (workflows.WebhookPoll.URL).
+// activities.LongRunning.KeepQuery allows, or those the workflow wrote
+// itself (workflows.WebhookPoll.URL), and no credential of the worker. A
+// monitor a server names with a secret is shown redacted and travels in
+// Sealed (activities.Config.SealKeys), or is not followed
+// (workflows.ErrTypeMonitorNotFollowed).
 type Accepted struct {
 	// Operation, Method, URL and IdempotencyKey are the start request's.
 	Operation      string `json:"operation,omitempty"`
@@ -103,6 +105,13 @@ type Accepted struct {
 	// Polls is how many polls the last following took (the poll
 	// activity's attempts, failed ones included).
 	Polls int `json:"polls,omitempty"`
+	// Sealed is set when Monitor or ResultURL, as the server named them,
+	// carry a secret (a credential of the worker in the path, a signature
+	// in the query): they are then shown redacted, and Sealed holds them
+	// encrypted with the workers' activities.Config.SealKeys, bound to
+	// IdempotencyKey, for the poll activity to open. Only a worker that
+	// holds the key can poll.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // Monitor is a long-running operation as the poll activity follows it:

@@ -59,8 +59,11 @@ type Credential struct {
 	// that does not dial TLS itself (no DialTLSContext): the origin gets
 	// a clone that dials with the certificate, over HTTP/1.1, so that a
 	// certificate the origin refuses is reported as such
-	// (workflows.ErrTypeCredentialUnavailable, final) even when the
-	// refusal breaks a request being written.
+	// (workflows.ErrTypeCredentialUnavailable, final, no failure of the
+	// origin for its breaker) even when the refusal breaks a request
+	// being written, or comes without a TLS alert (the origin closes the
+	// connection, as Node's https server and many load balancers do:
+	// checked once on a new connection that sends no request).
 	CertFile, KeyFile, CAFile string
 	// SigV4 signs every request with AWS Signature Version 4, over the
 	// exact bytes of its body (API Gateway, Lambda function URLs, any

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -337,11 +336,9 @@ func oauth2Error(err error, start time.Time) *Error {
 	e := &Error{Scheme: "oauth2"}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
-		if TLSRefusal(err) != nil {
+		if ce := TLSRefusal(err); ce != nil {
 			// Final: the same certificate would be refused again.
-			var op *net.OpError
-			errors.As(err, &op)
-			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the TLS handshake (%v): it wants a client certificate it trusts; set Credential.CertFile and KeyFile (the token endpoint gets them too) or check them", op.Err)
+			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the TLS handshake (%v): it wants a client certificate it trusts; set Credential.CertFile and KeyFile (the token endpoint gets them too) or check them", ce.Err)
 			return e
 		}
 		var ue *url.Error

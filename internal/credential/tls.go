@@ -229,11 +229,16 @@ var refusalAlerts = []string{"bad certificate", "unsupported certificate", "cert
 // TLSRefusal returns err, an error of a request to an origin with a client
 // certificate, as the *Error to report when the origin refused the
 // certificate in the handshake (a TLS alert such as unknown certificate
-// authority or certificate expired), and nil for any other error. With
-// TLS 1.3 the alert arrives after the client's side of the handshake is
-// done, so the request may have been written already, but the server
-// refused the connection before reading it: no handler received it.
+// authority or certificate expired, or a silent close that DialTLS found
+// to be a refusal), and nil for any other error. With TLS 1.3 the refusal
+// arrives after the client's side of the handshake is done, so the
+// request may have been written already, but the server refused the
+// connection before reading it: no handler received it.
 func TLSRefusal(err error) *Error {
+	var rs *refusedSilently
+	if errors.As(err, &rs) {
+		return rs.err
+	}
 	var op *net.OpError
 	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
 		return nil

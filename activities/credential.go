@@ -65,12 +65,34 @@ type Credential struct {
 	// connection, as Node's https server and many load balancers do:
 	// checked once on a new connection that sends no request).
 	CertFile, KeyFile, CAFile string
+	// TokenTLS, if set, is the TLS of OAuth2's token requests in place of
+	// the origin's: a token endpoint on another host may have a
+	// certificate of another CA, and want a client certificate of its own
+	// or none. A zero TLSFiles presents no client certificate and trusts
+	// the system's CAs. Default (nil): the origin's CertFile, KeyFile and
+	// CAFile when it has any (the token endpoint of a bank requiring
+	// mutual TLS requires it too, RFC 8705), else Config.HTTPClient's.
+	// A token request that fails says which settings it used.
+	TokenTLS *TLSFiles
 	// SigV4 signs every request with AWS Signature Version 4, over the
 	// exact bytes of its body (API Gateway, Lambda function URLs, any
 	// AWS service), with AWS's own signer. It sets Authorization: an
 	// Authorization from Header, HeaderFiles or OAuth2 is replaced, not
 	// sent; every other header is signed over.
 	SigV4 *SigV4
+}
+
+// TLSFiles are the TLS settings of an origin's OAuth2 token requests
+// (Credential.TokenTLS), as PEM files.
+type TLSFiles struct {
+	// CertFile and KeyFile are the client certificate and its private key
+	// presented to the token endpoint, both or neither (default: none);
+	// re-read when they change, and redacted, as Credential.CertFile and
+	// KeyFile.
+	CertFile, KeyFile string
+	// CAFile holds the only certificate authorities trusted for the token
+	// endpoint's certificate (default: the system's).
+	CAFile string
 }
 
 // SigV4 is an origin's AWS Signature Version 4 (Credential.SigV4).
@@ -89,7 +111,7 @@ type SigV4 struct {
 // The constructors of the sources that reach beyond the worker (a token
 // endpoint, certificate files), replaced by tests (export_test.go).
 var (
-	newOAuth2 = credential.NewOAuth2
+	newOAuth2 = credential.NewOAuth2With
 	newTLS    = credential.NewTLS
 )
 
@@ -133,21 +155,15 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 			return err
 		}
 	}
+	if c.TokenTLS != nil && c.OAuth2 == nil {
+		return fmt.Errorf("%s.TokenTLS is set without OAuth2: it is the TLS of OAuth2's token requests; set OAuth2, or remove TokenTLS", field)
+	}
 	if c.OAuth2 != nil {
-		// The token endpoint is reached with the worker's client or, when
-		// the origin has a client certificate, the origin's transport: a
-		// bank requiring mutual TLS requires it of its token endpoint
-		// too (RFC 8705).
-		tc := cfg.HTTPClient
-		if o.client != nil {
-			hc := http.Client{}
-			if cfg.HTTPClient != nil {
-				hc = *cfg.HTTPClient
-			}
-			hc.Transport = o.client.Transport
-			tc = &hc
+		tc, via, err := o.tokenClient(cfg, field, c, red)
+		if err != nil {
+			return err
 		}
-		src, err := newOAuth2(c.OAuth2, tc, red)
+		src, err := newOAuth2(c.OAuth2, tc, red, credential.OAuth2Options{TLS: via})
 		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
 			return err
 		}

@@ -2,6 +2,8 @@ package credential
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -57,6 +59,20 @@ const (
 // not be modified afterwards. The value returned also implements
 // Refresher.
 func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (Source, error) {
+	return NewOAuth2With(cfg, client, r, OAuth2Options{})
+}
+
+// OAuth2Options are the settings of NewOAuth2With beyond NewOAuth2's.
+type OAuth2Options struct {
+	// TLS names the TLS settings the token requests use, as the user set
+	// them ("the token request used …"): every error of a token request
+	// says it, since a token endpoint that wants other settings fails in
+	// the handshake or refuses the client ("" says nothing).
+	TLS string
+}
+
+// NewOAuth2With is NewOAuth2 with opts.
+func NewOAuth2With(cfg *clientcredentials.Config, client *http.Client, r Redactor, opts OAuth2Options) (Source, error) {
 	if err := checkOAuth2(cfg, r); err != nil {
 		return nil, err
 	}
@@ -68,7 +84,7 @@ func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	client = &c
-	s := &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now, clientSecrets: clientSecrets(cfg)}
+	s := &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now, clientSecrets: clientSecrets(cfg), tlsNote: opts.TLS}
 	s.addClientSecrets()
 	return s, nil
 }
@@ -129,6 +145,8 @@ type oauth2Source struct {
 	now    func() time.Time
 	// clientSecrets are the forms of the client secret (clientSecrets).
 	clientSecrets []string
+	// tlsNote is OAuth2Options.TLS.
+	tlsNote string
 
 	// cur is the token in use (nil before the first fetch); it is
 	// replaced, never changed. Apply's fast path reads it without mu.
@@ -272,6 +290,9 @@ func (s *oauth2Source) fetch(ctx context.Context, f *flight) {
 	var e *Error
 	if err != nil {
 		e = oauth2Error(err, start)
+		if s.tlsNote != "" {
+			e.Err = fmt.Errorf("%w; %s", e.Err, s.tlsNote)
+		}
 	} else {
 		b, e = s.accept(tok, start)
 	}
@@ -336,9 +357,14 @@ func oauth2Error(err error, start time.Time) *Error {
 	e := &Error{Scheme: "oauth2"}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
-		if ce := TLSRefusal(err); ce != nil {
+		if TLSRefusal(err) != nil {
 			// Final: the same certificate would be refused again.
-			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the TLS handshake (%v): it wants a client certificate it trusts; set Credential.CertFile and KeyFile (the token endpoint gets them too) or check them", ce.Err)
+			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the client certificate in the TLS handshake (%s): it wants a client certificate it trusts; check the one its token requests present (Credential.TokenTLS, else the origin's Credential.CertFile)", refusalReason(err))
+			return e
+		}
+		if verifyFailed(err) {
+			// Final: the same settings would fail again.
+			e.Err = fmt.Errorf("the token endpoint's (Credential.OAuth2.TokenURL) certificate could not be verified: %v: trust the CA that issued it (Credential.TokenTLS.CAFile) or fix the endpoint's certificate", verifyError(err))
 			return e
 		}
 		var ue *url.Error
@@ -404,4 +430,31 @@ func short(s string) string {
 		s = s[:max] + "…"
 	}
 	return s
+}
+
+// verifyFailed reports whether err is a failed verification of the
+// server's certificate.
+func verifyFailed(err error) bool {
+	return verifyError(err) != nil
+}
+
+// verifyError is the certificate verification error in err, or nil.
+func verifyError(err error) error {
+	var (
+		verr *tls.CertificateVerificationError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &verr):
+		return verr
+	case errors.As(err, &uerr):
+		return uerr
+	case errors.As(err, &herr):
+		return herr
+	case errors.As(err, &cerr):
+		return cerr
+	}
+	return nil
 }

@@ -36,7 +36,8 @@ type Credential struct {
 	HeaderFiles map[string]string
 	// OAuth2 fetches a bearer token with the client-credentials grant
 	// (RFC 6749 §4.4) and sends it as Authorization: Bearer …: TokenURL,
-	// ClientID and ClientSecret are required; Scopes and EndpointParams
+	// ClientID and ClientSecret (or ClientSecretFile) are required;
+	// Scopes and EndpointParams
 	// (an "audience", say) are sent as set; AuthStyle chooses the client
 	// secret in the body or HTTP Basic (default: detected). One worker
 	// fetches one token per expiry window however many attempts run at
@@ -49,6 +50,16 @@ type Credential struct {
 	// the API refused the old token (401 invalid_token) and no new one
 	// could be had.
 	OAuth2 *clientcredentials.Config
+	// ClientSecretFile, if set, is a file that holds OAuth2's client
+	// secret (the whole file, surrounding white space trimmed), in place
+	// of OAuth2.ClientSecret, which must then be empty. It is read at New
+	// and again when it changes (looked at before a token request, at
+	// most once a second; a file written in place once it is a second
+	// old, so that half a secret is never sent), so a rotated secret is
+	// used without a restart; the secret it replaced stays redacted for a
+	// day. A file that cannot be read keeps the last secret (logged); at
+	// New it is an error. Default: OAuth2.ClientSecret.
+	ClientSecretFile string
 	// CertFile and KeyFile are the PEM files of the client certificate
 	// and its private key that the origin requires (mutual TLS); they are
 	// re-read when they change, for new connections. CAFile, if set, is a
@@ -158,12 +169,16 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 	if c.TokenTLS != nil && c.OAuth2 == nil {
 		return fmt.Errorf("%s.TokenTLS is set without OAuth2: it is the TLS of OAuth2's token requests; set OAuth2, or remove TokenTLS", field)
 	}
+	if c.ClientSecretFile != "" && c.OAuth2 == nil {
+		return fmt.Errorf("%s.ClientSecretFile is set without OAuth2: it holds OAuth2's client secret; set OAuth2, or remove ClientSecretFile", field)
+	}
 	if c.OAuth2 != nil {
 		tc, via, err := o.tokenClient(cfg, field, c, red)
 		if err != nil {
 			return err
 		}
-		src, err := newOAuth2(c.OAuth2, tc, red, credential.OAuth2Options{TLS: via})
+		logf := func(msg string, kv ...any) { slog.Warn(msg, append([]any{"origin", s}, kv...)...) }
+		src, err := newOAuth2(c.OAuth2, tc, red, credential.OAuth2Options{TLS: via, SecretFile: c.ClientSecretFile, Logf: logf})
 		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
 			return err
 		}

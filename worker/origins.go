@@ -217,6 +217,11 @@ func (l *loader) origin(s *originSettings, o string, t originTable) error {
 		if cred.OAuth2, err = l.oauth2(*t.OAuth2); err != nil {
 			return err
 		}
+		if t.OAuth2.ClientSecretFile != "" {
+			// Read again by the activity when it changes (checked here
+			// so that a missing file is reported with its key).
+			cred.ClientSecretFile, cred.OAuth2.ClientSecret = t.OAuth2.ClientSecretFile, ""
+		}
 		if tt := t.OAuth2.TLS; tt != nil {
 			if (tt.CertFile == "") != (tt.KeyFile == "") {
 				return errors.New(`oauth2.tls: cert_file and key_file go together (the token endpoint's client certificate and its key), or leave both out for none: e.g. tls = { cert_file = "/run/secrets/login.crt", key_file = "/run/secrets/login.key" }`)

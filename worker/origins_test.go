@@ -102,8 +102,9 @@ region = "eu-west-1"
 					EndpointParams: url.Values{"audience": {"https://api-m.paypal.com"}, "resource": {"payments"}},
 				}},
 				"https://bank.example": {
-					OAuth2:   &clientcredentials.Config{TokenURL: "https://bank.example/token", ClientID: "treasury", ClientSecret: "EFcS-client-secret-from-file", AuthStyle: oauth2.AuthStyleInParams},
-					CertFile: "/run/secrets/bank.crt", KeyFile: "/run/secrets/bank.key", CAFile: "/etc/bank-ca.pem",
+					OAuth2:           &clientcredentials.Config{TokenURL: "https://bank.example/token", ClientID: "treasury", AuthStyle: oauth2.AuthStyleInParams},
+					ClientSecretFile: secretFile,
+					CertFile:         "/run/secrets/bank.crt", KeyFile: "/run/secrets/bank.key", CAFile: "/etc/bank-ca.pem",
 				},
 				"https://abc.execute-api.eu-west-1.amazonaws.com": {SigV4: &activities.SigV4{Service: "execute-api", Region: "eu-west-1"}},
 			}, []string{"EFcS-client-secret-env", "EFcS-client-secret-from-file"}},

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,19 +11,41 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 )
 
-// authenticate gives o its own client, whose transport (a clone of the
-// worker's) presents c's client certificate and trusts c's CA.
-func (o *origin) authenticate(cfg Config, field string, c Credential, red *redactor) error {
+// baseTransport is the worker's transport, which an origin's own
+// transports clone; what names the fields that need it in errors.
+func baseTransport(cfg Config, field, what string) (*http.Transport, error) {
 	base := http.DefaultTransport.(*http.Transport)
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		t, ok := cfg.HTTPClient.Transport.(*http.Transport)
 		if !ok {
-			return fmt.Errorf("%s: CertFile, KeyFile and CAFile need Config.HTTPClient.Transport to be an *http.Transport (or nil), not %T: the worker clones it for the origin with the client certificate; set those options on an *http.Transport, or leave the files out and authenticate in your own Transport", field, cfg.HTTPClient.Transport)
+			return nil, fmt.Errorf("%s: %s need Config.HTTPClient.Transport to be an *http.Transport (or nil), not %T: the worker clones it for the origin with the client certificate; set those options on an *http.Transport, or leave the files out and authenticate in your own Transport", field, what, cfg.HTTPClient.Transport)
 		}
 		if t.DialTLSContext != nil || t.DialTLS != nil {
-			return fmt.Errorf("%s: CertFile, KeyFile and CAFile need Config.HTTPClient.Transport without DialTLSContext or DialTLS: the worker dials TLS for the origin with the client certificate, which your dialer would replace; leave them unset, or leave the files out and present the certificate in your own dialer", field)
+			return nil, fmt.Errorf("%s: %s need Config.HTTPClient.Transport without DialTLSContext or DialTLS: the worker dials TLS for the origin with the client certificate, which your dialer would replace; leave them unset, or leave the files out and present the certificate in your own dialer", field, what)
 		}
 		base = t
+	}
+	return base, nil
+}
+
+// certTransport is a clone of base that presents ts's client certificate
+// and trusts its CA. A refusal of the certificate is reported as such
+// even when it breaks a request being written (TLS 1.3) or comes without
+// an alert; proxied requests keep the transport's own handshake with
+// TLSClientConfig.
+func certTransport(base *http.Transport, ts credential.TLSSource) *http.Transport {
+	t := base.Clone()
+	t.TLSClientConfig = ts.TLSConfig()
+	t.DialTLSContext = credential.DialTLS(base.DialContext, t.TLSClientConfig, base.TLSHandshakeTimeout)
+	return t
+}
+
+// authenticate gives o its own client, whose transport (a clone of the
+// worker's) presents c's client certificate and trusts c's CA.
+func (o *origin) authenticate(cfg Config, field string, c Credential, red *redactor) error {
+	base, err := baseTransport(cfg, field, "CertFile, KeyFile and CAFile")
+	if err != nil {
+		return err
 	}
 	ts, err := newTLS(c.CertFile, c.KeyFile, c.CAFile, red)
 	if err != nil {
@@ -31,14 +54,62 @@ func (o *origin) authenticate(cfg Config, field string, c Credential, red *redac
 	if src, ok := ts.(credential.Source); ok {
 		o.sources = append(o.sources, src)
 	}
-	t := base.Clone()
-	t.TLSClientConfig = ts.TLSConfig()
-	// A refusal of the certificate is reported as such even when it
-	// breaks a request being written (TLS 1.3); proxied requests keep
-	// the transport's own handshake with TLSClientConfig.
-	t.DialTLSContext = credential.DialTLS(base.DialContext, t.TLSClientConfig, base.TLSHandshakeTimeout)
-	o.client = &http.Client{Transport: t}
+	o.client = &http.Client{Transport: certTransport(base, ts)}
 	return nil
+}
+
+// tokenClient is the client of c.OAuth2's token requests and what its
+// errors say of its TLS settings: Credential.TokenTLS's when set, else
+// the origin's (its client certificate and CA), else the worker's client
+// (nothing said).
+func (o *origin) tokenClient(cfg Config, field string, c Credential, red *redactor) (*http.Client, string, error) {
+	hc := http.Client{}
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	f := c.TokenTLS
+	if f == nil {
+		if o.client == nil {
+			return cfg.HTTPClient, "", nil
+		}
+		hc.Transport = o.client.Transport
+		return &hc, fmt.Sprintf("the token request used the origin's TLS settings (the client certificate of Credential.CertFile %s, %s): set Credential.TokenTLS for a token endpoint that needs others (its CA, its client certificate or none)", c.CertFile, cas("Credential.CAFile", c.CAFile)), nil
+	}
+	base, err := baseTransport(cfg, field, "TokenTLS")
+	if err != nil {
+		return nil, "", err
+	}
+	var t *http.Transport
+	cert := "no client certificate"
+	if f.CertFile != "" || f.KeyFile != "" {
+		ts, err := credential.NewTLSFor("Credential.TokenTLS", f.CertFile, f.KeyFile, f.CAFile, red)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", field, err)
+		}
+		if src, ok := ts.(credential.Source); ok {
+			// Keeps the key redacted while it is used (see NewTLS).
+			o.sources = append(o.sources, src)
+		}
+		t = certTransport(base, ts)
+		cert = "the client certificate of Credential.TokenTLS.CertFile " + f.CertFile
+	} else {
+		roots, err := credential.CAPool("Credential.TokenTLS.CAFile", f.CAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", field, err)
+		}
+		t = base.Clone()
+		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	}
+	hc.Transport = t
+	return &hc, fmt.Sprintf("the token request used Credential.TokenTLS (%s, %s)", cert, cas("Credential.TokenTLS.CAFile", f.CAFile)), nil
+}
+
+// cas names the CAs trusted: those of field's file, or the system's.
+func cas(field, file string) string {
+	if file == "" {
+		return "the system's CAs"
+	}
+	return "the CAs of " + field + " " + file
 }
 
 // apply authorizes req, about to be sent to o with body, with each of o's

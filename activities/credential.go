@@ -36,7 +36,8 @@ type Credential struct {
 	HeaderFiles map[string]string
 	// OAuth2 fetches a bearer token with the client-credentials grant
 	// (RFC 6749 §4.4) and sends it as Authorization: Bearer …: TokenURL,
-	// ClientID and ClientSecret are required; Scopes and EndpointParams
+	// ClientID and ClientSecret (or ClientSecretFile) are required;
+	// Scopes and EndpointParams
 	// (an "audience", say) are sent as set; AuthStyle chooses the client
 	// secret in the body or HTTP Basic (default: detected). One worker
 	// fetches one token per expiry window however many attempts run at
@@ -49,6 +50,16 @@ type Credential struct {
 	// the API refused the old token (401 invalid_token) and no new one
 	// could be had.
 	OAuth2 *clientcredentials.Config
+	// ClientSecretFile, if set, is a file that holds OAuth2's client
+	// secret (the whole file, surrounding white space trimmed), in place
+	// of OAuth2.ClientSecret, which must then be empty. It is read at New
+	// and again when it changes (looked at before a token request, at
+	// most once a second; a file written in place once it is a second
+	// old, so that half a secret is never sent), so a rotated secret is
+	// used without a restart; the secret it replaced stays redacted for a
+	// day. A file that cannot be read keeps the last secret (logged); at
+	// New it is an error. Default: OAuth2.ClientSecret.
+	ClientSecretFile string
 	// CertFile and KeyFile are the PEM files of the client certificate
 	// and its private key that the origin requires (mutual TLS); they are
 	// re-read when they change, for new connections. CAFile, if set, is a
@@ -59,15 +70,40 @@ type Credential struct {
 	// that does not dial TLS itself (no DialTLSContext): the origin gets
 	// a clone that dials with the certificate, over HTTP/1.1, so that a
 	// certificate the origin refuses is reported as such
-	// (workflows.ErrTypeCredentialUnavailable, final) even when the
-	// refusal breaks a request being written.
+	// (workflows.ErrTypeCredentialUnavailable, final, no failure of the
+	// origin for its breaker) even when the refusal breaks a request
+	// being written, or comes without a TLS alert (the origin closes the
+	// connection, as Node's https server and many load balancers do:
+	// checked once on a new connection that sends no request).
 	CertFile, KeyFile, CAFile string
+	// TokenTLS, if set, is the TLS of OAuth2's token requests in place of
+	// the origin's: a token endpoint on another host may have a
+	// certificate of another CA, and want a client certificate of its own
+	// or none. A zero TLSFiles presents no client certificate and trusts
+	// the system's CAs. Default (nil): the origin's CertFile, KeyFile and
+	// CAFile when it has any (the token endpoint of a bank requiring
+	// mutual TLS requires it too, RFC 8705), else Config.HTTPClient's.
+	// A token request that fails says which settings it used.
+	TokenTLS *TLSFiles
 	// SigV4 signs every request with AWS Signature Version 4, over the
 	// exact bytes of its body (API Gateway, Lambda function URLs, any
 	// AWS service), with AWS's own signer. It sets Authorization: an
 	// Authorization from Header, HeaderFiles or OAuth2 is replaced, not
 	// sent; every other header is signed over.
 	SigV4 *SigV4
+}
+
+// TLSFiles are the TLS settings of an origin's OAuth2 token requests
+// (Credential.TokenTLS), as PEM files.
+type TLSFiles struct {
+	// CertFile and KeyFile are the client certificate and its private key
+	// presented to the token endpoint, both or neither (default: none);
+	// re-read when they change, and redacted, as Credential.CertFile and
+	// KeyFile.
+	CertFile, KeyFile string
+	// CAFile holds the only certificate authorities trusted for the token
+	// endpoint's certificate (default: the system's).
+	CAFile string
 }
 
 // SigV4 is an origin's AWS Signature Version 4 (Credential.SigV4).
@@ -86,7 +122,7 @@ type SigV4 struct {
 // The constructors of the sources that reach beyond the worker (a token
 // endpoint, certificate files), replaced by tests (export_test.go).
 var (
-	newOAuth2 = credential.NewOAuth2
+	newOAuth2 = credential.NewOAuth2With
 	newTLS    = credential.NewTLS
 )
 
@@ -130,21 +166,19 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 			return err
 		}
 	}
+	if c.TokenTLS != nil && c.OAuth2 == nil {
+		return fmt.Errorf("%s.TokenTLS is set without OAuth2: it is the TLS of OAuth2's token requests; set OAuth2, or remove TokenTLS", field)
+	}
+	if c.ClientSecretFile != "" && c.OAuth2 == nil {
+		return fmt.Errorf("%s.ClientSecretFile is set without OAuth2: it holds OAuth2's client secret; set OAuth2, or remove ClientSecretFile", field)
+	}
 	if c.OAuth2 != nil {
-		// The token endpoint is reached with the worker's client or, when
-		// the origin has a client certificate, the origin's transport: a
-		// bank requiring mutual TLS requires it of its token endpoint
-		// too (RFC 8705).
-		tc := cfg.HTTPClient
-		if o.client != nil {
-			hc := http.Client{}
-			if cfg.HTTPClient != nil {
-				hc = *cfg.HTTPClient
-			}
-			hc.Transport = o.client.Transport
-			tc = &hc
+		tc, via, err := o.tokenClient(cfg, field, c, red)
+		if err != nil {
+			return err
 		}
-		src, err := newOAuth2(c.OAuth2, tc, red)
+		logf := func(msg string, kv ...any) { slog.Warn(msg, append([]any{"origin", s}, kv...)...) }
+		src, err := newOAuth2(c.OAuth2, tc, red, credential.OAuth2Options{TLS: via, SecretFile: c.ClientSecretFile, Logf: logf})
 		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
 			return err
 		}

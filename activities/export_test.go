@@ -17,7 +17,7 @@ type (
 // the returned function restores it.
 func SetNewOAuth2(f func(r credential.Redactor) credential.Source) func() {
 	old := newOAuth2
-	newOAuth2 = func(_ *clientcredentialsConfig, _ *httpClient, r credential.Redactor) (credential.Source, error) {
+	newOAuth2 = func(_ *clientcredentialsConfig, _ *httpClient, r credential.Redactor, _ credential.OAuth2Options) (credential.Source, error) {
 		return f(r), nil
 	}
 	return func() { newOAuth2 = old }

@@ -70,7 +70,8 @@ func unknownStatus(status int) bool {
 //  1. a transport error: TLS verification and a plain-http server behind an
 //     https URL are non-retryable; every other error is retryable (the key
 //     makes a repeat safe); it is an unknown outcome unless nothing was sent
-//     (dial and DNS errors). A 2xx whose body broke off is one too: the
+//     (dial and DNS errors, a failed handshake of a client-certificate
+//     connection). A 2xx whose body broke off is one too: the
 //     server did the work, and a retry with the key gets its whole answer.
 //  2. 2xx: success.
 //  3. 3xx with a Location: RedirectNotFollowed (send follows what may be).
@@ -248,6 +249,7 @@ func decideError(err error) verdict {
 		rerr  tls.RecordHeaderError
 		dns   *net.DNSError
 		op    *net.OpError
+		hs    *credential.HandshakeError
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uaerr), errors.As(err, &herr), errors.As(err, &cerr):
@@ -256,6 +258,8 @@ func decideError(err error) verdict {
 		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server does not speak TLS: fix the URL's scheme"}
 	case errors.As(err, &dns), errors.As(err, &op) && op.Op == "dial":
 		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, reason: "the connection could not be made; nothing was sent"}
+	case errors.As(err, &hs):
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, reason: "the TLS handshake failed; nothing was sent"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "no answer before the attempt's deadline; the server may still be processing the request"}
 	default:

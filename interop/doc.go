@@ -37,5 +37,12 @@
 // signed to s3rver (a fake S3) and to a verifier that re-signs what it
 // receives with the JavaScript signer (node/sigv4.js serves all three).
 //
+// The mutual-TLS rows (mtls_test.go) call, with a client certificate,
+// Node's own https server with requestCert and rejectUnauthorized
+// (node/mtls-server.js, built-in modules only), which refuses a
+// certificate it does not trust by closing the connection without a TLS
+// alert, in TLS 1.2 and 1.3: the refusal must end the workflow at the
+// first attempt with a final CredentialUnavailable of known outcome.
+//
 // The package has tests only.
 package interop

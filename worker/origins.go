@@ -61,6 +61,9 @@ type oauth2Table struct {
 	Audience         string            `toml:"audience"`
 	EndpointParams   map[string]string `toml:"endpoint_params"`
 	AuthStyle        string            `toml:"auth_style"`
+	// TLS is the token requests' own TLS (activities.Credential.TokenTLS):
+	// cert_file and key_file both or neither, ca_file.
+	TLS *tlsTable `toml:"tls"`
 }
 
 // tlsTable is an origin's [origin."ORIGIN".tls] table.
@@ -213,6 +216,17 @@ func (l *loader) origin(s *originSettings, o string, t originTable) error {
 	if t.OAuth2 != nil {
 		if cred.OAuth2, err = l.oauth2(*t.OAuth2); err != nil {
 			return err
+		}
+		if t.OAuth2.ClientSecretFile != "" {
+			// Read again by the activity when it changes (checked here
+			// so that a missing file is reported with its key).
+			cred.ClientSecretFile, cred.OAuth2.ClientSecret = t.OAuth2.ClientSecretFile, ""
+		}
+		if tt := t.OAuth2.TLS; tt != nil {
+			if (tt.CertFile == "") != (tt.KeyFile == "") {
+				return errors.New(`oauth2.tls: cert_file and key_file go together (the token endpoint's client certificate and its key), or leave both out for none: e.g. tls = { cert_file = "/run/secrets/login.crt", key_file = "/run/secrets/login.key" }`)
+			}
+			cred.TokenTLS = &activities.TLSFiles{CertFile: tt.CertFile, KeyFile: tt.KeyFile, CAFile: tt.CAFile}
 		}
 	}
 	if t.TLS != nil {

@@ -102,11 +102,39 @@ region = "eu-west-1"
 					EndpointParams: url.Values{"audience": {"https://api-m.paypal.com"}, "resource": {"payments"}},
 				}},
 				"https://bank.example": {
-					OAuth2:   &clientcredentials.Config{TokenURL: "https://bank.example/token", ClientID: "treasury", ClientSecret: "EFcS-client-secret-from-file", AuthStyle: oauth2.AuthStyleInParams},
-					CertFile: "/run/secrets/bank.crt", KeyFile: "/run/secrets/bank.key", CAFile: "/etc/bank-ca.pem",
+					OAuth2:           &clientcredentials.Config{TokenURL: "https://bank.example/token", ClientID: "treasury", AuthStyle: oauth2.AuthStyleInParams},
+					ClientSecretFile: secretFile,
+					CertFile:         "/run/secrets/bank.crt", KeyFile: "/run/secrets/bank.key", CAFile: "/etc/bank-ca.pem",
 				},
 				"https://abc.execute-api.eu-west-1.amazonaws.com": {SigV4: &activities.SigV4{Service: "execute-api", Region: "eu-west-1"}},
 			}, []string{"EFcS-client-secret-env", "EFcS-client-secret-from-file"}},
+		{"a token endpoint's own TLS", `
+[origin."https://api.bank.example".tls]
+cert_file = "/run/secrets/bank.crt"
+key_file = "/run/secrets/bank.key"
+ca_file = "/etc/bank-ca.pem"
+[origin."https://api.bank.example".oauth2]
+token_url = "https://login.bank.example/token"
+client_id = "treasury"
+client_secret_env = "PAYPAL_SECRET"
+[origin."https://api.bank.example".oauth2.tls]
+[origin."https://api.other.example".oauth2]
+token_url = "https://login.other.example/token"
+client_id = "treasury"
+client_secret_env = "PAYPAL_SECRET"
+tls = { cert_file = "/run/secrets/login.crt", key_file = "/run/secrets/login.key", ca_file = "/etc/login-ca.pem" }
+`, 0o644, []string{"https://api.bank.example", "https://api.other.example"}, map[string]activities.Convention{},
+			map[string]activities.Credential{
+				"https://api.bank.example": {
+					OAuth2:   &clientcredentials.Config{TokenURL: "https://login.bank.example/token", ClientID: "treasury", ClientSecret: "EFcS-client-secret-env"},
+					CertFile: "/run/secrets/bank.crt", KeyFile: "/run/secrets/bank.key", CAFile: "/etc/bank-ca.pem",
+					TokenTLS: &activities.TLSFiles{},
+				},
+				"https://api.other.example": {
+					OAuth2:   &clientcredentials.Config{TokenURL: "https://login.other.example/token", ClientID: "treasury", ClientSecret: "EFcS-client-secret-env"},
+					TokenTLS: &activities.TLSFiles{CertFile: "/run/secrets/login.crt", KeyFile: "/run/secrets/login.key", CAFile: "/etc/login-ca.pem"},
+				},
+			}, []string{"EFcS-client-secret-env", "EFcS-client-secret-env"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +193,10 @@ func TestLoadOriginsRefuses(t *testing.T) {
 			[]string{`origin "https://x.example"`, "headers.Authorization", "prefix goes with env only"}},
 		{"half a certificate", "[origin.\"https://x.example\".tls]\ncert_file = \"/c.pem\"\n", 0o644,
 			[]string{`origin "https://x.example"`, "tls", "key_file"}},
+		{"half a token endpoint's certificate", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret_env = \"SET\"\n[origin.\"https://x.example\".oauth2.tls]\nkey_file = \"/k.pem\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "oauth2.tls", "cert_file and key_file go together"}},
+		{"unknown token TLS key", "[origin.\"https://x.example\".oauth2]\ntoken_url = \"https://x.example/t\"\nclient_id = \"a\"\nclient_secret_env = \"SET\"\n[origin.\"https://x.example\".oauth2.tls]\nca = \"/ca.pem\"\n", 0o644,
+			[]string{`origin "https://x.example"`, "unknown key ca", "cert_file", "ca_file"}},
 		{"SigV4 without region", "[origin.\"https://x.example\".aws_sigv4]\nservice = \"lambda\"\n", 0o644,
 			[]string{`origin "https://x.example"`, "aws_sigv4", "region"}},
 		{"no such AWS profile", "[origin.\"https://x.example\".aws_sigv4]\nservice = \"lambda\"\nregion = \"eu-west-1\"\nprofile = \"nope\"\n", 0o644,
@@ -312,7 +344,7 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 // each origin the credential its page says.
 func TestOriginsExample(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	env := envOf(map[string]string{"PAYPAL_CLIENT_ID": "AYSq3RDGsmBLJE-otTkBtM", "PAYPAL_CLIENT_SECRET": "EFcS-paypal-secret-0123456789"})
+	env := envOf(map[string]string{"PAYPAL_CLIENT_ID": "AYSq3RDGsmBLJE-otTkBtM", "PAYPAL_CLIENT_SECRET": "EFcS-paypal-secret-0123456789", "BANK_CLIENT_SECRET": "bank-secret-0123456789"})
 	s, err := loadOrigins(filepath.Join("testdata", "origins.toml"), env)
 	require.NoError(t, err)
 	paypal, bank, aws, stripe := "https://api-m.paypal.com", "https://api.bank.example", "https://abc123.execute-api.eu-west-1.amazonaws.com", "https://api.stripe.com"
@@ -322,6 +354,8 @@ func TestOriginsExample(t *testing.T) {
 	assert.Equal(t, "AYSq3RDGsmBLJE-otTkBtM", c[paypal].OAuth2.ClientID)
 	assert.Equal(t, oauth2.AuthStyleInHeader, c[paypal].OAuth2.AuthStyle)
 	assert.NotEmpty(t, c[bank].CertFile+c[bank].KeyFile+c[bank].CAFile)
+	require.NotNil(t, c[bank].OAuth2)
+	assert.Equal(t, &activities.TLSFiles{}, c[bank].TokenTLS, "the bank's token requests: the system's CAs, no client certificate")
 	assert.Equal(t, &activities.SigV4{Service: "execute-api", Region: "eu-west-1"}, c[aws].SigV4)
 	assert.Equal(t, map[string]string{"Authorization": "/run/secrets/stripe-key"}, c[stripe].HeaderFiles)
 	assert.Equal(t, activities.Stripe(), s.Conventions[stripe])

@@ -33,10 +33,13 @@ type headerFiles struct {
 	now   func() time.Time // time.Now but in tests
 }
 
-// headerFile is one header read from one file.
+// headerFile is one header read from one file (or one secret: see
+// NewOAuth2With's OAuth2Options.SecretFile).
 type headerFile struct {
 	name, path string
-	cur        atomic.Pointer[fileValue]
+	// what the file holds, for errors ("the header's value").
+	what string
+	cur  atomic.Pointer[fileValue]
 	// next is when the file is looked at again (Unix nanoseconds).
 	next atomic.Int64
 	mu   sync.Mutex
@@ -75,7 +78,7 @@ func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, k
 		if !request.ValidHeaderName(canon) {
 			return nil, fmt.Errorf("HeaderFiles: invalid header name %q", name)
 		}
-		f := &headerFile{name: canon, path: path}
+		f := &headerFile{name: canon, path: path, what: "the header's value"}
 		v, err := f.read()
 		if err != nil {
 			return nil, fmt.Errorf("HeaderFiles[%s]: %w", name, err)
@@ -94,7 +97,7 @@ func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, k
 func (f *headerFile) read() (*fileValue, error) {
 	fh, err := os.Open(f.path)
 	if err != nil {
-		return nil, fmt.Errorf("%w; write the header's value in that file, or fix the path", err)
+		return nil, fmt.Errorf("%w; write %s in that file, or fix the path", err, f.what)
 	}
 	defer fh.Close()
 	fi, err := fh.Stat()
@@ -108,11 +111,11 @@ func (f *headerFile) read() (*fileValue, error) {
 		return nil, fmt.Errorf("reading %s: %w", f.path, err)
 	}
 	if n > maxFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes: it must hold only the header's value", f.path, maxFileBytes)
+		return nil, fmt.Errorf("%s is larger than %d bytes: it must hold only %s", f.path, maxFileBytes, f.what)
 	}
 	v := strings.TrimSpace(string(b[:n]))
 	if strings.ContainsAny(v, "\r\n") {
-		return nil, fmt.Errorf("%s holds more than one line: it must hold only the header's value", f.path)
+		return nil, fmt.Errorf("%s holds more than one line: it must hold only %s", f.path, f.what)
 	}
 	parts, err := SecretParts(f.name, v)
 	if err != nil {
@@ -124,18 +127,24 @@ func (f *headerFile) read() (*fileValue, error) {
 // Apply sets each header to its file's value, read again first if the
 // file changed.
 func (s *headerFiles) Apply(_ context.Context, req *http.Request, _ []byte) error {
-	now := s.now().UnixNano()
 	for _, f := range s.files {
-		if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, now+int64(checkEvery)) {
-			s.check(f)
-		}
-		v := f.cur.Load()
+		v := s.value(f)
 		for _, p := range v.parts {
 			s.r.Add(p)
 		}
 		req.Header[f.name] = v.value
 	}
 	return nil
+}
+
+// value is f's value, read again first if the file changed (looked at
+// at most once every checkEvery).
+func (s *headerFiles) value(f *headerFile) *fileValue {
+	now := s.now().UnixNano()
+	if next := f.next.Load(); now >= next && f.next.CompareAndSwap(next, now+int64(checkEvery)) {
+		s.check(f)
+	}
+	return f.cur.Load()
 }
 
 // check reads f again if it changed since it was read.
@@ -145,7 +154,7 @@ func (s *headerFiles) check(f *headerFile) {
 	cur := f.cur.Load()
 	fi, err := os.Stat(f.path)
 	if err != nil {
-		s.fail(f, "credential header file cannot be read: the last value read is sent", err)
+		s.fail(f, "credential file cannot be read: the last value read is sent", err)
 		return
 	}
 	id := idOf(fi)
@@ -157,7 +166,7 @@ func (s *headerFiles) check(f *headerFile) {
 	}
 	v, err := f.read()
 	if err != nil {
-		s.fail(f, "credential header file cannot be used: the last value read is sent", err)
+		s.fail(f, "credential file cannot be used: the last value read is sent", err)
 		return
 	}
 	f.failed = ""
@@ -172,6 +181,10 @@ func (s *headerFiles) check(f *headerFile) {
 func (s *headerFiles) fail(f *headerFile, msg string, err error) {
 	if e := err.Error(); e != f.failed {
 		f.failed = e
-		s.logf(msg, "header", f.name, "path", f.path, "error", e)
+		key := "header"
+		if f.what != "the header's value" {
+			key = "secret"
+		}
+		s.logf(msg, key, f.name, "path", f.path, "error", e)
 	}
 }

@@ -2,10 +2,11 @@ package credential
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -58,6 +59,54 @@ const (
 // not be modified afterwards. The value returned also implements
 // Refresher.
 func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (Source, error) {
+	return NewOAuth2With(cfg, client, r, OAuth2Options{})
+}
+
+// OAuth2Options are the settings of NewOAuth2With beyond NewOAuth2's.
+type OAuth2Options struct {
+	// TLS names the TLS settings the token requests use, as the user set
+	// them ("the token request used …"): every error of a token request
+	// says it, since a token endpoint that wants other settings fails in
+	// the handshake or refuses the client ("" says nothing).
+	TLS string
+	// SecretFile, if set, holds the client secret, in place of
+	// cfg.ClientSecret (which must be empty): the whole file, white space
+	// around it trimmed, one line. It is read at NewOAuth2With (an error
+	// names Credential.ClientSecretFile) and again when it changes, as
+	// NewHeaderFiles reads its files: looked at (stat) before a token
+	// request, at most once a second; a file written in place read once
+	// it is a second old, so that half a secret is never sent; a file
+	// renamed over it at once. Each new secret is told to the Redactor
+	// before it is sent, the one it replaced stays redacted (RetainFor). A
+	// file that cannot be read or used then keeps the last secret, and
+	// Logf says why. While the token endpoint's refusal of the client is
+	// answered from memory (30 s), a new secret in the file ends the wait.
+	SecretFile string
+	// Logf logs what SecretFile's checks find (nil: nothing is logged).
+	Logf func(msg string, kv ...any)
+}
+
+// NewOAuth2With is NewOAuth2 with opts.
+func NewOAuth2With(cfg *clientcredentials.Config, client *http.Client, r Redactor, opts OAuth2Options) (Source, error) {
+	var secret *headerFiles
+	if opts.SecretFile != "" && cfg != nil && r != nil {
+		if cfg.ClientSecret != "" {
+			return nil, errors.New("credential: Credential.OAuth2.ClientSecret and Credential.ClientSecretFile are both set: set one (the file, to rotate the secret without a restart)")
+		}
+		f := &headerFile{name: "OAuth2 client secret", path: opts.SecretFile, what: "the client secret"}
+		v, err := f.read()
+		if err != nil {
+			return nil, fmt.Errorf("credential: Credential.ClientSecretFile: %w", err)
+		}
+		f.cur.Store(v)
+		f.next.Store(time.Now().Add(checkEvery).UnixNano())
+		logf := opts.Logf
+		if logf == nil {
+			logf = func(string, ...any) {}
+		}
+		secret = &headerFiles{files: []*headerFile{f}, r: r, logf: logf, now: time.Now}
+		cfg = withSecret(cfg, v.value[0])
+	}
 	if err := checkOAuth2(cfg, r); err != nil {
 		return nil, err
 	}
@@ -69,9 +118,53 @@ func NewOAuth2(cfg *clientcredentials.Config, client *http.Client, r Redactor) (
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	client = &c
-	s := &oauth2Source{cfg: cfg, client: client, r: r, now: time.Now, clientSecrets: clientSecrets(cfg)}
+	s := &oauth2Source{client: client, r: r, now: time.Now, tlsNote: opts.TLS, secret: secret}
+	s.cfg.Store(cfg)
+	forms := clientSecrets(cfg)
+	s.clientSecrets.Store(&forms)
 	s.addClientSecrets()
 	return s, nil
+}
+
+// withSecret is a copy of cfg with the client secret secret (a copy field
+// by field: the Config holds a cache of the auth style it detected, not
+// to be copied).
+func withSecret(cfg *clientcredentials.Config, secret string) *clientcredentials.Config {
+	return &clientcredentials.Config{
+		ClientID: cfg.ClientID, ClientSecret: secret, TokenURL: cfg.TokenURL,
+		Scopes: cfg.Scopes, EndpointParams: cfg.EndpointParams, AuthStyle: cfg.AuthStyle,
+	}
+}
+
+// config is the configuration of the next token request: with the
+// secret SecretFile holds now, when it changed (its forms told to the
+// redactor first).
+func (s *oauth2Source) config() *clientcredentials.Config {
+	cfg := s.cfg.Load()
+	if s.secret == nil {
+		return cfg
+	}
+	v := s.secret.value(s.secret.files[0]).value[0]
+	if v == cfg.ClientSecret {
+		return cfg
+	}
+	cfg = withSecret(cfg, v)
+	forms := clientSecrets(cfg)
+	for _, f := range forms {
+		s.r.Add(f)
+	}
+	s.clientSecrets.Store(&forms)
+	s.cfg.Store(cfg)
+	return cfg
+}
+
+// secretRotated reports whether SecretFile holds a secret other than the
+// one last sent (looked at at most once a second).
+func (s *oauth2Source) secretRotated() bool {
+	if s.secret == nil {
+		return false
+	}
+	return s.secret.value(s.secret.files[0]).value[0] != s.cfg.Load().ClientSecret
 }
 
 // clientSecrets are the client secret as written and as it travels to the
@@ -92,7 +185,7 @@ func clientSecrets(cfg *clientcredentials.Config) []string {
 // with every token request however long the worker runs, so it must stay
 // redacted (RetainFor counts from the last Add).
 func (s *oauth2Source) addClientSecrets() {
-	for _, c := range s.clientSecrets {
+	for _, c := range *s.clientSecrets.Load() {
 		s.r.Add(c)
 	}
 }
@@ -124,12 +217,19 @@ func checkOAuth2(cfg *clientcredentials.Config, r Redactor) error {
 
 // oauth2Source is NewOAuth2's Source and Refresher.
 type oauth2Source struct {
-	cfg    *clientcredentials.Config
+	// cfg is the configuration, replaced (never changed) when SecretFile
+	// holds a new secret.
+	cfg    atomic.Pointer[clientcredentials.Config]
 	client *http.Client
 	r      Redactor
 	now    func() time.Time
-	// clientSecrets are the forms of the client secret (clientSecrets).
-	clientSecrets []string
+	// clientSecrets are the forms of the client secret in use
+	// (clientSecrets).
+	clientSecrets atomic.Pointer[[]string]
+	// tlsNote is OAuth2Options.TLS.
+	tlsNote string
+	// secret is OAuth2Options.SecretFile, nil without one.
+	secret *headerFiles
 
 	// cur is the token in use (nil before the first fetch); it is
 	// replaced, never changed. Apply's fast path reads it without mu.
@@ -214,7 +314,7 @@ func (s *oauth2Source) token(ctx context.Context) (*bearer, error) {
 		s.mu.Unlock()
 		return b, nil
 	}
-	if s.failure != nil && now.Before(s.hold) {
+	if s.failure != nil && now.Before(s.hold) && (s.failure.Retryable || !s.secretRotated()) {
 		err := *s.failure
 		if err.RetryAfter > 0 {
 			err.RetryAfter = s.hold.Sub(now) // what is left of it
@@ -267,12 +367,16 @@ func (s *oauth2Source) fetch(ctx context.Context, f *flight) {
 	ctx, cancel := fetchContext(ctx)
 	defer cancel()
 	start := s.now()
+	cfg := s.config()
 	s.addClientSecrets()
-	tok, err := s.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
 	var b *bearer
 	var e *Error
 	if err != nil {
 		e = oauth2Error(err, start)
+		if s.tlsNote != "" {
+			e.Err = fmt.Errorf("%w; %s", e.Err, s.tlsNote)
+		}
 	} else {
 		b, e = s.accept(tok, start)
 	}
@@ -343,9 +447,12 @@ func oauth2Error(err error, start time.Time) *Error {
 	if !errors.As(err, &re) {
 		if TLSRefusal(err) != nil {
 			// Final: the same certificate would be refused again.
-			var op *net.OpError
-			errors.As(err, &op)
-			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the TLS handshake (%v): it wants a client certificate it trusts; set Credential.CertFile and KeyFile (the token endpoint gets them too) or check them", op.Err)
+			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the client certificate in the TLS handshake (%s): it wants a client certificate it trusts; check the one its token requests present (Credential.TokenTLS, else the origin's Credential.CertFile)", refusalReason(err))
+			return e
+		}
+		if verifyFailed(err) {
+			// Final: the same settings would fail again.
+			e.Err = fmt.Errorf("the token endpoint's (Credential.OAuth2.TokenURL) certificate could not be verified: %v: trust the CA that issued it (Credential.TokenTLS.CAFile) or fix the endpoint's certificate", verifyError(err))
 			return e
 		}
 		var ue *url.Error
@@ -411,4 +518,31 @@ func short(s string) string {
 		s = s[:max] + "…"
 	}
 	return s
+}
+
+// verifyFailed reports whether err is a failed verification of the
+// server's certificate.
+func verifyFailed(err error) bool {
+	return verifyError(err) != nil
+}
+
+// verifyError is the certificate verification error in err, or nil.
+func verifyError(err error) error {
+	var (
+		verr *tls.CertificateVerificationError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &verr):
+		return verr
+	case errors.As(err, &uerr):
+		return uerr
+	case errors.As(err, &herr):
+		return herr
+	case errors.As(err, &cerr):
+		return cerr
+	}
+	return nil
 }

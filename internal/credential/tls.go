@@ -24,6 +24,7 @@ const statEvery = time.Second
 // change (see NewTLS).
 type tlsSource struct {
 	certFile, keyFile string
+	f                 fields // how the files are named in errors
 	roots             *x509.CertPool
 	r                 Redactor
 	now               func() time.Time
@@ -54,26 +55,28 @@ type tlsSource struct {
 // The private key's PEM text is given to r, so that a server echoing it
 // cannot have it written anywhere.
 func NewTLS(certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
+	return NewTLSFor("Credential", certFile, keyFile, caFile, r)
+}
+
+// NewTLSFor is NewTLS for the files of field (the files are field.CertFile,
+// field.KeyFile and field.CAFile in its errors): "Credential" for an
+// origin's, "Credential.TokenTLS" for its token requests'.
+func NewTLSFor(field, certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
+	f := tlsFields(field)
 	switch {
 	case certFile == "" && keyFile == "":
-		return nil, tlsError(errors.New("Credential.CertFile and Credential.KeyFile are empty: set the PEM files of the client certificate and its private key"))
+		return nil, tlsError(errors.New(f.cert + " and " + f.key + " are empty: set the PEM files of the client certificate and its private key"))
 	case certFile == "":
-		return nil, tlsError(errors.New("Credential.CertFile is empty but Credential.KeyFile is set: set both, the PEM files of the client certificate and its private key"))
+		return nil, tlsError(errors.New(f.cert + " is empty but " + f.key + " is set: set both, the PEM files of the client certificate and its private key"))
 	case keyFile == "":
-		return nil, tlsError(errors.New("Credential.KeyFile is empty but Credential.CertFile is set: set both, the PEM files of the client certificate and its private key"))
+		return nil, tlsError(errors.New(f.key + " is empty but " + f.cert + " is set: set both, the PEM files of the client certificate and its private key"))
 	case r == nil:
 		return nil, tlsError(errors.New("no Redactor: the private key could not be redacted"))
 	}
-	s := &tlsSource{certFile: certFile, keyFile: keyFile, r: r, now: time.Now}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, tlsError(fmt.Errorf("Credential.CAFile: %w", err))
-		}
-		s.roots = x509.NewCertPool()
-		if !s.roots.AppendCertsFromPEM(pem) {
-			return nil, tlsError(fmt.Errorf("Credential.CAFile %s holds no PEM certificate (want -----BEGIN CERTIFICATE----- blocks)", caFile))
-		}
+	s := &tlsSource{certFile: certFile, keyFile: keyFile, f: f, r: r, now: time.Now}
+	var err error
+	if s.roots, err = CAPool(f.ca, caFile); err != nil {
+		return nil, err
 	}
 	kp, err := s.load()
 	if err != nil {
@@ -124,7 +127,7 @@ func (s *tlsSource) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 		}
 	}
 	if leaf := s.cert.Leaf; now.After(leaf.NotAfter) {
-		return nil, tlsError(fmt.Errorf("the client certificate in Credential.CertFile %s (serial %s) expired at %s: write a renewed certificate and key to Credential.CertFile and Credential.KeyFile (they are re-read without a restart)", s.certFile, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339)))
+		return nil, tlsError(fmt.Errorf("the client certificate in %s %s (serial %s) expired at %s: write a renewed certificate and key to %s and %s (they are re-read without a restart)", s.f.cert, s.certFile, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339), s.f.cert, s.f.key))
 	}
 	return s.cert, nil
 }
@@ -156,7 +159,7 @@ type keyPair struct {
 // load reads and checks the certificate and key files.
 func (s *tlsSource) load() (keyPair, error) {
 	var stats [2]os.FileInfo
-	for i, f := range []struct{ field, name string }{{"Credential.CertFile", s.certFile}, {"Credential.KeyFile", s.keyFile}} {
+	for i, f := range []struct{ field, name string }{{s.f.cert, s.certFile}, {s.f.key, s.keyFile}} {
 		fi, err := os.Stat(f.name)
 		if err != nil {
 			return keyPair{}, tlsError(fmt.Errorf("%s: %w", f.field, err))
@@ -165,33 +168,33 @@ func (s *tlsSource) load() (keyPair, error) {
 	}
 	certPEM, err := os.ReadFile(s.certFile)
 	if err != nil {
-		return keyPair{}, tlsError(fmt.Errorf("Credential.CertFile: %w", err))
+		return keyPair{}, tlsError(fmt.Errorf("%s: %w", s.f.cert, err))
 	}
 	keyPEM, err := os.ReadFile(s.keyFile)
 	if err != nil {
-		return keyPair{}, tlsError(fmt.Errorf("Credential.KeyFile: %w", err))
+		return keyPair{}, tlsError(fmt.Errorf("%s: %w", s.f.key, err))
 	}
 	keyText := s.redactKey(keyPEM)
 	if len(keyText) < 2 {
-		return keyPair{}, tlsError(fmt.Errorf("Credential.KeyFile %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.keyFile))
+		return keyPair{}, tlsError(fmt.Errorf("%s %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.f.key, s.keyFile))
 	}
 	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
-		return keyPair{}, tlsError(fmt.Errorf("Credential.CertFile %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.certFile))
+		return keyPair{}, tlsError(fmt.Errorf("%s %s does not start with a PEM certificate (want a -----BEGIN CERTIFICATE----- block, its chain after it)", s.f.cert, s.certFile))
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// The standard library's message names no secret: it says which
 		// block does not parse or that the key does not match.
-		return keyPair{}, tlsError(fmt.Errorf("Credential.KeyFile %s and Credential.CertFile %s: %w (want the private key of that certificate)", s.keyFile, s.certFile, err))
+		return keyPair{}, tlsError(fmt.Errorf("%s %s and %s %s: %w (want the private key of that certificate)", s.f.key, s.keyFile, s.f.cert, s.certFile, err))
 	}
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return keyPair{}, tlsError(fmt.Errorf("Credential.CertFile %s: %w", s.certFile, err))
+			return keyPair{}, tlsError(fmt.Errorf("%s %s: %w", s.f.cert, s.certFile, err))
 		}
 	}
 	now := s.now()
 	if leaf := cert.Leaf; now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
-		return keyPair{}, tlsError(fmt.Errorf("the certificate in Credential.CertFile %s (serial %s) is valid from %s to %s only: write a current certificate and its key to Credential.CertFile and Credential.KeyFile", s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
+		return keyPair{}, tlsError(fmt.Errorf("the certificate in %s %s (serial %s) is valid from %s to %s only: write a current certificate and its key to %s and %s", s.f.cert, s.certFile, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), s.f.cert, s.f.key))
 	}
 	return keyPair{cert: &cert, keyText: keyText, stats: stats}, nil
 }
@@ -222,6 +225,30 @@ func (s *tlsSource) redactKey(keyPEM []byte) []string {
 
 func tlsError(err error) *Error { return &Error{Scheme: "mtls", Err: err} }
 
+// fields are the names of a TLSSource's files in its errors.
+type fields struct{ cert, key, ca string }
+
+func tlsFields(field string) fields {
+	return fields{cert: field + ".CertFile", key: field + ".KeyFile", ca: field + ".CAFile"}
+}
+
+// CAPool reads caFile, a PEM file of certificate authorities named field
+// in errors (Credential.CAFile, say); nil for "" (the system's).
+func CAPool(field, caFile string) (*x509.CertPool, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, tlsError(fmt.Errorf("%s: %w", field, err))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, tlsError(fmt.Errorf("%s %s holds no PEM certificate (want -----BEGIN CERTIFICATE----- blocks)", field, caFile))
+	}
+	return pool, nil
+}
+
 // refusalAlerts are the TLS alerts a server sends when it refuses the
 // client certificate (RFC 8446 §6.2).
 var refusalAlerts = []string{"bad certificate", "unsupported certificate", "certificate revoked", "certificate expired", "certificate unknown", "unknown certificate authority", "access denied", "certificate required"}
@@ -229,20 +256,48 @@ var refusalAlerts = []string{"bad certificate", "unsupported certificate", "cert
 // TLSRefusal returns err, an error of a request to an origin with a client
 // certificate, as the *Error to report when the origin refused the
 // certificate in the handshake (a TLS alert such as unknown certificate
-// authority or certificate expired), and nil for any other error. With
-// TLS 1.3 the alert arrives after the client's side of the handshake is
-// done, so the request may have been written already, but the server
-// refused the connection before reading it: no handler received it.
+// authority or certificate expired, or a silent close that DialTLS found
+// to be a refusal), and nil for any other error. With TLS 1.3 the refusal
+// arrives after the client's side of the handshake is done, so the
+// request may have been written already, but the server refused the
+// connection before reading it: no handler received it.
 func TLSRefusal(err error) *Error {
+	var rs *refusedSilently
+	if errors.As(err, &rs) {
+		return rs.err
+	}
 	var op *net.OpError
 	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
 		return nil
 	}
+	if alert := refusalAlert(op); alert != "" {
+		return tlsError(fmt.Errorf("the origin refused the client certificate of Credential.CertFile (TLS alert %q): check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", alert))
+	}
+	return nil
+}
+
+// refusalAlert is the refusal alert op reports, or "".
+func refusalAlert(op *net.OpError) string {
+	if op.Op != "remote error" || op.Err == nil {
+		return ""
+	}
 	alert := strings.TrimPrefix(op.Err.Error(), "tls: ")
 	for _, a := range refusalAlerts {
 		if alert == a {
-			return tlsError(fmt.Errorf("the origin refused the client certificate of Credential.CertFile (TLS alert %q): check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", alert))
+			return alert
 		}
 	}
-	return nil
+	return ""
+}
+
+// refusalReason says how the server refused the certificate in err (a
+// refusal TLSRefusal finds).
+func refusalReason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		if alert := refusalAlert(op); alert != "" {
+			return fmt.Sprintf("TLS alert %q", alert)
+		}
+	}
+	return "it closed the connection without a TLS alert, and again on a connection that sent no request"
 }

@@ -247,8 +247,6 @@ func decideError(err error) verdict {
 		herr  x509.HostnameError
 		cerr  x509.CertificateInvalidError
 		rerr  tls.RecordHeaderError
-		dns   *net.DNSError
-		op    *net.OpError
 		hs    *credential.HandshakeError
 	)
 	switch {
@@ -256,7 +254,7 @@ func decideError(err error) verdict {
 		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
 	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server does not speak TLS: fix the URL's scheme"}
-	case errors.As(err, &dns), errors.As(err, &op) && op.Op == "dial":
+	case notConnected(err):
 		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, reason: "the connection could not be made; nothing was sent"}
 	case errors.As(err, &hs):
 		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, reason: "the TLS handshake failed; nothing was sent"}
@@ -265,4 +263,14 @@ func decideError(err error) verdict {
 	default:
 		return verdict{kind: kindRetry, errType: workflows.ErrTypeNetworkError, unknown: true, reason: "the request or its answer was lost in transit; the server may have processed it"}
 	}
+}
+
+// notConnected reports whether err ended a request before a connection
+// was made (a DNS or dial error): nothing was sent.
+func notConnected(err error) bool {
+	var (
+		dns *net.DNSError
+		op  *net.OpError
+	)
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
 }

@@ -44,8 +44,9 @@ import (
 // request does: one not admitted ends the attempt with a retryable
 // workflows.ErrTypeNotAdmitted. Asked to cancel the operation instead, it
 // sends the convention's cancel request, retried as a poll is, and counts
-// the requests it sent: it fails after the third that failed
-// (attempts not admitted send none).
+// the requests that reached the API: it fails after the third that failed
+// (attempts not admitted, whose credential could not be applied or that
+// could not connect send none).
 func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
 		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
@@ -95,6 +96,9 @@ type poller struct {
 	// succeeded: the status document said so; what fails after (reading
 	// the result) says it.
 	succeeded bool
+	// reached: a request of this attempt reached the API (a poll, or a
+	// cancel request, that counts).
+	reached bool
 	// resultURL is the operation's result URL as the server named it
 	// (op.ResultURL may show it redacted: Accepted.Sealed).
 	resultURL string
@@ -345,6 +349,12 @@ func (pl *poller) send(ctx context.Context, p *prepared) (answer, error) {
 	ans := a.exchange(pl.spanCtx, pl.info.TaskQueue, p)
 	pl.took += time.Since(start)
 	pl.status = ans.status
+	// A request that never left the worker (its credential could not be
+	// applied) is no poll; a cancel request counts only when it reached
+	// the API (a connection was made).
+	if !ans.unsent() && !(pl.in.Cancel && notConnected(ans.err)) {
+		pl.reached = true
+	}
 	return ans, nil
 }
 
@@ -450,13 +460,18 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	// The deadline is carried over to Config.Now's clock once and kept in
 	// the heartbeat, as the HTTP activity does (see scheduleDeadline).
 	prev := pl.prev
+	if !pl.reached {
+		pl.op.Polls = int(prev.Sent)
+	}
 	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: int32(pl.op.Polls), Retry: errType != workflows.ErrTypeOperationRunning}
 	if (pl.op.Monitor != pl.in.Monitor || pl.op.Sealed != pl.in.Sealed) && !pl.in.Cancel {
 		next.Monitor, next.Sealed = pl.op.Monitor, pl.op.Sealed
 	}
-	if pl.in.Cancel && next.Sent >= request.CancelAttempts {
-		// The activity counts the cancel requests sent: attempts the
-		// origin's admission held back sent none.
+	if pl.in.Cancel && pl.reached && next.Sent >= request.CancelAttempts {
+		// The activity counts the cancel requests that reached the API:
+		// attempts the origin's admission held back sent none, nor did
+		// those whose credential could not be applied or that could not
+		// connect.
 		activity.GetLogger(ctx).Error("cancel request failed, none left", "key", d.IdempotencyKey, "sent", next.Sent, "status", d.Status)
 		return a.fail(fmt.Sprintf("%s; that was the last of %d cancel requests: the operation goes on at the server: ask it to cancel again later",
 			msg, request.CancelAttempts), errType, d)

@@ -26,9 +26,11 @@ const (
 // CancelOperation: the poll activity with Monitor.Cancel set).
 //
 // CancelAttempts is how many cancel requests are sent at most: the poll
-// activity counts the requests it sent (a request the origin's admission
-// holds back is none) and ends after the third that failed; Temporal's
-// MaximumAttempts is only AttemptCeiling(CancelAttempts, CancelTimeout).
+// activity counts the requests that reached the API (one the origin's
+// admission holds back is none, nor is one whose credential could not be
+// applied or that could not connect) and ends after the third that
+// failed; Temporal's MaximumAttempts is only
+// AttemptCeiling(CancelAttempts, CancelTimeout).
 //
 // CancelTimeout bounds the asking, from the workflow's cancellation on,
 // the waits for admission included. It is twice the longest an origin's

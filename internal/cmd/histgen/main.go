@@ -16,7 +16,8 @@
 // bounded the first wait (7500d85: it waits 3 s, then polls), stays as it
 // is. And follow_cancel_no_time_history_v2.json (recordCancelNoTime): a
 // cancelled call whose workflow's deadline leaves no time to ask the
-// server to cancel:
+// server to cancel; and webhook_two_keys_history_v2.json (recordTwoKeys):
+// a run that awaits one operation's webhooks under two keys:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
 //	go run ./internal/cmd/histgen -temporal bin/temporal -out workflows/testdata
@@ -116,7 +117,10 @@ func run(bin, out string) error {
 	if err := recordFollow(ctx, c, out); err != nil {
 		return err
 	}
-	return recordCancelNoTime(ctx, c, out)
+	if err := recordCancelNoTime(ctx, c, out); err != nil {
+		return err
+	}
+	return recordTwoKeys(ctx, c, out)
 }
 
 // recordFollow records a call that follows an operation whose start

@@ -838,7 +838,7 @@ type callbackInput struct {
 // operation (a signed event without it ends nothing by itself), or, with
 // in.ByResource, the resource the start answer names does.
 func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.Response, error) {
-	u, err := workflows.CallbackURL(ctx, hookOperation)
+	u, err := workflows.CallbackURL(ctx, hookOperation, "")
 	if err != nil {
 		return nil, err
 	}
@@ -847,7 +847,7 @@ func callbackChargeWorkflow(ctx workflow.Context, in callbackInput) (*workflows.
 	if in.ByResource {
 		opts.Resource = &workflows.WebhookResource{Start: "id", Event: "data.object.id"}
 	} else {
-		body["metadata"] = workflows.WebhookMetadata(ctx, hookOperation)
+		body["metadata"] = workflows.WebhookMetadata(ctx, hookOperation, "")
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -977,11 +977,11 @@ func testWebhookCallbackURL(t *testing.T, scheme testsuite.Scheme, verify, byRes
 		t.Fatal(err)
 	}
 	victim, other := calls[0].wid, calls[1].wid
-	own, err := cb.URL(victim, hookOperation)
+	own, err := cb.URL(victim, hookOperation, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, _ := cb.URL(other, hookOperation)
+	theirs, _ := cb.URL(other, hookOperation, "")
 	tampered := own[:strings.LastIndexByte(own, '/')+1] + theirs[strings.LastIndexByte(theirs, '/')+1:]
 	swapped := theirs[:strings.LastIndexByte(theirs, '/')+1] + own[strings.LastIndexByte(own, '/')+1:]
 	// post sends an event of resource object (its JSON) to u.
@@ -1083,7 +1083,7 @@ func testWebhookCallbackURL(t *testing.T, scheme testsuite.Scheme, verify, byRes
 		urls[b.CallbackURL] = true
 	}
 	for _, c := range calls {
-		u, _ := cb.URL(c.wid, hookOperation)
+		u, _ := cb.URL(c.wid, hookOperation, "")
 		if !urls[u] {
 			t.Errorf("%s: no start request carried its callback URL %s (they carried %v)", c.wid, u, urls)
 		}

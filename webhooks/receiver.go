@@ -36,14 +36,15 @@ type Config struct {
 	// or HMAC. Required, but with Callbacks, where nil means that the
 	// callback token alone authenticates (for APIs that do not sign).
 	Verifier Verifier
-	// Callbacks, when set, makes this a callback endpoint: the workflow and
-	// operation come from the callback URL's path, whose token must match
-	// (workflows.CallbackURL made it). With a Verifier too, a signed event
-	// that does not name that workflow and operation in the fields below
-	// reaches it marked workflows.Notification OperationUnsigned (it ends
-	// nothing without the resource's confirmation); one that names others
-	// is refused. Without it, a fixed endpoint: they come from the event's
-	// fields below.
+	// Callbacks, when set, makes this a callback endpoint: the workflow,
+	// operation and call (its key's digest) come from the callback URL's
+	// path, whose token must match (workflows.CallbackURL made it). With a
+	// Verifier too, a signed event that does not name that workflow and
+	// operation in the fields below reaches it marked
+	// workflows.Notification OperationUnsigned (it ends nothing without
+	// the resource's confirmation); one that names others, or another
+	// call's key digest, is refused. Without it, a fixed endpoint: they
+	// come from the event's fields below.
 	Callbacks *Callbacks
 	// WorkflowIDField and OperationField are the dotted paths of the
 	// workflow ID and operation in a fixed endpoint's JSON event (default
@@ -53,6 +54,13 @@ type Config struct {
 	// without them is answered 200 and ignored: it is no operation's.
 	WorkflowIDField string
 	OperationField  string
+	// KeyDigestField is the dotted path of the digest of the call's
+	// idempotency key in a JSON event (default
+	// "data.object.metadata.key_digest", where workflows.WebhookMetadata
+	// with a key puts it): the workflow refuses an event that names
+	// another call than the one waiting; an event without it names no
+	// call (workflows.WebhookOptions says how such an event is taken).
+	KeyDigestField string
 	// MaxBodyBytes bounds a delivery's body (default 1 MiB): a larger one is answered 413 and not read further.
 	MaxBodyBytes int64
 	// MaxEventBytes bounds the event body handed to the workflow, which
@@ -145,6 +153,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 	}
 	def(&cfg.WorkflowIDField, request.DefaultWorkflowIDField)
 	def(&cfg.OperationField, request.DefaultOperationField)
+	def(&cfg.KeyDigestField, request.DefaultKeyDigestField)
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = request.DefaultWebhookMaxBodyBytes
 	}
@@ -230,9 +239,9 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 	if int64(len(body)) > rc.cfg.MaxBodyBytes {
 		return nil, answer{http.StatusRequestEntityTooLarge, outcomeTooLarge, fmt.Sprintf("the body is larger than %d bytes (the receiver's Config.MaxBodyBytes)", rc.cfg.MaxBodyBytes)}
 	}
-	var workflowID, operation string
+	var workflowID, operation, digest string
 	if c := rc.cfg.Callbacks; c != nil {
-		if workflowID, operation, err = c.route(r.URL.EscapedPath()); err != nil {
+		if workflowID, operation, digest, err = c.route(r.URL.EscapedPath()); err != nil {
 			return nil, answer{http.StatusUnauthorized, outcomeRejected, err.Error()}
 		}
 	}
@@ -259,26 +268,32 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 		ev.ID = "sha256:" + hex.EncodeToString(sum[:16])
 	}
 	unbound := false
+	named := stringAt(doc, rc.cfg.KeyDigestField)
 	if rc.cfg.Callbacks != nil {
-		// The path is not signed: a signed event that names a workflow or
-		// operation must name the callback's own, and one that does not
-		// name both (another operation's, posted here?) ends nothing
-		// alone.
+		// The path is not signed: a signed event that names a workflow,
+		// operation or call must name the callback's own, and one that
+		// does not name both workflow and operation (another operation's,
+		// posted here?) ends nothing alone.
 		wf, op := stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
-		if wf != "" && wf != workflowID || op != "" && op != operation {
-			return nil, answer{http.StatusUnauthorized, outcomeRejected, "the event names another workflow or operation than its callback URL"}
+		if wf != "" && wf != workflowID || op != "" && op != operation || named != "" && digest != "" && named != digest {
+			return nil, answer{http.StatusUnauthorized, outcomeRejected, "the event names another workflow, operation or call than its callback URL"}
 		}
 		unbound = rc.cfg.Verifier != nil && (wf == "" || op == "")
+		if digest == "" && rc.cfg.Verifier != nil {
+			// A URL made without a key: the signed event may name one.
+			digest = named
+		}
 	} else {
-		workflowID, operation = stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField)
+		workflowID, operation, digest = stringAt(doc, rc.cfg.WorkflowIDField), stringAt(doc, rc.cfg.OperationField), named
 		if workflowID == "" || operation == "" {
 			return nil, answer{http.StatusOK, outcomeIgnored, fmt.Sprintf("the event names no workflow and operation (%s, %s)", rc.cfg.WorkflowIDField, rc.cfg.OperationField)}
 		}
 	}
-	if len(workflowID) > 1000 || !utf8.ValidString(workflowID) || request.Operation(operation) != nil || len(operation) > 1000 {
-		return nil, answer{http.StatusOK, outcomeIgnored, "the event's workflow ID or operation is not one a workflow could have"}
+	if len(workflowID) > 1000 || !utf8.ValidString(workflowID) || request.Operation(operation) != nil || len(operation) > 1000 ||
+		len(digest) > maxKeyDigest || !utf8.ValidString(digest) {
+		return nil, answer{http.StatusOK, outcomeIgnored, "the event's workflow ID, operation or key digest is not one a workflow could have"}
 	}
-	n := &workflows.Notification{ID: ev.ID, Type: ev.Type, Operation: operation, Scheme: scheme, Sent: ev.Time, Received: now,
+	n := &workflows.Notification{ID: ev.ID, Type: ev.Type, Operation: operation, KeyDigest: digest, Scheme: scheme, Sent: ev.Time, Received: now,
 		TypeUnsigned: ev.TypeUnsigned, OperationUnsigned: unbound}
 	if len(body) > rc.cfg.MaxEventBytes {
 		n.BodyOmitted = true
@@ -290,13 +305,23 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 	return n, rc.deliver(ctx, workflowID, n)
 }
 
+// maxKeyDigest bounds the key digest an event names (request.KeyDigest's
+// are 16 characters).
+const maxKeyDigest = 64
+
 // updateID is the Temporal Update ID of n: the same for every delivery of
-// the event to its operation, so that Temporal takes it once per workflow
-// run, and another for another operation's event of the same ID.
+// the event to its operation's call, so that Temporal takes it once per
+// workflow run, and another for another operation's or call's event of
+// the same ID (a call's digest is in it; an event that names none has the
+// ID it had before calls were named).
 func updateID(n *workflows.Notification) string {
-	id := "webhook/" + n.Scheme + "/" + n.Operation + "/" + n.ID
+	op := n.Operation
+	if n.KeyDigest != "" {
+		op += "/" + n.KeyDigest
+	}
+	id := "webhook/" + n.Scheme + "/" + op + "/" + n.ID
 	if len(id) > 200 || !utf8.ValidString(id) {
-		sum := sha256.Sum256([]byte(n.Operation + "\x00" + n.ID))
+		sum := sha256.Sum256([]byte(op + "\x00" + n.ID))
 		id = "webhook/" + n.Scheme + "/sha256:" + hex.EncodeToString(sum[:])
 	}
 	return id

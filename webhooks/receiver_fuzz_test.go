@@ -47,6 +47,10 @@ func FuzzReceiver(f *testing.F) {
 	f.Add(`{"id":"evt_3","type":"charge.succeeded"}`, true, "/callbacks/order%2F1/charge/"+validToken(), true, false, "", "")
 	f.Add(event("evt_4", "order-2", "charge"), true, "/callbacks/order%2F1/charge/"+validToken(), true, true, "charge.succeeded", "d-4")
 	f.Add(event("evt_5", "order/1", "charge"), true, "/callbacks/order%2F1/charge/"+validToken(), true, true, "charge.succeeded", "d-5")
+	// A call's URL (its key's digest in the path), and another call's
+	// event posted to it.
+	f.Add(`{"id":"evt_6","type":"charge.succeeded"}`, false, validKeyedPath(), true, false, "", "")
+	f.Add(`{"id":"evt_7","type":"charge.succeeded","data":{"object":{"metadata":{"key_digest":"AAAAAAAAAAAAAAAA"}}}}`, true, validKeyedPath(), true, false, "", "")
 	const secretSentinel = "pi_secret_123"
 	f.Fuzz(func(t *testing.T, body string, signed bool, path string, callbacks, headers bool, typ, id string) {
 		u := &updates{}
@@ -128,9 +132,12 @@ func FuzzReceiver(f *testing.F) {
 			checkSignedDecides(t, cfg, body, o2, n2)
 		}
 		if callbacks {
-			wf, op, ok := tokenOwner(r.URL.EscapedPath())
+			wf, op, digest, ok := tokenOwner(r.URL.EscapedPath())
 			if !ok || wf != o.WorkflowID || op != n.Operation {
 				t.Fatalf("callback path %q reached workflow %q operation %q without its token", path, o.WorkflowID, n.Operation)
+			}
+			if digest != "" && n.KeyDigest != digest {
+				t.Fatalf("callback path %q of key digest %q reached the workflow naming %q", path, digest, n.KeyDigest)
 			}
 		} else {
 			if !signed || len(body) > 4096 {
@@ -203,27 +210,48 @@ var fuzzKey = strings.Repeat("k", 32)
 
 var fuzzCallbacks = &webhooks.Callbacks{BaseURL: "https://h.example/callbacks", Secrets: []string{fuzzKey}}
 
-// validToken is the token of order/1's charge.
+// fuzzCallKey is the idempotency key of the one call whose callback URL
+// names it (validKeyedPath).
+const fuzzCallKey = "charge-order-1-key"
+
+// validToken is the token of order/1's charge, made without a key.
 func validToken() string {
-	u, _ := fuzzCallbacks.URL("order/1", "charge")
+	u, _ := fuzzCallbacks.URL("order/1", "charge", "")
 	return u[strings.LastIndex(u, "/")+1:]
 }
 
-// tokenOwner reports the workflow and operation whose valid callback URL
-// has escapedPath's last three segments, by rebuilding the URL.
-func tokenOwner(escapedPath string) (string, string, bool) {
+// validKeyedPath is the path of the callback URL of order/1's charge
+// with key fuzzCallKey.
+func validKeyedPath() string {
+	u, _ := fuzzCallbacks.URL("order/1", "charge", fuzzCallKey)
+	return strings.TrimPrefix(u, "https://h.example")
+}
+
+// tokenOwner reports the workflow, operation and key digest whose valid
+// callback URL has escapedPath's last four segments (made with key
+// fuzzCallKey), or last three (made without a key), by rebuilding the
+// URL.
+func tokenOwner(escapedPath string) (wf, op, digest string, ok bool) {
 	parts := strings.Split(strings.TrimSuffix(escapedPath, "/"), "/")
+	owner := func(parts []string, key string) (string, string, bool) {
+		wf, err1 := url.PathUnescape(parts[0])
+		op, err2 := url.PathUnescape(parts[1])
+		if err1 != nil || err2 != nil {
+			return "", "", false
+		}
+		u, err := fuzzCallbacks.URL(wf, op, key)
+		return wf, op, err == nil && strings.HasSuffix(u, "/"+strings.Join(parts[2:], "/"))
+	}
+	if len(parts) >= 4 {
+		if wf, op, ok := owner(parts[len(parts)-4:], fuzzCallKey); ok {
+			return wf, op, request.KeyDigest(fuzzCallKey), true
+		}
+	}
 	if len(parts) < 3 {
-		return "", "", false
+		return "", "", "", false
 	}
-	parts = parts[len(parts)-3:]
-	wf, err1 := url.PathUnescape(parts[0])
-	op, err2 := url.PathUnescape(parts[1])
-	if err1 != nil || err2 != nil {
-		return "", "", false
-	}
-	u, err := fuzzCallbacks.URL(wf, op)
-	return wf, op, err == nil && strings.HasSuffix(u, "/"+parts[2])
+	wf, op, ok = owner(parts[len(parts)-3:], "")
+	return wf, op, "", ok
 }
 
 // checkRedacted fails when a string or number that is the value of a

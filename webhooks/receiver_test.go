@@ -127,15 +127,15 @@ func TestReceiverCallbacks(t *testing.T) {
 	old := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/callbacks", Secrets: []string{oldKey}}
 	rotated := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/callbacks", Secrets: []string{newKey, oldKey}}
 	otherNS := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/callbacks", Secrets: []string{oldKey}, Namespace: "payments"}
-	oldURL, err := old.URL("order/1", "charge")
+	oldURL, err := old.URL("order/1", "charge", "")
 	require.NoError(t, err)
-	newURL, err := rotated.URL("order/1", "charge")
+	newURL, err := rotated.URL("order/1", "charge", "")
 	require.NoError(t, err)
-	nsURL, err := otherNS.URL("order/1", "charge")
+	nsURL, err := otherNS.URL("order/1", "charge", "")
 	require.NoError(t, err)
 	assert.NotEqual(t, oldURL, newURL)
 	assert.True(t, strings.HasPrefix(oldURL, "https://hooks.example.com/callbacks/order%2F1/charge/"), oldURL)
-	refundURL, _ := rotated.URL("order/1", "refund")
+	refundURL, _ := rotated.URL("order/1", "refund", "")
 	swapped := strings.Replace(refundURL, "/refund/", "/charge/", 1)
 	body := `{"id":"evt_1","type":"charge.succeeded"}`
 	for _, tc := range []struct {
@@ -199,7 +199,7 @@ func TestReceiverRoutesEachDeliveryToItsOperation(t *testing.T) {
 	key := strings.Repeat("k", 32)
 	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{key}}
 	path := func(wf, op string) string {
-		u, err := cb.URL(wf, op)
+		u, err := cb.URL(wf, op, "")
 		require.NoError(t, err)
 		return strings.TrimPrefix(u, "https://hooks.example.com")
 	}
@@ -319,7 +319,7 @@ func TestReceiverCallbackBinding(t *testing.T) {
 	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{strings.Repeat("k", 32)}}
-	pathB, err := cb.URL("order-B", "charge")
+	pathB, err := cb.URL("order-B", "charge", "")
 	require.NoError(t, err)
 	pathB = strings.TrimPrefix(pathB, "https://hooks.example.com")
 	for _, tc := range []struct {

@@ -30,14 +30,14 @@ const (
 
 // webhookConfig is what the --webhook-* and --callback-* flags ask for.
 type webhookConfig struct {
-	addr, scheme             string
-	hmac                     webhooks.HMACOptions // --webhook-hmac-*; Secrets from WEBHOOK_SECRETS
-	workflowIDField, opField string
-	callbackBase             string
-	secrets, callbackSecrets []string // WEBHOOK_SECRETS, CALLBACK_SECRETS
-	namespace                string
-	maxBody                  int64
-	deliveryTimeout          time.Duration
+	addr, scheme                             string
+	hmac                                     webhooks.HMACOptions // --webhook-hmac-*; Secrets from WEBHOOK_SECRETS
+	workflowIDField, opField, keyDigestField string
+	callbackBase                             string
+	secrets, callbackSecrets                 []string // WEBHOOK_SECRETS, CALLBACK_SECRETS
+	namespace                                string
+	maxBody                                  int64
+	deliveryTimeout                          time.Duration
 }
 
 // hmacDefaults are the --webhook-hmac-* flags' defaults, those of
@@ -56,6 +56,7 @@ func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.hmac.TypeHeader, "webhook-hmac-type-header", "", "header of the hmac scheme's event type, e.g. X-GitHub-Event, X-Shopify-Topic (default none: the body's top-level \"type\"); not signed: such a type ends an operation only once the call's WebhookPoll confirms it")
 	fs.StringVar(&c.workflowIDField, "webhook-workflow-id-field", request.DefaultWorkflowIDField, "dotted path of the workflow ID in a fixed endpoint's event (where the start request's metadata lands)")
 	fs.StringVar(&c.opField, "webhook-operation-field", request.DefaultOperationField, "dotted path of the operation in a fixed endpoint's event")
+	fs.StringVar(&c.keyDigestField, "webhook-key-digest-field", request.DefaultKeyDigestField, "dotted path of the digest of the call's idempotency key in an event (workflows.WebhookMetadata's \"key_digest\")")
 	fs.StringVar(&c.callbackBase, "callback-base-url", os.Getenv("CALLBACK_BASE_URL"), "public URL of "+callbackPath+" on --webhook-addr, e.g. https://hooks.example.com/callbacks: workflows.CallbackURL builds per-operation URLs under it, with tokens keyed by CALLBACK_SECRETS (comma-separated, each ≥ 32 bytes, the newest first) (env CALLBACK_BASE_URL; default: no callbacks)")
 	fs.Int64Var(&c.maxBody, "webhook-max-body-bytes", request.DefaultWebhookMaxBodyBytes, "largest event body taken; larger ones are answered 413")
 	fs.DurationVar(&c.deliveryTimeout, "webhook-delivery-timeout", request.DefaultDeliveryTimeout, "longest wait for a workflow to take an event before answering 503 (the provider retries)")
@@ -107,7 +108,7 @@ func (c *webhookConfig) callbacks() *webhooks.Callbacks {
 func startWebhooks(c webhookConfig, cl client.Client, w worker.Worker, metrics client.MetricsHandler, logger *slog.Logger) (stop func(), err error) {
 	cb := c.callbacks()
 	if cb != nil {
-		if _, err := cb.URL("check", "check"); err != nil {
+		if _, err := cb.URL("check", "check", ""); err != nil {
 			return nil, fmt.Errorf("--callback-base-url, CALLBACK_SECRETS: %w", err)
 		}
 		cb.Register(w)
@@ -124,7 +125,7 @@ func startWebhooks(c webhookConfig, cl client.Client, w worker.Worker, metrics c
 	}
 	mux := http.NewServeMux()
 	base := webhooks.Config{Client: cl, Verifier: v, MaxBodyBytes: c.maxBody, DeliveryTimeout: c.deliveryTimeout,
-		WorkflowIDField: c.workflowIDField, OperationField: c.opField, Logger: logger, MetricsHandler: metrics}
+		WorkflowIDField: c.workflowIDField, OperationField: c.opField, KeyDigestField: c.keyDigestField, Logger: logger, MetricsHandler: metrics}
 	if v != nil {
 		fixed, err := webhooks.NewReceiver(base)
 		if err != nil {

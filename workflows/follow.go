@@ -45,8 +45,12 @@ type FollowOptions struct {
 	// ":cancel"). The workflow ends cancelled once the server answered
 	// it, after 3 cancel requests that failed, or after 10 min of asking
 	// (attempts the origin's admission holds back send nothing and are not
-	// counted; the workflow stays open meanwhile). Default false: polling
-	// stops, the operation goes on.
+	// counted; the workflow stays open meanwhile), and at the latest 10 s
+	// before its own deadline (the run's start plus the shorter of its
+	// WorkflowRunTimeout and WorkflowExecutionTimeout), so that Temporal
+	// does not time it out while it asks; with less than 1 s of asking
+	// left before that, no cancel request is sent (logged). Default
+	// false: polling stops, the operation goes on.
 	CancelOperation bool `json:"cancel_operation,omitempty"`
 }
 
@@ -275,20 +279,65 @@ func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, t
 
 // askToCancel asks the server to cancel the operation in (the poll
 // activity with Cancel set), in a context the workflow's cancellation
-// does not reach, for request.CancelTimeout at most; its failure is
-// logged, not returned. The activity counts the cancel requests it sends
+// does not reach, for request.CancelTimeout at most, and never past
+// request.CancelMargin before the workflow's own deadline
+// (workflowDeadline): with less than request.MinCancelTime left before
+// that, it schedules nothing and logs why. Its failure is logged, not
+// returned. The activity counts the cancel requests it sends
 // (request.CancelAttempts): the attempts the origin's admission holds
 // back send nothing and do not use them up.
 func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in request.Monitor) {
+	timeout := request.CancelTimeout
+	if deadline, ok := workflowDeadline(ctx); ok {
+		left := deadline.Sub(workflow.Now(ctx)) - request.CancelMargin
+		if left >= request.MinCancelTime {
+			timeout = min(timeout, left)
+		} else if workflow.GetVersion(ctx, cancelWithinDeadline, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+			workflow.GetLogger(ctx).Warn("not asking the server to cancel the operation: the workflow's own deadline (its run or execution timeout) leaves no time for it; the operation goes on at the server",
+				"operation", in.Operation, "key", in.IdempotencyKey, "monitor", request.RedactURL(in.Monitor),
+				"deadline", deadline, "left", max(left+request.CancelMargin, 0), "margin", request.CancelMargin)
+			return
+		}
+		// Else a history recorded before the deadline bounded the asking:
+		// it scheduled the cancel request whatever time was left; replay
+		// it as recorded (the schedule-to-close timeout is not compared
+		// on replay, the activity is).
+	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	in.Cancel = true
-	po.ScheduleToCloseTimeout = request.CancelTimeout
+	po.ScheduleToCloseTimeout = timeout
+	po.StartToCloseTimeout = min(po.StartToCloseTimeout, timeout)
 	po.RetryPolicy = &temporal.RetryPolicy{
-		MaximumAttempts:        request.AttemptCeiling(request.CancelAttempts, request.CancelTimeout),
+		MaximumAttempts:        request.AttemptCeiling(request.CancelAttempts, timeout),
 		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
 	po.Summary = "cancelling the operation at " + request.Summary("GET", in.Monitor, in.Operation)[len("GET "):]
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, po), request.PollActivityName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("asking the server to cancel the operation failed", "operation", in.Operation, "error", err)
 	}
+}
+
+// cancelWithinDeadline is the change ID (workflow.GetVersion) of
+// askToCancel scheduling no cancel request when the workflow's own
+// deadline leaves no time for one: its marker is recorded only where that
+// happens.
+const cancelWithinDeadline = "follow-cancel-within-workflow-deadline"
+
+// workflowDeadline is when Temporal times this run out: its start plus the
+// shorter of its run timeout and its execution timeout (workflow.GetInfo);
+// ok is false when it has neither. An execution that continued as new or
+// was retried began before this run, which GetInfo does not say: its
+// execution timeout may end it before this deadline.
+func workflowDeadline(ctx workflow.Context) (time.Time, bool) {
+	info := workflow.GetInfo(ctx)
+	var d time.Duration
+	for _, t := range []time.Duration{info.WorkflowRunTimeout, info.WorkflowExecutionTimeout} {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	if d == 0 || info.WorkflowStartTime.IsZero() {
+		return time.Time{}, false
+	}
+	return info.WorkflowStartTime.Add(d), true
 }

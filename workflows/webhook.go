@@ -46,6 +46,20 @@ const (
 // notifications (delivered by webhooks.Receiver), and, when none has ended
 // it by WebhookPoll.After, from polling the resource too. Whichever terminal state comes first wins; a later or
 // duplicate notification changes nothing.
+//
+// A run may call one operation with several keys (two refunds, each with
+// its own Request.IdempotencyKey). A notification that names a call
+// (Notification.KeyDigest: CallbackURL and WebhookMetadata given the
+// call's key) is refused, before it reaches history, by any call but the
+// one with that key. One that names no call is matched by the operation
+// alone in the calls before the run first awaits the operation under a
+// second key (the first call and its retries); in every call after that
+// it may be an earlier call's late event, so it ends nothing by itself,
+// as a notification whose operation is not signed: Resource binds it by
+// the resource (and refuses another's), Poll confirms it, and without
+// either it is only counted. Calls are told apart one after the other:
+// calls of one operation started side by side (in workflow.Go) share one
+// handler, the last one's; give them their own operation names.
 type WebhookOptions struct {
 	// Succeeded, Failed and Canceled are the event types (the event's
 	// "type", as webhooks.Verifier reads it) that end the operation so,
@@ -62,9 +76,11 @@ type WebhookOptions struct {
 	// Poll is the fallback; nil: none (only a notification ends the wait).
 	Poll *WebhookPoll `json:"poll,omitempty"`
 	// Resource binds a callback's signed events that carry no
-	// WebhookMetadata (Notification.OperationUnsigned) to this operation by
-	// the resource the start answer names; nil (the default): such an
-	// event ends nothing without the resource's confirmation (Poll).
+	// WebhookMetadata (Notification.OperationUnsigned), and events that
+	// name no call once the run awaits the operation under a second key
+	// (above), to this call by the resource the start answer names; nil
+	// (the default): such an event ends nothing without the resource's
+	// confirmation (Poll).
 	Resource *WebhookResource `json:"resource,omitempty"`
 }
 
@@ -208,6 +224,13 @@ type Notification struct {
 	// Operation is the operation it names (the callback URL's, or the
 	// event's routing field).
 	Operation string `json:"operation"`
+	// KeyDigest names the call of Operation it is for, by the digest of
+	// that call's idempotency key, from the callback URL (CallbackURL with
+	// a key) or the event's metadata (WebhookMetadata with a key); "" when
+	// the delivery names none. The call refuses an event that names
+	// another key (see WebhookOptions for the rule of events that name
+	// none).
+	KeyDigest string `json:"key_digest,omitempty"`
 	// Scheme is the verifier's ("standard-webhooks", "stripe", "hmac"),
 	// or "callback" for a delivery the callback token alone authenticated.
 	Scheme string `json:"scheme"`
@@ -232,10 +255,6 @@ type Notification struct {
 	TypeUnsigned      bool `json:"type_unsigned,omitempty"`
 	OperationUnsigned bool `json:"operation_unsigned,omitempty"`
 }
-
-// alone reports whether n's type and operation are signed, so that its
-// type may end the operation without a read of the resource.
-func (n *Notification) alone() bool { return !n.TypeUnsigned && !n.OperationUnsigned }
 
 // MarshalJSON encodes n as package wire does (its body byte for byte).
 func (n Notification) MarshalJSON() ([]byte, error) {
@@ -308,6 +327,10 @@ type webhook struct {
 	held     []Notification
 	// unbindable: the start answer named no resource.
 	unbindable bool
+	// shared: this run awaited the operation under another key before
+	// this call (an earlier call with its own key), so an event that names
+	// no key may be that call's: it does not name this call (unbound).
+	shared bool
 }
 
 // expectWebhook readies the workflow to take verified notifications of
@@ -327,7 +350,12 @@ func expectWebhook(ctx workflow.Context, operation, key string, opts WebhookOpti
 	if err := opts.validate(); err != nil {
 		return nil, invalid("Request.Webhook: %v", err)
 	}
-	w := operationWebhook(ctx, operation, key)
+	w, afterOther := operationWebhook(ctx, operation, key)
+	if afterOther {
+		// A history recorded before events were told apart by key took
+		// an event that names no key as this call's: replay it so.
+		w.shared = workflow.GetVersion(ctx, keyMatch, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	}
 	w.opts = opts
 	err := workflow.SetUpdateHandlerWithOptions(ctx, request.WebhookUpdate(operation), w.take,
 		workflow.UpdateHandlerOptions{Validator: w.admit})
@@ -341,42 +369,65 @@ func expectWebhook(ctx workflow.Context, operation, key string, opts WebhookOpti
 // each operation it awaits.
 var hooks perExecution[*webhook]
 
+// keyMatch is the change ID (workflow.GetVersion) of a call telling its
+// events from those of an earlier call of its operation under another key
+// (webhook.shared): its marker is recorded only where a run awaits an
+// operation under a second key.
+const keyMatch = "webhook-events-match-the-call-by-key"
+
 // operationWebhook is the webhook of operation with key in this execution:
-// the one an earlier call made, with what its handler took, or a new one.
-// A call that meets a webhook made at its own history length or later is
-// the SDK running the execution's code again from the start
-// (perExecution): it starts afresh, as the first run of that call did, so
-// that every replay takes the same notifications.
-func operationWebhook(ctx workflow.Context, operation, key string) (w *webhook) {
+// the one an earlier call made, with what its handler took, or a new one;
+// afterOther reports a new one made after an earlier call of operation
+// under another key. A call that meets a webhook made at its own history
+// length or later is the SDK running the execution's code again from the
+// start (perExecution): it starts afresh, as the first run of that call
+// did, so that every replay takes the same notifications and decides
+// afterOther alike.
+func operationWebhook(ctx workflow.Context, operation, key string) (w *webhook, afterOther bool) {
 	hooks.with(ctx, func(ops map[string]*webhook, length int) {
 		// In the test environment (length 0) an earlier call's webhook
 		// is always kept.
 		w = ops[operation]
-		if w == nil || w.key != key || length != 0 && length <= w.made {
+		earlier := w != nil && (length == 0 || w.made < length)
+		if w == nil || w.key != key || !earlier {
+			afterOther = earlier && w.key != key
 			w = &webhook{operation: operation, key: key, made: length, seen: map[string]bool{}}
 			ops[operation] = w
 		}
 	})
-	return w
+	return w, afterOther
 }
 
 // WebhookMetadata is what a provider's fixed-endpoint events need to name
-// this workflow and operation: put it in the start request's metadata
-// (Stripe's "metadata", …), which the provider copies into its events, and
-// point the receiver's webhooks.Config.WorkflowIDField and OperationField
-// at its "workflow_id" and "operation".
-func WebhookMetadata(ctx workflow.Context, operation string) map[string]string {
-	return map[string]string{"workflow_id": workflow.GetInfo(ctx).WorkflowExecution.ID, "operation": operation}
+// this workflow, operation and call: put it in the start request's
+// metadata (Stripe's "metadata", …), which the provider copies into its
+// events, and point the receiver's webhooks.Config.WorkflowIDField,
+// OperationField and KeyDigestField at its "workflow_id", "operation" and
+// "key_digest". Pass the call's Request.Operation and
+// Request.IdempotencyKey: a key names the call by its digest
+// ("key_digest"), so that its events are told from those of another call
+// of the operation with another key (see WebhookOptions); "" (a key
+// derived from the operation) names none, the metadata as before.
+func WebhookMetadata(ctx workflow.Context, operation, key string) map[string]string {
+	m := map[string]string{"workflow_id": workflow.GetInfo(ctx).WorkflowExecution.ID, "operation": operation}
+	if key != "" {
+		m["key_digest"] = request.KeyDigest(key)
+	}
+	return m
 }
 
-// CallbackURL returns operation's callback URL, for an API that takes one
-// in the request ("callback_url", "notification_url"): the worker's
-// webhooks.Callbacks builds it from its base URL, this workflow's ID, the
-// operation and an unguessable token that the receiver checks. It runs a
-// local activity (the worker holds the token key); the URL, token
-// included, is stored in history, as the start request's body that
-// carries it is. Register webhooks.Callbacks on the worker first.
-func CallbackURL(ctx workflow.Context, operation string) (string, error) {
+// CallbackURL returns the callback URL of a call of operation, for an API
+// that takes one in the request ("callback_url", "notification_url"): the
+// worker's webhooks.Callbacks builds it from its base URL, this workflow's
+// ID, the operation, the digest of key and an unguessable token that the
+// receiver checks. Pass the call's Request.IdempotencyKey as key: its
+// events then name the call, and are told from those of another call of
+// the operation with another key (see WebhookOptions); "" (a key derived
+// from the operation) names none, the URL as before. It runs a local
+// activity (the worker holds the token key); the URL, token included, is
+// stored in history, as the start request's body that carries it is.
+// Register webhooks.Callbacks on the worker first.
+func CallbackURL(ctx workflow.Context, operation, key string) (string, error) {
 	if err := request.Operation(operation); err != nil || strings.TrimSpace(operation) == "" {
 		return "", invalid("CallbackURL needs the operation name of the call that starts the operation")
 	}
@@ -385,7 +436,7 @@ func CallbackURL(ctx workflow.Context, operation string) (string, error) {
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var u string
-	if err := workflow.ExecuteLocalActivity(lctx, request.CallbackActivityName, operation).Get(lctx, &u); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, request.CallbackActivityName, operation, request.KeyDigest(key)).Get(lctx, &u); err != nil {
 		return "", fmt.Errorf("the callback URL of operation %q could not be built (is webhooks.Callbacks registered on this worker?): %w", operation, err)
 	}
 	return u, nil
@@ -397,20 +448,24 @@ func CallbackURL(ctx workflow.Context, operation string) (string, error) {
 const maxNotifications = 32
 
 // admit is the update's validator: it rejects, before anything reaches
-// history, a notification already taken, one for another operation, any
-// after the operation ended, and, past maxNotifications, one that could
-// change nothing (dispose decides, for it and for take).
+// history, a notification already taken, one for another operation or
+// another call of it (another key), any after the operation ended, and,
+// past maxNotifications, one that could change nothing (dispose decides,
+// for it and for take).
 func (w *webhook) admit(n Notification) error {
 	switch {
 	case n.Operation != w.operation:
 		return fmt.Errorf("notification for operation %q, not %q", n.Operation, w.operation)
+	case n.KeyDigest != "" && n.KeyDigest != request.KeyDigest(w.key):
+		return fmt.Errorf("the event names another call of operation %s (key digest %s; the waiting call's key %s has %s): an earlier call's late event, or the callback URL or WebhookMetadata was given another key than the call's Request.IdempotencyKey",
+			w.operation, n.KeyDigest, w.key, request.KeyDigest(w.key))
 	case n.ID == "":
 		return errors.New("notification without an event ID")
 	case w.seen[n.ID]:
 		return fmt.Errorf("event %s already taken", n.ID)
 	case w.ended != nil:
 		return fmt.Errorf("operation %s already ended (%s, from %s)", w.operation, w.ended.State, w.ended.Source)
-	case n.OperationUnsigned && w.opts.Resource != nil && w.resource != "" && !w.bound(n):
+	case w.unbound(&n) && w.opts.Resource != nil && w.resource != "" && !w.bound(n):
 		return fmt.Errorf("the event's resource (%s) is not operation %s's %q", w.opts.Resource.Event, w.operation, w.resource)
 	case w.extra >= maxNotifications && !w.useful(w.dispose(&n)):
 		// History is bounded: past this, only an event that may end the
@@ -439,7 +494,7 @@ func (w *webhook) dispose(n *Notification) disposition {
 	switch {
 	case w.state(n.Type) == "":
 		return dispNote
-	case n.OperationUnsigned && !n.TypeUnsigned && w.opts.Resource != nil && w.resource == "" && !w.unbindable:
+	case w.unbound(n) && !n.TypeUnsigned && w.opts.Resource != nil && w.resource == "" && !w.unbindable:
 		return dispHold // whose is it? The start answer will say
 	case w.decides(n):
 		return dispEnd
@@ -490,9 +545,10 @@ func (w *webhook) apply(ctx workflow.Context, n Notification, d disposition) str
 		return "pending: a read of the resource decides"
 	case dispUnconfirmable:
 		w.unconfirmable++
-		workflow.GetLogger(ctx).Error("a notification of a terminal type ends nothing: its type or operation is not signed, and no WebhookPoll can confirm it; set WebhookOptions.Poll",
-			"operation", w.operation, "event", n.ID, "type", n.Type, "type_unsigned", n.TypeUnsigned, "operation_unsigned", n.OperationUnsigned)
-		return "noted: not signed, and no WebhookPoll to confirm it"
+		workflow.GetLogger(ctx).Error("a notification of a terminal type ends nothing: its type or operation is not signed, or it names no key while this run awaited the operation under another key before, and no WebhookPoll can confirm it; set WebhookOptions.Poll, or name the call's key in CallbackURL or WebhookMetadata",
+			"operation", w.operation, "key", w.key, "event", n.ID, "type", n.Type, "type_unsigned", n.TypeUnsigned, "operation_unsigned", n.OperationUnsigned,
+			"key_unnamed", n.KeyDigest == "" && w.shared)
+		return "noted: it may be another call's (its type or operation not signed, or no key named after another key's call), and no WebhookPoll to confirm it"
 	}
 	return "noted"
 }
@@ -511,10 +567,19 @@ func (w *webhook) state(typ string) State {
 }
 
 // decides reports whether n may end the operation without a read of the
-// resource: its type and operation signed (Notification.alone), or its
-// operation bound by the resource (WebhookOptions.Resource).
+// resource: its type signed, and its operation and call named (not
+// unbound) or bound by the resource (WebhookOptions.Resource).
 func (w *webhook) decides(n *Notification) bool {
-	return n.alone() || !n.TypeUnsigned && w.opts.Resource != nil && w.resource != "" && w.bound(*n)
+	return !n.TypeUnsigned && (!w.unbound(n) || w.opts.Resource != nil && w.resource != "" && w.bound(*n))
+}
+
+// unbound reports whether n may be another call's: its signed event does
+// not name this operation (Notification.OperationUnsigned), or it names no
+// key while this run awaited the operation under another key before
+// (shared). Such a notification ends nothing by itself, unless
+// WebhookOptions.Resource binds it.
+func (w *webhook) unbound(n *Notification) bool {
+	return n.OperationUnsigned || n.KeyDigest == "" && w.shared
 }
 
 // decided reports whether the operation ended by something that decides

@@ -14,7 +14,9 @@ import (
 
 // TestWireJSONOfOperationTypes pins the JSON that Accepted, the poll
 // activity's input (request.Monitor), RetryOptions, request.Backoff,
-// WebhookPoll and request.StatusRule write to Temporal's history and
+// WebhookPoll, request.StatusRule and Notification (an update's
+// argument: one that names no call is the JSON of before KeyDigest) write
+// to Temporal's history and
 // send between workflow and activity: byte for byte, zero fields omitted,
 // durations as strings. It also decodes each golden document, and the
 // same with durations as nanoseconds (histories written before), back to
@@ -60,6 +62,13 @@ func TestWireJSONOfOperationTypes(t *testing.T) {
 		Webhook: &workflows.WebhookOptions{Poll: &workflows.WebhookPoll{URL: "https://api.example.com/c/{id}", Succeeded: []string{"ok"}}}}
 	const reqJSON = `{"operation":"charge","url":"https://api.example.com/charges","retry":{"initial_interval":"200ms","backoff_coefficient":1.5,"maximum_interval":"10s","maximum_attempts":7,"jitter":"decorrelated"},"webhook":{"poll":{"url":"https://api.example.com/c/{id}","succeeded":["ok"]}}}`
 
+	note := workflows.Notification{ID: "evt_1", Type: "refund.succeeded", Operation: "refund", Scheme: "stripe",
+		Received: time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC), Body: []byte(`{"id":"evt_1"}`)}
+	const noteJSON = `{"id":"evt_1","type":"refund.succeeded","operation":"refund","scheme":"stripe","received":"2026-12-06T05:00:00Z","body":{"id":"evt_1"}}`
+	keyed := note
+	keyed.KeyDigest = request.KeyDigest("refund-order-7-first")
+	keyedJSON := `{"id":"evt_1","type":"refund.succeeded","operation":"refund","key_digest":"` + keyed.KeyDigest + `","scheme":"stripe","received":"2026-12-06T05:00:00Z","body":{"id":"evt_1"}}`
+
 	tests := []struct {
 		name  string
 		value any    // marshalled: must give want
@@ -84,6 +93,8 @@ func TestWireJSONOfOperationTypes(t *testing.T) {
 		{"status rule all", *mon.Status, `{"field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"]}`, "", func() any { return new(request.StatusRule) }},
 		{"status rule of a webhook poll", request.StatusRule(poll), `{"field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"]}`, "", func() any { return new(request.StatusRule) }},
 		{"request", req, reqJSON, "", func() any { return new(workflows.Request) }},
+		{"notification naming no call", note, noteJSON, "", func() any { return new(workflows.Notification) }},
+		{"notification naming its call", keyed, keyedJSON, "", func() any { return new(workflows.Notification) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

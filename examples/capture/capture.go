@@ -44,7 +44,7 @@ type Receipt struct {
 // first wins, and a late or repeated webhook changes nothing.
 func Capture(ctx workflow.Context, p Payment) (Receipt, error) {
 	body, err := json.Marshal(map[string]any{"order": p.Order, "amount": p.Cents,
-		"metadata": workflows.WebhookMetadata(ctx, "capture")}) // the provider copies it into its events
+		"metadata": workflows.WebhookMetadata(ctx, "capture", "")}) // the provider copies it into its events
 	if err != nil {
 		return Receipt{}, err
 	}

@@ -47,3 +47,20 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyDigestRecorded: a key's digest is in the callback URLs providers
+// hold and in the events' metadata, for days, and in histories, so the
+// derivation never changes; it is one URL path segment, and no key has
+// none. The wants were computed apart from this package (Python's
+// hashlib and base64.urlsafe_b64encode, padding stripped).
+func TestKeyDigestRecorded(t *testing.T) {
+	for _, tt := range []struct{ key, want string }{
+		{"refund-order-7-first", "pDdJ5dS5yXNJC67K"},
+		{"c522b263-0000", "nI2-Wzw2yME9x_pt"},
+		{"", ""},
+	} {
+		if got := KeyDigest(tt.key); got != tt.want {
+			t.Errorf("KeyDigest(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}

@@ -44,9 +44,18 @@ const (
 // activity "cancelling the operation at …" showing why in the Web UI,
 // until the cancel request is answered, or failed 3 times, or this
 // bound, and then ends cancelled.
+//
+// CancelMargin: the asking also ends CancelMargin before the workflow's
+// own deadline (the run's start plus the shorter of its run and execution
+// timeouts), so that Temporal does not time the workflow out while it
+// asks, and the workflow has a workflow task's default timeout to record
+// that it was cancelled. With less than MinCancelTime left before that,
+// no cancel request is scheduled at all (logged).
 const (
 	CancelAttempts = 3
 	CancelTimeout  = 10 * time.Minute
+	CancelMargin   = 10 * time.Second
+	MinCancelTime  = time.Second
 )
 
 // PollBackoff is the backoff of the polls without Retry-After: from

@@ -8,11 +8,12 @@ import "time"
 // it): one name per operation, so that a workflow awaits several at once.
 func WebhookUpdate(operation string) string { return "IdempotentHTTPWebhook:" + operation }
 
-// CallbackActivityName is the local activity that builds an operation's
+// CallbackActivityName is the local activity that builds a call's
 // callback URL with its token (webhooks.Callbacks registers it;
-// workflows.CallbackURL runs it). Its input is the
-// operation; the workflow ID and namespace come from the activity's info,
-// so a workflow can only get tokens for itself.
+// workflows.CallbackURL runs it). Its input is the operation and the
+// digest of the call's key (KeyDigest; "" for none); the workflow ID and
+// namespace come from the activity's info, so a workflow can only get
+// tokens for itself.
 const CallbackActivityName = "IdempotentHTTPCallbackURL"
 
 // The defaults of workflows.WebhookOptions and WebhookPoll (their field
@@ -43,4 +44,8 @@ const (
 	// copy.
 	DefaultWorkflowIDField = "data.object.metadata.workflow_id"
 	DefaultOperationField  = "data.object.metadata.operation"
+	// DefaultKeyDigestField is where the receiver finds the digest of the
+	// call's key (KeyDigest) in an event, beside the workflow and
+	// operation: workflows.WebhookMetadata's "key_digest".
+	DefaultKeyDigestField = "data.object.metadata.key_digest"
 )

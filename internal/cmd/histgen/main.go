@@ -14,7 +14,10 @@
 // with OperationStillRunning at the timeout; follow_first_wait_history.json,
 // the same call recorded the same way with the code before the timeout
 // bounded the first wait (7500d85: it waits 3 s, then polls), stays as it
-// is:
+// is. And follow_cancel_no_time_history_v2.json (recordCancelNoTime): a
+// cancelled call whose workflow's deadline leaves no time to ask the
+// server to cancel; and webhook_two_keys_history_v2.json (recordTwoKeys):
+// a run that awaits one operation's webhooks under two keys:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
 //	go run ./internal/cmd/histgen -temporal bin/temporal -out workflows/testdata
@@ -111,7 +114,13 @@ func run(bin, out string) error {
 	if err := record(ctx, c, run, filepath.Join(out, "declined_history_v2.json")); err != nil {
 		return err
 	}
-	return recordFollow(ctx, c, out)
+	if err := recordFollow(ctx, c, out); err != nil {
+		return err
+	}
+	if err := recordCancelNoTime(ctx, c, out); err != nil {
+		return err
+	}
+	return recordTwoKeys(ctx, c, out)
 }
 
 // recordFollow records a call that follows an operation whose start

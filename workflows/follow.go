@@ -43,9 +43,11 @@ type FollowOptions struct {
 	// server to cancel the operation too, if the origin's convention has a
 	// cancel request (activities.LongRunning.CancelMethod; Google's
 	// ":cancel"). The workflow ends cancelled once the server answered
-	// it, after 3 cancel requests that failed, or after 10 min of asking
-	// (attempts the origin's admission holds back send nothing and are not
-	// counted; the workflow stays open meanwhile), and at the latest 10 s
+	// it, after 3 cancel requests that reached the API and failed, or
+	// after 10 min of asking (attempts that send nothing are not counted:
+	// those the origin's admission holds back, those whose credential
+	// could not be applied, those that could not connect; the workflow
+	// stays open meanwhile), and at the latest 10 s
 	// before its own deadline (the run's start plus the shorter of its
 	// WorkflowRunTimeout and WorkflowExecutionTimeout), so that Temporal
 	// does not time it out while it asks; with less than 1 s of asking

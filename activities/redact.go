@@ -236,16 +236,110 @@ func (r *redactSet) bytes(b []byte) ([]byte, bool) {
 	return append(out, b[last:]...), true
 }
 
-// string is bytes for a string.
+// string is bytes for a string, which also redacts a secret written with
+// percent-escapes (escaped): texts are where URLs are shown.
 func (r *redactSet) string(s string) string {
 	if len(r.windows) == 0 {
 		return s
 	}
 	b, changed := r.bytes([]byte(s))
+	if e, ok := r.escaped(b); ok {
+		b, changed = e, true
+	}
 	if !changed {
 		return s
 	}
 	return string(b)
+}
+
+// maxUnescapes is how many times escaped decodes a text: a secret escaped
+// twice ("%2574" for "t") is found too.
+const maxUnescapes = 3
+
+// escaped returns b with every run of bytes whose percent-escapes,
+// decoded once or up to maxUnescapes times, hold a secret's window
+// replaced (a URL's "%74%6F%6B…" is the same bytes to whoever reads it),
+// and whether there was one.
+func (r *redactSet) escaped(b []byte) ([]byte, bool) {
+	if bytes.IndexByte(b, '%') < 0 {
+		return b, false
+	}
+	// cur is b decoded; cur[k] came from b[from[k]:to[k]].
+	cur, from, to := b, []int(nil), []int(nil)
+	var hide []bool
+	for range maxUnescapes {
+		var ok bool
+		if cur, from, to, ok = unescapeOnce(cur, from, to); !ok {
+			break
+		}
+		for i := r.next(cur, 0); i >= 0; i = r.next(cur, i+1) {
+			if hide == nil {
+				hide = make([]bool, len(b))
+			}
+			for k := from[i]; k < to[i+7]; k++ {
+				hide[k] = true
+			}
+		}
+	}
+	if hide == nil {
+		return b, false
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		if !hide[i] {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		out = append(out, redacted...)
+		for i < len(b) && hide[i] {
+			i++
+		}
+	}
+	return out, true
+}
+
+// unescapeOnce decodes the percent-escapes of cur once; from and to say
+// where each byte of cur came from in the original text (nil: cur is
+// it), and the same for the result. ok is false when cur holds none.
+func unescapeOnce(cur []byte, from, to []int) (out []byte, outFrom, outTo []int, ok bool) {
+	src := func(k int) (int, int) {
+		if from == nil {
+			return k, k + 1
+		}
+		return from[k], to[k]
+	}
+	out, outFrom, outTo = make([]byte, 0, len(cur)), make([]int, 0, len(cur)), make([]int, 0, len(cur))
+	for i := 0; i < len(cur); i++ {
+		f, t := src(i)
+		hi, lo := hexValue(cur, i+1), hexValue(cur, i+2)
+		if cur[i] == '%' && hi >= 0 && lo >= 0 {
+			_, t = src(i + 2)
+			out = append(out, byte(hi<<4|lo))
+			i += 2
+			ok = true
+		} else {
+			out = append(out, cur[i])
+		}
+		outFrom, outTo = append(outFrom, f), append(outTo, t)
+	}
+	return out, outFrom, outTo, ok
+}
+
+// hexValue is the value of the hex digit b[i], or -1.
+func hexValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // json redacts the JSON document b (valid: the caller checked it with

@@ -90,3 +90,31 @@ func TestEscapedSecretInAURLIsNotShown(t *testing.T) {
 		})
 	}
 }
+
+// TestEscapedSecretInABodyIsRedacted: an answer's body that writes the
+// origin's token with percent-escapes (a link the API built from the
+// request, in a JSON string or in text) is stored in Response.Body,
+// RawBody or Failure.Body with it redacted, as a token written as is.
+func TestEscapedSecretInABodyIsRedacted(t *testing.T) {
+	link := "https://api.example/operations/" + escapeAll(token)
+	for _, tc := range []struct {
+		name, ctype, body string
+		status            int
+	}{
+		{"JSON", "application/json", `{"links":{"self":"` + link + `"}}`, http.StatusOK},
+		{"text", "text/plain", "see " + link, http.StatusOK},
+		{"error", "application/json", `{"error":"see ` + link + `"}`, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newRecorder(t, status(tc.status, tc.body, "Content-Type", tc.ctype))
+			cfg := activities.Config{AllowedOrigins: []string{api.URL},
+				Credentials: map[string]activities.Credential{api.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}}
+			resp, err, logs := run(t, cfg, req(api.URL+"/transfers"))
+			for where, text := range exposed(err, resp, logs) {
+				if p := decodedPieces(text, token); len(p) > 0 {
+					t.Errorf("%s holds pieces %q of the token, escaped:\n%s", where, p, text)
+				}
+			}
+		})
+	}
+}

@@ -214,9 +214,19 @@ func (r *redactSet) next(b []byte, i int) int {
 	return -1
 }
 
-// bytes returns b with every secret run replaced, and whether anything was.
-// b itself is never modified.
+// bytes returns b with every secret run replaced, written as is or with
+// percent-escapes (escaped), and whether anything was. b itself is never
+// modified.
 func (r *redactSet) bytes(b []byte) ([]byte, bool) {
+	out, changed := r.literal(b)
+	if e, ok := r.escaped(out); ok {
+		return e, true
+	}
+	return out, changed
+}
+
+// literal is bytes for the secrets as written.
+func (r *redactSet) literal(b []byte) ([]byte, bool) {
 	i := r.next(b, 0)
 	if i < 0 {
 		return b, false
@@ -236,16 +246,12 @@ func (r *redactSet) bytes(b []byte) ([]byte, bool) {
 	return append(out, b[last:]...), true
 }
 
-// string is bytes for a string, which also redacts a secret written with
-// percent-escapes (escaped): texts are where URLs are shown.
+// string is bytes for a string.
 func (r *redactSet) string(s string) string {
 	if len(r.windows) == 0 {
 		return s
 	}
 	b, changed := r.bytes([]byte(s))
-	if e, ok := r.escaped(b); ok {
-		b, changed = e, true
-	}
 	if !changed {
 		return s
 	}
@@ -261,7 +267,7 @@ const maxUnescapes = 3
 // replaced (a URL's "%74%6F%6B…" is the same bytes to whoever reads it),
 // and whether there was one.
 func (r *redactSet) escaped(b []byte) ([]byte, bool) {
-	if bytes.IndexByte(b, '%') < 0 {
+	if bytes.IndexByte(b, '%') < 0 || !r.escapedHit(b) {
 		return b, false
 	}
 	// cur is b decoded; cur[k] came from b[from[k]:to[k]].
@@ -297,6 +303,33 @@ func (r *redactSet) escaped(b []byte) ([]byte, bool) {
 		}
 	}
 	return out, true
+}
+
+// escapedHit reports whether b's percent-escapes, decoded once or up to
+// maxUnescapes times, hold a secret's window: escaped's test, which
+// costs a copy of b a round, not escaped's offsets.
+func (r *redactSet) escapedHit(b []byte) bool {
+	for range maxUnescapes {
+		out := make([]byte, 0, len(b))
+		decoded := false
+		for i := 0; i < len(b); i++ {
+			if hi, lo := hexValue(b, i+1), hexValue(b, i+2); b[i] == '%' && hi >= 0 && lo >= 0 {
+				out = append(out, byte(hi<<4|lo))
+				i += 2
+				decoded = true
+				continue
+			}
+			out = append(out, b[i])
+		}
+		if !decoded {
+			return false
+		}
+		if r.next(out, 0) >= 0 {
+			return true
+		}
+		b = out
+	}
+	return false
 }
 
 // unescapeOnce decodes the percent-escapes of cur once; from and to say
@@ -351,7 +384,7 @@ func hexValue(b []byte, i int) int {
 // exists then, and out has only the named members redacted.
 func (r *redactSet) json(b []byte) (out []byte, changed, ok bool) {
 	b, changed = request.RedactValidFields(b, redacted)
-	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) {
+	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) && (bytes.IndexByte(b, '%') < 0 || !r.escapedHit(b)) {
 		return b, changed, true // no secret, and none hidden behind an escape
 	}
 	named := changed

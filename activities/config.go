@@ -85,6 +85,8 @@ type Config struct {
 	// workflows.Response.Headers (default Content-Type, Location, the
 	// origin's replay header, Request-Id and X-Request-Id); New refuses a
 	// name that request.IsCredential calls a credential (Set-Cookie, …).
+	// A value that is a URL (Location, Operation-Location, …) is stored
+	// with its user info and query values redacted.
 	ResultHeaders []string
 	// UserAgent is sent as User-Agent (default "temporal-idempotent-http").
 	UserAgent string

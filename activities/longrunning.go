@@ -368,10 +368,10 @@ func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, ra
 }
 
 // holdsSecret reports whether the URL u (s as written) holds a piece of a
-// secret the redactor knows: as written, or unescaped in its path or
-// query.
+// secret the redactor knows: as written, percent-escaped (once or more),
+// or unescaped in its path or query.
 func (a *Activities) holdsSecret(u *url.URL, s string) bool {
-	if a.redact.next([]byte(s), 0) >= 0 || a.redact.next([]byte(u.Path), 0) >= 0 {
+	if a.redact.string(s) != s || a.redact.next([]byte(u.Path), 0) >= 0 {
 		return true
 	}
 	q, err := url.QueryUnescape(u.RawQuery)

@@ -120,7 +120,7 @@ func (pl *poller) poll(ctx context.Context) (*workflows.Response, error) {
 			return nil, nil
 		}
 	}
-	p := pl.prepare(method, mon)
+	p := pl.prepare(method, mon, pl.sealedShown(pl.op.Monitor, pl.in.Cancel))
 	ans, err := pl.send(ctx, p)
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func (pl *poller) seeOther(ctx context.Context, p *prepared, ans *answer, r long
 	if err != nil {
 		return nil, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(r.Next), err), "")
 	}
-	p = pl.prepare(http.MethodGet, target)
+	p = pl.prepare(http.MethodGet, target, "")
 	got, err := pl.send(ctx, p)
 	if err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func (pl *poller) succeed(ctx context.Context, p *prepared, ans *answer, detail 
 		if err != nil {
 			return nil, pl.final(p, workflows.ErrTypeMonitorNotFollowed, ans.status, fmt.Sprintf("the operation succeeded, but its result URL %s cannot be read: %v", pl.a.shownURL(pl.in.ResultURL), err), "")
 		}
-		p = pl.prepare(http.MethodGet, target)
+		p = pl.prepare(http.MethodGet, target, pl.sealedShown(pl.op.ResultURL, false))
 		got, err := pl.send(ctx, p)
 		if err != nil {
 			return nil, err
@@ -311,15 +311,46 @@ func (pl *poller) stateName(name string) string {
 const maxStateBytes = 64
 
 // prepare is the request of method to raw (an URL followable has
-// checked): the monitor origin's credentials, no key.
-func (pl *poller) prepare(method, raw string) *prepared {
+// checked): the monitor origin's credentials, no key. shown, when set, is
+// how raw is shown (sealedShown), else it is shown as any URL is.
+func (pl *poller) prepare(method, raw, shown string) *prepared {
 	pu, err := pl.a.urls.parse(raw)
 	if err != nil {
 		// followable parsed it.
 		panic(err)
 	}
+	switch {
+	case shown == "":
+		shown = pu.shown
+	case !strings.HasPrefix(shown, pu.origin+"/"):
+		// Accepted's shown URL is not of the origin sealed with it (a
+		// workflow changed it): the origin alone.
+		shown = pu.origin + "/" + redacted
+	}
 	req := request.Input{Operation: pl.in.Operation, Method: method, URL: pu.raw, IdempotencyKey: pl.in.IdempotencyKey}
-	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pl.a.redact.string(pu.shown), origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
+	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pl.a.redact.string(shown), origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
+}
+
+// sealedShown is how the operation's URL shown (its Accepted.Monitor or
+// ResultURL; for its cancel request when cancel) shows the URL it stands
+// for when that one is sealed (Accepted.Sealed), else "". A sealed URL
+// holds a secret that the worker that sealed it knew, and the one that
+// opens it may not (it started after a token it never fetched, or its
+// redactor has let an old secret go): it is shown as the sealing worker
+// showed it, never as it is.
+func (pl *poller) sealedShown(shown string, cancel bool) string {
+	if pl.op.Sealed == "" || shown == "" {
+		return ""
+	}
+	if cancel {
+		// The cancel request's URL (longrunning.Cancel.Request), shown.
+		path, query, ok := strings.Cut(shown, "?")
+		shown = path + pl.l.CancelSuffix
+		if ok {
+			shown += "?" + query
+		}
+	}
+	return shown
 }
 
 // send sends p once admitted, as the start request is (admit, exchange,

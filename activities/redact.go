@@ -214,9 +214,19 @@ func (r *redactSet) next(b []byte, i int) int {
 	return -1
 }
 
-// bytes returns b with every secret run replaced, and whether anything was.
-// b itself is never modified.
+// bytes returns b with every secret run replaced, written as is or with
+// percent-escapes (escaped), and whether anything was. b itself is never
+// modified.
 func (r *redactSet) bytes(b []byte) ([]byte, bool) {
+	out, changed := r.literal(b)
+	if e, ok := r.escaped(out); ok {
+		return e, true
+	}
+	return out, changed
+}
+
+// literal is bytes for the secrets as written.
+func (r *redactSet) literal(b []byte) ([]byte, bool) {
 	i := r.next(b, 0)
 	if i < 0 {
 		return b, false
@@ -248,6 +258,123 @@ func (r *redactSet) string(s string) string {
 	return string(b)
 }
 
+// maxUnescapes is how many times escaped decodes a text: a secret escaped
+// twice ("%2574" for "t") is found too.
+const maxUnescapes = 3
+
+// escaped returns b with every run of bytes whose percent-escapes,
+// decoded once or up to maxUnescapes times, hold a secret's window
+// replaced (a URL's "%74%6F%6B…" is the same bytes to whoever reads it),
+// and whether there was one.
+func (r *redactSet) escaped(b []byte) ([]byte, bool) {
+	if bytes.IndexByte(b, '%') < 0 || !r.escapedHit(b) {
+		return b, false
+	}
+	// cur is b decoded; cur[k] came from b[from[k]:to[k]].
+	cur, from, to := b, []int(nil), []int(nil)
+	var hide []bool
+	for range maxUnescapes {
+		var ok bool
+		if cur, from, to, ok = unescapeOnce(cur, from, to); !ok {
+			break
+		}
+		for i := r.next(cur, 0); i >= 0; i = r.next(cur, i+1) {
+			if hide == nil {
+				hide = make([]bool, len(b))
+			}
+			for k := from[i]; k < to[i+7]; k++ {
+				hide[k] = true
+			}
+		}
+	}
+	if hide == nil {
+		return b, false
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		if !hide[i] {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		out = append(out, redacted...)
+		for i < len(b) && hide[i] {
+			i++
+		}
+	}
+	return out, true
+}
+
+// escapedHit reports whether b's percent-escapes, decoded once or up to
+// maxUnescapes times, hold a secret's window: escaped's test, which
+// costs a copy of b a round, not escaped's offsets.
+func (r *redactSet) escapedHit(b []byte) bool {
+	for range maxUnescapes {
+		out := make([]byte, 0, len(b))
+		decoded := false
+		for i := 0; i < len(b); i++ {
+			if hi, lo := hexValue(b, i+1), hexValue(b, i+2); b[i] == '%' && hi >= 0 && lo >= 0 {
+				out = append(out, byte(hi<<4|lo))
+				i += 2
+				decoded = true
+				continue
+			}
+			out = append(out, b[i])
+		}
+		if !decoded {
+			return false
+		}
+		if r.next(out, 0) >= 0 {
+			return true
+		}
+		b = out
+	}
+	return false
+}
+
+// unescapeOnce decodes the percent-escapes of cur once; from and to say
+// where each byte of cur came from in the original text (nil: cur is
+// it), and the same for the result. ok is false when cur holds none.
+func unescapeOnce(cur []byte, from, to []int) (out []byte, outFrom, outTo []int, ok bool) {
+	src := func(k int) (int, int) {
+		if from == nil {
+			return k, k + 1
+		}
+		return from[k], to[k]
+	}
+	out, outFrom, outTo = make([]byte, 0, len(cur)), make([]int, 0, len(cur)), make([]int, 0, len(cur))
+	for i := 0; i < len(cur); i++ {
+		f, t := src(i)
+		hi, lo := hexValue(cur, i+1), hexValue(cur, i+2)
+		if cur[i] == '%' && hi >= 0 && lo >= 0 {
+			_, t = src(i + 2)
+			out = append(out, byte(hi<<4|lo))
+			i += 2
+			ok = true
+		} else {
+			out = append(out, cur[i])
+		}
+		outFrom, outTo = append(outFrom, f), append(outTo, t)
+	}
+	return out, outFrom, outTo, ok
+}
+
+// hexValue is the value of the hex digit b[i], or -1.
+func hexValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
 // json redacts the JSON document b (valid: the caller checked it with
 // json.Valid): the value of every member named like a
 // credential (request.RedactFields, the one rule for names), then secrets
@@ -257,7 +384,7 @@ func (r *redactSet) string(s string) string {
 // exists then, and out has only the named members redacted.
 func (r *redactSet) json(b []byte) (out []byte, changed, ok bool) {
 	b, changed = request.RedactValidFields(b, redacted)
-	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) {
+	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) && (bytes.IndexByte(b, '%') < 0 || !r.escapedHit(b)) {
 		return b, changed, true // no secret, and none hidden behind an escape
 	}
 	named := changed

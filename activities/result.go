@@ -2,6 +2,7 @@ package activities
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -16,8 +17,17 @@ const (
 )
 
 // urlHeaders hold URLs the server sends: their user info and query values
-// are redacted before they are stored.
+// are redacted before they are stored, as those of any header whose value
+// is a URL (urlValue: a monitor header, Operation-Location,
+// Azure-AsyncOperation, that Config.ResultHeaders names).
 var urlHeaders = map[string]bool{"Location": true, "Content-Location": true}
+
+// urlValue reports whether a header's value v is a URL: absolute (http or
+// https), or a path.
+func urlValue(v string) bool {
+	v = strings.TrimSpace(v)
+	return strings.HasPrefix(v, "/") || len(v) > 8 && (strings.EqualFold(v[:7], "http://") || strings.EqualFold(v[:8], "https://"))
+}
 
 // result builds the workflows.Response of a 2xx: the body kept if it is complete, free
 // of credentials (redacted inside JSON strings, or omitted when that is not
@@ -43,7 +53,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		if v == "" {
 			continue
 		}
-		if urlHeaders[canon] {
+		if urlHeaders[canon] || urlValue(v) {
 			v = request.RedactURL(v)
 		}
 		if len(v) > maxHeaderValue {

@@ -150,7 +150,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 				// handshake: no handler read the request.
 				return answer{from: target, err: ce}
 			}
-			if ne := p.o.unsendable(hr); ne != nil {
+			if ne := p.o.unsendable(hr, err); ne != nil {
 				// net/http refused to send it: nothing left the worker.
 				return answer{from: target, err: ne}
 			}
@@ -199,10 +199,16 @@ func (e *notSentError) Unwrap() error { return e.err }
 // of its headers (a name that is no token, a value with a control
 // character): a *credential.Error when o's credential set that header (a
 // token endpoint's token, say), else a *notSentError; nil when every
-// header is valid (the error came from elsewhere). It runs only after
+// header is valid, or when the client's error (failed) is not net/http's
+// refusal of a header: a Config.HTTPClient's transport may send a request
+// net/http would refuse (it dropped or rewrote that header), and a
+// request that left is never one that "sent nothing". It runs only after
 // the client failed, so a valid request pays nothing for it. The error
 // names the header, never its value.
-func (o *origin) unsendable(hr *http.Request) error {
+func (o *origin) unsendable(hr *http.Request, failed error) error {
+	if !headerRefused(failed) {
+		return nil
+	}
 	for name, vs := range hr.Header {
 		err := error(nil)
 		if !request.ValidHeaderName(name) {
@@ -222,6 +228,17 @@ func (o *origin) unsendable(hr *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// headerRefused reports whether err is net/http's refusal, before
+// sending, of a request header: "net/http: invalid header field name …"
+// or "… value for …" (HTTP/1.1, checked first for every request), or
+// "invalid HTTP header …" (its HTTP/2 transport). Only a refusal in these
+// words, whose wording Go keeps, says that nothing left.
+func headerRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "net/http: invalid header field ") || strings.Contains(msg, "invalid HTTP header name ") ||
+		strings.Contains(msg, "invalid HTTP header value ")
 }
 
 // unsent reports whether the attempt sent nothing: the origin's

@@ -154,3 +154,43 @@ func TestUnsendableAttemptSendsNothing(t *testing.T) {
 		})
 	}
 }
+
+// dropTrace is a Config.HTTPClient transport that sends a copy of each
+// request without its X-Trace header (an egress wrapper that sanitizes
+// what it does not know): the original's invalid header never reaches
+// net/http.
+type dropTrace struct{}
+
+func (dropTrace) RoundTrip(r *http.Request) (*http.Response, error) {
+	c := r.Clone(r.Context())
+	c.Header.Del("X-Trace")
+	return http.DefaultTransport.RoundTrip(c)
+}
+
+// TestSentRequestIsNeverCalledUnsent: a request that left the worker and
+// lost its answer (the server read it, then the connection closed) is of
+// unknown outcome, retried with the same key, even when a header of the
+// request handed to the client is one net/http would refuse: the client's
+// transport sent it anyway (without that header). Calling it "unsent"
+// (InvalidRequest, OutcomeUnknown false) tells the workflow nothing was
+// charged when the API may have charged.
+func TestSentRequestIsNeverCalledUnsent(t *testing.T) {
+	api := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) {
+		// The API charges, then the connection breaks before its answer.
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	})
+	var bad atomic.Bool
+	bad.Store(true)
+	cfg := activities.Config{AllowedOrigins: []string{api.URL}, Propagator: badPropagator{&bad},
+		HTTPClient: &http.Client{Transport: dropTrace{}}}
+	_, err, _ := run(t, cfg, req(api.URL+"/charges"))
+	require.Equal(t, 1, api.count(), "the request reached the API")
+	appErr := appError(t, err)
+	assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), "%v", err)
+	f, ok := workflows.AsFailure(err)
+	require.True(t, ok)
+	assert.True(t, f.OutcomeUnknown, "the API may have charged: %v", err)
+}

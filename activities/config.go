@@ -59,10 +59,13 @@ type Config struct {
 	// signature). Such a URL is written to Temporal's history only
 	// encrypted (AES-256-GCM, bound to the operation's key:
 	// workflows.Accepted.Sealed), redacted where it is shown, and opened
-	// by the poll activity. The first key seals, every key opens: to
-	// rotate, list a new key first and keep the old one after it until
-	// the operations it sealed have ended. Every worker that polls the
-	// origin's operations needs the same keys. Default none: such a URL
+	// by the poll activity. The first key seals, every key opens. Every
+	// worker that polls the origin's operations needs the same keys; a
+	// poll that lands on a worker without the key waits for one that has
+	// it (workflows.ErrTypeCredentialUnavailable, retried) until following
+	// times out. To rotate: add the new key after the old one on every
+	// worker, then, once all run with it, list it first; keep the old one
+	// until the operations it sealed have ended. Default none: such a URL
 	// is not followed (workflows.ErrTypeMonitorNotFollowed), and nothing
 	// of it reaches history.
 	SealKeys [][]byte

@@ -3,7 +3,6 @@ package activities
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/longrunning"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -425,7 +425,7 @@ func (a *Activities) unseal(in *request.Monitor) (monitor, result string, err er
 		return in.Monitor, in.ResultURL, nil
 	}
 	if a.seal == nil {
-		return "", "", errors.New("its URLs are sealed, and this worker holds no Config.SealKeys: give every worker the same keys")
+		return "", "", fmt.Errorf("its URLs are sealed, and this worker holds no Config.SealKeys (%w): give every worker the same keys", seal.ErrKeyNotHeld)
 	}
 	plain, err := a.seal.Open(in.Sealed, sealContext(in.IdempotencyKey))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/longrunning"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -154,6 +155,9 @@ func (pl *poller) begin(ctx context.Context) (string, error) {
 	// Attempts that were not admitted sent no poll.
 	pl.op.Polls = int(pl.prev.Sent) + 1
 	monitor, result, err := a.unseal(&request.Monitor{Accepted: *pl.op})
+	if errors.Is(err, seal.ErrKeyNotHeld) {
+		return "", pl.awaitKey(ctx, err)
+	}
 	if err != nil {
 		return "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", a.shownURL(pl.op.Monitor), err), "")
 	}
@@ -171,6 +175,30 @@ func (pl *poller) begin(ctx context.Context) (string, error) {
 		return "", pl.final(nil, workflows.ErrTypeMonitorNotFollowed, 0, fmt.Sprintf("the monitor %s cannot be followed: %v", a.shownURL(pl.op.Monitor), err), "")
 	}
 	return mon, nil
+}
+
+// awaitKeyDelay is how long a poll waits for a worker that holds the key
+// its monitor was sealed with.
+const awaitKeyDelay = 5 * time.Second
+
+// awaitKey ends the attempt, which sent nothing, when this worker does not
+// hold the key the monitor was sealed with (err): another may, in a key
+// rotation rolled out one worker at a time, so the poll is retried
+// (workflows.ErrTypeCredentialUnavailable, not counted as a poll) until
+// following it times out (ErrTypeOperationStillRunning, resumable).
+func (pl *poller) awaitKey(ctx context.Context, err error) error {
+	a := pl.a
+	d := pl.details(nil, 0)
+	d.Reason = fmt.Sprintf("the monitor %s cannot be opened here: %v", a.shownURL(pl.op.Monitor), err)
+	d.OutcomeUnknown = true
+	next := pl.prev
+	next.Attempt = pl.info.Attempt
+	if left, beyond := beyondDeadline(pl.info, pl.prev, &next, a.cfg.Now(), awaitKeyDelay); beyond {
+		return pl.final(nil, workflows.ErrTypeOperationStillRunning, 0, fmt.Sprintf("%s, and only %s remain before following it times out: the operation may still end at the server; give every worker the same Config.SealKeys, then resume with workflows.FollowAccepted and Failure.Accepted", d.Reason, max(left, 0).Round(time.Millisecond)), "")
+	}
+	activity.GetLogger(ctx).Warn("poll waits for a worker that holds its monitor's seal key", "key", d.IdempotencyKey, "error", err.Error())
+	return a.handOver(ctx, next, workflows.ErrTypeCredentialUnavailable,
+		d.Reason+"; asking again in "+awaitKeyDelay.String()+" (a worker that holds the key may take it): give every worker the same Config.SealKeys", awaitKeyDelay, true, d)
 }
 
 // read ends the attempt with the monitor's answer ans to p, as the style

@@ -208,6 +208,9 @@ const (
 	// was refused or is misconfigured: fix the worker's credential for the
 	// origin, then run the same workflow ID again. It is never an answer of
 	// the API: OutcomeUnknown is false unless an earlier attempt's was.
+	// The poll of a long-running operation whose monitor was sealed with
+	// a key this worker does not hold (activities.Config.SealKeys) fails
+	// with it too, retried, so that a worker that holds the key polls.
 	ErrTypeCredentialUnavailable = "CredentialUnavailable"
 	// ErrTypeIdempotencyKeyLocked: the server kept answering that the key
 	// is in flight until the next wait could not end before the deadline.

@@ -114,5 +114,10 @@ func (k *Keys) Open(s, context string) (string, error) {
 		}
 		return string(plain), nil
 	}
-	return "", fmt.Errorf("it was sealed with key %s, which this worker does not hold", id)
+	return "", fmt.Errorf("it was sealed with key %s, %w", id, ErrKeyNotHeld)
 }
+
+// ErrKeyNotHeld is Open's error for a value sealed with a key the Keys do
+// not hold (errors.Is): another worker may hold it (a rotation in
+// progress), unlike a value that does not open with the key it names.
+var ErrKeyNotHeld = errors.New("which this worker does not hold")

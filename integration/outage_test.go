@@ -2,11 +2,14 @@ package integration_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +90,110 @@ func (bm breakerMetrics) open() bool {
 	return false
 }
 
+// charges is a herd of workflows, each charging an API once under its own
+// key, started at once.
+type charges struct {
+	ids []string
+	wg  sync.WaitGroup
+
+	mu       sync.Mutex
+	errs     []error
+	finished []time.Time // when each one that succeeded ended
+}
+
+// startCharges starts n workflows on tq, each charging url+"/charges"
+// once (retried up to 1000 attempts within 5 min), named after what.
+func startCharges(t *testing.T, ctx context.Context, tq, url, what string, n int) *charges {
+	c := &charges{ids: make([]string, n)}
+	for i := range n {
+		c.ids[i] = uniqueName(t, fmt.Sprint(what, "-", i))
+		c.wg.Go(func() {
+			body, _ := json.Marshal(map[string]int{"order": i})
+			_, _, err := call(t, ctx, tq, c.ids[i], workflows.Request{
+				Operation: "charge", URL: url + "/charges", Body: body,
+				Retry:                  workflows.RetryOptions{MaximumAttempts: 1000},
+				ScheduleToCloseTimeout: 5 * time.Minute,
+			})
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.errs = append(c.errs, err)
+			if err == nil {
+				c.finished = append(c.finished, time.Now())
+			}
+		})
+	}
+	return c
+}
+
+// check fails t unless every workflow succeeded and api holds one record
+// under each one's own key.
+func (c *charges) check(t *testing.T, api *outageAPI, w *itest.Process) {
+	t.Helper()
+	c.wg.Wait()
+	failed := 0
+	for _, err := range c.errs {
+		if err != nil {
+			if failed == 0 {
+				t.Errorf("a workflow failed: %v", err)
+			}
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d workflows failed; worker output:\n%s", failed, len(c.ids), w.Tail(8<<10))
+	}
+	st := api.api.Stats()
+	if st.Records != len(c.ids) || st.DistinctKeys != len(c.ids) {
+		t.Errorf("records %d, distinct keys %d; want %d each (one key per workflow, one record each)", st.Records, st.DistinctKeys, len(c.ids))
+	}
+	perKey := map[string]int{}
+	for _, r := range api.api.Records() {
+		perKey[r.IdempotencyKey]++
+	}
+	for _, id := range c.ids {
+		if n := perKey[keyOf(id, "charge")]; n != 1 {
+			t.Errorf("workflow %s: %d records under its key, want 1", id, n)
+		}
+	}
+}
+
+// successTimes returns when each of the API's successes came, since its
+// first request, in order.
+func successTimes(log []itest.OutageEntry) []time.Duration {
+	var out []time.Duration
+	for _, e := range log {
+		if e.Status >= 200 && e.Status <= 299 {
+			out = append(out, e.At)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// herdTimes is how long a herd took to succeed from a moment: the time
+// by which nine in ten had (each its one success), and the last.
+type herdTimes struct{ p90, last time.Duration }
+
+// herdTimesOf returns herdTimes for n workflows from their API's
+// successes, since from (on the API's time); zero when fewer than n
+// succeeded after it.
+func herdTimesOf(succ []time.Duration, from time.Duration, n int) herdTimes {
+	var after []time.Duration
+	for _, at := range succ {
+		if at >= from {
+			after = append(after, at-from)
+		}
+	}
+	if len(after) < n {
+		return herdTimes{}
+	}
+	return herdTimes{p90: after[(9*n+9)/10-1], last: after[n-1]}
+}
+
+func (h herdTimes) String() string {
+	return fmt.Sprintf("nine in ten %s, the last %s", h.p90.Round(10*time.Millisecond), h.last.Round(10*time.Millisecond))
+}
+
 // TestOutageBreaker: the worker binary, on a real dev server, with its
 // circuit breaker on (the default) and off (--breaker=false). Each run
 // starts 50 workflows at once against an API that answers 503 without
@@ -95,14 +202,26 @@ func (bm breakerMetrics) open() bool {
 // With the breaker the API that is down gets at most 100 requests (one
 // probe at a time, every 1-2 s, beside the failures that open it);
 // without, more: so the bound fails without the breaker. Every workflow
-// succeeds either way, each with its own one key and one record. With the
-// breaker, the last success comes at most 1.5 × the time the API's
-// capacity needs for 50 (50 ÷ 6/s) after the outage ends: seven runs with
-// -race on two cores took 1.11-1.33 ×, and 1.3 failed two of them; the
-// benchmark measures the figure, this test that the breaker lets the
-// recovery through. While it is open the worker's /metrics says so (the
-// circuit gauge at 1, attempts delayed for reason circuit_open), and after
-// the recovery the gauge is 0.
+// succeeds either way, each with its own one key and one record. While it
+// is open the worker's /metrics says so (the circuit gauge at 1, attempts
+// delayed for reason circuit_open), and after the recovery the gauge is 0.
+//
+// With the breaker it recovers about as fast as a herd that never met the
+// outage: nine in ten of the workflows have succeeded, from the end of
+// the outage, within recoverySlow × the time nine in ten of a baseline
+// took: the same 50 workflows on the same worker against a second API,
+// up, 6/s, started when the outage ends (so both herds run on the
+// machine as loaded as it is then), from its first request. A bound on
+// wall-clock time alone (the last success within 1.5 × the 8.3 s the
+// API's capacity needs) failed on a loaded machine while the breaker did
+// what it should (1.53 × in CI beside other tests; 1.72 × here beside 16
+// busy loops on two cores); nine in ten, not the last, because one
+// straggler's wait in matching made the last success 7 s after the 49th
+// in one run under load. The recovery took 0.82-1.27 × the baseline in
+// six runs, idle to 16 busy loops; a breaker that probes every 20 s
+// (--breaker-open-time) made it 2.08 × and 2.40 ×, and one that stops
+// probing never recovers. The benchmark measures the recovery against
+// the API's capacity.
 func TestOutageBreaker(t *testing.T) {
 	const (
 		workflowsN   = 50
@@ -127,14 +246,23 @@ func TestOutageBreaker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			began := time.Now()
-			api := startOutageAPI(t, outage, testsuite.Options{Capacity: capacity, CapacityWindow: time.Second})
+			apiOpts := testsuite.Options{Capacity: capacity, CapacityWindow: time.Second}
+			api := startOutageAPI(t, outage, apiOpts)
+			origins := []string{api.URL}
+			// The baseline's API, up throughout (with the breaker only: the
+			// recovery is bounded with the breaker only).
+			var healthy *outageAPI
+			if tt.breaker {
+				healthy = startOutageAPI(t, 0, apiOpts)
+				origins = append(origins, healthy.URL)
+			}
 			port, err := itest.FreePort()
 			if err != nil {
 				t.Fatal(err)
 			}
 			metricsURL := "http://" + itest.HostPort(port) + "/metrics"
 			tq := uniqueName(t, "tq")
-			w := startWorkerWith(t, workerOptions{TaskQueue: tq, Origins: []string{api.URL}}, nil,
+			w := startWorkerWith(t, workerOptions{TaskQueue: tq, Origins: origins}, nil,
 				append([]string{"--metrics-addr", itest.HostPort(port)}, tt.args...)...)
 			ctx := ctxT(t, 6*time.Minute)
 
@@ -177,48 +305,45 @@ func TestOutageBreaker(t *testing.T) {
 				}
 			})
 
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var errs []error
-			var finished []time.Time
-			ids := make([]string, workflowsN)
-			for i := range workflowsN {
-				ids[i] = uniqueName(t, fmt.Sprint("order-", i))
-				wg.Go(func() {
-					body, _ := json.Marshal(map[string]int{"order": i})
-					_, _, err := call(t, ctx, tq, ids[i], workflows.Request{
-						Operation: "charge", URL: api.URL + "/charges", Body: body,
-						Retry:                  workflows.RetryOptions{MaximumAttempts: 1000},
-						ScheduleToCloseTimeout: 5 * time.Minute,
-					})
-					mu.Lock()
-					defer mu.Unlock()
-					errs = append(errs, err)
-					if err == nil {
-						finished = append(finished, time.Now())
+			herd := startCharges(t, ctx, tq, api.URL, "order", workflowsN)
+			// The baseline herd starts when the outage ends.
+			var baseline *charges
+			if healthy != nil {
+				err := itest.Eventually(ctx, 10*time.Millisecond, func() error {
+					if api.Began().IsZero() {
+						return errors.New("no request has reached the API")
 					}
+					return nil
 				})
-			}
-			wg.Wait()
-			close(done)
-			scrapeWG.Wait()
-
-			failed := 0
-			for _, err := range errs {
-				if err != nil {
-					if failed == 0 {
-						t.Errorf("a workflow failed: %v", err)
+				if err == nil {
+					select {
+					case <-ctx.Done():
+						err = ctx.Err()
+					case <-time.After(time.Until(api.Began().Add(outage))):
 					}
-					failed++
+				}
+				if err != nil {
+					t.Errorf("waiting for the outage to end to start the baseline: %v", err)
+				} else {
+					baseline = startCharges(t, ctx, tq, healthy.URL, "baseline", workflowsN)
 				}
 			}
-			if failed > 0 {
-				t.Errorf("%d of %d workflows failed; worker output:\n%s", failed, workflowsN, w.Tail(8<<10))
+			herd.wg.Wait()
+			if baseline != nil {
+				baseline.wg.Wait()
+			}
+			close(done)
+			scrapeWG.Wait()
+			// Every workflow succeeded, each with one record under its own
+			// key.
+			herd.check(t, api, w)
+			if baseline != nil {
+				baseline.check(t, healthy, w)
 			}
 
 			// The requests the API got, during the outage and after.
 			var during, after, successes int
-			var recovery, firstAfter time.Duration
+			var firstAfter time.Duration
 			perSecond := make([]int, int(outage/time.Second))
 			// afterPerSecond counts "successes/throttles" per second after
 			// the outage.
@@ -241,7 +366,6 @@ func TestOutageBreaker(t *testing.T) {
 				case e.Status >= 200 && e.Status <= 299:
 					successes++
 					okAfter[sec]++
-					recovery = max(recovery, e.At-outage)
 				case e.Status == http.StatusTooManyRequests:
 					throttledAfter[sec]++
 				}
@@ -257,33 +381,13 @@ func TestOutageBreaker(t *testing.T) {
 				t.Errorf("without the breaker %d requests reached the API while it was down, want more than %d (else the bound tests nothing)", during, maxDuring)
 			}
 
-			// One record per workflow, under its own key.
-			st := api.api.Stats()
-			if st.Records != workflowsN || st.DistinctKeys != workflowsN {
-				t.Errorf("records %d, distinct keys %d; want %d each (one key per workflow, one record each)", st.Records, st.DistinctKeys, workflowsN)
-			}
-			perKey := map[string]int{}
-			for _, r := range api.api.Records() {
-				perKey[r.IdempotencyKey]++
-			}
-			for _, id := range ids {
-				if n := perKey[keyOf(id, "charge")]; n != 1 {
-					t.Errorf("workflow %s: %d records under its key, want 1", id, n)
-				}
-			}
-
-			if start := api.Began(); !start.IsZero() && len(finished) > 0 {
-				var last time.Time
-				for _, f := range finished {
-					if f.After(last) {
-						last = f
-					}
-				}
+			if start := api.Began(); !start.IsZero() && len(herd.finished) > 0 {
+				last := slices.MaxFunc(herd.finished, time.Time.Compare)
 				t.Logf("last workflow completed %s after the outage ended", last.Sub(start.Add(outage)).Round(10*time.Millisecond))
 			}
-			ratio := float64(recovery) / float64(ideal)
-			t.Logf("recovery: last success %s after the outage ended; %d workflows at %d/s need %s: %.2f ×",
-				recovery.Round(10*time.Millisecond), workflowsN, capacity, ideal.Round(10*time.Millisecond), ratio)
+			recovery := herdTimesOf(successTimes(api.Log()), outage, workflowsN)
+			t.Logf("recovery: successes after the outage ended: %s; %d workflows at %d/s need %s: %.2f × (the last)",
+				recovery, workflowsN, capacity, ideal.Round(10*time.Millisecond), float64(recovery.last)/float64(ideal))
 
 			// The breaker's metrics.
 			fams, text := scrape(t, metricsURL)
@@ -301,9 +405,13 @@ func TestOutageBreaker(t *testing.T) {
 				}
 				return
 			}
-			if recovery <= 0 || ratio > recoverySlow {
-				t.Errorf("the last success came %s after the outage ended: %.2f × the %s the API's capacity needs, want at most %g ×",
-					recovery.Round(10*time.Millisecond), ratio, ideal.Round(10*time.Millisecond), recoverySlow)
+			base := herdTimesOf(successTimes(healthy.Log()), 0, workflowsN)
+			ratio := float64(recovery.p90) / float64(base.p90)
+			t.Logf("baseline: the same herd against the API up, started as the outage ended, after its first request: %s (%.2f × %s, the last); the recovery's nine in ten took %.2f × its, the last %.2f ×",
+				base, float64(base.last)/float64(ideal), ideal.Round(10*time.Millisecond), ratio, float64(recovery.last)/float64(base.last))
+			if recovery.p90 <= 0 || base.p90 <= 0 || ratio > recoverySlow {
+				t.Errorf("nine in ten workflows had succeeded %s after the outage ended: %.2f × the %s the same herd took against the API up, in the same run; want at most %g ×",
+					recovery.p90.Round(10*time.Millisecond), ratio, base.p90.Round(10*time.Millisecond), recoverySlow)
 			}
 			if !seenOpen || seenDelays <= 0 {
 				t.Errorf("during the outage (%d scrapes; last error %v) /metrics showed circuit gauge at 1: %v, idempotent_http_admission_delays_total{reason=\"circuit_open\"} up to %g; want the gauge at 1 and delays > 0",

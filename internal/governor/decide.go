@@ -65,6 +65,12 @@ type Decider struct {
 	// rather than by their worker's clock; false only for histories from
 	// before that (versionArrival).
 	Arrival bool
+	// Spans: a report counts for the length Observe takes when it arrives
+	// (its Span, checked against the governor's clock: Decider.span), and
+	// a worker's latest report is the last to arrive; false only for
+	// histories from before that (versionSpans), which take To − From as
+	// the worker's wall clock says and order its reports by To.
+	Spans bool
 	// State is the state decided from, carried over by continue-as-new.
 	State State
 }
@@ -72,7 +78,7 @@ type Decider struct {
 // NewDecider returns a decider with cfg (its defaults filled in), rules
 // and the carried state st.
 func NewDecider(cfg Config, rules Rules, st State) *Decider {
-	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, State: st}
+	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, State: st}
 	if d.State.Status == "" {
 		d.State.Status = StatusLearning
 	}
@@ -81,6 +87,8 @@ func NewDecider(cfg Config, rules Rules, st State) *Decider {
 
 // Observe records obs, received at now: it may make a decision due (a cut
 // on a throttle, the breaker on failures, a ramp on accepted answers).
+// With Spans, obs's Span becomes the length it is taken to cover
+// (Decider.span).
 func (d *Decider) Observe(now time.Time, obs Observation) {
 	st, cfg := &d.State, d.Config
 	if d.Arrival {
@@ -88,10 +96,15 @@ func (d *Decider) Observe(now time.Time, obs Observation) {
 		// off by any amount).
 		obs.Received = now
 	}
+	if d.Spans {
+		obs.Span = d.span(now, obs)
+	}
 	if st.Workers == nil {
 		st.Workers = map[string]Observation{}
 	}
-	if old, ok := st.Workers[obs.Worker]; !ok || !obs.To.Before(old.To) {
+	if old, ok := st.Workers[obs.Worker]; !ok || d.Spans || !obs.To.Before(old.To) {
+		// A worker sends its reports one after another: the last to
+		// arrive is its latest (its wall clock may have stepped back).
 		st.Workers[obs.Worker] = obs
 	}
 	st.Recent = append(st.Recent, obs)
@@ -143,6 +156,67 @@ func (d *Decider) observeBreaker(now time.Time, obs Observation) {
 	}
 }
 
+// spanSlack is how much longer than the governor's own clock allows a
+// report may say it lasted and still be taken at its word: one worker's
+// reports reach the governor with latencies that differ, and a workflow
+// task takes the signals it finds at its own start time (on a loaded
+// server, a second or more after they came). A wall clock's step is
+// minutes or hours (an NTP step, a VM's resume); less than this gets
+// through from a worker that sends no Span.
+const spanSlack = 2 * time.Second
+
+// span returns the length obs, received at now, is taken to cover: what
+// its worker measured (Span, on its monotonic clock; To − From, on its
+// wall clock, from a worker that sends no Span), unless the governor's
+// own clock disagrees. Longer by more than spanSlack than the time since
+// the worker's report before arrived (plus that one's length when obs
+// reaches back over it), or zero or less (a wall clock stepped forward or
+// back within the interval), it is taken as that time. Without a report
+// before it to check against (a worker's first, or its first after
+// MeasureWindow without one), a length longer than MeasureWindow, or zero
+// or less, is unknown: 0, and the report's answers count over the time
+// the other reports cover (at least minSpan).
+func (d *Decider) span(now time.Time, obs Observation) time.Duration {
+	claimed := obs.Span
+	if claimed <= 0 {
+		claimed = obs.To.Sub(obs.From)
+	}
+	prev, ok := d.State.Workers[obs.Worker]
+	if !ok {
+		if claimed <= 0 || claimed > d.Config.MeasureWindow {
+			return 0
+		}
+		return claimed
+	}
+	bound := max(now.Sub(prev.at()), 0)
+	if d.covers(obs, prev) {
+		bound += d.length(prev)
+	}
+	if claimed <= 0 || claimed > bound+spanSlack {
+		return bound
+	}
+	return claimed
+}
+
+// length returns how long o is taken to cover: with Spans the length
+// Observe took, else its worker's To − From (0 when negative).
+func (d *Decider) length(o Observation) time.Duration {
+	if d.Spans {
+		return max(o.Span, 0)
+	}
+	return max(o.To.Sub(o.From), 0)
+}
+
+// rate returns o's request rate over its length: with Spans at least
+// minSpan (a report of unknown length counts over a second), else as
+// Observation.Rate.
+func (d *Decider) rate(o Observation) float64 {
+	if !d.Spans {
+		return o.Rate()
+	}
+	return perSpan(o.Requests, max(d.length(o), minSpan))
+}
+
 // failures sums the answers and failures of the reports received within
 // the breaker's FailureWindow and since it last changed.
 func (d *Decider) failures(now time.Time) (answers, failures int) {
@@ -160,7 +234,7 @@ type recentTally struct {
 
 // tally sums the reports received within window of now and not before
 // since (zero: no bound), in the order received. Each report ends when it
-// arrived and is as long as its worker says.
+// arrived and is as long as Decider.length says.
 func (d *Decider) tally(now time.Time, window time.Duration, since time.Time) recentTally {
 	var t recentTally
 	last := map[string]Observation{}
@@ -168,13 +242,13 @@ func (d *Decider) tally(now time.Time, window time.Duration, since time.Time) re
 		if now.Sub(o.at()) > window || o.at().Before(since) {
 			continue
 		}
-		if prev, ok := last[o.Worker]; ok && covers(o, prev) {
+		if prev, ok := last[o.Worker]; ok && d.covers(o, prev) {
 			t.requests, t.accepted, t.failed = t.requests-prev.Requests, t.accepted-prev.Accepted, t.failed-prev.Failed
 		}
 		last[o.Worker] = o
 		t.requests, t.accepted, t.failed = t.requests+o.Requests, t.accepted+o.Accepted, t.failed+o.Failed
 		end := o.at()
-		start := end.Add(-max(o.To.Sub(o.From), 0))
+		start := end.Add(-d.length(o))
 		if t.from.IsZero() || start.Before(t.from) {
 			t.from = start
 		}
@@ -185,9 +259,17 @@ func (d *Decider) tally(now time.Time, window time.Duration, since time.Time) re
 
 // covers reports whether o, a worker's report, reaches back over prev,
 // its report before (an urgent report sent right after it counts it
-// again, see Reporter.report).
-func covers(o, prev Observation) bool {
-	return o.Worker == prev.Worker && !o.From.After(prev.From) && !o.To.Before(prev.To)
+// again, see Reporter.report): with Spans, whether it begins where prev
+// began (the reporter copies prev's From, whatever its wall clock did
+// since); else whether it spans prev on the worker's wall clock.
+func (d *Decider) covers(o, prev Observation) bool {
+	if o.Worker != prev.Worker {
+		return false
+	}
+	if d.Spans {
+		return o.From.Equal(prev.From)
+	}
+	return !o.From.After(prev.From) && !o.To.Before(prev.To)
 }
 
 // Next returns when the next decision is due, and false when none is.
@@ -314,7 +396,7 @@ func (d *Decider) measured(now time.Time) float64 {
 	m := 0.0
 	for _, w := range slices.Sorted(maps.Keys(d.State.Workers)) {
 		if o := d.State.Workers[w]; now.Sub(o.at()) <= d.Config.MeasureWindow {
-			m += o.Rate()
+			m += d.rate(o)
 		}
 	}
 	return m

@@ -37,6 +37,23 @@ type report struct {
 // does: every decision due is made at its time, each change is written
 // and in force at once.
 func drive(d *Decider, reports []report, end time.Duration) []change {
+	arrivals := make([]arrival, 0, len(reports))
+	for _, r := range reports {
+		now := t0.Add(r.At)
+		arrivals = append(arrivals, arrival{At: r.At, Obs: Observation{Worker: r.Worker, Requests: r.Requests, Accepted: r.Accepted,
+			Throttles: r.Throttles, Failed: r.Failed, From: now.Add(-time.Second), To: now}})
+	}
+	return driveObs(d, arrivals, end)
+}
+
+// arrival is an observation the governor receives at At (since t0).
+type arrival struct {
+	At  time.Duration
+	Obs Observation
+}
+
+// driveObs is drive with the observations as they arrive.
+func driveObs(d *Decider, arrivals []arrival, end time.Duration) []change {
 	var out []change
 	cur := t0
 	// decideUntil fires the decision timers due by until, as the
@@ -60,12 +77,11 @@ func drive(d *Decider, reports []report, end time.Duration) []change {
 			}
 		}
 	}
-	for _, r := range reports {
-		now := t0.Add(r.At)
+	for _, a := range arrivals {
+		now := t0.Add(a.At)
 		decideUntil(now)
 		cur = now
-		d.Observe(now, Observation{Worker: r.Worker, Requests: r.Requests, Accepted: r.Accepted,
-			Throttles: r.Throttles, Failed: r.Failed, From: now.Add(-time.Second), To: now})
+		d.Observe(now, a.Obs)
 		decideUntil(now)
 	}
 	decideUntil(t0.Add(end))
@@ -387,5 +403,57 @@ func requireChanges(t *testing.T, want, got []change) {
 		assert.Equal(t, want[i].At, got[i].At, "change %d time (got %v)", i, got)
 		assert.Equal(t, want[i].Kind, got[i].Kind, "change %d kind (got %v)", i, got)
 		assert.InDelta(t, want[i].Rate, got[i].Rate, 1e-5, "change %d rate (got %v)", i, got)
+	}
+}
+
+// TestDeciderTakesSpansOnItsClock: the length the governor takes a report
+// to cover is what its worker measured (Span, on its monotonic clock, or
+// To − From from a worker that sends none) unless the governor's clock
+// disagrees: a length longer, by more than 2 s, than since the
+// worker's report before arrived (plus that one's length when the report
+// reaches back over it), or none at all, is taken as that time; without
+// a report before to check against, a length over MeasureWindow, or none,
+// is unknown (0).
+func TestDeciderTakesSpansOnItsClock(t *testing.T) {
+	s, ms := time.Second, time.Millisecond
+	// obs is a's report arriving at at, over wall (To − From, on a's wall
+	// clock, its From at from) and span (0: none sent).
+	obs := func(from, wall, span time.Duration) Observation {
+		return Observation{Worker: "a", Requests: 5, Accepted: 5, From: t0.Add(from), To: t0.Add(from + wall), Span: span}
+	}
+	prev := obs(0, s, s) // a's report before, arriving at 1 s
+	cases := []struct {
+		name string
+		prev bool // a's report before arrived at 1 s
+		at   time.Duration
+		obs  Observation
+		want time.Duration
+	}{
+		{"the worker's Span, not its wall clock's", true, 2 * s, obs(s, time.Hour, s), s},
+		{"To − From from a worker without Span", true, 2 * s, obs(s, 900*ms, 0), 900 * ms},
+		{"up to 2 s longer than since the report before is kept", true, 1*s + 500*ms, obs(s, s, 2500*ms), 2500 * ms},
+		{"more than 2 s longer: since the report before", true, 1*s + 500*ms, obs(s, s, 2600*ms), 500 * ms},
+		{"two reports in one workflow task", true, 1 * s, obs(s, s, s), s},
+		{"an hour forward: since the report before", true, 2*s + 100*ms, obs(s, time.Hour+s, 0), s + 100*ms},
+		{"5 s forward: since the report before", true, 2*s + 100*ms, obs(s, 6*s, 0), s + 100*ms},
+		{"an hour back: since the report before", true, 2*s + 100*ms, obs(s, s-time.Hour, 0), s + 100*ms},
+		{"a Span longer than the governor's clock allows", true, 2 * s, obs(s, s, time.Hour), s},
+		{"reaching back over the report before: since it, and its length", true, 1*s + 500*ms, obs(0, time.Hour, 0), s + 500*ms},
+		{"a first report as its worker says", false, 2 * s, obs(s, 4*s, 0), 4 * s},
+		{"a first report over MeasureWindow: unknown", false, 2 * s, obs(s, time.Hour, 0), 0},
+		{"a first report of no length: unknown", false, 2 * s, obs(s, -time.Hour, 0), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := NewDecider(Config{}, RulesV1, State{})
+			if c.prev {
+				d.Observe(t0.Add(s), prev)
+			}
+			d.Observe(t0.Add(c.at), c.obs)
+			require.Contains(t, d.State.Workers, "a")
+			assert.Equal(t, c.want, d.State.Workers["a"].Span)
+			last := d.State.Recent[len(d.State.Recent)-1]
+			assert.Equal(t, c.want, last.Span)
+		})
 	}
 }

@@ -51,6 +51,12 @@
 //     (without one: while the queue stays saturated); failures during the
 //     ramp open it again.
 //
+// A report's age is the governor's own (when it arrived) and its length
+// the worker's monotonic clock's (Observation.Span), checked against the
+// governor's clock: a worker whose wall clock is off, or steps (NTP, a
+// VM's resume), moves neither (version "report-spans"; a governor
+// recorded before it takes To − From until its next continue-as-new).
+//
 // Governors of an origin queue (base@origin) run on [TaskQueue](base), a
 // task queue of their own, so a decision never waits behind the business
 // workflows' tasks; one running elsewhere moves there at its next
@@ -153,11 +159,20 @@ type Observation struct {
 	// not about the request, or no answer), as admission's breaker counts
 	// them: the cluster's breaker opens on them.
 	Failed int `json:"failed,omitempty"`
-	// From and To bound the interval, on the worker's clock: the governor
-	// reads only their difference (and orders one worker's reports by To),
-	// so a worker's clock need not agree with anyone's.
+	// From and To bound the interval, on the worker's wall clock, which
+	// need not agree with anyone's and may step (NTP, a VM's resume): a
+	// governor takes the interval's length from Span, and from To − From
+	// only for a worker that sends no Span; it reads From to tell a
+	// report that reaches back over the worker's one before (the same
+	// From).
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
+	// Span is the interval's length on the worker's monotonic clock, which
+	// a step of its wall clock does not move; 0 from a worker from before
+	// it was sent. A governor checks it against its own clock when the
+	// report arrives and keeps what it takes instead (see
+	// [Decider.Observe]).
+	Span time.Duration `json:"span,omitempty"`
 	// Received is when the governor received it, on the governor's
 	// (workflow) clock, set by the governor: an observation's age is
 	// judged by it (zero, in a state from before it was kept: by To).
@@ -187,11 +202,15 @@ func (o Observation) AcceptedRate() float64 { return o.per(o.Accepted) }
 // herd counted 6 accepted requests over 20 ms: 300/s).
 const minSpan = time.Second
 
-func (o Observation) per(n int) float64 {
-	if n <= 0 || !o.To.After(o.From) {
+func (o Observation) per(n int) float64 { return perSpan(n, o.To.Sub(o.From)) }
+
+// perSpan returns n per second of span (at least minSpan), 0 for none or
+// an empty span.
+func perSpan(n int, span time.Duration) float64 {
+	if n <= 0 || span <= 0 {
 		return 0
 	}
-	return float64(n) / max(o.To.Sub(o.From), minSpan).Seconds()
+	return float64(n) / max(span, minSpan).Seconds()
 }
 
 // Defaults of [Config].

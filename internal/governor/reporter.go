@@ -52,7 +52,8 @@ type Reporter struct {
 	identity   string
 	cfg        ReporterConfig
 
-	kick chan struct{}
+	kick  chan struct{}
+	clock clock
 
 	mu     sync.Mutex
 	queues map[string]*queueStats
@@ -62,23 +63,23 @@ type Reporter struct {
 
 // queueStats is one queue's counts since its last report.
 type queueStats struct {
-	from                time.Time // the start of the current interval
+	from                instant // the start of the current interval
 	requests, throttles int
 	accepted            int // answers neither throttles nor failures
 	failed              int // answers that were failures
-	lastSent            time.Time
+	lastSent            instant
 	quiet               bool // the last report had no throttle (or there was none)
 	calm                bool // the last report had no failure (or there was none)
 	urgent              bool // a throttle or failure after a quiet interval waits to be sent
 	// The last report's own interval and count, which an urgent report
 	// that follows it at once extends back over.
-	prevFrom, prevTo time.Time
+	prevFrom, prevTo instant
 	prevRequests     int
 	prevAccepted     int
 	prevFailed       int
 	limit            float64
 	limited          bool
-	limitChecked     time.Time
+	limitChecked     instant
 	pollers          int // distinct identities polling the queue (at least 1), read with the limit
 }
 
@@ -103,12 +104,48 @@ func NewReporter(c client.Client, governorTaskQueue, namespace, identity string,
 	return &Reporter{
 		c: c, governorTQ: governorTaskQueue, namespace: namespace, identity: identity, cfg: cfg,
 		kick:   make(chan struct{}, 1),
+		clock:  newSystemClock(),
 		queues: map[string]*queueStats{},
 	}
 }
 
+// clock is where a Reporter reads the time: the wall clock, which a
+// report's From and To are on, and a monotonic reading, which every length
+// it measures is taken on (a report's Span, the time since its last
+// report): a step of the wall clock (NTP, a VM's resume) does not move it.
+type clock interface {
+	now() instant
+}
+
+// instant is a moment on a reporter's clock.
+type instant struct {
+	wall time.Time     // the wall clock's reading (no monotonic one)
+	mono time.Duration // the monotonic clock's, since the clock began
+}
+
+// sub returns a − b on the monotonic clock.
+func (a instant) sub(b instant) time.Duration { return a.mono - b.mono }
+
+// isZero reports whether a is no reading at all (never).
+func (a instant) isZero() bool { return a.wall.IsZero() && a.mono == 0 }
+
+// equal reports whether a and b are the same reading.
+func (a instant) equal(b instant) bool { return a.mono == b.mono && a.wall.Equal(b.wall) }
+
+// systemClock is the process's clock: time.Now, whose monotonic reading
+// time.Time keeps within the process (and loses in JSON).
+type systemClock struct{ start time.Time }
+
+func newSystemClock() systemClock { return systemClock{start: time.Now()} }
+
+func (c systemClock) now() instant {
+	t := time.Now()
+	// Both carry a monotonic reading: the difference is on that clock.
+	return instant{wall: t.Round(0), mono: t.Sub(c.start)}
+}
+
 // queue returns queue's stats, created if needed; r.mu is held.
-func (r *Reporter) queue(name string, now time.Time) *queueStats {
+func (r *Reporter) queue(name string, now instant) *queueStats {
 	q := r.queues[name]
 	if q == nil {
 		q = &queueStats{from: now, quiet: true, calm: true}
@@ -124,7 +161,7 @@ func (r *Reporter) queue(name string, now time.Time) *queueStats {
 func (r *Reporter) Record(queue string, throttled, failed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queue(queue, time.Now())
+	q := r.queue(queue, r.clock.now())
 	q.requests++
 	switch {
 	case throttled:
@@ -160,7 +197,7 @@ func (r *Reporter) urge(q *queueStats) {
 func (r *Reporter) Limit(queue string) (float64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queue(queue, time.Now())
+	q := r.queue(queue, r.clock.now())
 	return q.limit, q.limited
 }
 
@@ -177,7 +214,7 @@ const PollerWindow = 70 * time.Second
 func (r *Reporter) Pollers(queue string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(r.queue(queue, time.Now()).pollers, 1)
+	return max(r.queue(queue, r.clock.now()).pollers, 1)
 }
 
 // Share returns this worker's share of queue's rate limit in force: the
@@ -188,7 +225,7 @@ func (r *Reporter) Pollers(queue string) int {
 func (r *Reporter) Share(queue string) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queue(queue, time.Now())
+	q := r.queue(queue, r.clock.now())
 	if !q.limited || q.limit <= 0 {
 		return 0
 	}
@@ -257,7 +294,7 @@ type pending struct {
 	// requests, accepted and failed were counted since from (obs may
 	// reach further back, over a report already sent).
 	requests, accepted, failed int
-	from                       time.Time
+	from                       instant
 }
 
 // report sends the observations due: only the urgent ones (a throttle
@@ -268,7 +305,7 @@ type pending struct {
 // (Requests counts both), so the governor, which keeps each worker's
 // latest observation only, measures the rate over a whole interval.
 func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
-	now := time.Now()
+	now := r.clock.now()
 	// A tick may come a little early against the last send.
 	slack := r.cfg.ReportInterval / 10
 	var due []pending
@@ -283,17 +320,17 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 		if urgentOnly && !q.urgent {
 			continue
 		}
-		if !q.urgent && now.Sub(q.lastSent) < r.cfg.ReportInterval-slack {
+		if !q.urgent && !q.lastSent.isZero() && now.sub(q.lastSent) < r.cfg.ReportInterval-slack {
 			continue
 		}
 		p := pending{queue: name, requests: q.requests, accepted: q.accepted, failed: q.failed, from: q.from, obs: Observation{
 			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, Failed: q.failed,
-			From: q.from, To: now,
+			From: q.from.wall, To: now.wall, Span: now.sub(q.from),
 		}}
-		if q.urgent && now.Sub(q.from) < r.cfg.ReportInterval && !q.prevTo.IsZero() && q.prevTo.Equal(q.from) {
+		if q.urgent && now.sub(q.from) < r.cfg.ReportInterval && !q.prevTo.isZero() && q.prevTo.equal(q.from) {
 			// A throttle right after a report: measure the rate over that
 			// report's interval too, not over a few milliseconds.
-			p.obs.From = q.prevFrom
+			p.obs.From, p.obs.Span = q.prevFrom.wall, now.sub(q.prevFrom)
 			p.obs.Requests += q.prevRequests
 			p.obs.Accepted += q.prevAccepted
 			p.obs.Failed += q.prevFailed
@@ -319,7 +356,7 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			q.accepted += p.accepted
 			q.failed += p.failed
 			q.from = p.from
-			q.prevTo = time.Time{}
+			q.prevTo = instant{}
 			r.mu.Unlock()
 		}
 	}
@@ -349,11 +386,11 @@ func (r *Reporter) send(ctx context.Context, p pending) error {
 // LimitInterval, and in the same call the workers polling it (the root
 // partition's pollers, which every polling worker reaches in turn).
 func (r *Reporter) refreshLimits(ctx context.Context) {
-	now := time.Now()
+	now := r.clock.now()
 	var names []string
 	r.mu.Lock()
 	for name, q := range r.queues {
-		if now.Sub(q.limitChecked) >= r.cfg.LimitInterval {
+		if q.limitChecked.isZero() || now.sub(q.limitChecked) >= r.cfg.LimitInterval {
 			names = append(names, name)
 		}
 	}
@@ -377,11 +414,12 @@ func (r *Reporter) refreshLimits(ctx context.Context) {
 			continue
 		}
 		l := queueLimit(resp.GetConfig())
-		now := time.Now()
+		now := r.clock.now()
 		r.mu.Lock()
 		q := r.queues[name]
 		q.limit, q.limited, q.limitChecked = l.InForce, l.Limited, now
-		q.pollers = max(countPollers(resp.GetPollers(), now), 1)
+		// The pollers' last access is on the server's wall clock.
+		q.pollers = max(countPollers(resp.GetPollers(), now.wall), 1)
 		r.mu.Unlock()
 	}
 }

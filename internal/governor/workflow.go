@@ -54,6 +54,7 @@ func newGovernor(ctx workflow.Context, in Input) (*governor, error) {
 	}
 	g := &governor{in: in, d: NewDecider(in.Config, rules, in.State)}
 	g.d.Arrival = arrival
+	g.d.Spans = rules >= RulesV1 && workflow.GetVersion(ctx, versionSpans, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
 		g.in.Namespace = workflow.GetInfo(ctx).Namespace
 	}
@@ -176,6 +177,12 @@ const versionArrival = "observation-arrival"
 // raise, the cluster's breaker, the governor's own task queue): a
 // governor recorded with RulesV0 keeps them until its next run.
 const versionRules = "rules-v1"
+
+// versionSpans is the change to reports' lengths checked against the
+// governor's clock (Decider.Spans: a worker's Span, not its wall clock's
+// To − From, which a step of that clock makes an hour long): a governor
+// recorded before it keeps To − From until its next run.
+const versionSpans = "report-spans"
 
 // nextAt returns when the next decision is due, and false when none is.
 func (g *governor) nextAt(now time.Time) (time.Time, bool) { return g.d.Next(now) }

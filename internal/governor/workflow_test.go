@@ -67,9 +67,15 @@ type sig struct {
 	// Skew is how far the worker's clock is ahead of the workflow's
 	// (negative: behind); From and To are on the worker's clock.
 	Skew time.Duration
+	// Raw, if set, is the observation sent, as it is (the fields above
+	// but At are not read).
+	Raw *Observation
 }
 
 func (s sig) obs() Observation {
+	if s.Raw != nil {
+		return *s.Raw
+	}
 	span := s.Span
 	if span == 0 {
 		span = time.Second

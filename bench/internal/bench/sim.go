@@ -513,9 +513,9 @@ func (s *sharedState) report(t time.Duration, i int, urgent bool, push func(simE
 		return
 	}
 	o := governor.Observation{Worker: w.name, Requests: w.requests, Accepted: w.accepted, Throttles: w.throttles, Failed: w.failed,
-		From: s.epoch.Add(w.from), To: s.epoch.Add(t)}
+		From: s.epoch.Add(w.from), To: s.epoch.Add(t), Span: t - w.from}
 	if w.urgent && t-w.from < s.cfg.Report && w.sent && w.prevTo == w.from {
-		o.From = s.epoch.Add(w.prevFrom)
+		o.From, o.Span = s.epoch.Add(w.prevFrom), t-w.prevFrom
 		o.Requests += w.prev[0]
 		o.Accepted += w.prev[1]
 		o.Failed += w.prev[2]

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -118,6 +121,38 @@ type secretScheme struct {
 	name    string
 	cred    func(t *testing.T, tokens string) activities.Credential
 	secrets func(r *http.Request) []string
+	// mtls, when set, makes the API a TLS server that requires a client
+	// certificate: it returns the server's TLS config and, once the
+	// server's certificate is known, the origin's Credential.
+	mtls func(t *testing.T) (*tls.Config, func(server *x509.Certificate) activities.Credential)
+}
+
+// mutualTLS is the client-certificate scheme: its secret is the private
+// key, whose PEM lines the API echoes.
+func mutualTLS() secretScheme {
+	var keyLine string
+	return secretScheme{name: "mutual TLS",
+		secrets: func(*http.Request) []string { return []string{keyLine} },
+		mtls: func(t *testing.T) (*tls.Config, func(*x509.Certificate) activities.Credential) {
+			ca := testCert(t, "client CA", nil, false)
+			pool := x509.NewCertPool()
+			pool.AddCert(ca.Leaf)
+			dir := t.TempDir()
+			certFile, keyFile := certFiles(t, dir, "worker", testCert(t, "worker", &ca, true))
+			pemKey, err := os.ReadFile(keyFile)
+			require.NoError(t, err)
+			keyLine = ""
+			for _, line := range strings.Split(string(pemKey), "\n") {
+				if len(line) > len(keyLine) && !strings.HasPrefix(line, "-----") {
+					keyLine = line
+				}
+			}
+			return &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}, func(server *x509.Certificate) activities.Credential {
+				caFile := filepath.Join(dir, "server-ca.pem")
+				require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Raw}), 0o600))
+				return activities.Credential{CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+			}
+		}}
 }
 
 func credentialSchemes() []secretScheme {
@@ -131,21 +166,22 @@ func credentialSchemes() []secretScheme {
 	return []secretScheme{
 		{"static header", func(*testing.T, string) activities.Credential {
 			return activities.Credential{Header: http.Header{"Authorization": {"Bearer " + staticKey}}}
-		}, func(r *http.Request) []string { return []string{bearer(r)} }},
+		}, func(r *http.Request) []string { return []string{bearer(r)} }, nil},
 		{"header file", func(t *testing.T, _ string) activities.Credential {
 			path := filepath.Join(t.TempDir(), "key")
 			require.NoError(t, os.WriteFile(path, []byte(fileKey), 0o600))
 			return activities.Credential{HeaderFiles: map[string]string{"X-Api-Key": path}}
-		}, func(r *http.Request) []string { return []string{r.Header.Get("X-Api-Key")} }},
+		}, func(r *http.Request) []string { return []string{r.Header.Get("X-Api-Key")} }, nil},
 		{"OAuth 2.0", func(_ *testing.T, tokens string) activities.Credential {
 			return activities.Credential{OAuth2: &clientcredentials.Config{ClientID: "client-1", ClientSecret: clientSecret, TokenURL: tokens}}
-		}, func(r *http.Request) []string { return []string{bearer(r), clientSecret} }},
+		}, func(r *http.Request) []string { return []string{bearer(r), clientSecret} }, nil},
 		{"AWS SigV4", func(*testing.T, string) activities.Credential {
 			return activities.Credential{SigV4: &activities.SigV4{Service: "execute-api", Region: "eu-west-1",
 				Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 					return aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: awsSecret, Source: "test"}, nil
 				})}}
-		}, func(*http.Request) []string { return []string{awsSecret} }},
+		}, func(*http.Request) []string { return []string{awsSecret} }, nil},
+		mutualTLS(),
 	}
 }
 
@@ -215,7 +251,8 @@ func answerPositions() []answerPosition {
 	}
 }
 
-// TestNoSecretReachesHistory: for each credential scheme, a misbehaving
+// TestNoSecretReachesHistory: for each credential scheme (static header,
+// header file, OAuth 2.0, AWS SigV4, a client certificate), a misbehaving
 // API echoes the scheme's secrets in every answer position (a 202's
 // monitor path, escaped path and query, a moved monitor, headers, bodies,
 // an error body, the status line, the token endpoint's error); every
@@ -278,7 +315,7 @@ func noSecretIn(t *testing.T, scheme secretScheme, pos answerPosition, keys [][]
 		_, _ = fmt.Fprintf(w, `{"access_token":"at_%d_Vq8Rz2Lm5Np7Kx4Jw","token_type":"Bearer","expires_in":3600}`, fetches.Load())
 	}))
 	t.Cleanup(tokens.Close)
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secrets := secretsOf(r)
 		if r.Method == http.MethodPost {
 			starts.Add(1)
@@ -290,6 +327,16 @@ func noSecretIn(t *testing.T, scheme secretScheme, pos answerPosition, keys [][]
 		mu.Unlock()
 		pos.poll(w, r, secrets[0], int(pollNums.Add(1)))
 	}))
+	var cred activities.Credential
+	if scheme.mtls != nil {
+		var credFor func(*x509.Certificate) activities.Credential
+		api.TLS, credFor = scheme.mtls(t)
+		api.StartTLS()
+		cred = credFor(api.Certificate())
+	} else {
+		api.Start()
+		cred = scheme.cred(t, tokens.URL)
+	}
 	t.Cleanup(api.Close)
 
 	var s sdktestsuite.WorkflowTestSuite
@@ -315,7 +362,7 @@ func noSecretIn(t *testing.T, scheme secretScheme, pos answerPosition, keys [][]
 		}
 	})
 	cfg := activities.Config{
-		Credentials:   map[string]activities.Credential{api.URL: scheme.cred(t, tokens.URL)},
+		Credentials:   map[string]activities.Credential{api.URL: cred},
 		SealKeys:      keys,
 		ResultHeaders: []string{"Location", "Request-Id", "Content-Type"},
 	}

@@ -214,6 +214,8 @@ type origin struct {
 	resultHeaders []string
 	// gaugeTags label the origin's gauges: {"origin": the origin}.
 	gaugeTags map[string]string
+	// retryRefused is Credential.RetryRefused (0: none).
+	retryRefused time.Duration
 }
 
 // newOrigins checks the origin-keyed parts of cfg and returns them by

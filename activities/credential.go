@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"golang.org/x/oauth2/clientcredentials"
@@ -91,6 +92,18 @@ type Credential struct {
 	// Authorization from Header, HeaderFiles or OAuth2 is replaced, not
 	// sent; every other header is signed over.
 	SigV4 *SigV4
+	// RetryRefused is how long a call whose credential was refused or is
+	// misconfigured (the token endpoint refused the client, a key file
+	// does not parse, the origin refused the client certificate) asks
+	// again before it fails, so that an operator who fixes the worker's
+	// files meanwhile loses no call (default 0: the call fails at the
+	// first refusal); the call's ScheduleToCloseTimeout bounds it too. Each
+	// attempt sends nothing and fails with a retryable
+	// workflows.ErrTypeCredentialUnavailable (the activity's last failure
+	// in the Web UI); the waits, from 1 s doubling to 1 min, are not
+	// counted against RetryOptions.MaximumAttempts, nor are those for a
+	// credential that could not be had (a token endpoint that is down).
+	RetryRefused time.Duration
 }
 
 // TLSFiles are the TLS settings of an origin's OAuth2 token requests
@@ -135,6 +148,7 @@ var sigV4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token
 func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) error {
 	field := fmt.Sprintf("Config.Credentials[%s]", s)
 	o.set = map[string]bool{}
+	o.retryRefused = max(c.RetryRefused, 0)
 	add := func(src credential.Source, err error, part string, headers ...string) error {
 		if err != nil {
 			return fmt.Errorf("%s.%s%w", field, part, err)

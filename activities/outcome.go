@@ -31,6 +31,11 @@ type verdict struct {
 	guessed bool
 	// retryAfter is the wait a credential's source asked for (0: none).
 	retryAfter time.Duration
+	// credential: the origin's credential could not be applied, so
+	// nothing was sent; the wait is the credential's, not counted
+	// against the attempt budget. refused: it was refused (final unless
+	// Credential.RetryRefused lets it be asked again: askAgain).
+	credential, refused bool
 }
 
 // adviceHeaders are response headers by which a server says whether a
@@ -184,11 +189,30 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 // for the credential again may help, after the wait its source asked for.
 func credentialVerdict(ce *credential.Error) verdict {
 	if ce.Retryable {
-		return verdict{kind: kindRetry, errType: workflows.ErrTypeCredentialUnavailable, retryAfter: ce.RetryAfter,
+		return verdict{kind: kindRetry, errType: workflows.ErrTypeCredentialUnavailable, retryAfter: ce.RetryAfter, credential: true,
 			reason: "the origin's credential could not be applied, so the API did not act on the request; asking for it again"}
 	}
-	return verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable,
+	return verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable, credential: true, refused: true,
 		reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's Config.Credentials for the origin"}
+}
+
+// askAgain turns v, the verdict of a refused credential (see
+// credentialVerdict), into a retry while the origin's
+// Credential.RetryRefused window, counted from the first refusal of this
+// call (refusedSince; zero: this one), has not passed at now.
+func askAgain(v verdict, o *origin, refusedSince, now time.Time) verdict {
+	if !v.refused || o.retryRefused <= 0 {
+		return v
+	}
+	if refusedSince.IsZero() {
+		refusedSince = now
+	}
+	if left := o.retryRefused - now.Sub(refusedSince); left > 0 {
+		v.kind = kindRetry
+		v.reason = fmt.Sprintf("the origin's credential was refused, so the API did not act on the request; asking again for %s more (Credential.RetryRefused %s) while the worker's credential for the origin is fixed",
+			left.Round(time.Second), o.retryRefused)
+	}
+	return v
 }
 
 // got says what an attempt whose outcome is unknown got, for the messages

@@ -100,6 +100,9 @@ type poller struct {
 	// reached: a request of this attempt reached the API (a poll, or a
 	// cancel request, that counts).
 	reached bool
+	// credential: the attempt ends waiting for the origin's credential
+	// (nothing sent), refused: it was refused (progress.RefusedSince).
+	credential, refused bool
 	// resultURL is the operation's result URL as the server named it
 	// (op.ResultURL may show it redacted: Accepted.Sealed).
 	resultURL string
@@ -427,6 +430,15 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 	// A poll carries no key: no answer of it is about a key, and a 409 is
 	// only a conflict (retried, as the monitor may settle).
 	v := decide(ans, &Convention{}, progress{})
+	if v.credential {
+		// Asked again as the start request's credential is (askAgain,
+		// credentialBackoff), not counted as a poll.
+		v = askAgain(v, p.o, pl.prev.RefusedSince, pl.a.cfg.Now())
+		pl.credential, pl.refused = v.kind == kindRetry, v.refused
+		if pl.credential && v.retryAfter == 0 {
+			v.retryAfter = credentialBackoff(pl.prev.Credential + 1)
+		}
+	}
 	if v.inFlight {
 		v.errType, v.reason = workflows.ErrTypeHTTPRetryableStatus, fmt.Sprintf("%d from the monitor, marked to retry", ans.status)
 	}
@@ -522,7 +534,14 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	if !pl.reached {
 		pl.op.Polls = int(prev.Sent)
 	}
-	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: int32(pl.op.Polls), Retry: errType != workflows.ErrTypeOperationRunning}
+	next := progress{Attempt: pl.info.Attempt, Deadline: prev.Deadline, Sent: int32(pl.op.Polls), Retry: errType != workflows.ErrTypeOperationRunning,
+		Credential: prev.Credential, RefusedSince: prev.RefusedSince}
+	if pl.credential {
+		next.Credential++
+		if pl.refused && next.RefusedSince.IsZero() {
+			next.RefusedSince = now
+		}
+	}
 	if (pl.op.Monitor != pl.in.Monitor || pl.op.Sealed != pl.in.Sealed) && !pl.in.Cancel {
 		next.Monitor, next.Sealed = pl.op.Monitor, pl.op.Sealed
 	}

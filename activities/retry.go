@@ -69,6 +69,20 @@ type progress struct {
 	// Sealed is the moved monitor's workflows.Accepted.Sealed, when it
 	// carries a secret (Monitor then shows it redacted).
 	Sealed string `json:"sealed,omitempty"`
+	// Credential counts the attempts that sent nothing because the
+	// origin's credential could not be applied (their waits back off and
+	// are not counted against the budget); RefusedSince is when, on
+	// Config.Now's clock, the first of them was refused
+	// (Credential.RetryRefused counts from it).
+	Credential   int32     `json:"credential,omitempty"`
+	RefusedSince time.Time `json:"refused_since,omitzero"`
+}
+
+// credentialBackoff is the wait after the n-th attempt (from 1) that
+// sent nothing for want of the origin's credential, without a Retry-After
+// of its source: 1 s doubling to 1 min.
+func credentialBackoff(n int32) time.Duration {
+	return min(time.Second<<min(max(n-1, 0), 6), time.Minute)
 }
 
 // loadProgress returns the progress of the attempts before this one, with
@@ -165,7 +179,7 @@ func (f *failure) next(now time.Time) progress {
 	next := progress{Attempt: f.info.Attempt, Counted: prev.Counted, Unknown: prev.Unknown || f.v.unknown,
 		UnknownGot: prev.UnknownGot, Guessed: prev.Guessed, GuessedAfter: prev.GuessedAfter, Waited: prev.Waited,
 		InFlightSince: prev.InFlightSince, InFlightCount: prev.InFlightCount, InFlightAfter: prev.InFlightAfter,
-		Sent: prev.Sent, Deadline: prev.Deadline}
+		Sent: prev.Sent, Deadline: prev.Deadline, Credential: prev.Credential, RefusedSince: prev.RefusedSince}
 	if f.v.unknown {
 		next.UnknownGot = f.got
 	}
@@ -175,12 +189,19 @@ func (f *failure) next(now time.Time) progress {
 		}
 		next.Guessed++
 	}
-	if f.v.inFlight {
+	switch {
+	case f.v.inFlight:
 		next.InFlightCount++
 		if next.InFlightSince.IsZero() {
 			next.InFlightSince, next.InFlightAfter = now, prev.Waited
 		}
-	} else {
+	case f.v.credential:
+		// Nothing was sent: a wait for the credential, not an attempt.
+		next.Credential++
+		if f.v.refused && next.RefusedSince.IsZero() {
+			next.RefusedSince = now
+		}
+	default:
 		next.Counted++
 	}
 	return next
@@ -194,7 +215,7 @@ func (a *Activities) checkBudget(ctx context.Context, f *failure, next progress)
 	if budget <= 0 && f.info.RetryPolicy != nil {
 		budget, source = f.info.RetryPolicy.MaximumAttempts, "the activity's RetryPolicy.MaximumAttempts"
 	}
-	if f.v.inFlight || budget <= 0 || next.Counted < budget {
+	if f.v.inFlight || f.v.credential || budget <= 0 || next.Counted < budget {
 		return nil
 	}
 	activity.GetLogger(ctx).Error("HTTP attempt failed, no attempts left", "key", f.d.IdempotencyKey, "status", f.d.Status, "attempt", f.d.Attempt, "counted", next.Counted)
@@ -239,6 +260,8 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 		if f.v.inFlight {
 			w.delay = max(w.delay, request.MinInFlightWait)
 		}
+	case f.v.credential:
+		w.delay, w.source = credentialBackoff(next.Credential), "the credential's backoff"
 	case f.v.inFlight:
 		w.delay = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime)))
 		w.source = "in-flight backoff (" + string(b.Jitter) + " jitter)"
@@ -249,7 +272,7 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 		w.delay = b.Delay(next.Counted, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime))
 	}
 	// request.JitterNone without Retry-After leaves the interval to Temporal.
-	w.handed = w.fromRetryAfter || f.v.inFlight || b.Jitter != request.JitterNone || paced
+	w.handed = w.fromRetryAfter || f.v.inFlight || f.v.credential || b.Jitter != request.JitterNone || paced
 	return w
 }
 
@@ -261,6 +284,11 @@ func (a *Activities) failAtDeadline(ctx context.Context, f *failure, next progre
 	d.NextRetryDelay = w.delay
 	left = max(left, 0).Round(time.Millisecond)
 	logger := activity.GetLogger(ctx)
+	if f.v.credential {
+		logger.Error("HTTP request's credential still unavailable at the deadline", "key", d.IdempotencyKey, "attempt", d.Attempt, "delay", w.delay, "left", left)
+		return a.fail(fmt.Sprintf("%s; the next attempt would wait %s (%s) but only %s remain before the schedule-to-close deadline (%s): failing now; nothing was sent. Fix the worker's credential for the origin, then run the same workflow ID again (it sends the same key)",
+			f.msg, w.delay, w.source, left, f.info.ScheduleToCloseTimeout), workflows.ErrTypeCredentialUnavailable, d)
+	}
 	if f.v.inFlight {
 		logger.Error("HTTP idempotency key still locked at the server", "key", d.IdempotencyKey, "in_flight_since", next.InFlightSince, "in_flight_count", next.InFlightCount)
 		return a.fail(fmt.Sprintf("%s; the key is still locked at the server: it has answered that a request with this key is in progress %d times since %s (%s ago), and the next wait (%s, %s) cannot end before the schedule-to-close deadline (%s left). The first request may still complete: never retry with a new key. Wait out the server's lock expiry, then run the same workflow ID again (it sends the same key)",

@@ -91,6 +91,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if err := checkCredentials(acts, logger); err != nil {
+		return err
+	}
+	if cfg.check {
+		fmt.Println("worker --check: the configuration and every origin's credential are good")
+		return nil
+	}
 	opts, tel, err := clientOptions(cfg, logger)
 	if err != nil {
 		return err
@@ -133,6 +140,7 @@ type config struct {
 	token, tokenOrigin              string // API_TOKEN, --api-token-origin
 	originsPath                     string // --origins
 	sealKeysPath                    string // --seal-keys-file
+	check                           bool   // --check
 	file                            originSettings
 	maxBody                         int64
 	maxRetryAfter                   time.Duration
@@ -157,6 +165,7 @@ func parseFlags() (config, error) {
 	cliutil.ListVar(flag.CommandLine, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); "+longRunningModifiers()+" choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	flag.StringVar(&cfg.originsPath, "origins", os.Getenv("ORIGINS_FILE"), "TOML `FILE` of origins the worker may call too, each with its convention and credentials (env ORIGINS_FILE; see docs/credentials.md); an origin it names may not be given by --allow-origin or --convention as well")
 	flag.StringVar(&cfg.sealKeysPath, "seal-keys-file", os.Getenv("SEAL_KEYS_FILE"), "`FILE` of keys that seal a status monitor URL carrying a secret (a credential in its path, a signature in its query) before it is written to Temporal's history: one base64 key of 32 bytes a line (openssl rand -base64 32), the first sealing, all opening; chmod 600; every worker needs the same (env SEAL_KEYS_FILE; default: such a monitor is not followed)")
+	flag.BoolVar(&cfg.check, "check", false, "check the configuration and every origin's credential (fetch each OAuth 2.0 token, resolve AWS credentials, a TLS handshake with each client certificate), print what was found and exit (status 1 on a refusal), without connecting to Temporal; a worker does the same check as it starts")
 	flag.StringVar(&cfg.tokenOrigin, "api-token-origin", os.Getenv("API_TOKEN_ORIGIN"), "the `ORIGIN` API_TOKEN is sent to as Authorization: Bearer (env API_TOKEN_ORIGIN; default: the only allowed origin; required with several)")
 	flag.StringVar(&cfg.identity, "identity", os.Getenv("WORKER_IDENTITY"), "worker identity shown in Temporal (env WORKER_IDENTITY; default pid@host)")
 	flag.StringVar(&cfg.metricsAddr, "metrics-addr", os.Getenv("METRICS_ADDR"), "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (env METRICS_ADDR; default: off)")
@@ -235,6 +244,23 @@ func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 		return nil, nil, fmt.Errorf("configuration (--allow-origin, --convention, --origins, --admission-*, --breaker-*, --retry-budget-ratio, API_TOKEN): %w", err)
 	}
 	return acts, queues, nil
+}
+
+// checkCredentials asks every origin's credential before the worker takes
+// work (activities.Activities.Check): a refused or misconfigured one
+// stops the start, naming the origin; one that cannot be had for now (a
+// token endpoint that is down) is logged, and the calls wait for it.
+func checkCredentials(acts *activities.Activities, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := acts.Check(ctx, func(err error) {
+		logger.Warn("credential not available at start: calls to its origin wait for it", slog.String("error", err.Error()))
+	})
+	if err != nil {
+		return fmt.Errorf("credentials refused at start (fix them, then start again; --check checks without starting): %w", err)
+	}
+	logger.Info("credentials checked")
+	return nil
 }
 
 // parseThrottles reads --admission-throttles, a list of statuses.

@@ -47,6 +47,8 @@ type originTable struct {
 	OAuth2  *oauth2Table   `toml:"oauth2"`
 	TLS     *tlsTable      `toml:"tls"`
 	SigV4   *sigV4Table    `toml:"aws_sigv4"`
+	// RetryRefused is activities.Credential.RetryRefused, e.g. "5m".
+	RetryRefused time.Duration `toml:"retry_refused"`
 }
 
 // oauth2Table is an origin's [origin."ORIGIN".oauth2] table.
@@ -240,6 +242,10 @@ func (l *loader) origin(s *originSettings, o string, t originTable) error {
 			return err
 		}
 	}
+	if t.RetryRefused < 0 {
+		return fmt.Errorf("retry_refused = %q: write how long a refused credential is asked again, e.g. retry_refused = \"5m\", or leave it out to fail at the first refusal", t.RetryRefused.String())
+	}
+	cred.RetryRefused = t.RetryRefused
 	if !reflect.ValueOf(cred).IsZero() {
 		s.Credentials[o] = cred
 	}

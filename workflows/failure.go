@@ -144,7 +144,9 @@ func decodeFailure(appErr *temporal.ApplicationError, f *Failure) (ok bool) {
 //     against the budget; on the last attempt of the budget the failure
 //     comes back with the same type and Retryable false.
 //   - [ErrTypeCredentialUnavailable], when asking the credential again may
-//     help: retry, counted against the budget, nothing sent.
+//     help (or within the origin's activities.Credential.RetryRefused):
+//     wait on the credential's backoff, not counted against the budget,
+//     nothing sent; at the deadline it ends as itself, final.
 //   - [ErrTypeIdempotencyKeyInFlight], [ErrTypeNotAdmitted]: wait, not
 //     counted against the budget; a wait that cannot end before the
 //     deadline ends as [ErrTypeIdempotencyKeyLocked] or

@@ -248,7 +248,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		if request.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
 			log = logger.Warn
 		}
-		log("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "error", a.redact.string(msg))
+		log("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "outcome_unknown", d.OutcomeUnknown, "error", a.redact.string(msg))
 		return nil, ans.status, a.fail(msg, v.errType, d)
 	}
 	return nil, ans.status, a.retry(ctx, &failure{info: info, p: p, m: m, prev: prev, v: v, d: d, msg: msg, header: ans.header, got: ans.got()})

@@ -218,7 +218,7 @@ func (a *Activities) checkBudget(ctx context.Context, f *failure, next progress)
 	if f.v.inFlight || f.v.credential || budget <= 0 || next.Counted < budget {
 		return nil
 	}
-	activity.GetLogger(ctx).Error("HTTP attempt failed, no attempts left", "key", f.d.IdempotencyKey, "status", f.d.Status, "attempt", f.d.Attempt, "counted", next.Counted)
+	activity.GetLogger(ctx).Error("HTTP attempt failed, no attempts left", "key", f.d.IdempotencyKey, "status", f.d.Status, "attempt", f.d.Attempt, "counted", next.Counted, "outcome_unknown", f.d.OutcomeUnknown)
 	return a.fail(fmt.Sprintf("%s; that was the last of %d attempts (%s)", f.msg, budget, source), f.v.errType, f.d)
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,4 +194,32 @@ func TestSentRequestIsNeverCalledUnsent(t *testing.T) {
 	f, ok := workflows.AsFailure(err)
 	require.True(t, ok)
 	assert.True(t, f.OutcomeUnknown, "the API may have charged: %v", err)
+}
+
+// TestFinalFailureLogSaysOutcomeUnknown: the log line of a final failure
+// says whether the API may have done the work, as the Failure does.
+func TestFinalFailureLogSaysOutcomeUnknown(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		unknown bool
+	}{
+		{"a 500 the server says not to retry", status(500, `{}`, "Stripe-Should-Retry", "false"), true},
+		{"a 400", status(400, `{}`), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRecorder(t, tt.handler)
+			_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+			require.Error(t, err)
+			line := ""
+			for _, l := range strings.Split(logs, "\n") {
+				if strings.Contains(l, "HTTP request failed, not retrying") {
+					line = l
+				}
+			}
+			require.NotEmpty(t, line, logs)
+			assert.Contains(t, line, fmt.Sprintf(`"outcome_unknown":%t`, tt.unknown))
+		})
+	}
 }

@@ -31,8 +31,9 @@
 // balancer or an overloaded upstream would answer, and are never stored.
 //
 // The work of a new key can also be a long-running operation, followed at
-// a status monitor ([Options.Async]) or reported by signed webhooks
-// ([Options.Webhooks]), with the resource to poll as the fallback.
+// a status monitor ([Options.Async], on every path or on some:
+// [Async.Paths]) or reported by signed webhooks ([Options.Webhooks]),
+// with the resource to poll as the fallback.
 //
 // The server can require a credential scheme, to test a client's set-up:
 // bearer tokens of a client-credentials token endpoint it serves
@@ -122,12 +123,14 @@ type Options struct {
 	// Work, if set, is the work for a new key instead of the default (which
 	// answers 201 with the record). It is called once per new key; a 2xx
 	// answer creates a record, a nil respBody answers with the record. It
-	// is not called with Async or Webhooks.
+	// is not called for a path Async covers (Async.Paths), nor with
+	// Webhooks.
 	Work func(r *http.Request, body []byte) (status int, respBody []byte)
-	// Async, if set, makes the work a long-running operation: the record
-	// is made at once, the answer is the Async.Style's acceptance (a 202
-	// with a status monitor) and the monitor reports the operation's
-	// state until it ends (see Async). Work is not called.
+	// Async, if set, makes the work a long-running operation, on every
+	// path or on Async.Paths: the record is made at once, the answer is
+	// the Async.Style's acceptance (a 202 with a status monitor) and the
+	// monitor reports the operation's state until it ends (see Async).
+	// Work is not called for those paths.
 	Async *Async
 	// Webhooks, if set and Async is not, makes the work an operation that
 	// reports its outcome by signed webhooks: the record is made at once,
@@ -652,7 +655,7 @@ func (s *Server) process(c *call, e *entry) decision {
 	var h http.Header
 	switch {
 	case st < 200 || st > 299:
-	case s.opts.Async != nil:
+	case s.async(c.r):
 		st, b, h = s.accept(c.r, b, c.now)
 	case s.wh != nil:
 		st, b, h = s.startOperation(c.r, c.body, c.now)
@@ -832,7 +835,7 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 		record.Request = json.RawMessage(bytes.Clone(body))
 	}
 	st = http.StatusCreated
-	if s.opts.Work != nil && s.opts.Async == nil && s.wh == nil {
+	if s.opts.Work != nil && !s.async(r) && s.wh == nil {
 		if st, b = s.opts.Work(r, body); st < 200 || st > 299 {
 			return st, b, -1
 		}

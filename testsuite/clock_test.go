@@ -97,3 +97,33 @@ func TestSigV4DatesFollowTheTestClock(t *testing.T) {
 	assert.Zero(t, st.Unauthorized, "requests refused as signed more than 5 minutes from the test clock")
 	assert.InDelta(t, 72*12, st.Polls, 3)
 }
+
+// TestRetryAfterAnHourOnTheTestClock: a monitor that answers Retry-After:
+// 3600 while a 72-hour operation runs is polled about once an hour on
+// the test environment's clock when the worker's Config.MaxRetryAfter
+// allows an hour, as a worker so configured would poll it; with the
+// default cap (5 minutes) it is polled every 5 minutes.
+func TestRetryAfterAnHourOnTheTestClock(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		maxRetryAfter time.Duration
+		polls         int
+	}{
+		{"MaxRetryAfter 1h", time.Hour, 72},
+		{"default MaxRetryAfter", 0, 72 * 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var suite sdktestsuite.WorkflowTestSuite
+			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+			env := suite.NewTestWorkflowEnvironment()
+			srv := testsuite.StartServer(t, testsuite.Options{Now: env.Now, Async: &testsuite.Async{Duration: 72 * time.Hour, RetryAfter: 3600}})
+			testsuite.Register(t, env, srv, activities.Config{Conventions: location(srv), MaxRetryAfter: tc.maxRetryAfter})
+			env.RegisterWorkflow(provision)
+			env.ExecuteWorkflow(provision, srv.URL+"/vms")
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			t.Logf("polls %d", srv.Stats().Polls)
+			assert.InDelta(t, tc.polls, srv.Stats().Polls, 2)
+		})
+	}
+}

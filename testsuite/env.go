@@ -16,8 +16,12 @@ import (
 // off (cfg.Admission.Off): the environment's clock stands still while an
 // activity runs, so a wait for admission inside an attempt would never pass
 // on it, and every throttle would add attempts that send nothing; admission
-// is tested on a real Temporal server. It fails the test on a bad cfg. A
-// test of a user's workflow then reads:
+// is tested on a real Temporal server. The rest of cfg is the worker's
+// as given, its limits included: a Retry-After is honoured up to
+// cfg.MaxRetryAfter (default 5 minutes), so give it the MaxRetryAfter of
+// the worker the test models to see an hour-long Retry-After honoured on
+// the environment's clock. It fails the test on a bad cfg. A test of a
+// user's workflow then reads:
 //
 //	srv := testsuite.StartServer(t, testsuite.Options{})
 //	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()

@@ -1,8 +1,14 @@
 package testsuite_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +47,56 @@ func TestRegister(t *testing.T) {
 	var body map[string]string
 	require.NoError(t, json.Unmarshal(srv.Records()[0].Request, &body))
 	assert.Equal(t, "ada", body["owner"])
+}
+
+// output is a test whose output is kept, to be read.
+type output struct {
+	testing.TB
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Output() io.Writer { return o }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// followTen runs a workflow that follows an operation polled ten times, in
+// NewEnv's environment for tb.
+func followTen(t *testing.T, tb testing.TB) {
+	env := testsuite.NewEnv(tb)
+	srv := testsuite.StartServer(t, testsuite.Options{Now: env.Now, Async: &testsuite.Async{Duration: 10 * time.Minute, RetryAfter: 60}})
+	testsuite.Register(tb, env, srv, activities.Config{Conventions: location(srv)})
+	env.RegisterWorkflow(provision)
+	env.ExecuteWorkflow(provision, srv.URL+"/vms")
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, 10, srv.Stats().Polls)
+}
+
+// TestQuietByDefault: the kit's environment logs to the test's output at
+// Info, two lines for an operation polled ten times (the SDK's default
+// logger printed 39 at Debug, on standard output), and at Debug when
+// slog's default level says so.
+func TestQuietByDefault(t *testing.T) {
+	quiet := &output{TB: t}
+	followTen(t, quiet)
+	lines := strings.Split(strings.TrimSpace(quiet.String()), "\n")
+	assert.Len(t, lines, 2, quiet.String())
+	assert.NotContains(t, quiet.String(), "level=DEBUG")
+	assert.Contains(t, quiet.String(), `level=INFO msg="long-running operation ended"`)
+	assert.NotContains(t, quiet.String(), "time=", "the machine's time is no help beside the environment's clock")
+
+	defer slog.SetLogLoggerLevel(slog.SetLogLoggerLevel(slog.LevelDebug))
+	chatty := &output{TB: t}
+	followTen(t, chatty)
+	assert.Contains(t, chatty.String(), `level=DEBUG msg="long-running operation still running"`)
 }

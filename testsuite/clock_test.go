@@ -2,7 +2,6 @@ package testsuite_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/log"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -50,13 +47,9 @@ func TestOAuth2TokensExpireOnTheTestClock(t *testing.T) {
 		{"6 hours, a poll every minute", 6 * time.Hour, 60},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var suite sdktestsuite.WorkflowTestSuite
-			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-			env := suite.NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Now: env.Now,
-				OAuthClients: map[string]string{"app": secret}, OAuthTokenLifetime: 5 * time.Minute,
+			srv := testsuite.StartServer(t, testsuite.Options{OAuthClients: map[string]string{"app": secret}, OAuthTokenLifetime: 5 * time.Minute,
 				Async: &testsuite.Async{Duration: tc.duration, RetryAfter: tc.retryAfter}})
-			testsuite.Register(t, env, srv, activities.Config{Conventions: location(srv), Credentials: map[string]activities.Credential{
+			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: location(srv), Credentials: map[string]activities.Credential{
 				srv.URL: {OAuth2: &clientcredentials.Config{ClientID: "app", ClientSecret: secret, TokenURL: srv.URL + "/oauth/token"}},
 			}})
 			env.RegisterWorkflow(provision)
@@ -79,13 +72,9 @@ func TestOAuth2TokensExpireOnTheTestClock(t *testing.T) {
 // clock) accepts: none is refused as more than 5 minutes off.
 func TestSigV4DatesFollowTheTestClock(t *testing.T) {
 	const akid, secret = "AKIDEXAMPLE7Q2W3E4R5", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-	var suite sdktestsuite.WorkflowTestSuite
-	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	env := suite.NewTestWorkflowEnvironment()
-	srv := testsuite.StartServer(t, testsuite.Options{Now: env.Now,
-		SigV4Credentials: &aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret}, SigV4Service: "execute-api", SigV4Region: "eu-west-1",
+	srv := testsuite.StartServer(t, testsuite.Options{SigV4Credentials: &aws.Credentials{AccessKeyID: akid, SecretAccessKey: secret}, SigV4Service: "execute-api", SigV4Region: "eu-west-1",
 		Async: &testsuite.Async{Duration: 72 * time.Hour, RetryAfter: 300}})
-	testsuite.Register(t, env, srv, activities.Config{Conventions: location(srv), Credentials: map[string]activities.Credential{
+	env := testsuite.Register(t, nil, srv, activities.Config{Conventions: location(srv), Credentials: map[string]activities.Credential{
 		srv.URL: {SigV4: &activities.SigV4{Service: "execute-api", Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider(akid, secret, "")}},
 	}})
 	env.RegisterWorkflow(provision)
@@ -113,11 +102,8 @@ func TestRetryAfterAnHourOnTheTestClock(t *testing.T) {
 		{"default MaxRetryAfter", 0, 72 * 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var suite sdktestsuite.WorkflowTestSuite
-			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-			env := suite.NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Now: env.Now, Async: &testsuite.Async{Duration: 72 * time.Hour, RetryAfter: 3600}})
-			testsuite.Register(t, env, srv, activities.Config{Conventions: location(srv), MaxRetryAfter: tc.maxRetryAfter})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Duration: 72 * time.Hour, RetryAfter: 3600}})
+			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: location(srv), MaxRetryAfter: tc.maxRetryAfter})
 			env.RegisterWorkflow(provision)
 			env.ExecuteWorkflow(provision, srv.URL+"/vms")
 			require.True(t, env.IsWorkflowCompleted())

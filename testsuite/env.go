@@ -33,32 +33,40 @@ func NewEnv(tb testing.TB) *sdktestsuite.TestWorkflowEnvironment {
 	return s.NewTestWorkflowEnvironment()
 }
 
-// Register registers the HTTP activity and the ready workflow on a Temporal
-// test environment, with cfg extended to allow srv's origin and, unless
-// cfg.Now is set, reading the environment's clock (so Retry-After dates and
-// the schedule-to-close deadline follow its skipped time), with admission
-// off (cfg.Admission.Off): the environment's clock stands still while an
-// activity runs, so a wait for admission inside an attempt would never pass
-// on it, and every throttle would add attempts that send nothing; admission
-// is tested on a real Temporal server. The rest of cfg is the worker's
-// as given, its limits included: a Retry-After is honoured up to
+// Register registers the HTTP activity and the ready workflow on env (nil:
+// a new one, as NewEnv makes) and returns env. The activity is made with
+// cfg extended to allow srv's origin and, unless cfg.Now is set, reading
+// the environment's clock (so Retry-After dates, the schedule-to-close
+// deadline, OAuth 2.0 token expiry and Signature V4 dates follow its
+// skipped time); srv, unless its Options.Now is set, then reads the same
+// clock (a later Register moves it to its own). Admission is off
+// (cfg.Admission.Off): the environment's clock stands still while an
+// activity runs, so a wait for admission inside an attempt would never
+// pass on it, and every throttle would add attempts that send nothing;
+// admission is tested on a real Temporal server. The rest of cfg is the
+// worker's as given, its limits included: a Retry-After is honoured up to
 // cfg.MaxRetryAfter (default 5 minutes), so give it the MaxRetryAfter of
 // the worker the test models to see an hour-long Retry-After honoured on
 // the environment's clock. It fails the test on a bad cfg. A test of a
 // user's workflow then reads:
 //
 //	srv := testsuite.StartServer(t, testsuite.Options{})
-//	env := testsuite.NewEnv(t)
-//	testsuite.Register(t, env, srv, activities.Config{})
+//	env := testsuite.Register(t, nil, srv, activities.Config{})
 //	env.RegisterWorkflow(ChargeWorkflow)
 //	env.ExecuteWorkflow(ChargeWorkflow, srv.URL+"/charges")
-func Register(tb testing.TB, env *sdktestsuite.TestWorkflowEnvironment, srv *Server, cfg activities.Config) *activities.Activities {
+func Register(tb testing.TB, env *sdktestsuite.TestWorkflowEnvironment, srv *Server, cfg activities.Config) *sdktestsuite.TestWorkflowEnvironment {
 	tb.Helper()
+	if env == nil {
+		env = NewEnv(tb)
+	}
 	if srv != nil && srv.URL != "" {
 		cfg.AllowedOrigins = append(append([]string(nil), cfg.AllowedOrigins...), srv.URL)
 	}
 	if cfg.Now == nil {
 		cfg.Now = env.Now
+	}
+	if srv != nil {
+		srv.follow(cfg.Now)
 	}
 	cfg.Admission.Off = true
 	acts, err := activities.New(cfg)
@@ -67,7 +75,7 @@ func Register(tb testing.TB, env *sdktestsuite.TestWorkflowEnvironment, srv *Ser
 	}
 	acts.Register(env)
 	workflows.Register(env)
-	return acts
+	return env
 }
 
 // testOutput is a test's output that takes no line once the test has

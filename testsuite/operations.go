@@ -177,7 +177,7 @@ func (s *Server) serveOperation(w http.ResponseWriter, r *http.Request) bool {
 	}
 	cancel := r.Method == http.MethodDelete || r.Method == http.MethodPost && strings.HasSuffix(id, ":cancel")
 	id = strings.TrimSuffix(id, ":cancel")
-	now := s.opts.Now()
+	now := s.now()
 	s.mu.Lock()
 	s.stats.Requests++
 	op := s.ops[id]

@@ -55,6 +55,9 @@ type Activities struct {
 // is not allowed, on a credential value too short to redact, and on a
 // credential whose files cannot be read or whose settings are incomplete.
 func New(cfg Config) (*Activities, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	red := newRedactor(nil)
 	origins, err := newOrigins(cfg, red)
 	if err != nil {
@@ -82,9 +85,6 @@ func New(cfg Config) (*Activities, error) {
 		a.cfg.UserAgent = "temporal-idempotent-http"
 	}
 	a.userAgent = []string{a.cfg.UserAgent}
-	if a.cfg.Now == nil {
-		a.cfg.Now = time.Now
-	}
 	var c http.Client
 	if cfg.HTTPClient != nil {
 		c = *cfg.HTTPClient

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
@@ -26,7 +25,7 @@ import (
 func TestFollowCancelRequestKeepsQuery(t *testing.T) {
 	c := conv(activities.OperationLocation())
 	c.LongRunning.CancelMethod, c.LongRunning.CancelSuffix = http.MethodPost, ":cancel"
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	var mu sync.Mutex
 	var cancels []string
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +65,7 @@ func TestFollowCancelAsksOnEveryPath(t *testing.T) {
 		{"in a poll", 5, 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+			env := testsuite.NewEnv(t)
 			var mu sync.Mutex
 			polls, cancels := 0, 0
 			cancelled := make(chan struct{})
@@ -120,7 +119,7 @@ func TestFollowCancelAsksOnEveryPath(t *testing.T) {
 // none of the three cancel requests: the cancel reaches the API once the
 // endpoint is back.
 func TestCancelRequestsCountOnlyWhatReachedTheAPI(t *testing.T) {
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	var mu sync.Mutex
 	cancels, polls := 0, 0
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {

@@ -93,8 +93,11 @@ type Config struct {
 	ResultHeaders []string
 	// UserAgent is sent as User-Agent (default "temporal-idempotent-http").
 	UserAgent string
-	// Now returns the current time, for Retry-After dates and deadlines
-	// (default time.Now; testsuite.Register sets the test environment's clock).
+	// Now returns the current time, for Retry-After dates and deadlines,
+	// the expiry of OAuth 2.0 tokens and the date of Signature V4 requests
+	// (default time.Now; testsuite.Register sets the test environment's
+	// clock). Files, certificates and the AWS SDK's credential cache are
+	// read by the machine's clock.
 	Now func() time.Time
 	// Uniform returns a uniform random number in [0, 1) for jitter
 	// (default math/rand/v2's Float64).

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
@@ -79,7 +78,7 @@ func runRefund(t *testing.T, way string, first int, conflict string, conv func()
 	t.Helper()
 	h, n := refundAPI(first, conflict)
 	srv := newRecorder(t, h)
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	cfg := activities.Config{Uniform: func() float64 { return 0.5 }}
 	if conv != nil {
 		cfg.Conventions = map[string]activities.Convention{srv.URL: conv()}

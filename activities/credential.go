@@ -144,7 +144,8 @@ var sigV4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token
 
 // authorize builds o's own transport when c, the credential of origin o
 // (named s in Config.Credentials), authenticates the connection, then the
-// sources of c in the order Credential documents.
+// sources of c in the order Credential documents. Every source whose times
+// are the API's (credential.Clocked) reads cfg.Now, set by then.
 func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) error {
 	field := fmt.Sprintf("Config.Credentials[%s]", s)
 	o.set = map[string]bool{}
@@ -152,6 +153,9 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 	add := func(src credential.Source, err error, part string, headers ...string) error {
 		if err != nil {
 			return fmt.Errorf("%s.%s%w", field, part, err)
+		}
+		if c, ok := src.(credential.Clocked); ok {
+			c.UseClock(cfg.Now)
 		}
 		o.sources = append(o.sources, src)
 		if r, ok := src.(credential.Refresher); ok {

@@ -465,8 +465,7 @@ func TestPollCredentialUnavailable(t *testing.T) {
 	src := &fakeSource{tokens: []string{tok}, failFirst: 2}
 	cfg := withFake(t, mon.URL, src)
 	cfg.Conventions = map[string]activities.Convention{srv.URL: conv}
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, cfg)
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, cfg)
 	env.RegisterWorkflow(followWorkflow)
 	env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{})
 	require.NoError(t, env.GetWorkflowError())

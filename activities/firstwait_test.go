@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -37,9 +36,8 @@ func TestFollowTimeoutBoundsFirstWait(t *testing.T) {
 		{"Retry-After within the timeout", 4, 10 * time.Second, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, RetryAfter: tc.retryAfter}, Now: env.Now})
-			testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, RetryAfter: tc.retryAfter}})
+			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
 			var took time.Duration
 			wf := func(ctx workflow.Context) error {
 				start := workflow.Now(ctx)
@@ -97,7 +95,7 @@ func (o *timerOutbound) NewTimerWithOptions(ctx workflow.Context, d time.Duratio
 // poll is a timer named for what it is in the Web UI, with the monitor's
 // host and path and nothing of its query.
 func TestFollowFirstWaitTimerSummary(t *testing.T) {
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	rec := &timerSummaries{}
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec}})
 	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Duration: 10 * time.Second, RetryAfter: 5}, Now: env.Now})
@@ -123,8 +121,7 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 		}
 		_, _ = w.Write([]byte(`{"id":"ch_1","status":"processing"}`))
 	})
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{})
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, activities.Config{})
 	var took time.Duration
 	wf := func(ctx workflow.Context) error {
 		start := workflow.Now(ctx)

@@ -24,10 +24,9 @@ import (
 // the environment's clock) with conv for its origin.
 func runFollow(t *testing.T, async testsuite.Async, conv func(base string) activities.Convention, fo workflows.FollowOptions) (*testsuite.Server, *workflows.Response, error) {
 	t.Helper()
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	srv := testsuite.StartServer(t, testsuite.Options{Async: &async, Now: env.Now})
+	srv := testsuite.StartServer(t, testsuite.Options{Async: &async})
 	cfg := activities.Config{Conventions: map[string]activities.Convention{srv.URL: conv(srv.URL)}}
-	testsuite.Register(t, env, srv, cfg)
+	env := testsuite.Register(t, nil, srv, cfg)
 	env.RegisterWorkflow(followWorkflow)
 	env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", fo)
 	require.True(t, env.IsWorkflowCompleted())
@@ -151,8 +150,7 @@ func TestFollowRefusesMonitors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h hostile
 			srv := newRecorder(t, h.handler(tc.monitor, status(200, `{}`)))
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{AllowedOrigins: []string{other.URL}})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, activities.Config{AllowedOrigins: []string{other.URL}})
 			env.RegisterWorkflow(followWorkflow)
 			env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{})
 			err := env.GetWorkflowError()
@@ -192,8 +190,7 @@ func TestPollsCarryNoKeyAndOwnCredentials(t *testing.T) {
 	srv := newRecorder(t, h.handler(mon.URL+"/operations/1", status(200, `{}`)))
 	conv := activities.IETF()
 	conv.LongRunning.MonitorOrigins = []string{mon.URL}
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, activities.Config{
 		AllowedOrigins: []string{mon.URL},
 		Conventions:    map[string]activities.Convention{srv.URL: conv},
 		Credentials: map[string]activities.Credential{
@@ -220,9 +217,8 @@ func TestPollsCarryNoKeyAndOwnCredentials(t *testing.T) {
 // TestNoFollowReturnsTheAcceptance: without Follow, a 202 is the result,
 // as before.
 func TestNoFollowReturnsTheAcceptance(t *testing.T) {
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Duration: time.Minute}, Now: env.Now})
-	testsuite.Register(t, env, srv, activities.Config{})
+	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Duration: time.Minute}})
+	env := testsuite.Register(t, nil, srv, activities.Config{})
 	env.RegisterWorkflow(func(ctx workflow.Context) (*workflows.Response, error) {
 		return workflows.Post(ctx, "transfer", srv.URL+"/transfers", map[string]int{"amount": 1})
 	})
@@ -253,9 +249,8 @@ func TestFollowCancel(t *testing.T) {
 		{"location has no cancel request", testsuite.AsyncLocation, preset(activities.AcceptedLocation), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Outcome: testsuite.NeverEnds, RetryAfter: 5}, Now: env.Now})
-			testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: tc.conv(srv.URL)}})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Outcome: testsuite.NeverEnds, RetryAfter: 5}})
+			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: tc.conv(srv.URL)}})
 			env.RegisterWorkflow(followWorkflow)
 			env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
 			env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{CancelOperation: tc.ask})
@@ -272,9 +267,8 @@ func TestFollowCancel(t *testing.T) {
 // resumed with FollowAccepted and the Failure's Accepted operation, with
 // no second start request.
 func TestFollowResume(t *testing.T) {
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Duration: 10 * time.Minute, RetryAfter: 30}, Now: env.Now})
-	testsuite.Register(t, env, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: preset(activities.AzureAsyncOperation)(srv.URL)}})
+	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Duration: 10 * time.Minute, RetryAfter: 30}})
+	env := testsuite.Register(t, nil, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: preset(activities.AzureAsyncOperation)(srv.URL)}})
 	env.RegisterWorkflow(func(ctx workflow.Context) (*workflows.Response, error) {
 		_, err := workflows.Call(ctx, workflows.Request{Operation: "provision", URL: srv.URL + "/vms", Body: json.RawMessage(`{"size":"xl"}`),
 			Follow: &workflows.FollowOptions{Timeout: 2 * time.Minute}})
@@ -340,8 +334,7 @@ func TestFollowPollFailures(t *testing.T) {
 					w.Write([]byte(`{"ok":true}`))
 				}
 			}))
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, activities.Config{})
 			env.RegisterWorkflow(followWorkflow)
 			env.ExecuteWorkflow(followWorkflow, srv.URL+"/transfers", workflows.FollowOptions{})
 			err := env.GetWorkflowError()

@@ -602,7 +602,7 @@ func follow(t *testing.T, conv activities.Convention, start, poll http.HandlerFu
 	t.Helper()
 	var mu sync.Mutex
 	var res followed
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		res.log = append(res.log, r.Method+" "+r.URL.RequestURI())

@@ -456,8 +456,7 @@ func TestSealedMonitorResumesAcrossKeyRotation(t *testing.T) {
 		return activities.Config{SealKeys: keys, Credentials: map[string]activities.Credential{api.URL: {Header: http.Header{"Authorization": {"Bearer " + secret}}}}}
 	}
 	// The first worker follows until its timeout: still running.
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, cfg(k1))
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, cfg(k1))
 	env.RegisterWorkflow(followWorkflow)
 	env.ExecuteWorkflow(followWorkflow, api.URL+"/transfers", workflows.FollowOptions{Timeout: 30 * time.Second})
 	f, ok := workflows.AsFailure(env.GetWorkflowError())
@@ -470,8 +469,7 @@ func TestSealedMonitorResumesAcrossKeyRotation(t *testing.T) {
 	assert.Empty(t, pieces(fmt.Sprint(acc), secret))
 
 	resume := func(keys ...[]byte) (*workflows.Response, error) {
-		env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-		testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, cfg(keys...))
+		env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, cfg(keys...))
 		env.RegisterWorkflow(workflows.FollowAccepted)
 		env.ExecuteWorkflow(workflows.FollowAccepted, acc, workflows.FollowOptions{Timeout: time.Minute})
 		if err := env.GetWorkflowError(); err != nil {

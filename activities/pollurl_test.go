@@ -83,8 +83,7 @@ func TestWebhookPollURLWithQuery(t *testing.T) {
 				mu.Unlock()
 				_, _ = fmt.Fprintf(w, `{"id":%q,"status":"succeeded"}`, tc.id)
 			})
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: srv.URL}, activities.Config{})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, activities.Config{})
 			req := workflows.Request{Operation: "charge", Method: http.MethodPost, URL: srv.URL + "/charges", Body: []byte(`{}`),
 				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Timeout: 10 * time.Minute,
 					Poll: &workflows.WebhookPoll{URL: srv.URL + tc.poll, After: time.Minute, Succeeded: []string{"succeeded"}}}}

@@ -56,8 +56,7 @@ func TestSealedMonitorNotShownByAWorkerThatNeverSawItsSecret(t *testing.T) {
 	cfg := activities.Config{SealKeys: [][]byte{bytes.Repeat([]byte{9}, 32)},
 		Credentials: map[string]activities.Credential{api.URL: {OAuth2: &clientcredentials.Config{ClientID: "c", ClientSecret: "cs_3f1e9d8c7b6a5f4e3d2c1b0a", TokenURL: tokens.URL}}}}
 
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, cfg)
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, cfg)
 	env.RegisterWorkflow(followWorkflow)
 	env.ExecuteWorkflow(followWorkflow, api.URL+"/transfers", workflows.FollowOptions{Timeout: 30 * time.Second})
 	f, ok := workflows.AsFailure(env.GetWorkflowError())

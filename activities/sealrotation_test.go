@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
@@ -42,16 +41,14 @@ func TestSealKeyRotationDuringARollingDeploy(t *testing.T) {
 		return activities.Config{SealKeys: keys, Credentials: map[string]activities.Credential{api.URL: {Header: http.Header{"Authorization": {"Bearer " + secret}}}}}
 	}
 	// A worker already rotated starts the operation and follows it briefly.
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, cfg(newKey, oldKey))
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, cfg(newKey, oldKey))
 	env.RegisterWorkflow(followWorkflow)
 	env.ExecuteWorkflow(followWorkflow, api.URL+"/transfers", workflows.FollowOptions{Timeout: 3 * time.Second})
 	f, ok := workflows.AsFailure(env.GetWorkflowError())
 	require.True(t, ok, "%v", env.GetWorkflowError())
 	require.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type)
 	// The poll lands on a worker not rotated yet.
-	env = new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, cfg(oldKey))
+	env = testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, cfg(oldKey))
 	env.RegisterWorkflow(workflows.FollowAccepted)
 	env.ExecuteWorkflow(workflows.FollowAccepted, *f.Accepted, workflows.FollowOptions{Timeout: time.Minute})
 	f, _ = workflows.AsFailure(env.GetWorkflowError())

@@ -342,10 +342,9 @@ func TestPollSpan(t *testing.T) {
 		{testsuite.AsyncGoogle, google},
 	} {
 		t.Run(string(tc.style), func(t *testing.T) {
-			env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Duration: 6 * time.Second, RetryAfter: 2}, Now: env.Now})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Duration: 6 * time.Second, RetryAfter: 2}})
 			sr := tracetest.NewSpanRecorder()
-			testsuite.Register(t, env, srv, activities.Config{
+			env := testsuite.Register(t, nil, srv, activities.Config{
 				TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)),
 				Conventions:    map[string]activities.Convention{srv.URL: tc.conv(srv.URL)},
 			})

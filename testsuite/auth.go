@@ -40,10 +40,17 @@ type token struct {
 	expires time.Time
 }
 
-// Validate reports settings that cannot work together: the webhooks'
-// (Webhooks.Validate) and the credential scheme's. NewServer panics with
-// its error.
+// Validate reports settings that cannot work together: the paths of
+// Async, the webhooks' (Webhooks.Validate) and the credential scheme's.
+// NewServer panics with its error.
 func (o Options) Validate() error {
+	if a := o.Async; a != nil {
+		for _, p := range a.Paths {
+			if !strings.HasPrefix(p, "/") {
+				return fmt.Errorf("testsuite: Options.Async.Paths: %q does not start with /: write the path as the requests carry it, e.g. /refunds", p)
+			}
+		}
+	}
 	if w := o.Webhooks; w != nil && o.Async == nil {
 		if err := w.Validate(); err != nil {
 			return err
@@ -165,7 +172,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 		s.see(key)
 	}
 	if len(s.log) < maxLog {
-		s.log = append(s.log, RequestLog{Time: s.opts.Now(), IdempotencyKey: key, Status: a.status, Authorization: r.Header.Get("Authorization") != ""})
+		s.log = append(s.log, RequestLog{Time: s.now(), IdempotencyKey: key, Status: a.status, Authorization: r.Header.Get("Authorization") != ""})
 	}
 	s.mu.Unlock()
 	a.write(w, Dialect{})
@@ -182,7 +189,7 @@ func (s *Server) verifyBearer(r *http.Request) (a response, refused bool) {
 		a.header = http.Header{"Www-Authenticate": {"Bearer " + realm}}
 		return a, true
 	}
-	now := s.opts.Now()
+	now := s.now()
 	s.mu.Lock()
 	t, ok := s.tokens[tok]
 	s.mu.Unlock()
@@ -270,7 +277,7 @@ func (s *Server) issue(id, secret string) (string, time.Duration, bool) {
 	if lifetime == 0 {
 		lifetime = defaultTokenLifetime
 	}
-	now := s.opts.Now()
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !known || !match || s.revoked[id] {
@@ -355,7 +362,7 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (a response, refused 
 	case auth.date != at.Format("20060102") || auth.region != s.opts.SigV4Region || auth.service != s.opts.SigV4Service:
 		return awsError("InvalidSignatureException", fmt.Sprintf("Credential should be scoped to the date of X-Amz-Date, region %s and service %s", s.opts.SigV4Region, s.opts.SigV4Service)), true
 	}
-	if now := s.opts.Now(); at.Before(now.Add(-sigV4Skew)) || at.After(now.Add(sigV4Skew)) {
+	if now := s.now(); at.Before(now.Add(-sigV4Skew)) || at.After(now.Add(sigV4Skew)) {
 		return awsError("InvalidSignatureException", "Signature expired: X-Amz-Date is more than 5 minutes from the server's time"), true
 	}
 	sig, err := resign(r, body, auth.signedHeaders, want, s.opts.SigV4Service, s.opts.SigV4Region, at)

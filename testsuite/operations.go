@@ -49,16 +49,24 @@ const (
 const NeverEnds workflows.State = "never"
 
 // Async makes the reference server's work long-running (Options.Async):
-// each new key's request is accepted, its record made at once, and the
-// operation followed at the monitor the Style names, which answers
-// "running" for Duration after the acceptance, then the Outcome. A
-// replayed key gets the same acceptance, naming the same monitor. Every
-// operation can be cancelled: DELETE on its monitor, or Google's POST
-// :cancel.
+// each new key's request to a path it covers (Paths) is accepted, its
+// record made at once, and the operation followed at the monitor the
+// Style names, which answers "running" for Duration after the
+// acceptance, then the Outcome. A replayed key gets the same acceptance,
+// naming the same monitor. Every operation can be cancelled: DELETE on
+// its monitor, or Google's POST :cancel.
 type Async struct {
 	// Style is the convention played: AsyncLocation (default),
 	// AsyncSeeOther, AsyncAzure, AsyncOperationLocation or AsyncGoogle.
 	Style AsyncStyle
+	// Paths, if set, are the paths whose operations are long-running:
+	// a request whose path is one of them or below it ("/refunds" covers
+	// /refunds and /refunds/r_1/reverse, not /refundsX) is accepted, every
+	// other path is answered at once, as without Async (Options.Work, or
+	// the record), so that one server plays a synchronous payment and a
+	// 202 refund side by side. Each starts with "/" (Options.Validate).
+	// Default: every path.
+	Paths []string
 	// Duration is how long an operation runs (default 0: it has ended at
 	// the first poll).
 	Duration time.Duration
@@ -71,6 +79,26 @@ type Async struct {
 	// FlakyPolls, if positive, answers every FlakyPolls-th request to a
 	// monitor 503 with Retry-After: 1, as an overloaded API would.
 	FlakyPolls int
+}
+
+// covers reports whether a's operations include path (Async.Paths).
+func (a *Async) covers(path string) bool {
+	if len(a.Paths) == 0 {
+		return true
+	}
+	for _, p := range a.Paths {
+		p = strings.TrimSuffix(p, "/")
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// async reports whether the work of r is a long-running operation
+// (Options.Async, for r's path).
+func (s *Server) async(r *http.Request) bool {
+	return s.opts.Async != nil && s.opts.Async.covers(r.URL.Path)
 }
 
 // apiVersion is the query parameter the Azure styles put in their URLs.
@@ -149,7 +177,7 @@ func (s *Server) serveOperation(w http.ResponseWriter, r *http.Request) bool {
 	}
 	cancel := r.Method == http.MethodDelete || r.Method == http.MethodPost && strings.HasSuffix(id, ":cancel")
 	id = strings.TrimSuffix(id, ":cancel")
-	now := s.opts.Now()
+	now := s.now()
 	s.mu.Lock()
 	s.stats.Requests++
 	op := s.ops[id]

@@ -96,3 +96,35 @@ func TestServerAsyncOutcomes(t *testing.T) {
 	assert.Contains(t, missing, "no such operation")
 	assert.Equal(t, 1, never.Stats().Cancels)
 }
+
+// TestServerAsyncPaths: with Async.Paths, one server answers the paths
+// under them as long-running operations and every other path at once (the
+// Work, or the record), so a synchronous payment and a 202 refund are
+// tested side by side; a path only sharing a prefix is not covered.
+func TestServerAsyncPaths(t *testing.T) {
+	srv := testsuite.StartServer(t, testsuite.Options{
+		Async: &testsuite.Async{Paths: []string{"/refunds", "/v2/payouts/"}, Duration: time.Minute},
+		Work:  func(*http.Request, []byte) (int, []byte) { return http.StatusOK, []byte(`{"paid":true}`) },
+	})
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/payments", http.StatusOK, `{"paid":true}`},
+		{"/refunds", http.StatusAccepted, `"id":"op_1"`},
+		{"/refunds/r_1/reverse", http.StatusAccepted, `"id":"op_2"`},
+		{"/refundsX", http.StatusOK, `{"paid":true}`},
+		{"/v2/payouts", http.StatusAccepted, `"id":"op_3"`},
+		{"/v2/payouts/p_1", http.StatusAccepted, `"id":"op_4"`},
+	} {
+		resp, body := do(t, http.MethodPost, srv.URL+tc.path, "key"+tc.path)
+		assert.Equal(t, tc.status, resp.StatusCode, tc.path)
+		assert.Contains(t, body, tc.body, tc.path)
+		assert.Equal(t, tc.status == http.StatusAccepted, resp.Header.Get("Location") != "", tc.path)
+	}
+	st := srv.Stats()
+	assert.Equal(t, 4, st.Operations)
+	assert.Equal(t, 6, st.Records)
+	require.Error(t, testsuite.Options{Async: &testsuite.Async{Paths: []string{"refunds"}}}.Validate(), "a path must start with /")
+}

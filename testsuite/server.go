@@ -1,6 +1,7 @@
 // Package testsuite holds a reference idempotent HTTP server and helpers for
-// testing workflows that use this module, with Temporal's own
-// go.temporal.io/sdk/testsuite or against a real server.
+// testing workflows that use this module: in Temporal's test environment
+// (NewEnv, Register: the SDK's go.temporal.io/sdk/testsuite environment,
+// quiet, on one clock) or against a real server.
 //
 // The reference server does what a server must do for idempotency keys to
 // protect anything. By default it plays the IETF draft "The Idempotency-Key
@@ -31,8 +32,9 @@
 // balancer or an overloaded upstream would answer, and are never stored.
 //
 // The work of a new key can also be a long-running operation, followed at
-// a status monitor ([Options.Async]) or reported by signed webhooks
-// ([Options.Webhooks]), with the resource to poll as the fallback.
+// a status monitor ([Options.Async], on every path or on some:
+// [Async.Paths]) or reported by signed webhooks ([Options.Webhooks]),
+// with the resource to poll as the fallback.
 //
 // The server can require a credential scheme, to test a client's set-up:
 // bearer tokens of a client-credentials token endpoint it serves
@@ -55,6 +57,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +81,10 @@ type Options struct {
 	Dialect Dialect
 	// Window is how long a key is remembered after its first request (default 24 hours).
 	Window time.Duration
-	// Now is the clock used for expiry and request times (default time.Now).
+	// Now is the clock used for expiry, operations, tokens and request
+	// times (default time.Now, and, once Register registers an activity
+	// that calls the server, that activity's clock: the test
+	// environment's).
 	Now func() time.Time
 	// ProcessingTime is how long the work of a new key takes. The work runs to
 	// the end even if the client goes away, like a real server's.
@@ -122,12 +128,14 @@ type Options struct {
 	// Work, if set, is the work for a new key instead of the default (which
 	// answers 201 with the record). It is called once per new key; a 2xx
 	// answer creates a record, a nil respBody answers with the record. It
-	// is not called with Async or Webhooks.
+	// is not called for a path Async covers (Async.Paths), nor with
+	// Webhooks.
 	Work func(r *http.Request, body []byte) (status int, respBody []byte)
-	// Async, if set, makes the work a long-running operation: the record
-	// is made at once, the answer is the Async.Style's acceptance (a 202
-	// with a status monitor) and the monitor reports the operation's
-	// state until it ends (see Async). Work is not called.
+	// Async, if set, makes the work a long-running operation, on every
+	// path or on Async.Paths: the record is made at once, the answer is
+	// the Async.Style's acceptance (a 202 with a status monitor) and the
+	// monitor reports the operation's state until it ends (see Async).
+	// Work is not called for those paths.
 	Async *Async
 	// Webhooks, if set and Async is not, makes the work an operation that
 	// reports its outcome by signed webhooks: the record is made at once,
@@ -328,6 +336,10 @@ type Server struct {
 	wh        *sender          // nil without Options.Webhooks
 	tokens    map[string]token // the live OAuth tokens issued
 	revoked   map[string]bool  // the OAuth clients revoked
+	// clock is the server's clock (now): Options.Now, or time.Now until
+	// Register gives it the activity's; fixed says Options.Now was set.
+	clock atomic.Pointer[func() time.Time]
+	fixed bool
 }
 
 // NewServer returns the reference server as an http.Handler. It panics if
@@ -340,7 +352,8 @@ func NewServer(opts Options) *Server {
 	if opts.Window <= 0 {
 		opts.Window = defaultWindow
 	}
-	if opts.Now == nil {
+	fixed := opts.Now != nil
+	if !fixed {
 		opts.Now = time.Now
 	}
 	if opts.InFlightRetryAfter <= 0 {
@@ -358,7 +371,8 @@ func NewServer(opts Options) *Server {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	s := &Server{opts: opts, entries: map[string]*entry{}, seen: map[uint64]struct{}{}, closed: make(chan struct{})}
+	s := &Server{opts: opts, entries: map[string]*entry{}, seen: map[uint64]struct{}{}, closed: make(chan struct{}), fixed: fixed}
+	s.clock.Store(&opts.Now)
 	if w := opts.Webhooks; w != nil && opts.Async == nil {
 		s.wh = newSender(*w)
 	}
@@ -382,6 +396,17 @@ func StartServer(tb testing.TB, opts Options) *Server {
 	tb.Cleanup(s.Close) // runs first: orphaned requests must not hold up hs.Close
 	s.URL = hs.URL
 	return s
+}
+
+// now reads the server's clock.
+func (s *Server) now() time.Time { return (*s.clock.Load())() }
+
+// follow makes the server read now, the clock of the activity Register
+// registers, unless Options.Now was set.
+func (s *Server) follow(now func() time.Time) {
+	if !s.fixed {
+		s.clock.Store(&now)
+	}
 }
 
 // Close drops the connections of the requests held for orphaned keys, so
@@ -493,7 +518,7 @@ type call struct {
 func (s *Server) read(r *http.Request) *call {
 	d := s.opts.Dialect
 	key, keyErr := d.headerKey(r.Header.Get(d.KeyHeader))
-	now := s.opts.Now()
+	now := s.now()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	return &call{r: r, key: key, keyErr: keyErr, now: now, body: body, readErr: readErr, logged: -1}
 }
@@ -652,7 +677,7 @@ func (s *Server) process(c *call, e *entry) decision {
 	var h http.Header
 	switch {
 	case st < 200 || st > 299:
-	case s.opts.Async != nil:
+	case s.async(c.r):
 		st, b, h = s.accept(c.r, b, c.now)
 	case s.wh != nil:
 		st, b, h = s.startOperation(c.r, c.body, c.now)
@@ -832,7 +857,7 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 		record.Request = json.RawMessage(bytes.Clone(body))
 	}
 	st = http.StatusCreated
-	if s.opts.Work != nil && s.opts.Async == nil && s.wh == nil {
+	if s.opts.Work != nil && !s.async(r) && s.wh == nil {
 		if st, b = s.opts.Work(r, body); st < 200 || st > 299 {
 			return st, b, -1
 		}

@@ -338,7 +338,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodGet || !ok {
 		return false
 	}
-	now := s.opts.Now()
+	now := s.now()
 	s.mu.Lock()
 	s.stats.Requests++
 	s.stats.Polls++
@@ -361,7 +361,7 @@ func (s *Server) runOperation(op *hookOp) {
 	if !sn.sleep(sn.w.Duration) {
 		return
 	}
-	copies := sn.plan(op, s.opts.Now())
+	copies := sn.plan(op, s.now())
 	s.mu.Lock()
 	s.stats.WebhooksPending += len(copies)
 	s.mu.Unlock()
@@ -380,7 +380,7 @@ func (s *Server) runOperation(op *hookOp) {
 			c.first = time.Now()
 		}
 		c.attempts++
-		at := s.opts.Now()
+		at := s.now()
 		status, err := sn.send(op.url, c, at)
 		if sn.ctx.Err() != nil {
 			return // cut by Close: not an attempt

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -151,8 +150,7 @@ func TestFollowFirstWaitVersion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
+			env := idemtest.NewEnv(t)
 			rec := &versionCalls{}
 			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec}})
 			srv := idemtest.StartServer(t, idemtest.Options{Async: &idemtest.Async{Style: idemtest.AsyncLocation, RetryAfter: tt.retryAfter}, Now: env.Now})

@@ -43,9 +43,7 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, srv *idemtest.Server, cfg activities.Config, workflowID string) *harness {
-	var s testsuite.WorkflowTestSuite
-	h := &harness{env: s.NewTestWorkflowEnvironment()}
-	idemtest.Register(t, h.env, srv, cfg)
+	h := &harness{env: idemtest.Register(t, nil, srv, cfg)}
 	h.env.RegisterWorkflow(ChargeOrder)
 	if workflowID != "" {
 		h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})

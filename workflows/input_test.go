@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
@@ -41,9 +40,7 @@ func TestRetryDefaultsAreTheActivitys(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := idemtest.StartServer(t, idemtest.Options{})
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			idemtest.Register(t, env, srv, activities.Config{})
+			env := idemtest.Register(t, nil, srv, activities.Config{})
 			var in request.Input
 			env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
 				require.NoError(t, args.Get(&in))
@@ -64,9 +61,7 @@ func TestRetryDefaultsAreTheActivitys(t *testing.T) {
 // details.
 func TestReadyWorkflowDetails(t *testing.T) {
 	srv := idemtest.StartServer(t, idemtest.Options{})
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	idemtest.Register(t, env, srv, activities.Config{})
+	env := idemtest.Register(t, nil, srv, activities.Config{})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "order-1"})
 	env.ExecuteWorkflow(workflows.WorkflowName, charge(srv))
 	require.NoError(t, env.GetWorkflowError())

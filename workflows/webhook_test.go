@@ -140,9 +140,7 @@ func TestWebhookOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newChargeAPI(t, tc.status)
-			var s sdktestsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, activities.Config{})
 			opts := workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: tc.timeout}
 			if tc.poll {
 				path := "/charges/{id}"
@@ -251,9 +249,7 @@ func TestWebhookRefusesBadOptions(t *testing.T) {
 // nothing in history) and changes nothing.
 func TestWebhookLateNotification(t *testing.T) {
 	api := newChargeAPI(t, "processing")
-	var s sdktestsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+	env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, activities.Config{})
 	wf := func(ctx workflow.Context) (*workflows.Outcome, error) {
 		resp, err := workflows.Call(ctx, workflows.Request{Operation: "charge", URL: api.URL + "/charges", Body: json.RawMessage(`{"amount":100}`),
 			Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}}})
@@ -304,9 +300,7 @@ func TestWebhookOutcomeFromResourceAndPollQueue(t *testing.T) {
 	execute := func(t *testing.T, handler http.HandlerFunc, req func(url string) workflows.Request, deliveries ...delivery) run {
 		api := httptest.NewServer(handler)
 		t.Cleanup(api.Close)
-		var s sdktestsuite.WorkflowTestSuite
-		env := s.NewTestWorkflowEnvironment()
-		testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+		env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, activities.Config{})
 		var r run
 		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 			r.queues = append(r.queues, info.ActivityType.Name+"@"+info.TaskQueue)
@@ -449,9 +443,7 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 				fmt.Fprint(w, `{"id":"ch_1","status":"processing"}`)
 			}))
 			t.Cleanup(api.Close)
-			var s sdktestsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, activities.Config{})
 			req := workflows.Request{Operation: "charge", URL: api.URL + "/charges", Body: json.RawMessage(`{"amount":100}`),
 				Webhook: &workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: time.Hour},
 				Retry:   workflows.RetryOptions{MaximumAttempts: 2}}
@@ -548,9 +540,7 @@ func TestWebhookResourceBinding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newChargeAPI(t, "failed")
-			var s sdktestsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, activities.Config{})
 			opts := workflows.WebhookOptions{Succeeded: []string{"charge.succeeded"}, Failed: []string{"charge.failed"}, Timeout: 10 * time.Minute,
 				Resource: &workflows.WebhookResource{Start: tc.start, Event: "data.object.id"}}
 			if tc.poll {

@@ -165,9 +165,7 @@ func TestWebhookMatchesEventsToTheCallByKey(t *testing.T) {
 				}
 				return out, nil
 			}
-			var s sdktestsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{})
+			env := testsuite.Register(t, nil, &testsuite.Server{URL: api.URL}, activities.Config{})
 			rec := &versionCalls{}
 			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec}})
 			if tc.oldHistory {

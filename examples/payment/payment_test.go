@@ -31,6 +31,8 @@ func TestCharge(t *testing.T) {
 
 // README: end
 
+// README: declined
+
 // TestChargeDeclined: a 402 is a declined card, a result, not a failure.
 func TestChargeDeclined(t *testing.T) {
 	t.Setenv("PAY_API_TOKEN", "sk_test_4eC39HqLyjWDarjtT1zdp7dc")
@@ -42,20 +44,23 @@ func TestChargeDeclined(t *testing.T) {
 		}
 		return http.StatusCreated, nil
 	}})
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t) // Temporal's test environment, logging at Info to the test
 	require.NoError(t, payment.Register(env, api.URL))
+
 	env.ExecuteWorkflow(payment.Charge, payment.Order{ID: "o-2", Cents: 4200, Card: "4000000000000002", APIURL: api.URL})
 	var receipt payment.Receipt
 	require.NoError(t, env.GetWorkflowResult(&receipt))
 	require.True(t, receipt.Declined)
 	require.Equal(t, 1, api.Stats().Requests)
-	require.Equal(t, 0, api.Stats().Records)
+	require.Equal(t, 0, api.Stats().Records) // a decline makes no record
 }
+
+// README: end
 
 // TestRegisterNeedsTheToken: a worker without its token fails at start, not
 // at the first payment.
 func TestRegisterNeedsTheToken(t *testing.T) {
 	t.Setenv("PAY_API_TOKEN", "")
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	require.ErrorContains(t, payment.Register(env, "https://pay.example.com"), "is the token missing?")
 }

@@ -1,22 +1,21 @@
 package transfer_test
 
 import (
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/transfer"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // README: test
 
 func TestSend(t *testing.T) {
 	t.Setenv("BANK_API_TOKEN", "bk_test_9a8b7c6d5e4f")
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	api := testsuite.StartServer(t, testsuite.Options{Now: env.Now, Async: &testsuite.Async{
 		Style: testsuite.AsyncOperationLocation, Duration: 30 * time.Hour, RetryAfter: 600,
 	}}) // settles in 30 h, past the first day's deadline
@@ -35,7 +34,7 @@ func TestSend(t *testing.T) {
 // TestSendRejected: a failed operation is the bank's answer, with its reason.
 func TestSendRejected(t *testing.T) {
 	t.Setenv("BANK_API_TOKEN", "bk_test_9a8b7c6d5e4f")
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	api := testsuite.StartServer(t, testsuite.Options{Now: env.Now, Async: &testsuite.Async{
 		Style: testsuite.AsyncOperationLocation, Duration: time.Hour, RetryAfter: 60, Outcome: workflows.StateFailed,
 	}})
@@ -52,7 +51,7 @@ func TestSendRejected(t *testing.T) {
 // with no polls.
 func TestSendSettledAtOnce(t *testing.T) {
 	t.Setenv("BANK_API_TOKEN", "bk_test_9a8b7c6d5e4f")
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t)
 	api := testsuite.StartServer(t, testsuite.Options{Now: env.Now})
 	require.NoError(t, transfer.Register(env, api.URL))
 	env.ExecuteWorkflow(transfer.Send, transfer.Transfer{ID: "t-3", Cents: 5, IBAN: "DE89370400440532013000", APIURL: api.URL})

@@ -39,6 +39,21 @@ type Refresher interface {
 	Refresh(ctx context.Context, sent *http.Request) bool
 }
 
+// Clocked is a Source whose times are the API's: the expiry of an OAuth
+// 2.0 token (the API refuses it by its own clock), the date of a Signature
+// V4 request. The activity gives it its clock (activities.Config.Now) with
+// UseClock, once, before the first Apply, so that in a test environment
+// whose clock skips time (testsuite.Register) a token expires, and a
+// request is dated, by that clock, as the reference server on it reads
+// them. The sources whose times are the machine's are not Clocked: a
+// file's modification time (header files, the client secret file), a
+// certificate's validity at the TLS handshake, the AWS SDK's credential
+// cache, and every rate of reading or asking (a file looked at once a
+// second, a token request's timeout).
+type Clocked interface {
+	UseClock(now func() time.Time)
+}
+
 // TLSSource is a Source that also authenticates the connection: the
 // origin's transport uses TLSConfig (its client certificate, re-read on
 // rotation by GetClientCertificate, and the CA pool for the origin, if

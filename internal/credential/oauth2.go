@@ -222,7 +222,9 @@ type oauth2Source struct {
 	cfg    atomic.Pointer[clientcredentials.Config]
 	client *http.Client
 	r      Redactor
-	now    func() time.Time
+	// now is the clock of the token cache (time.Now, or the activity's:
+	// UseClock).
+	now func() time.Time
 	// clientSecrets are the forms of the client secret in use
 	// (clientSecrets).
 	clientSecrets atomic.Pointer[[]string]
@@ -285,6 +287,12 @@ func (s *oauth2Source) Apply(ctx context.Context, req *http.Request, _ []byte) e
 	req.Header.Set("Authorization", b.header)
 	return nil
 }
+
+// UseClock makes the token cache read now (Clocked): a token's expiry and
+// refresh time, and how long a failed token request is answered from
+// memory. The client secret file is still looked at by the machine's
+// clock.
+func (s *oauth2Source) UseClock(now func() time.Time) { s.now = now }
 
 // Refresh fetches a new token if the one sent is still the current one
 // (many attempts refused with the same token cause one fetch), and reports

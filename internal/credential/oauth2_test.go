@@ -134,7 +134,7 @@ func newTestOAuth2(t *testing.T, url string) (*oauth2Source, *recRedactor, *fake
 	}
 	s := src.(*oauth2Source)
 	c := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	s.now = c.now
+	s.UseClock(c.now)
 	return s, r, c
 }
 

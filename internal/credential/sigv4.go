@@ -37,7 +37,7 @@ type sigV4 struct {
 	defaultChain    bool // creds is the SDK's default chain (the hint to give)
 	signer          *v4.Signer
 	r               Redactor
-	now             func() time.Time // the signing time: time.Now but in tests
+	now             func() time.Time // the signing time: time.Now, or the activity's clock (UseClock)
 }
 
 // NewSigV4 returns a Source that signs every request with AWS Signature
@@ -94,6 +94,11 @@ func NewSigV4(service, region string, p aws.CredentialsProvider, r Redactor) (So
 	})
 	return s, nil
 }
+
+// UseClock dates the requests signed from now on by now (Clocked): the
+// API checks the date against its own clock. The credentials' expiry is
+// still checked by the machine's clock, as the AWS SDK's cache does.
+func (s *sigV4) UseClock(now func() time.Time) { s.now = now }
 
 // Apply signs req with the current credentials.
 func (s *sigV4) Apply(ctx context.Context, req *http.Request, body []byte) error {

@@ -86,7 +86,7 @@ func newSuiteSigner(t *testing.T, service string, p aws.CredentialsProvider, r R
 		t.Fatal(err)
 	}
 	s := src.(*sigV4)
-	s.now = func() time.Time { return suiteTime }
+	s.UseClock(func() time.Time { return suiteTime })
 	return s
 }
 

@@ -37,9 +37,9 @@ func TestDocsShowExampleCode(t *testing.T) {
 		example string
 		want    []string
 	}{
-		{"payment", []string{"test", "worker", "workflow"}},   // README.md
-		{"transfer", []string{"test", "worker", "workflow"}},  // docs/long-running.md
-		{"capture", []string{"receiver", "test", "workflow"}}, // docs/webhooks.md
+		{"payment", []string{"declined", "test", "worker", "workflow"}}, // README.md, docs/testing.md
+		{"transfer", []string{"test", "worker", "workflow"}},            // docs/long-running.md
+		{"capture", []string{"receiver", "test", "workflow"}},           // docs/webhooks.md
 	} {
 		t.Run(tt.example, func(t *testing.T) {
 			files, err := filepath.Glob(filepath.Join(root, "examples", tt.example, "*.go"))

@@ -111,7 +111,7 @@ func TestParseFlagsAsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := testsuite.Async{Style: testsuite.AsyncOperationLocation, Duration: 5 * time.Second, RetryAfter: 1, Outcome: workflows.StateFailed, FlakyPolls: 3}
-	if cfg.opts.Async == nil || *cfg.opts.Async != want {
+	if cfg.opts.Async == nil || !reflect.DeepEqual(*cfg.opts.Async, want) {
 		t.Errorf("async %+v, want %+v", cfg.opts.Async, want)
 	}
 	if cfg, _ := parseFlags(nil, ""); cfg.opts.Async != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/payment"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
@@ -18,7 +17,7 @@ func TestCharge(t *testing.T) {
 	t.Setenv("PAY_API_TOKEN", "sk_test_4eC39HqLyjWDarjtT1zdp7dc")
 	api := testsuite.StartServer(t, testsuite.Options{}) // the reference idempotent server
 	api.Script(testsuite.Fail(503), testsuite.Fail(429, "1"))
-	env := new(sdktestsuite.WorkflowTestSuite).NewTestWorkflowEnvironment()
+	env := testsuite.NewEnv(t) // Temporal's test environment, quiet, on its skipped clock
 	require.NoError(t, payment.Register(env, api.URL))
 
 	env.ExecuteWorkflow(payment.Charge, payment.Order{ID: "o-1", Cents: 4200, APIURL: api.URL})

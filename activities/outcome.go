@@ -188,7 +188,7 @@ func credentialVerdict(ce *credential.Error) verdict {
 			reason: "the origin's credential could not be applied, so the API did not act on the request; asking for it again"}
 	}
 	return verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable,
-		reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's Config.Credentials for the origin"}
+		reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's setting that the error names"}
 }
 
 // got says what an attempt whose outcome is unknown got, for the messages

@@ -211,7 +211,10 @@ type origin struct {
 	// client is the origin's own HTTP client when its credential
 	// authenticates the connection (nil: the worker's).
 	client *http.Client
-	conv   Convention
+	// names names its credential's settings in errors
+	// (Credential.names).
+	names credential.Names
+	conv  Convention
 	// resultHeaders are the canonical names of the response headers copied
 	// into workflows.Response.Headers.
 	resultHeaders []string

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
+	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 )
 
 // Credential is how the worker authorizes the requests to one origin
@@ -104,6 +105,20 @@ type Credential struct {
 	// counted against RetryOptions.MaximumAttempts, nor are those for a
 	// credential that could not be had (a token endpoint that is down).
 	RetryRefused time.Duration
+
+	// names names the settings above in errors, at New and at run time:
+	// their Go fields, or the keys of the file the worker read them from.
+	names credential.Names
+}
+
+// The worker's origins file sets Credential.names (internal/named: a hook
+// of this repository's binaries, not part of the API), so that its errors
+// name the file's keys where they are written.
+func init() {
+	named.Register("credential-names", func(c Credential, n credential.Names) Credential {
+		c.names = n
+		return c
+	})
 }
 
 // TLSFiles are the TLS settings of an origin's OAuth2 token requests
@@ -136,7 +151,7 @@ type SigV4 struct {
 // endpoint, certificate files), replaced by tests (export_test.go).
 var (
 	newOAuth2 = credential.NewOAuth2With
-	newTLS    = credential.NewTLS
+	newTLS    = credential.NewTLSFor
 )
 
 // sigV4Headers are the headers AWS Signature V4 sets.
@@ -145,14 +160,26 @@ var sigV4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token
 // authorize builds o's own transport when c, the credential of origin o
 // (named s in Config.Credentials), authenticates the connection, then the
 // sources of c in the order Credential documents. Every source whose times
-// are the API's (credential.Clocked) reads cfg.Now, set by then.
+// are the API's (credential.Clocked) reads cfg.Now, set by then. Its
+// errors, and those of the sources at run time, name c's settings as
+// c.names says.
 func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) error {
 	field := fmt.Sprintf("Config.Credentials[%s]", s)
+	o.names = c.names
+	// at begins an error about part of c (".OAuth2: "; "." before a
+	// field the error names itself): Config.Credentials[s] and part, or
+	// the name its loader gave c.
+	at := func(part string) string {
+		if c.names.Credential != "" {
+			return c.names.Credential + ": "
+		}
+		return field + part
+	}
 	o.set = map[string]bool{}
 	o.retryRefused = max(c.RetryRefused, 0)
 	add := func(src credential.Source, err error, part string, headers ...string) error {
 		if err != nil {
-			return fmt.Errorf("%s.%s%w", field, part, err)
+			return fmt.Errorf("%s%w", at(part), err)
 		}
 		if c, ok := src.(credential.Clocked); ok {
 			c.UseClock(cfg.Now)
@@ -167,20 +194,20 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 		return nil
 	}
 	if len(c.Header) > 0 {
-		src, err := credential.NewStatic(c.Header, red)
-		if err := add(src, err, "Header: ", slices.Collect(maps.Keys(c.Header))...); err != nil {
+		src, err := credential.NewStatic(c.Header, red, c.names)
+		if err := add(src, err, ".", slices.Collect(maps.Keys(c.Header))...); err != nil {
 			return err
 		}
 	}
 	if len(c.HeaderFiles) > 0 {
 		logf := func(msg string, kv ...any) { slog.Warn(msg, append([]any{"origin", s}, kv...)...) }
-		src, err := credential.NewHeaderFiles(c.HeaderFiles, red, logf)
-		if err := add(src, err, "", slices.Collect(maps.Keys(c.HeaderFiles))...); err != nil {
+		src, err := credential.NewHeaderFiles(c.HeaderFiles, red, logf, c.names)
+		if err := add(src, err, ".", slices.Collect(maps.Keys(c.HeaderFiles))...); err != nil {
 			return err
 		}
 	}
 	if c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" {
-		if err := o.authenticate(cfg, field, c, red); err != nil {
+		if err := o.authenticate(cfg, at(": "), c, red); err != nil {
 			return err
 		}
 	}
@@ -191,19 +218,19 @@ func (o *origin) authorize(cfg Config, s string, c Credential, red *redactor) er
 		return fmt.Errorf("%s.ClientSecretFile is set without OAuth2: it holds OAuth2's client secret; set OAuth2, or remove ClientSecretFile", field)
 	}
 	if c.OAuth2 != nil {
-		tc, via, err := o.tokenClient(cfg, field, c, red)
+		tc, via, err := o.tokenClient(cfg, at(": "), c, red)
 		if err != nil {
 			return err
 		}
 		logf := func(msg string, kv ...any) { slog.Warn(msg, append([]any{"origin", s}, kv...)...) }
-		src, err := newOAuth2(c.OAuth2, tc, red, credential.OAuth2Options{TLS: via, SecretFile: c.ClientSecretFile, Logf: logf})
-		if err := add(src, err, "OAuth2: ", "Authorization"); err != nil {
+		src, err := newOAuth2(c.OAuth2, tc, red, credential.OAuth2Options{TLS: via, SecretFile: c.ClientSecretFile, Logf: logf, Names: c.names})
+		if err := add(src, err, ".OAuth2: ", "Authorization"); err != nil {
 			return err
 		}
 	}
 	if c.SigV4 != nil {
-		src, err := credential.NewSigV4(c.SigV4.Service, c.SigV4.Region, c.SigV4.Credentials, red)
-		if err := add(src, err, "SigV4: ", sigV4Headers...); err != nil {
+		src, err := credential.NewSigV4(c.SigV4.Service, c.SigV4.Region, c.SigV4.Credentials, red, c.names)
+		if err := add(src, err, ".SigV4: ", sigV4Headers...); err != nil {
 			return err
 		}
 	}

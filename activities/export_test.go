@@ -27,7 +27,9 @@ func SetNewOAuth2(f func(r credential.Redactor) credential.Source) func() {
 // the returned function restores it.
 func SetNewTLS(f func() credential.TLSSource) func() {
 	old := newTLS
-	newTLS = func(_, _, _ string, _ credential.Redactor) (credential.TLSSource, error) { return f(), nil }
+	newTLS = func(_ credential.Names, _, _, _, _ string, _ credential.Redactor) (credential.TLSSource, error) {
+		return f(), nil
+	}
 	return func() { newTLS = old }
 }
 

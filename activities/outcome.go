@@ -193,7 +193,7 @@ func credentialVerdict(ce *credential.Error) verdict {
 			reason: "the origin's credential could not be applied, so the API did not act on the request; asking for it again"}
 	}
 	return verdict{kind: kindFinal, errType: workflows.ErrTypeCredentialUnavailable, credential: true, refused: true,
-		reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's Config.Credentials for the origin"}
+		reason: "the origin's credential could not be applied, so the API did not act on the request; fix the worker's setting that the error names"}
 }
 
 // askAgain turns v, the verdict of a refused credential (see

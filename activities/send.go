@@ -222,7 +222,7 @@ func (o *origin) unsendable(hr *http.Request, failed error) error {
 		switch {
 		case err == nil:
 		case o.set[name]:
-			return &credential.Error{Scheme: "header", Err: fmt.Errorf("the origin's credential set %w: no request can carry it; fix the worker's Config.Credentials for the origin", err)}
+			return &credential.Error{Scheme: "header", Err: fmt.Errorf("the origin's credential set %w: no request can carry it; fix the worker's credential for the origin (%s)", err, o.credential())}
 		default:
 			return &notSentError{fmt.Errorf("net/http refused to send the request: %w", err)}
 		}

@@ -106,7 +106,7 @@ func startSigV4(t *testing.T) *interop.Server {
 func signGo(t *testing.T, c v4Case, service, region, id, secret, token string, body []byte) (*http.Request, []string) {
 	t.Helper()
 	var added []string
-	src, err := credential.NewSigV4(service, region, credentials.NewStaticCredentialsProvider(id, secret, token), v4RedactorFunc(func(s string) { added = append(added, s) }))
+	src, err := credential.NewSigV4(service, region, credentials.NewStaticCredentialsProvider(id, secret, token), v4RedactorFunc(func(s string) { added = append(added, s) }), credential.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}

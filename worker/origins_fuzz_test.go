@@ -3,14 +3,20 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
+// placed matches what follows "--origins FILE" in an error about a place
+// in the file.
+var placed = regexp.MustCompile(`^:[0-9]+:[0-9]+: `)
+
 // FuzzLoadOrigins: whatever else an origins file holds, an inline secret
 // (a header value, an OAuth 2.0 client secret) never stands in the error
 // that loading it gives: no 8-byte piece of it that the same file with
-// the secret masked would not give too (the error's own words).
+// the secret masked would not give too (the error's own words); and the
+// error says where in the file: --origins FILE:LINE:COLUMN.
 func FuzzLoadOrigins(f *testing.F) {
 	example, err := os.ReadFile(filepath.Join("testdata", "origins.toml"))
 	if err != nil {
@@ -24,6 +30,10 @@ func FuzzLoadOrigins(f *testing.F) {
 		{"[admission]\nmax_wait = \"1x\"\n", ""},
 		{"x = [\n", ""},
 		{"", "Authorization = 'Bearer s\n"},
+		{"[origin.\"https://pay.example\".oauth2]\ntokn_url = \"https://pay.example/t\"\n", ""},
+		{"[admission]\ninitial_rate = -1\n", ""},
+		{"[origin.\"https://pay.example\"\n", ""},
+		{"", "[origin.\"https://bank.example\".oauth2]\nauth_style = \"basic\"\n"},
 	} {
 		f.Add(s.prefix, s.suffix, "sk_live_4eC39HqLyjWDarjtT1zdp7dc", true)
 		f.Add(s.prefix, s.suffix, "Zq8pLm2Xw9", false)
@@ -49,6 +59,9 @@ func FuzzLoadOrigins(f *testing.F) {
 			_, err := loadOrigins(path, envOf(nil))
 			if err == nil {
 				return ""
+			}
+			if !placed.MatchString(strings.TrimPrefix(err.Error(), "--origins "+path)) {
+				t.Fatalf("the error does not begin with --origins %s:LINE:COLUMN: %v", path, err)
 			}
 			return err.Error()
 		}

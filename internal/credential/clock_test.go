@@ -34,18 +34,18 @@ func TestClockedSources(t *testing.T) {
 	assert.NotEqual(t, first, apply(t, src).Get("Authorization"), "a token expired on the clock given is replaced before it is sent")
 	assert.EqualValues(t, 2, e.requests.Load())
 
-	sig, err := NewSigV4("execute-api", "eu-west-1", credentials.NewStaticCredentialsProvider(suiteKeyID, suiteSecret, ""), &secrets{})
+	sig, err := NewSigV4("execute-api", "eu-west-1", credentials.NewStaticCredentialsProvider(suiteKeyID, suiteSecret, ""), &secrets{}, Names{})
 	require.NoError(t, err)
 	require.Implements(t, (*Clocked)(nil), sig)
 	sig.(Clocked).UseClock(clock.now)
 	assert.Equal(t, "20300601T120500Z", apply(t, sig).Get("X-Amz-Date"))
 
-	static, err := NewStatic(http.Header{"X-Api-Key": {"ak_live_7c1f9e2d4b"}}, &secrets{})
+	static, err := NewStatic(http.Header{"X-Api-Key": {"ak_live_7c1f9e2d4b"}}, &secrets{}, Names{})
 	require.NoError(t, err)
 	assert.NotImplements(t, (*Clocked)(nil), static)
 	path := filepath.Join(t.TempDir(), "key")
 	require.NoError(t, os.WriteFile(path, []byte("Bearer tok_live_0123456789"), 0o600))
-	files, err := NewHeaderFiles(map[string]string{"Authorization": path}, &secrets{}, nil)
+	files, err := NewHeaderFiles(map[string]string{"Authorization": path}, &secrets{}, nil, Names{})
 	require.NoError(t, err)
 	assert.NotImplements(t, (*Clocked)(nil), files)
 }

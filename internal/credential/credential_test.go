@@ -65,7 +65,7 @@ func TestStatic(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &secrets{}
-			src, err := NewStatic(tt.h, r)
+			src, err := NewStatic(tt.h, r, Names{})
 			if tt.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.err)
@@ -103,7 +103,7 @@ func TestHeaderFiles(t *testing.T) {
 		defer mu.Unlock()
 		logs = append(logs, fmt.Sprint(msg, kv))
 	}
-	src, err := NewHeaderFiles(map[string]string{"x-api-key": path}, r, logf)
+	src, err := NewHeaderFiles(map[string]string{"x-api-key": path}, r, logf, Names{})
 	require.NoError(t, err)
 	// Each write below is settled (a freed inode may be reused by the
 	// next file, which then looks like an in-place write).
@@ -159,7 +159,7 @@ func TestHeaderFiles(t *testing.T) {
 			if tt.content != "" {
 				require.NoError(t, os.WriteFile(p, []byte(tt.content), 0o600))
 			}
-			_, err := NewHeaderFiles(map[string]string{"Authorization": p}, &secrets{}, logf)
+			_, err := NewHeaderFiles(map[string]string{"Authorization": p}, &secrets{}, logf, Names{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "HeaderFiles[Authorization]: ")
 			assert.Contains(t, err.Error(), tt.want)

@@ -37,9 +37,10 @@ type headerFiles struct {
 // NewOAuth2With's OAuth2Options.SecretFile).
 type headerFile struct {
 	name, path string
-	// what the file holds, for errors ("the header's value").
-	what string
-	cur  atomic.Pointer[fileValue]
+	// what the file holds, for errors ("the header's value"); setting
+	// names the setting that names the file, for logs.
+	what, setting string
+	cur           atomic.Pointer[fileValue]
 	// next is when the file is looked at again (Unix nanoseconds).
 	next atomic.Int64
 	mu   sync.Mutex
@@ -69,19 +70,20 @@ type fileID struct {
 // or inode changed it is read again and its new value sent from then on,
 // the old one staying redacted (RetainFor). A file that cannot be read
 // then, or holds a value too short to redact, keeps the last value, and
-// logf says why. At NewHeaderFiles either is an error naming
-// HeaderFiles[name].
-func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, kv ...any)) (Source, error) {
+// logf says why (with the setting, as n names HeaderFiles[name]). At
+// NewHeaderFiles either is an error naming it.
+func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, kv ...any), n Names) (Source, error) {
 	s := &headerFiles{r: r, logf: logf, now: time.Now}
 	for name, path := range files {
 		canon := http.CanonicalHeaderKey(name)
+		field := "HeaderFiles[" + name + "]"
 		if !request.ValidHeaderName(canon) {
-			return nil, fmt.Errorf("HeaderFiles: invalid header name %q", name)
+			return nil, fmt.Errorf("%s: invalid header name %q", n.head(field), name)
 		}
-		f := &headerFile{name: canon, path: path, what: "the header's value"}
+		f := &headerFile{name: canon, path: path, what: "the header's value", setting: n.Of(field)}
 		v, err := f.read()
 		if err != nil {
-			return nil, fmt.Errorf("HeaderFiles[%s]: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", n.head(field), err)
 		}
 		for _, p := range v.parts {
 			r.Add(p)
@@ -185,6 +187,6 @@ func (s *headerFiles) fail(f *headerFile, msg string, err error) {
 		if f.what != "the header's value" {
 			key = "secret"
 		}
-		s.logf(msg, key, f.name, "path", f.path, "error", e)
+		s.logf(msg, key, f.name, "path", f.path, "setting", f.setting, "error", e)
 	}
 }

@@ -21,7 +21,7 @@ func TestHeaderFileInPlaceWriteSettles(t *testing.T) {
 	if err := os.WriteFile(path, []byte("ak_live_first_0123456789"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewHeaderFiles(map[string]string{"X-Api-Key": path}, &secrets{}, func(string, ...any) {})
+	src, err := NewHeaderFiles(map[string]string{"X-Api-Key": path}, &secrets{}, func(string, ...any) {}, Names{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,19 +84,23 @@ type OAuth2Options struct {
 	SecretFile string
 	// Logf logs what SecretFile's checks find (nil: nothing is logged).
 	Logf func(msg string, kv ...any)
+	// Names names the settings in errors (default: the fields of
+	// activities.Credential).
+	Names Names
 }
 
 // NewOAuth2With is NewOAuth2 with opts.
 func NewOAuth2With(cfg *clientcredentials.Config, client *http.Client, r Redactor, opts OAuth2Options) (Source, error) {
 	var secret *headerFiles
+	n := opts.Names
 	if opts.SecretFile != "" && cfg != nil && r != nil {
 		if cfg.ClientSecret != "" {
-			return nil, errors.New("credential: Credential.OAuth2.ClientSecret and Credential.ClientSecretFile are both set: set one (the file, to rotate the secret without a restart)")
+			return nil, fmt.Errorf("credential: %s and %s are both set: set one (the file, to rotate the secret without a restart)", n.Of("OAuth2.ClientSecret"), n.Of("ClientSecretFile"))
 		}
-		f := &headerFile{name: "OAuth2 client secret", path: opts.SecretFile, what: "the client secret"}
+		f := &headerFile{name: "OAuth2 client secret", path: opts.SecretFile, what: "the client secret", setting: n.Of("ClientSecretFile")}
 		v, err := f.read()
 		if err != nil {
-			return nil, fmt.Errorf("credential: Credential.ClientSecretFile: %w", err)
+			return nil, fmt.Errorf("credential: %s: %w", n.Of("ClientSecretFile"), err)
 		}
 		f.cur.Store(v)
 		f.next.Store(time.Now().Add(checkEvery).UnixNano())
@@ -107,7 +111,7 @@ func NewOAuth2With(cfg *clientcredentials.Config, client *http.Client, r Redacto
 		secret = &headerFiles{files: []*headerFile{f}, r: r, logf: logf, now: time.Now}
 		cfg = withSecret(cfg, v.value[0])
 	}
-	if err := checkOAuth2(cfg, r); err != nil {
+	if err := checkOAuth2(cfg, r, n); err != nil {
 		return nil, err
 	}
 	if client == nil {
@@ -118,7 +122,7 @@ func NewOAuth2With(cfg *clientcredentials.Config, client *http.Client, r Redacto
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	client = &c
-	s := &oauth2Source{client: client, r: r, now: time.Now, tlsNote: opts.TLS, secret: secret}
+	s := &oauth2Source{client: client, r: r, now: time.Now, tlsNote: opts.TLS, secret: secret, names: n}
 	s.cfg.Store(cfg)
 	forms := clientSecrets(cfg)
 	s.clientSecrets.Store(&forms)
@@ -190,27 +194,27 @@ func (s *oauth2Source) addClientSecrets() {
 	}
 }
 
-// checkOAuth2 validates the settings, naming fields as the user writes them.
-func checkOAuth2(cfg *clientcredentials.Config, r Redactor) error {
-	const f = "Credential.OAuth2"
+// checkOAuth2 validates the settings, naming fields as n says: as the
+// user writes them.
+func checkOAuth2(cfg *clientcredentials.Config, r Redactor, n Names) error {
 	switch {
 	case cfg == nil:
-		return errors.New("credential: " + f + " is nil: set TokenURL, ClientID and ClientSecret")
+		return errors.New("credential: " + n.Of("OAuth2") + " is nil: set TokenURL, ClientID and ClientSecret")
 	case r == nil:
 		return errors.New("credential: NewOAuth2 needs a Redactor")
 	}
 	u, err := url.Parse(cfg.TokenURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("credential: %s.TokenURL %q is not an absolute http(s) URL: write the token endpoint's URL, e.g. https://api.example.com/v1/oauth2/token", f, cfg.TokenURL)
+		return fmt.Errorf("credential: %s %q is not an absolute http(s) URL: write the token endpoint's URL, e.g. https://api.example.com/v1/oauth2/token", n.Of("OAuth2.TokenURL"), cfg.TokenURL)
 	}
 	if u.User != nil {
-		return fmt.Errorf("credential: %s.TokenURL holds user information: put the client's ID and secret in ClientID and ClientSecret", f)
+		return fmt.Errorf("credential: %s holds user information: put the client's ID and secret in %s and %s", n.Of("OAuth2.TokenURL"), n.Of("OAuth2.ClientID"), n.Of("OAuth2.ClientSecret"))
 	}
 	if strings.TrimSpace(cfg.ClientID) == "" {
-		return fmt.Errorf("credential: %s.ClientID is empty: write the client ID the authorization server issued", f)
+		return fmt.Errorf("credential: %s is empty: write the client ID the authorization server issued", n.Of("OAuth2.ClientID"))
 	}
 	if len(cfg.ClientSecret) < oauth2MinSecret {
-		return fmt.Errorf("credential: %s.ClientSecret is shorter than %d bytes: write the client secret the authorization server issued", f, oauth2MinSecret)
+		return fmt.Errorf("credential: %s is shorter than %d bytes: write the client secret the authorization server issued", n.Of("OAuth2.ClientSecret"), oauth2MinSecret)
 	}
 	return nil
 }
@@ -232,6 +236,8 @@ type oauth2Source struct {
 	tlsNote string
 	// secret is OAuth2Options.SecretFile, nil without one.
 	secret *headerFiles
+	// names is OAuth2Options.Names.
+	names Names
 
 	// cur is the token in use (nil before the first fetch); it is
 	// replaced, never changed. Apply's fast path reads it without mu.
@@ -381,7 +387,7 @@ func (s *oauth2Source) fetch(ctx context.Context, f *flight) {
 	var b *bearer
 	var e *Error
 	if err != nil {
-		e = oauth2Error(err, start)
+		e = s.oauth2Error(err, start)
 		if s.tlsNote != "" {
 			e.Err = fmt.Errorf("%w; %s", e.Err, s.tlsNote)
 		}
@@ -421,11 +427,11 @@ func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Err
 	}
 	if len(tok.AccessToken) < MinSecretBytes {
 		// Never quoted: it could not be redacted.
-		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token of %d bytes, shorter than %d: it could not be redacted from results and logs, so it is not sent; check Credential.OAuth2.TokenURL", len(tok.AccessToken), MinSecretBytes)}
+		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token of %d bytes, shorter than %d: it could not be redacted from results and logs, so it is not sent; check %s", len(tok.AccessToken), MinSecretBytes, s.names.Of("OAuth2.TokenURL"))}
 	}
 	if err := request.HeaderValue("Authorization", "Bearer "+tok.AccessToken); err != nil {
 		// Never quoted: net/http would refuse every request carrying it.
-		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token that no request can carry (%w), so it is not sent; check Credential.OAuth2.TokenURL", err)}
+		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token that no request can carry (%w), so it is not sent; check %s", err, s.names.Of("OAuth2.TokenURL"))}
 	}
 	if tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "Bearer") {
 		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued a token of type %q; only Bearer tokens are supported: configure the client at the authorization server for Bearer tokens", short(tok.TokenType))}
@@ -448,35 +454,37 @@ func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Err
 // oauth2Error maps a failed token request to an *Error: retryable when
 // the endpoint could not be reached or answered 5xx or 429, final when it
 // refused the client. It holds the endpoint's error code and description,
-// never its body.
-func oauth2Error(err error, start time.Time) *Error {
+// never its body. Its errors name the settings as s.names says.
+func (s *oauth2Source) oauth2Error(err error, start time.Time) *Error {
+	n := s.names
+	tokenURL := n.Of("OAuth2.TokenURL")
 	e := &Error{Scheme: "oauth2"}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
-		if TLSRefusal(err) != nil {
+		if refused(err) {
 			// Final: the same certificate would be refused again.
-			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) refused the client certificate in the TLS handshake (%s): it wants a client certificate it trusts; check the one its token requests present (Credential.TokenTLS, else the origin's Credential.CertFile)", refusalReason(err))
+			e.Err = fmt.Errorf("the token endpoint (%s) refused the client certificate in the TLS handshake (%s): it wants a client certificate it trusts; check the one its token requests present (%s, else the origin's %s)", tokenURL, refusalReason(err), n.Of("TokenTLS"), n.Of("CertFile"))
 			return e
 		}
 		if verifyFailed(err) {
 			// Final: the same settings would fail again.
-			e.Err = fmt.Errorf("the token endpoint's (Credential.OAuth2.TokenURL) certificate could not be verified: %v: trust the CA that issued it (Credential.TokenTLS.CAFile) or fix the endpoint's certificate", verifyError(err))
+			e.Err = fmt.Errorf("the token endpoint's (%s) certificate could not be verified: %v: trust the CA that issued it (%s) or fix the endpoint's certificate", tokenURL, verifyError(err), n.Of("TokenTLS.CAFile"))
 			return e
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			e.Retryable = true
-			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) could not be reached: %w", ue.Err)
+			e.Err = fmt.Errorf("the token endpoint (%s) could not be reached: %w", tokenURL, ue.Err)
 			return e
 		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			e.Retryable = true
-			e.Err = fmt.Errorf("the token endpoint (Credential.OAuth2.TokenURL) did not answer in time: %w", err)
+			e.Err = fmt.Errorf("the token endpoint (%s) did not answer in time: %w", tokenURL, err)
 			return e
 		}
 		// A 2xx answer that is not a token response (not JSON, or no
 		// access_token): the URL is not a token endpoint.
-		e.Err = errors.New("the token endpoint's answer is not an OAuth 2.0 token response (RFC 6749 §5.1): check Credential.OAuth2.TokenURL")
+		e.Err = errors.New("the token endpoint's answer is not an OAuth 2.0 token response (RFC 6749 §5.1): check " + tokenURL)
 		return e
 	}
 	if re.Response != nil {
@@ -500,15 +508,19 @@ func oauth2Error(err error, start time.Time) *Error {
 		}
 		e.Err = errors.New(what + ": the authorization server is unavailable; the attempt may be retried")
 	case e.Status >= 300 && e.Status <= 399:
-		e.Err = errors.New(what + ": a redirect, which is not followed (it would carry the client secret elsewhere): write the final URL in Credential.OAuth2.TokenURL")
+		e.Err = errors.New(what + ": a redirect, which is not followed (it would carry the client secret elsewhere): write the final URL in " + tokenURL)
 	case re.ErrorCode == "invalid_scope":
-		e.Err = errors.New(what + ": check Credential.OAuth2.Scopes against the scopes the client may ask for")
+		e.Err = errors.New(what + ": check " + n.Of("OAuth2.Scopes") + " against the scopes the client may ask for")
 	case re.ErrorCode == "unauthorized_client" || re.ErrorCode == "unsupported_grant_type":
-		e.Err = errors.New(what + ": the authorization server does not allow this client the client_credentials grant; enable it for Credential.OAuth2.ClientID")
+		e.Err = errors.New(what + ": the authorization server does not allow this client the client_credentials grant; enable it for " + n.Of("OAuth2.ClientID"))
 	case re.ErrorCode == "invalid_request":
-		e.Err = errors.New(what + ": check Credential.OAuth2.EndpointParams and AuthStyle")
+		e.Err = errors.New(what + ": check " + n.Of("OAuth2.EndpointParams") + " and " + n.Of("OAuth2.AuthStyle"))
 	default: // invalid_client, 401, 403, other 4xx
-		e.Err = errors.New(what + ": the client was refused; check Credential.OAuth2.ClientID and ClientSecret: the client may have been revoked, or its secret rotated")
+		secret := n.Of("OAuth2.ClientSecret")
+		if s.secret != nil {
+			secret = n.Of("ClientSecretFile")
+		}
+		e.Err = errors.New(what + ": the client was refused; check " + n.Of("OAuth2.ClientID") + " and " + secret + ": the client may have been revoked, or its secret rotated")
 	}
 	return e
 }

@@ -27,8 +27,12 @@ const renewBefore = 5 * time.Minute
 // without a body.
 const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// noCredentialsHint says what to set when the default chain finds nothing.
-const noCredentialsHint = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials) in the worker's environment, or AWS_PROFILE to a profile of ~/.aws/credentials or ~/.aws/config, or Credential.SigV4.Credentials"
+// noCredentialsHint says what to set when the default chain finds
+// nothing; creds names the setting of the credentials provider
+// ("Credential.SigV4.Credentials").
+func noCredentialsHint(creds string) string {
+	return "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials) in the worker's environment, or AWS_PROFILE to a profile of ~/.aws/credentials or ~/.aws/config, or " + creds
+}
 
 // sigV4 signs each request with AWS Signature Version 4 (see NewSigV4).
 type sigV4 struct {
@@ -38,6 +42,7 @@ type sigV4 struct {
 	signer          *v4.Signer
 	r               Redactor
 	now             func() time.Time // the signing time: time.Now, or the activity's clock (UseClock)
+	names           Names
 }
 
 // NewSigV4 returns a Source that signs every request with AWS Signature
@@ -64,27 +69,29 @@ type sigV4 struct {
 // it is a MAC of one request valid for 15 minutes, from which the key
 // cannot be recovered; adding one per request would grow the redactor
 // without bound.
-func NewSigV4(service, region string, p aws.CredentialsProvider, r Redactor) (Source, error) {
+//
+// Its errors name the settings as n says.
+func NewSigV4(service, region string, p aws.CredentialsProvider, r Redactor, n Names) (Source, error) {
 	if service == "" {
-		return nil, &Error{Scheme: "sigv4", Err: errors.New(`Credential.SigV4.Service is empty: set the signing name of the service ("execute-api" for API Gateway, "lambda" for a function URL, "s3", …)`)}
+		return nil, &Error{Scheme: "sigv4", Err: errors.New(n.Of("SigV4.Service") + ` is empty: set the signing name of the service ("execute-api" for API Gateway, "lambda" for a function URL, "s3", …)`)}
 	}
 	if region == "" {
-		return nil, &Error{Scheme: "sigv4", Err: errors.New(`Credential.SigV4.Region is empty: set the region of the endpoint ("eu-west-1", …)`)}
+		return nil, &Error{Scheme: "sigv4", Err: errors.New(n.Of("SigV4.Region") + ` is empty: set the region of the endpoint ("eu-west-1", …)`)}
 	}
 	if r == nil {
 		return nil, &Error{Scheme: "sigv4", Err: errors.New("no Redactor: the secret key could not be redacted")}
 	}
-	s := &sigV4{service: service, region: region, r: r, now: time.Now}
+	s := &sigV4{service: service, region: region, r: r, now: time.Now, names: n}
 	if p == nil {
 		// The SDK's own log lines (IMDS fallbacks, …) would bypass the
 		// worker's redacting logger: silenced; its errors say the same.
 		cfg, err := config.LoadDefaultConfig(context.Background(), config.WithLogger(logging.Nop{}))
 		if err != nil {
-			return nil, &Error{Scheme: "sigv4", Err: fmt.Errorf("loading the AWS SDK's default configuration: %w; check AWS_PROFILE and ~/.aws/config, or set Credential.SigV4.Credentials", err)}
+			return nil, &Error{Scheme: "sigv4", Err: fmt.Errorf("loading the AWS SDK's default configuration: %w; check AWS_PROFILE and ~/.aws/config, or set %s", err, n.Of("SigV4.Credentials"))}
 		}
 		p, s.defaultChain = cfg.Credentials, true
 		if p == nil {
-			return nil, &Error{Scheme: "sigv4", Err: errors.New("no AWS credentials found: " + noCredentialsHint)}
+			return nil, &Error{Scheme: "sigv4", Err: errors.New("no AWS credentials found: " + noCredentialsHint(n.Of("SigV4.Credentials")))}
 		}
 	}
 	s.creds = aws.NewCredentialsCache(p, func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = renewBefore })
@@ -134,9 +141,9 @@ func (s *sigV4) Apply(ctx context.Context, req *http.Request, body []byte) error
 func (s *sigV4) credentials(ctx context.Context) (aws.Credentials, error) {
 	c, err := s.creds.Retrieve(ctx)
 	if err != nil {
-		hint := "check the provider set in Credential.SigV4.Credentials"
+		hint := "check the provider set in " + s.names.Of("SigV4.Credentials")
 		if s.defaultChain {
-			hint = noCredentialsHint
+			hint = noCredentialsHint(s.names.Of("SigV4.Credentials"))
 		}
 		var pe *processcreds.ProviderError
 		if errors.As(err, &pe) && strings.Contains(pe.Error(), "process output") {
@@ -147,7 +154,7 @@ func (s *sigV4) credentials(ctx context.Context) (aws.Credentials, error) {
 		return aws.Credentials{}, &Error{Scheme: "sigv4", Retryable: retryable(ctx, err), Err: fmt.Errorf("retrieving AWS credentials: %w; %s", err, hint)}
 	}
 	if c.AccessKeyID == "" || c.SecretAccessKey == "" {
-		return aws.Credentials{}, &Error{Scheme: "sigv4", Err: errors.New("the AWS credentials provider returned no access key: " + noCredentialsHint)}
+		return aws.Credentials{}, &Error{Scheme: "sigv4", Err: errors.New("the AWS credentials provider returned no access key: " + noCredentialsHint(s.names.Of("SigV4.Credentials")))}
 	}
 	// The cache moved Expires renewBefore earlier; the credentials
 	// themselves lapse renewBefore later.

@@ -22,7 +22,7 @@ func TestSigV4ProviderErrorQuotesNoSecret(t *testing.T) {
 	p := aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 		return aws.Credentials{}, &processcreds.ProviderError{Err: fmt.Errorf("parse failed of process output: %s, error: %w", out, errors.New("invalid character '}'"))}
 	})
-	src, err := NewSigV4("execute-api", "eu-west-1", p, &secrets{})
+	src, err := NewSigV4("execute-api", "eu-west-1", p, &secrets{}, Names{})
 	if err != nil {
 		t.Fatal(err)
 	}

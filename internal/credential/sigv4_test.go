@@ -81,7 +81,7 @@ func (p *v4Provider) Retrieve(context.Context) (aws.Credentials, error) {
 
 func newSuiteSigner(t *testing.T, service string, p aws.CredentialsProvider, r Redactor) *sigV4 {
 	t.Helper()
-	src, err := NewSigV4(service, "us-east-1", p, r)
+	src, err := NewSigV4(service, "us-east-1", p, r, Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestNewSigV4Validates(t *testing.T) {
 		{"", "us-east-1", "Credential.SigV4.Service"},
 		{"execute-api", "", "Credential.SigV4.Region"},
 	} {
-		_, err := NewSigV4(tc.service, tc.region, static, &sigRedactor{})
+		_, err := NewSigV4(tc.service, tc.region, static, &sigRedactor{}, Names{})
 		var ce *Error
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("NewSigV4(%q, %q) = %v, want an *Error naming %s", tc.service, tc.region, err, tc.says)

@@ -24,19 +24,20 @@ type static struct {
 // NewStatic returns the Source that sets the headers h (names
 // canonicalized, values trimmed) on every request, and tells r their
 // secrets (SecretParts). It fails on an invalid header name or a value too
-// short to redact.
-func NewStatic(h http.Header, r Redactor) (Source, error) {
+// short to redact, naming Header[NAME] as n says.
+func NewStatic(h http.Header, r Redactor, n Names) (Source, error) {
 	s := &static{h: http.Header{}, r: r}
 	for name, vs := range h {
 		canon := http.CanonicalHeaderKey(name)
+		field := n.head("Header[" + canon + "]")
 		if !request.ValidHeaderName(canon) {
-			return nil, fmt.Errorf("invalid header name %q", name)
+			return nil, fmt.Errorf("%s: invalid header name %q", field, name)
 		}
 		for _, v := range vs {
 			v = strings.TrimSpace(v)
 			parts, err := SecretParts(canon, v)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: %w", field, err)
 			}
 			s.h[canon] = append(s.h[canon], v)
 			s.parts = append(s.parts, parts...)

@@ -34,6 +34,9 @@ type tlsSource struct {
 	keyText []string       // the key's PEM text, as given to r
 	stats   [2]os.FileInfo // of certFile and keyFile when cert was read
 	checked time.Time      // the last stat
+	// unused is why the files, changed since cert was read, could not be
+	// used (nil: they were not changed, or were used).
+	unused error
 }
 
 // NewTLS returns the client certificate of an origin that requires mutual
@@ -50,19 +53,20 @@ type tlsSource struct {
 // parse or match, as while the files are being rewritten one by one, is
 // ignored until the next check: the certificate read before is kept). A
 // handshake with a certificate that has expired since fails on the client
-// before anything is sent, with an *Error naming Credential.CertFile.
+// before anything is sent, with an *Error naming Credential.CertFile and,
+// if the files were changed since but could not be used, why.
 //
 // The private key's PEM text is given to r, so that a server echoing it
 // cannot have it written anywhere.
 func NewTLS(certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
-	return NewTLSFor("Credential", certFile, keyFile, caFile, r)
+	return NewTLSFor(Names{}, "", certFile, keyFile, caFile, r)
 }
 
-// NewTLSFor is NewTLS for the files of field (the files are field.CertFile,
-// field.KeyFile and field.CAFile in its errors): "Credential" for an
-// origin's, "Credential.TokenTLS" for its token requests'.
-func NewTLSFor(field, certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
-	f := tlsFields(field)
+// NewTLSFor is NewTLS for the files of the fields part+"CertFile",
+// part+"KeyFile" and part+"CAFile", named in its errors as n says: part ""
+// for an origin's files, "TokenTLS." for its token requests'.
+func NewTLSFor(n Names, part, certFile, keyFile, caFile string, r Redactor) (TLSSource, error) {
+	f := fields{cert: n.Of(part + "CertFile"), key: n.Of(part + "KeyFile"), ca: n.Of(part + "CAFile")}
 	switch {
 	case certFile == "" && keyFile == "":
 		return nil, tlsError(errors.New(f.cert + " and " + f.key + " are empty: set the PEM files of the client certificate and its private key"))
@@ -117,7 +121,8 @@ func (s *tlsSource) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 	if now.Sub(s.checked) >= statEvery || now.Before(s.checked) {
 		s.checked = now
 		if s.changed() {
-			if kp, err := s.load(); err == nil {
+			kp, err := s.load()
+			if s.unused = err; err == nil {
 				s.cert, s.keyText, s.stats = kp.cert, kp.keyText, kp.stats
 			}
 		}
@@ -127,7 +132,11 @@ func (s *tlsSource) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certifi
 		}
 	}
 	if leaf := s.cert.Leaf; now.After(leaf.NotAfter) {
-		return nil, tlsError(fmt.Errorf("the client certificate in %s %s (serial %s) expired at %s: write a renewed certificate and key to %s and %s (they are re-read without a restart)", s.f.cert, s.certFile, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339), s.f.cert, s.f.key))
+		why := ""
+		if s.unused != nil {
+			why = fmt.Sprintf("; the files changed since but could not be used: %v", s.unused)
+		}
+		return nil, tlsError(fmt.Errorf("the client certificate in %s %s (serial %s) expired at %s: write a renewed certificate and key to %s and %s (they are re-read without a restart)%s", s.f.cert, s.certFile, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339), s.f.cert, s.f.key, why))
 	}
 	return s.cert, nil
 }
@@ -159,21 +168,23 @@ type keyPair struct {
 // load reads and checks the certificate and key files.
 func (s *tlsSource) load() (keyPair, error) {
 	var stats [2]os.FileInfo
-	for i, f := range []struct{ field, name string }{{s.f.cert, s.certFile}, {s.f.key, s.keyFile}} {
+	files := []struct{ field, name, what string }{{s.f.cert, s.certFile, "the client certificate's PEM file"}, {s.f.key, s.keyFile, "its private key's PEM file"}}
+	for i, f := range files {
 		fi, err := os.Stat(f.name)
 		if err != nil {
-			return keyPair{}, tlsError(fmt.Errorf("%s: %w", f.field, err))
+			return keyPair{}, tlsError(fmt.Errorf("%s: %w: write the path of %s", f.field, err, f.what))
 		}
 		stats[i] = fi
 	}
-	certPEM, err := os.ReadFile(s.certFile)
-	if err != nil {
-		return keyPair{}, tlsError(fmt.Errorf("%s: %w", s.f.cert, err))
+	var pems [2][]byte
+	for i, f := range files {
+		b, err := os.ReadFile(f.name)
+		if err != nil {
+			return keyPair{}, tlsError(fmt.Errorf("%s: %w: let the worker's user read %s", f.field, err, f.what))
+		}
+		pems[i] = b
 	}
-	keyPEM, err := os.ReadFile(s.keyFile)
-	if err != nil {
-		return keyPair{}, tlsError(fmt.Errorf("%s: %w", s.f.key, err))
-	}
+	certPEM, keyPEM := pems[0], pems[1]
 	keyText := s.redactKey(keyPEM)
 	if len(keyText) < 2 {
 		return keyPair{}, tlsError(fmt.Errorf("%s %s holds no PEM private key (want a -----BEGIN PRIVATE KEY----- block, or EC or RSA PRIVATE KEY)", s.f.key, s.keyFile))
@@ -228,10 +239,6 @@ func tlsError(err error) *Error { return &Error{Scheme: "mtls", Err: err} }
 // fields are the names of a TLSSource's files in its errors.
 type fields struct{ cert, key, ca string }
 
-func tlsFields(field string) fields {
-	return fields{cert: field + ".CertFile", key: field + ".KeyFile", ca: field + ".CAFile"}
-}
-
 // CAPool reads caFile, a PEM file of certificate authorities named field
 // in errors (Credential.CAFile, say); nil for "" (the system's).
 func CAPool(field, caFile string) (*x509.CertPool, error) {
@@ -257,11 +264,12 @@ var refusalAlerts = []string{"bad certificate", "unsupported certificate", "cert
 // certificate, as the *Error to report when the origin refused the
 // certificate in the handshake (a TLS alert such as unknown certificate
 // authority or certificate expired, or a silent close that DialTLS found
-// to be a refusal), and nil for any other error. With TLS 1.3 the refusal
+// to be a refusal), and nil for any other error; cert names the setting
+// of the certificate ("Credential.CertFile"). With TLS 1.3 the refusal
 // arrives after the client's side of the handshake is done, so the
 // request may have been written already, but the server refused the
 // connection before reading it: no handler received it.
-func TLSRefusal(err error) *Error {
+func TLSRefusal(err error, cert string) *Error {
 	var rs *refusedSilently
 	if errors.As(err, &rs) {
 		return rs.err
@@ -271,10 +279,14 @@ func TLSRefusal(err error) *Error {
 		return nil
 	}
 	if alert := refusalAlert(op); alert != "" {
-		return tlsError(fmt.Errorf("the origin refused the client certificate of Credential.CertFile (TLS alert %q): check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", alert))
+		return tlsError(fmt.Errorf("the origin refused the client certificate of %s (TLS alert %q): check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", cert, alert))
 	}
 	return nil
 }
+
+// refused reports whether err is a refusal of the client certificate
+// (see TLSRefusal).
+func refused(err error) bool { return TLSRefusal(err, "") != nil }
 
 // refusalAlert is the refusal alert op reports, or "".
 func refusalAlert(op *net.OpError) string {

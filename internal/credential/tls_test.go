@@ -192,7 +192,7 @@ func TestTLSHandshake(t *testing.T) {
 			err = mtlsPost(src, srv.URL)
 			serials, bodies := srv.seen()
 			if tc.says == "" {
-				if ce := TLSRefusal(errors.New("connection reset")); ce != nil {
+				if ce := TLSRefusal(errors.New("connection reset"), "Credential.CertFile"); ce != nil {
 					t.Errorf("TLSRefusal of another error = %v, want nil", ce)
 				}
 				if err != nil || len(serials) != 1 || serials[0] != 7 || bodies != 1 {
@@ -209,7 +209,7 @@ func TestTLSHandshake(t *testing.T) {
 				if !errors.As(err, &ce) || ce.Scheme != "mtls" {
 					t.Errorf("post = %v, want an mtls *Error", err)
 				}
-			} else if ce := TLSRefusal(err); ce == nil || ce.Retryable || !strings.Contains(ce.Error(), "unknown certificate authority") || !strings.Contains(ce.Error(), "Credential.CertFile") {
+			} else if ce := TLSRefusal(err, "Credential.CertFile"); ce == nil || ce.Retryable || !strings.Contains(ce.Error(), "unknown certificate authority") || !strings.Contains(ce.Error(), "Credential.CertFile") {
 				t.Errorf("TLSRefusal(%v) = %v, want a final mtls *Error naming the alert and Credential.CertFile", err, ce)
 			}
 			if len(serials) != 0 || bodies != 0 {

@@ -63,12 +63,13 @@ const refusalWait = probeDial + probeWait + time.Second
 // the certificate was accepted and the error is left as it is (the
 // server closed the first connection for another reason, maybe after
 // reading the request). A failed handshake that is no refusal is a
-// *HandshakeError: nothing was sent.
-func DialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// *HandshakeError: nothing was sent. cert names the setting of the client
+// certificate in a refusal's error ("Credential.CertFile").
+func DialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config, timeout time.Duration, cert string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	d := &dialer{dial: dial, cfg: cfg, timeout: timeout}
+	d := &dialer{dial: dial, cfg: cfg, timeout: timeout, cert: cert}
 	return d.dialTLS
 }
 
@@ -77,6 +78,7 @@ type dialer struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	cfg     *tls.Config
 	timeout time.Duration
+	cert    string // DialTLS's
 
 	mu     sync.Mutex
 	probes map[string]*probeFlight // by address: the check running
@@ -170,7 +172,7 @@ func (d *dialer) dialTLS(ctx context.Context, network, addr string) (net.Conn, e
 		return &refusalConn{Conn: tc, d: d, network: network, addr: addr, st: st, read: make(chan struct{})}, nil
 	case raw == nil:
 		return nil, err // the dial itself failed
-	case TLSRefusal(err) != nil:
+	case refused(err):
 		return nil, err
 	case st.presented.Load() && closedSilently(err):
 		if r := d.probe(ctx, network, addr); r != nil {
@@ -244,11 +246,11 @@ func (d *dialer) check(ctx context.Context, network, addr string) error {
 		if raw == nil {
 			return nil // not reached: cannot tell
 		}
-		if ce := TLSRefusal(err); ce != nil {
+		if ce := TLSRefusal(err, d.cert); ce != nil {
 			return ce
 		}
 		if st.presented.Load() && closedSilently(err) {
-			return silentRefusal()
+			return silentRefusal(d.cert)
 		}
 		return nil
 	}
@@ -266,10 +268,10 @@ func (d *dialer) check(ctx context.Context, network, addr string) error {
 	switch {
 	case n > 0 || err == nil:
 		return nil // the server said something: not a silent refusal
-	case TLSRefusal(err) != nil:
-		return TLSRefusal(err)
+	case refused(err):
+		return TLSRefusal(err, d.cert)
 	case closedSilently(err):
-		return silentRefusal()
+		return silentRefusal(d.cert)
 	}
 	return nil // still open at the deadline: the certificate was accepted
 }
@@ -280,8 +282,8 @@ type refusedSilently struct{ err *Error }
 func (r *refusedSilently) Error() string { return r.err.Error() }
 func (r *refusedSilently) Unwrap() error { return r.err }
 
-func silentRefusal() error {
-	return &refusedSilently{tlsError(errors.New("the origin closed the connection without a TLS alert right after it received the client certificate of Credential.CertFile, and did so again on a new connection that sent no request: it refuses that certificate; check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects"))}
+func silentRefusal(cert string) error {
+	return &refusedSilently{tlsError(fmt.Errorf("the origin closed the connection without a TLS alert right after it received the client certificate of %s, and did so again on a new connection that sent no request: it refuses that certificate; check that the certificate is issued by a CA the origin trusts, is current, and is the one it expects", cert))}
 }
 
 // refusalConn is a client-certificate connection whose failed writes
@@ -332,7 +334,7 @@ func (c *refusalConn) Write(p []byte) (int, error) {
 	defer t.Stop()
 	select {
 	case <-c.read:
-		if TLSRefusal(c.readErr) != nil {
+		if refused(c.readErr) {
 			return n, errors.Join(c.readErr, err)
 		}
 	case <-t.C:

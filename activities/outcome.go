@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -266,15 +265,11 @@ func credentialError(err error) *credential.Error {
 // response (rule 1 of decide).
 func decideError(err error) verdict {
 	var (
-		verr  *tls.CertificateVerificationError
-		uaerr x509.UnknownAuthorityError
-		herr  x509.HostnameError
-		cerr  x509.CertificateInvalidError
-		rerr  tls.RecordHeaderError
-		hs    *credential.HandshakeError
+		rerr tls.RecordHeaderError
+		hs   *credential.HandshakeError
 	)
 	switch {
-	case errors.As(err, &verr), errors.As(err, &uaerr), errors.As(err, &herr), errors.As(err, &cerr):
+	case credential.VerifyError(err) != nil:
 		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server's certificate could not be verified: fix the server's certificate or the worker's trusted roots"}
 	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return verdict{kind: kindFinal, errType: workflows.ErrTypeTLSCertificateError, reason: "the server does not speak TLS: fix the URL's scheme"}

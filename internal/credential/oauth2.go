@@ -466,9 +466,9 @@ func (s *oauth2Source) oauth2Error(err error, start time.Time) *Error {
 			e.Err = fmt.Errorf("the token endpoint (%s) refused the client certificate in the TLS handshake (%s): it wants a client certificate it trusts; check the one its token requests present (%s, else the origin's %s)", tokenURL, refusalReason(err), n.Of("TokenTLS"), n.Of("CertFile"))
 			return e
 		}
-		if verifyFailed(err) {
+		if VerifyError(err) != nil {
 			// Final: the same settings would fail again.
-			e.Err = fmt.Errorf("the token endpoint's (%s) certificate could not be verified: %v: trust the CA that issued it (%s) or fix the endpoint's certificate", tokenURL, verifyError(err), n.Of("TokenTLS.CAFile"))
+			e.Err = fmt.Errorf("the token endpoint's (%s) certificate could not be verified: %v: trust the CA that issued it (%s) or fix the endpoint's certificate", tokenURL, VerifyError(err), n.Of("TokenTLS.CAFile"))
 			return e
 		}
 		var ue *url.Error
@@ -540,14 +540,11 @@ func short(s string) string {
 	return s
 }
 
-// verifyFailed reports whether err is a failed verification of the
-// server's certificate.
-func verifyFailed(err error) bool {
-	return verifyError(err) != nil
-}
-
-// verifyError is the certificate verification error in err, or nil.
-func verifyError(err error) error {
+// VerifyError is the error in err of a failed verification of a server's
+// certificate (an unknown authority, another host name, an expired or
+// invalid certificate), or nil: the one rule, for the token endpoint and
+// the activity's classification of an origin's answer.
+func VerifyError(err error) error {
 	var (
 		verr *tls.CertificateVerificationError
 		uerr x509.UnknownAuthorityError

@@ -160,16 +160,7 @@ func recordHistory(t *testing.T) {
 	signal(12, 3, 1) // the cut's timer replaces the raise timer (MinGap 5 s)
 	time.Sleep(2 * time.Second)
 	signal(12, 10, 0) // the fifth signal: continue as new
-	require.NoError(t, itest.Eventually(ctx, 100*time.Millisecond, func() error {
-		d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
-		if err != nil {
-			return err
-		}
-		if s := d.GetWorkflowExecutionInfo().GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-			return fmt.Errorf("the first run is %s, not continued as new", s)
-		}
-		return nil
-	}))
+	awaitContinuedAsNew(ctx, t, c, run)
 	writeHistory(ctx, t, c, run, historyFile)
 }
 
@@ -253,6 +244,14 @@ func recordStepHistory(t *testing.T, file string) {
 		time.Sleep(time.Second)
 		round()
 	}
+	awaitContinuedAsNew(ctx, t, c, run)
+	writeHistory(ctx, t, c, run, file)
+}
+
+// awaitContinuedAsNew waits until run, the first run of a recording, has
+// continued as new.
+func awaitContinuedAsNew(ctx context.Context, t *testing.T, c client.Client, run client.WorkflowRun) {
+	t.Helper()
 	require.NoError(t, itest.Eventually(ctx, 100*time.Millisecond, func() error {
 		d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 		if err != nil {
@@ -263,5 +262,4 @@ func recordStepHistory(t *testing.T, file string) {
 		}
 		return nil
 	}))
-	writeHistory(ctx, t, c, run, file)
 }

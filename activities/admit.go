@@ -168,7 +168,9 @@ func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt
 	now := a.cfg.Now()
 	if o.Failed && ans.err == nil {
 		if ra, ok := retryAfter(ans.header, now); ok {
-			o.RetryAfter = min(ra, a.cfg.MaxRetryAfter)
+			// The origin's cap, not a call's: the breaker holds back
+			// every call to the origin.
+			o.RetryAfter = min(ra, a.retryAfterCap(p.o, request.Backoff{}))
 		}
 	}
 	a.limiter.Observe(p.origin, sentAt, now, o)

@@ -92,6 +92,12 @@ type Convention struct {
 	// request, for calls that follow them (workflows.Request.Follow); the
 	// zero value is AcceptedLocation.
 	LongRunning LongRunning
+	// MaxRetryAfter, when more than 0, is the longest Retry-After of this
+	// origin honoured, in place of Config.MaxRetryAfter (a call's
+	// RetryOptions.MaxRetryAfter or FollowOptions.MaxRetryAfter wins over
+	// both): an API whose operations take days and that asks for an hour
+	// between polls.
+	MaxRetryAfter time.Duration
 }
 
 // Signal matches an answer: its status and, when Body is set, a
@@ -199,6 +205,9 @@ func (c Convention) withDefaults() (Convention, error) {
 	}
 	if c.ReplayedHeaders == nil {
 		c.ReplayedHeaders = []string{ReplayedHeader}
+	}
+	if c.MaxRetryAfter < 0 {
+		return c, fmt.Errorf("MaxRetryAfter %s: 0 (the worker's Config.MaxRetryAfter) or more", c.MaxRetryAfter)
 	}
 	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > request.MaxKeyBytes {
 		c.KeyMaxBytes = request.MaxKeyBytes

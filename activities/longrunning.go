@@ -227,7 +227,7 @@ func (a *Activities) accepted(ans *answer, p *prepared, attempt int32) (*workflo
 		return nil, nil
 	}
 	op := startedOperation(p, ans.status, l.statusDocument(header) && ans.status != http.StatusSeeOther)
-	if _, wait, ok := a.pollRetryAfter(ans.header, a.cfg.Now()); ok {
+	if _, wait, ok := a.pollRetryAfter(ans.header, a.cfg.Now(), p.o, p.req.Backoff); ok {
 		op.RetryAfter = wait
 	}
 	refuse := func(what, shown string, err error) error {
@@ -303,13 +303,13 @@ func (l *LongRunning) cancel() longrunning.Cancel {
 	return longrunning.Cancel{Method: l.CancelMethod, Suffix: l.CancelSuffix}
 }
 
-// pollRetryAfter reads the Retry-After of a start answer or a monitor's:
-// the server's value, and the wait before the next poll it asks for, at
-// least MinPollInterval and at most Config.MaxRetryAfter (the one place
-// of that rule).
-func (a *Activities) pollRetryAfter(h http.Header, now time.Time) (asked, wait time.Duration, ok bool) {
+// pollRetryAfter reads the Retry-After of a start answer or a monitor's
+// to origin o for the call whose backoff is b: the server's value, and the
+// wait before the next poll it asks for, at least MinPollInterval and at
+// most retryAfterCap (the one place of that rule).
+func (a *Activities) pollRetryAfter(h http.Header, now time.Time, o *origin, b request.Backoff) (asked, wait time.Duration, ok bool) {
 	asked, ok = retryAfter(h, now)
-	return asked, min(max(asked, request.MinPollInterval), a.cfg.MaxRetryAfter), ok
+	return asked, min(max(asked, request.MinPollInterval), a.retryAfterCap(o, b)), ok
 }
 
 // followable resolves raw against base and checks that the worker may

@@ -517,7 +517,7 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	d := pl.details(p, ans.status)
 	d.Reason = msg
 	delay, source := time.Duration(0), ""
-	if ra, wait, ok := a.pollRetryAfter(ans.header, now); ok {
+	if ra, wait, ok := a.pollRetryAfter(ans.header, now, a.origins[pl.start], pl.in.Backoff); ok {
 		d.RetryAfter, delay = ra, wait
 		source = fmt.Sprintf("Retry-After %q", strings.Join(ans.header.Values("Retry-After"), ", "))
 	} else {

@@ -78,6 +78,14 @@ type progress struct {
 	RefusedSince time.Time `json:"refused_since,omitzero"`
 }
 
+// retryAfterCap is the longest Retry-After honoured for a request of
+// call b to origin o: the call's MaxRetryAfter, else the origin's
+// (Convention.MaxRetryAfter), else Config.MaxRetryAfter (the one place of
+// that rule).
+func (a *Activities) retryAfterCap(o *origin, b request.Backoff) time.Duration {
+	return cmp.Or(max(b.MaxRetryAfter, 0), o.conv.MaxRetryAfter, a.cfg.MaxRetryAfter)
+}
+
 // credentialBackoff is the wait after the n-th attempt (from 1) that
 // sent nothing for want of the origin's credential, without a Retry-After
 // of its source: 1 s doubling to 1 min.
@@ -252,10 +260,10 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 	switch {
 	case f.v.retryAfter > 0:
 		// The credential's source (a token endpoint's Retry-After).
-		w.delay = max(min(f.v.retryAfter, a.cfg.MaxRetryAfter), request.MinRetryDelay)
+		w.delay = max(min(f.v.retryAfter, a.retryAfterCap(f.p.o, f.p.req.Backoff)), request.MinRetryDelay)
 		w.source, w.retryAfter, w.fromRetryAfter = "the credential's Retry-After", f.v.retryAfter, true
 	case w.fromRetryAfter:
-		w.delay = max(min(w.retryAfter, a.cfg.MaxRetryAfter), request.MinRetryDelay)
+		w.delay = max(min(w.retryAfter, a.retryAfterCap(f.p.o, f.p.req.Backoff)), request.MinRetryDelay)
 		w.source = fmt.Sprintf("Retry-After %q", strings.Join(f.header.Values("Retry-After"), ", "))
 		if f.v.inFlight {
 			w.delay = max(w.delay, request.MinInFlightWait)

@@ -53,6 +53,8 @@ type originTable struct {
 	SigV4   *sigV4Table    `toml:"aws_sigv4"`
 	// RetryRefused is activities.Credential.RetryRefused, e.g. "5m".
 	RetryRefused time.Duration `toml:"retry_refused"`
+	// MaxRetryAfter is activities.Convention.MaxRetryAfter, e.g. "1h".
+	MaxRetryAfter time.Duration `toml:"max_retry_after"`
 }
 
 // oauth2Table is an origin's [origin."ORIGIN".oauth2] table.
@@ -721,7 +723,7 @@ func (l *loader) admission(t *admissionTable) error {
 // origin adds the settings of the table t of the origin o, at the key k,
 // to s.
 func (l *loader) origin(s *originSettings, k key, o string, t originTable) error {
-	if t.Convention != "" || t.KeyHeader != "" || t.KeyQuoted || t.LongRunning != "" {
+	if t.Convention != "" || t.KeyHeader != "" || t.KeyQuoted || t.LongRunning != "" || t.MaxRetryAfter != 0 {
 		c, err := l.convention(k, o, t)
 		if err != nil {
 			return err
@@ -862,6 +864,10 @@ func (l *loader) convention(k key, o string, t originTable) (activities.Conventi
 		c.KeyHeader = t.KeyHeader
 	}
 	c.KeyQuoted = t.KeyQuoted
+	if t.MaxRetryAfter < 0 {
+		return c, l.fail(k.with("max_retry_after"), true, "max_retry_after = %q: write the longest Retry-After of this origin to honour, e.g. max_retry_after = \"1h\", or leave it out for the worker's --max-retry-after", t.MaxRetryAfter.String())
+	}
+	c.MaxRetryAfter = t.MaxRetryAfter
 	return c, nil
 }
 

@@ -313,3 +313,13 @@ func TestOriginsExample(t *testing.T) {
 	_, err = activities.New(activities.Config{AllowedOrigins: s.Origins, Conventions: s.Conventions, Admission: a})
 	require.NoError(t, err, "the example's origins, conventions and admission are a valid activities.Config")
 }
+
+// TestOriginsPerOriginCaps: max_retry_after and retry_refused are settings
+// of an origin: the file's values reach its Convention and Credential.
+func TestOriginsPerOriginCaps(t *testing.T) {
+	path := writeOrigins(t, "[origin.\"https://api.example.com\"]\nmax_retry_after = \"1h\"\nretry_refused = \"5m\"\n[origin.\"https://api.example.com\".headers]\nX-Api-Key = { env = \"KEY\" }\n", 0o644)
+	s, err := loadOrigins(path, envOf(map[string]string{"KEY": "ak_live_0123456789"}))
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, s.Conventions["https://api.example.com"].MaxRetryAfter)
+	assert.Equal(t, 5*time.Minute, s.Credentials["https://api.example.com"].RetryRefused)
+}

@@ -34,10 +34,17 @@ type FollowOptions struct {
 	// no Retry-After: the wait starts at Interval (default 1 second) and
 	// doubles up to MaximumInterval (default 1 minute), with equal jitter;
 	// never below 1 second. A Retry-After is followed as sent, at least 1
-	// second and at most the worker's Config.MaxRetryAfter; the
-	// first poll waits for the start answer's.
+	// second and at most MaxRetryAfter (below); the first poll waits for
+	// the start answer's.
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
+	// MaxRetryAfter, when more than 0, is the longest Retry-After of the
+	// monitor honoured, in place of the origin's
+	// (activities.Convention.MaxRetryAfter) and the worker's
+	// (activities.Config.MaxRetryAfter, default 5 minutes): a 72-hour
+	// operation whose monitor asks for an hour between polls is polled
+	// about 72 times, not 864.
+	MaxRetryAfter time.Duration `json:"max_retry_after,omitempty"`
 	// CancelOperation: when the workflow is cancelled while following (in
 	// the wait before the first poll, in a poll or between polls), ask the
 	// server to cancel the operation too, if the origin's convention has a
@@ -71,8 +78,8 @@ func (o *FollowOptions) UnmarshalJSON(data []byte) error {
 
 // validate checks o's durations, which become Temporal activity options.
 func (o FollowOptions) validate() error {
-	if o.Timeout < 0 || o.Interval < 0 || o.MaximumInterval < 0 {
-		return fmt.Errorf("Request.Follow: Timeout, Interval and MaximumInterval must be 0 (the default) or more, got %s, %s and %s", o.Timeout, o.Interval, o.MaximumInterval)
+	if o.Timeout < 0 || o.Interval < 0 || o.MaximumInterval < 0 || o.MaxRetryAfter < 0 {
+		return fmt.Errorf("Request.Follow: Timeout, Interval, MaximumInterval and MaxRetryAfter must be 0 (the default) or more, got %s, %s, %s and %s", o.Timeout, o.Interval, o.MaximumInterval, o.MaxRetryAfter)
 	}
 	return nil
 }
@@ -109,7 +116,9 @@ type Accepted = request.Accepted
 // Polls are the activity's to report, not its input.
 func pollInput(op Accepted, o FollowOptions) request.Monitor {
 	op.State, op.Polls = "", 0
-	return request.Monitor{Accepted: op, Backoff: request.PollBackoff(o.Interval, o.MaximumInterval)}
+	b := request.PollBackoff(o.Interval, o.MaximumInterval)
+	b.MaxRetryAfter = o.MaxRetryAfter
+	return request.Monitor{Accepted: op, Backoff: b}
 }
 
 // FollowAccepted polls op until it ends and returns its final result, as
@@ -144,7 +153,13 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: request.RedactURL(in.URL), IdempotencyKey: in.IdempotencyKey,
 				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
 	}
-	return follow(ctx, ao, *resp.Accepted, opts, max(resp.Accepted.RetryAfter, request.MinPollInterval))
+	first := max(resp.Accepted.RetryAfter, request.MinPollInterval)
+	if opts.MaxRetryAfter > 0 {
+		// The start answer's Retry-After, capped by the worker as the
+		// origin's: the call's own cap holds for it too.
+		first = min(first, max(opts.MaxRetryAfter, request.MinPollInterval))
+	}
+	return follow(ctx, ao, *resp.Accepted, opts, first)
 }
 
 // follow follows op within opts.Timeout, counted from now: it waits first

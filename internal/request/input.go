@@ -96,6 +96,14 @@ type Backoff struct {
 	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
 	// Jitter spreads the waits within that bound.
 	Jitter Jitter `json:"jitter,omitempty"`
+	// MaxRetryAfter, when more than 0, is the longest Retry-After this
+	// call honours, in place of its origin's
+	// (activities.Convention.MaxRetryAfter) and the worker's
+	// (activities.Config.MaxRetryAfter, default 5 minutes): an operation of
+	// days whose API asks for an hour between polls. A longer Retry-After
+	// waits this long. The wait is Temporal's retry timer, durable and
+	// free for the worker.
+	MaxRetryAfter time.Duration `json:"max_retry_after,omitempty"`
 }
 
 // MarshalJSON encodes b as package wire does: durations as strings such as
@@ -133,6 +141,7 @@ func (b Backoff) WithDefaults() Backoff {
 		b.Jitter = JitterFull
 	}
 	b.MaximumInterval = max(b.MaximumInterval, b.InitialInterval)
+	b.MaxRetryAfter = max(b.MaxRetryAfter, 0)
 	return b
 }
 

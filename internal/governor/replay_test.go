@@ -130,16 +130,8 @@ func (rateSetter) SetRate(_ context.Context, req governor.SetRateRequest) (gover
 // recordHistory runs a governor on a dev server through the events
 // TestReplayHistory checks and writes its history to historyFile.
 func recordHistory(t *testing.T) {
-	dev := startDevServer(t)
-	c := dev.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
 	const tq = "governor-history"
-	w := worker.New(c, tq, worker.Options{})
-	w.RegisterWorkflowWithOptions(governor.Workflow, workflow.RegisterOptions{Name: governor.WorkflowName})
-	w.RegisterActivity(rateSetter{}.SetRate)
-	require.NoError(t, w.Start())
-	defer w.Stop()
+	ctx, c := recordingGovernor(t, tq)
 
 	in := governor.Input{TaskQueue: "api.example.com", Namespace: "ns", Config: governor.Config{
 		Gather: 200 * time.Millisecond, CutInterval: time.Second, Calm: time.Second, MinGap: 5 * time.Second,
@@ -202,16 +194,8 @@ type stepReport struct {
 // until the run continues as new after its MaxSignals signals, 10 s
 // later.
 func recordStepHistory(t *testing.T, file string) {
-	dev := startDevServer(t)
-	c := dev.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
 	const tq = "governor-step-history"
-	w := worker.New(c, tq, worker.Options{})
-	w.RegisterWorkflowWithOptions(governor.Workflow, workflow.RegisterOptions{Name: governor.WorkflowName})
-	w.RegisterActivity(rateSetter{}.SetRate)
-	require.NoError(t, w.Start())
-	defer w.Stop()
+	ctx, c := recordingGovernor(t, tq)
 
 	workers := []string{"a", "b", "c"}
 	const steady, after = 3, 10 // rounds of reports before the throttle, after it
@@ -262,4 +246,21 @@ func awaitContinuedAsNew(ctx context.Context, t *testing.T, c client.Client, run
 		}
 		return nil
 	}))
+}
+
+// recordingGovernor starts a dev server and a worker of the governor on
+// task queue tq (its rate writes recorded by rateSetter) for a recording,
+// stopped when the test ends; ctx bounds the recording.
+func recordingGovernor(t *testing.T, tq string) (context.Context, client.Client) {
+	t.Helper()
+	dev := startDevServer(t)
+	c := dev.Client()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	w := worker.New(c, tq, worker.Options{})
+	w.RegisterWorkflowWithOptions(governor.Workflow, workflow.RegisterOptions{Name: governor.WorkflowName})
+	w.RegisterActivity(rateSetter{}.SetRate)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return ctx, c
 }

@@ -217,38 +217,47 @@ func sharedRateTwoWorkers(ctx context.Context, t *testing.T, workerBin, apiBin s
 		}
 	}
 
-	// The limit in force on the origin queue, and who set it.
-	desc, err := cl.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
-		Namespace:     c.Namespace(),
-		TaskQueue:     &taskqueuepb.TaskQueue{Name: originQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-		TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-		ReportConfig:  true,
-	})
-	if err != nil {
-		t.Fatalf("DescribeTaskQueue %s: %v", originQueue, err)
+	// The limit in force on the origin queue, who set it, and the
+	// governor's own view. The governor keeps deciding after the load
+	// ends (it raises a rate that is no longer refused), so the two are
+	// read as a pair: the governor, the queue, the governor again, until
+	// the governor did not change its rate between its two reads.
+	var (
+		rate  float32
+		owner string
+		qrl   *taskqueuepb.RateLimitConfig
+		gs    governor.State
+	)
+	for try := 0; ; try++ {
+		before := governorState(ctx, t, cl, originQueue)
+		desc, err := cl.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace:     c.Namespace(),
+			TaskQueue:     &taskqueuepb.TaskQueue{Name: originQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+			TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+			ReportConfig:  true,
+		})
+		if err != nil {
+			t.Fatalf("DescribeTaskQueue %s: %v", originQueue, err)
+		}
+		qrl = desc.GetConfig().GetQueueRateLimit()
+		rate = qrl.GetRateLimit().GetRequestsPerSecond()
+		owner = qrl.GetMetadata().GetUpdateIdentity()
+		gs = governorState(ctx, t, cl, originQueue)
+		if gs.Rate == before.Rate && gs.InForce == before.InForce || try == 20 {
+			break
+		}
+		t.Logf("governor moved from %.3f/s to %.3f/s while the queue was read: reading again", before.Rate, gs.Rate)
+		time.Sleep(100 * time.Millisecond)
 	}
-	qrl := desc.GetConfig().GetQueueRateLimit()
-	rate := qrl.GetRateLimit().GetRequestsPerSecond()
-	owner := qrl.GetMetadata().GetUpdateIdentity()
 	t.Logf("queue rate limit of %s: %v/s set by %q (%q)", originQueue, rate, owner, qrl.GetMetadata().GetReason())
 	if qrl.GetRateLimit() == nil {
-		t.Errorf("origin queue %s has no queue rate limit (config %v)", originQueue, desc.GetConfig())
+		t.Errorf("origin queue %s has no queue rate limit (config %v)", originQueue, qrl)
 	}
 	if owner != governor.Identity {
 		t.Errorf("queue rate limit set by %q, want %q", owner, governor.Identity)
 	}
 	if rate <= 0 || rate > maxRateFactor*sharedCapacity {
 		t.Errorf("queue rate limit %v/s, want in (0, %d]: at most twice the API's capacity", rate, maxRateFactor*sharedCapacity)
-	}
-
-	// The governor says the same.
-	val, err := cl.QueryWorkflow(ctx, governor.WorkflowID(originQueue), "", governor.QueryName)
-	if err != nil {
-		t.Fatalf("query %s of %s: %v", governor.QueryName, governor.WorkflowID(originQueue), err)
-	}
-	var gs governor.State
-	if err := val.Get(&gs); err != nil {
-		t.Fatal(err)
 	}
 	t.Logf("governor: status %s, rate %.3f/s, in force %.3f/s, measured %.3f/s, accepted %.3f/s",
 		gs.Status, gs.Rate, gs.InForce, gs.Measured, gs.Accepted)
@@ -267,6 +276,20 @@ func sharedRateTwoWorkers(ctx context.Context, t *testing.T, workerBin, apiBin s
 	if perSuccess > maxRequestsPerSuccess {
 		t.Errorf("%.3f requests per success (%d for %d), want at most %.1f", perSuccess, st.Requests, sharedWorkflows, maxRequestsPerSuccess)
 	}
+}
+
+// governorState queries the governor of queue for its state.
+func governorState(ctx context.Context, t *testing.T, cl client.Client, queue string) governor.State {
+	t.Helper()
+	val, err := cl.QueryWorkflow(ctx, governor.WorkflowID(queue), "", governor.QueryName)
+	if err != nil {
+		t.Fatalf("query %s of %s: %v", governor.QueryName, governor.WorkflowID(queue), err)
+	}
+	var gs governor.State
+	if err := val.Get(&gs); err != nil {
+		t.Fatal(err)
+	}
+	return gs
 }
 
 // history is what sharedHistory reads from a workflow's history.

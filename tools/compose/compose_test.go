@@ -930,7 +930,7 @@ func TestDockerfile(t *testing.T) {
 }
 
 // receiverPath is the path of the worker's fixed-endpoint receiver on
-// WEBHOOK_ADDR (webhookPath in worker/webhooks.go).
+// WEBHOOK_ADDR (webhookPath in host/webhooks.go).
 const receiverPath = "/webhooks"
 
 // checkWebhooks: alone, docker-compose.yml serves no receiver (and needs no

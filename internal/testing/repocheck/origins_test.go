@@ -11,15 +11,15 @@ import (
 
 // TestDocsShowOriginsFile pins that the origins file docs/credentials.md
 // shows is the one the worker's tests parse and validate
-// (worker/testdata/origins.toml, TestOriginsExample): the page holds it
+// (host/testdata/origins.toml, TestOriginsExample): the page holds it
 // word for word in a ```toml block.
 func TestDocsShowOriginsFile(t *testing.T) {
-	example, err := os.ReadFile(filepath.Join(root, "worker", "testdata", "origins.toml"))
+	example, err := os.ReadFile(filepath.Join(root, "host", "testdata", "origins.toml"))
 	require.NoError(t, err)
 	page, err := os.ReadFile(filepath.Join(root, "docs", "credentials.md"))
 	require.NoError(t, err)
 	block := "```toml\n" + string(example) + "```\n"
 	if !strings.Contains(string(page), block) {
-		t.Errorf("docs/credentials.md does not show worker/testdata/origins.toml word for word in a ```toml block; copy it there:\n%s", example)
+		t.Errorf("docs/credentials.md does not show host/testdata/origins.toml word for word in a ```toml block; copy it there:\n%s", example)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"go.temporal.io/sdk/interceptor"

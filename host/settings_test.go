@@ -1,10 +1,9 @@
-package main
+package host
 
 import (
 	"flag"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -138,8 +137,10 @@ func TestConventionPresets(t *testing.T) {
 	}
 	_, err := parseConventions("https://api.example.com=nosuch")
 	assert.ErrorContains(t, err, "PRESET "+named.OneOf[conventionPreset]()+" and")
-	parseArgs(t)
-	assert.Contains(t, flag.CommandLine.Lookup("convention").Usage, "PRESET "+named.OneOf[conventionPreset]()+";")
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	_, err = parse(fs, nil)
+	require.NoError(t, err)
+	assert.Contains(t, fs.Lookup("convention").Usage, "PRESET "+named.OneOf[conventionPreset]()+";")
 
 	// And every long-running preset is a modifier, given the origin.
 	lros := named.Names[longRunningPreset]()
@@ -151,22 +152,17 @@ func TestConventionPresets(t *testing.T) {
 		want := activities.IETF()
 		want.LongRunning = preset("https://api.example.com")
 		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": want}, got, name)
-		assert.Contains(t, flag.CommandLine.Lookup("convention").Usage, "+"+name)
+		assert.Contains(t, fs.Lookup("convention").Usage, "+"+name)
 	}
 	_, err = parseConventions("https://api.example.com=ietf+" + lros[0] + "+" + lros[1])
 	assert.Error(t, err, "two long-running presets")
 }
 
-// parseArgs runs parseFlags on args, as the command line, with a fresh
+// parseArgs runs parse on args, as the command line, with a fresh
 // flag set.
 func parseArgs(t *testing.T, args ...string) config {
 	t.Helper()
-	saved, savedArgs := flag.CommandLine, os.Args
-	t.Cleanup(func() { flag.CommandLine, os.Args = saved, savedArgs })
-	flag.CommandLine = flag.NewFlagSet("worker", flag.ContinueOnError)
-	flag.CommandLine.SetOutput(io.Discard)
-	os.Args = append([]string{"worker"}, args...)
-	cfg, err := parseFlags()
+	cfg, err := parseArgsErr(t, args...)
 	require.NoError(t, err)
 	return cfg
 }
@@ -209,13 +205,10 @@ func TestListFlagsAccumulate(t *testing.T) {
 	assert.Len(t, conv, 2, "both conventions kept")
 }
 
-// parseArgsErr is parseArgs returning parseFlags' error.
+// parseArgsErr is parseArgs returning parse' error.
 func parseArgsErr(t *testing.T, args ...string) (config, error) {
 	t.Helper()
-	saved, savedArgs := flag.CommandLine, os.Args
-	t.Cleanup(func() { flag.CommandLine, os.Args = saved, savedArgs })
-	flag.CommandLine = flag.NewFlagSet("worker", flag.ContinueOnError)
-	flag.CommandLine.SetOutput(io.Discard)
-	os.Args = append([]string{"worker"}, args...)
-	return parseFlags()
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parse(fs, args)
 }

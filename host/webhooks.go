@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
@@ -103,15 +102,14 @@ func (c *webhookConfig) callbacks() *webhooks.Callbacks {
 	return &webhooks.Callbacks{BaseURL: c.callbackBase, Secrets: c.callbackSecrets, Namespace: c.namespace}
 }
 
-// startWebhooks registers the callback activity on w and serves the
-// receiver, when the flags ask for it; stop shuts the server down.
-func startWebhooks(c webhookConfig, cl client.Client, w worker.Worker, metrics client.MetricsHandler, logger *slog.Logger) (stop func(), err error) {
+// startWebhooks serves the receiver, when the flags ask for it (Register
+// registers the callback activity); stop shuts the server down.
+func startWebhooks(c webhookConfig, cl client.Client, metrics client.MetricsHandler, logger *slog.Logger) (stop func(), err error) {
 	cb := c.callbacks()
 	if cb != nil {
 		if _, err := cb.URL("check", "check", ""); err != nil {
 			return nil, fmt.Errorf("--callback-base-url, CALLBACK_SECRETS: %w", err)
 		}
-		cb.Register(w)
 	}
 	if c.addr == "" {
 		if len(c.secrets) > 0 {

@@ -32,6 +32,7 @@ package host
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -141,8 +142,13 @@ func (h *Host) ClientOptions() client.Options { return h.opts }
 // own rate per origin, said in one log line. Call it before
 // [Host.WorkerOptions]; [Host.Close] stops what it started.
 func (h *Host) Start(c client.Client) error {
-	if h.started {
-		return fmt.Errorf("host: Start called twice")
+	switch {
+	case c == nil:
+		return errors.New("host: Start needs a client: dial one with Host.ClientOptions")
+	case h.cfg.check:
+		return errors.New("host: --check asked for the check alone: exit when Host.Checked reports true")
+	case h.started:
+		return errors.New("host: Start called twice: call it once per Host")
 	}
 	h.started, h.c = true, c
 	namespace := cmp.Or(h.opts.Namespace, client.DefaultNamespace)

@@ -40,6 +40,7 @@ func TestDocsShowExampleCode(t *testing.T) {
 		{"payment", []string{"declined", "test", "worker", "workflow"}}, // README.md, docs/testing.md
 		{"transfer", []string{"test", "worker", "workflow"}},            // docs/long-running.md
 		{"capture", []string{"receiver", "test", "workflow"}},           // docs/webhooks.md
+		{"ownworker", []string{"main"}},                                 // README.md
 	} {
 		t.Run(tt.example, func(t *testing.T) {
 			files, err := filepath.Glob(filepath.Join(root, "examples", tt.example, "*.go"))

@@ -270,12 +270,6 @@ func TestJitterNoneLeavesDelayToTemporal(t *testing.T) {
 }
 
 func TestNetworkErrors(t *testing.T) {
-	// A port with nothing listening: connection refused.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	refused := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
-
 	slow := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) { time.Sleep(300 * time.Millisecond) })
 	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		conn, buf, _ := w.(http.Hijacker).Hijack()
@@ -287,6 +281,13 @@ func TestNetworkErrors(t *testing.T) {
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(tlsSrv.Close)
 	plain := newRecorder(t, status(200, "{}"))
+	// A port with nothing listening: connection refused. Taken after the
+	// servers above, or one of them may be given the port it freed (the
+	// body-cut server once was: a 500 where a refusal was expected).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
 
 	tests := []struct {
 		name     string

@@ -98,7 +98,9 @@ type Credential struct {
 	// does not parse, the origin refused the client certificate) asks
 	// again before it fails, so that an operator who fixes the worker's
 	// files meanwhile loses no call (default 0: the call fails at the
-	// first refusal); the call's ScheduleToCloseTimeout bounds it too. Each
+	// first refusal; the worker's origins file, read by package host,
+	// defaults its retry_refused to 5 minutes); the call's
+	// ScheduleToCloseTimeout bounds it too. Each
 	// attempt sends nothing and fails with a retryable
 	// workflows.ErrTypeCredentialUnavailable (the activity's last failure
 	// in the Web UI); the waits, from 1 s doubling to 1 min, are not

@@ -208,8 +208,8 @@ func askAgain(v verdict, o *origin, refusedSince, now time.Time) verdict {
 	}
 	if left := o.retryRefused - now.Sub(refusedSince); left > 0 {
 		v.kind = kindRetry
-		v.reason = fmt.Sprintf("the origin's credential was refused, so the API did not act on the request; asking again for %s more (Credential.RetryRefused %s) while the worker's credential for the origin is fixed",
-			left.Round(time.Second), o.retryRefused)
+		v.reason = fmt.Sprintf("the origin's credential was refused, so the API did not act on the request; asking again for %s more (%s %s) while the worker's credential for the origin is fixed",
+			left.Round(time.Second), o.names.Of("RetryRefused"), o.retryRefused)
 	}
 	return v
 }

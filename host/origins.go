@@ -51,8 +51,9 @@ type originTable struct {
 	OAuth2  *oauth2Table   `toml:"oauth2"`
 	TLS     *tlsTable      `toml:"tls"`
 	SigV4   *sigV4Table    `toml:"aws_sigv4"`
-	// RetryRefused is activities.Credential.RetryRefused, e.g. "5m".
-	RetryRefused time.Duration `toml:"retry_refused"`
+	// RetryRefused is activities.Credential.RetryRefused, e.g. "5m"
+	// (default defaultRetryRefused; "0s": fail at the first refusal).
+	RetryRefused *time.Duration `toml:"retry_refused" example:"5m"`
 	// MaxRetryAfter is activities.Convention.MaxRetryAfter, e.g. "1h".
 	MaxRetryAfter time.Duration `toml:"max_retry_after"`
 }
@@ -762,15 +763,24 @@ func (l *loader) origin(s *originSettings, k key, o string, t originTable) error
 			return err
 		}
 	}
-	if t.RetryRefused < 0 {
-		return l.fail(k.with("retry_refused"), true, "retry_refused = %q: write how long a refused credential is asked again, e.g. retry_refused = \"5m\", or leave it out to fail at the first refusal", t.RetryRefused.String())
+	cred.RetryRefused = defaultRetryRefused
+	if t.RetryRefused != nil {
+		if *t.RetryRefused < 0 {
+			return l.fail(k.with("retry_refused"), true, "retry_refused = %q: write how long a refused credential is asked again, e.g. retry_refused = \"5m\", or \"0s\" to fail at the first refusal", t.RetryRefused.String())
+		}
+		cred.RetryRefused = *t.RetryRefused
 	}
-	cred.RetryRefused = t.RetryRefused
-	if !reflect.ValueOf(cred).IsZero() {
+	if c := cred; !reflect.ValueOf(func() activities.Credential { c.RetryRefused = 0; return c }()).IsZero() {
 		s.Credentials[o] = l.named(k, cred, t)
 	}
 	return nil
 }
+
+// defaultRetryRefused is how long a call asks again for a credential its
+// origin or token endpoint refused (activities.Credential.RetryRefused)
+// when the origin's table does not say: minutes for an operator to fix
+// the file, not so long that a business workflow waits in silence.
+const defaultRetryRefused = 5 * time.Minute
 
 // credentialFields names the fields of activities.Credential an origin's
 // table sets by the keys that set them (the first named when none is
@@ -821,6 +831,10 @@ func (l *loader) named(k key, cred activities.Credential, t originTable) activit
 		case l.written(table): // not set, in a table that is
 			n.Fields[f.field] = l.name(k.with(strings.Split(f.keys[0], ".")...))
 		}
+	}
+	n.Fields["RetryRefused"] = "retry_refused (default " + defaultRetryRefused.String() + ")"
+	if rk := k.with("retry_refused"); l.written(rk) {
+		n.Fields["RetryRefused"] = l.name(rk)
 	}
 	for name := range t.Headers {
 		hk := k.with("headers", name)

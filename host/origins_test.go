@@ -142,6 +142,10 @@ tls = { cert_file = "/run/secrets/login.crt", key_file = "/run/secrets/login.key
 			require.NoError(t, err)
 			assert.Equal(t, tt.origins, s.Origins)
 			assert.Equal(t, tt.conv, s.Conventions)
+			for o, c := range tt.creds { // no table here says retry_refused: the default
+				c.RetryRefused = defaultRetryRefused
+				tt.creds[o] = c
+			}
 			assert.EqualExportedValues(t, tt.creds, s.Credentials, "the names its errors give are TestOriginsNameCredentials'")
 			assert.ElementsMatch(t, tt.secrets, s.Secrets, "the secrets the logger redacts")
 		})
@@ -257,8 +261,8 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 	require.NoError(t, err)
 	assert.EqualExportedValues(t, map[string]activities.Credential{
 		"http://127.0.0.1:8081":  {Header: http.Header{"Authorization": {"Bearer tok_live_0123456789"}}},
-		"https://api.stripe.com": {Header: http.Header{"Authorization": {"Bearer sk_test_4eC39HqLyjWDarjtT1zdp7dc"}}},
-	}, creds, "each origin its own credential")
+		"https://api.stripe.com": {Header: http.Header{"Authorization": {"Bearer sk_test_4eC39HqLyjWDarjtT1zdp7dc"}}, RetryRefused: defaultRetryRefused},
+	}, creds, "each origin its own credential; the file's asks again for a refused one")
 	_, err = activities.New(ac)
 	require.NoError(t, err)
 
@@ -315,11 +319,25 @@ func TestOriginsExample(t *testing.T) {
 }
 
 // TestOriginsPerOriginCaps: max_retry_after and retry_refused are settings
-// of an origin: the file's values reach its Convention and Credential.
+// of an origin: the file's values reach its Convention and Credential; a
+// credential of the file asks again for defaultRetryRefused when its
+// table does not say, and "0s" fails at the first refusal.
 func TestOriginsPerOriginCaps(t *testing.T) {
-	path := writeOrigins(t, "[origin.\"https://api.example.com\"]\nmax_retry_after = \"1h\"\nretry_refused = \"5m\"\n[origin.\"https://api.example.com\".headers]\nX-Api-Key = { env = \"KEY\" }\n", 0o644)
-	s, err := loadOrigins(path, envOf(map[string]string{"KEY": "ak_live_0123456789"}))
-	require.NoError(t, err)
-	assert.Equal(t, time.Hour, s.Conventions["https://api.example.com"].MaxRetryAfter)
-	assert.Equal(t, 5*time.Minute, s.Credentials["https://api.example.com"].RetryRefused)
+	tests := []struct {
+		name, line   string
+		retryRefused time.Duration
+	}{
+		{"set", "retry_refused = \"10m\"\n", 10 * time.Minute},
+		{"the default", "", defaultRetryRefused},
+		{"at the first refusal", "retry_refused = \"0s\"\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeOrigins(t, "[origin.\"https://api.example.com\"]\nmax_retry_after = \"1h\"\n"+tt.line+"[origin.\"https://api.example.com\".headers]\nX-Api-Key = { env = \"KEY\" }\n", 0o644)
+			s, err := loadOrigins(path, envOf(map[string]string{"KEY": "ak_live_0123456789"}))
+			require.NoError(t, err)
+			assert.Equal(t, time.Hour, s.Conventions["https://api.example.com"].MaxRetryAfter)
+			assert.Equal(t, tt.retryRefused, s.Credentials["https://api.example.com"].RetryRefused)
+		})
+	}
 }

@@ -91,6 +91,10 @@ func TestCredentialsWorkerOrigins(t *testing.T) {
 
 	originsFile := filepath.Join(dir, "origins.toml")
 	writeSecretFile(t, originsFile, fmt.Sprintf(`# Four origins, four schemes; no secret written here.
+# retry_refused = "0s": a refused client fails the call at once (the
+# default asks again for 5 minutes while an operator fixes the file).
+[origin.%[1]q]
+retry_refused = "0s"
 [origin.%[1]q.oauth2]
 token_url = "%[1]s/oauth/token"
 client_id = "e2e-client"

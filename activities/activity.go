@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -30,15 +28,9 @@ type Activities struct {
 	redact  *redactor
 	tracer  trace.Tracer
 	labels  labels
-	// limiter is nil when Config.Admission.Off.
-	limiter *admission.Limiter
-	// throttles are Config.Admission.Throttles or their default.
-	throttles []int
 	// traceHeaders are the canonical names of the headers the propagator
 	// writes: a request may not set them.
 	traceHeaders map[string]bool
-	// admission is Config.Admission with its defaults, worked out once.
-	admission admission.Config
 	// userAgent is the User-Agent header's value, shared by every request
 	// (see send).
 	userAgent []string
@@ -112,14 +104,6 @@ func New(cfg Config) (*Activities, error) {
 	a.traceHeaders = map[string]bool{}
 	for _, f := range a.propagator().Fields() {
 		a.traceHeaders[http.CanonicalHeaderKey(f)] = true
-	}
-	if !cfg.Admission.Off {
-		if err := cfg.Admission.Validate(); err != nil {
-			return nil, err
-		}
-		a.admission = cfg.Admission.WithDefaults()
-		a.limiter = admission.New(a.admission)
-		a.throttles = slices.Clone(a.admission.Throttles)
 	}
 	return a, nil
 }

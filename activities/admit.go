@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,12 +13,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
-
-// throttle reports whether status is one of the statuses the limiter
-// learns the origin's capacity from (Admission.Throttles).
-func (a *Activities) throttle(status int) bool {
-	return slices.Contains(a.throttles, status)
-}
 
 // asking is the attempt whose request asks for admission: what admit
 // needs beyond the request. Every request the worker sends an origin (a
@@ -53,10 +46,11 @@ type asking struct {
 // against the budget). A wait that cannot end before the schedule-to-close
 // deadline fails with q.lateType: nothing was sent by this attempt.
 func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHandler, q asking) error {
-	if a.limiter == nil {
+	lim := p.o.limiter
+	if lim == nil {
 		return nil
 	}
-	cfg := a.admission
+	cfg := p.o.admission
 	info, prev := q.info, q.prev
 	now := a.cfg.Now()
 	// With the server's rate limit in force on this attempt's queue, the
@@ -65,9 +59,9 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	limit, share, shared := a.sharedLimit(info.TaskQueue)
 	ask := func(now time.Time, t admission.Ticket) admission.Decision {
 		if shared {
-			return a.limiter.Pace(p.origin, now, min(limit, share*sharePaceHeadroom), t, q.retry)
+			return lim.Pace(p.origin, now, min(limit, share*sharePaceHeadroom), t, q.retry)
 		}
-		return a.limiter.Admit(p.origin, now, t, q.retry)
+		return lim.Admit(p.origin, now, t, q.retry)
 	}
 	d := ask(now, prev.Ticket)
 	for waited := time.Duration(0); !d.Admitted && waited+d.Wait <= cfg.MaxWait && fitsAttempt(ctx, waited+d.Wait); {
@@ -94,7 +88,7 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	// (Hop), or at its turn when it was short but did not fit the attempt;
 	// never sooner than the waits workflows.Call counted Temporal's
 	// attempts for (request.AttemptCeiling).
-	delay := a.limiter.Hop(d.Wait, d.Reason)
+	delay := lim.Hop(d.Wait, d.Reason)
 	if delay == 0 {
 		delay = d.Wait
 	}
@@ -107,13 +101,13 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	if shared {
 		why = fmt.Sprintf("this worker's share of the task queue's rate limit (%.2g requests/s) is %.2g requests/s", limit, share)
 	} else if d.Throttled {
-		why += fmt.Sprintf(", learned from its throttles (Config.Admission.Throttles: %v)", a.throttles)
+		why += fmt.Sprintf(", learned from its throttles (%s.Throttles: %v)", p.o.admissionName, cfg.Throttles)
 	}
 	switch d.Reason {
 	case admission.ReasonRetryBudget:
-		why = "its retries have used up the retry budget (Config.Admission.RetryRatio and MinRetries)"
+		why = "its retries have used up the retry budget (" + p.o.admissionName + ".RetryRatio and MinRetries)"
 	case admission.ReasonCircuitOpen:
-		why = "its circuit breaker is open: its recent requests failed (a 5xx or no answer), and one probe request at a time tests whether it is back (Config.Admission.Breaker)"
+		why = "its circuit breaker is open: its recent requests failed (a 5xx or no answer), and one probe request at a time tests whether it is back (" + p.o.admissionName + ".Breaker)"
 	}
 	fd.Reason = "waiting for admission: " + string(d.Reason)
 	msg := fmt.Sprintf("%s %s: not sent yet: adaptive admission holds requests to %s back (%s); its turn is in %s",
@@ -158,11 +152,12 @@ func reasonLabel(r admission.Reason) string {
 // (answer.unsent: a credential that could not be applied, a request
 // net/http refused): the origin did not answer.
 func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt time.Time, ans *answer) {
-	if a.limiter == nil || ctx.Err() != nil || ans.unsent() {
+	lim := p.o.limiter
+	if lim == nil || ctx.Err() != nil || ans.unsent() {
 		return
 	}
 	o := admission.Observation{
-		Throttled: ans.err == nil && a.throttle(ans.status),
+		Throttled: ans.err == nil && p.o.throttle(ans.status),
 		Failed:    ans.err != nil || ans.status >= 500 && unknownStatus(ans.status),
 	}
 	now := a.cfg.Now()
@@ -173,8 +168,8 @@ func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt
 			o.RetryAfter = min(ra, a.retryAfterCap(p.o, request.Backoff{}))
 		}
 	}
-	a.limiter.Observe(p.origin, sentAt, now, o)
-	s := a.limiter.State(p.origin, now)
+	lim.Observe(p.origin, sentAt, now, o)
+	s := lim.State(p.origin, now)
 	if a.cfg.SharedRate != nil {
 		a.cfg.SharedRate.Record(tq, o.Throttled, o.Failed)
 	}

@@ -59,6 +59,55 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 	}
 }
 
+// TestOriginAdmission (issue 40, item 3): Config.OriginAdmission gives an
+// origin its own admission, in place of Config.Admission for it alone:
+// one origin's 503 is a throttle (paced) where the worker's admission
+// keeps the backoff for every other origin's; an origin's admission off
+// sends its attempts while the others' stay paced; a bad one is refused
+// with the origin named, as is an origin that is not allowed.
+func TestOriginAdmission(t *testing.T) {
+	own := newRecorder(t, status(503, ""))
+	other := newRecorder(t, status(503, ""))
+	cfg := activities.Config{
+		AllowedOrigins:  []string{own.URL, other.URL},
+		OriginAdmission: map[string]activities.Admission{own.URL: {Throttles: []int{429, 503}}},
+	}
+	tests := []struct {
+		name    string
+		srv     *recorder
+		wantMsg string
+	}{
+		{"the origin's own: 503 is a throttle", own, "adaptive admission after a throttle"},
+		{"another origin: the worker's, 503 keeps the backoff", other, "full jitter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := req(tt.srv.URL)
+			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
+			_, err, _ := run(t, cfg, r)
+			appErr := appError(t, err)
+			assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
+			assert.Contains(t, appErr.Message(), tt.wantMsg)
+		})
+	}
+
+	for _, tt := range []struct {
+		name string
+		oa   map[string]activities.Admission
+		want string
+	}{
+		{"a bad origin admission", map[string]activities.Admission{own.URL: {InitialRate: 1, MinRate: 2}},
+			"Config.OriginAdmission[" + own.URL + "]: MinRate 2 is above InitialRate 1"},
+		{"an origin not allowed", map[string]activities.Admission{"https://elsewhere.example": {}},
+			"Config.OriginAdmission names https://elsewhere.example, which is not in Config.AllowedOrigins"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := activities.New(activities.Config{AllowedOrigins: []string{own.URL}, OriginAdmission: tt.oa})
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
 // TestAdmissionHoldsBack: an attempt that the origin's limiter does not
 // admit sends nothing and ends with the retryable ErrTypeNotAdmitted,
 // coming back shortly before its turn; a retry over the retry budget waits

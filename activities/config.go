@@ -3,6 +3,8 @@ package activities
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -119,6 +121,13 @@ type Config struct {
 	// answers, and stops them while it fails (default on; see Admission and
 	// Breaker).
 	Admission Admission
+	// OriginAdmission gives origins their own admission, by origin, each
+	// in place of Admission as a whole for that origin (default none:
+	// every origin has Admission). An origin whose rate is known, one
+	// that sheds load with 503, one whose breaker must never open: each
+	// its own, the others the worker's. The worker's origins file sets it
+	// from an origin's [origin."…".admission] table laid over [admission].
+	OriginAdmission map[string]Admission
 }
 
 // Admission configures adaptive admission: before the worker sends a
@@ -222,6 +231,32 @@ type origin struct {
 	gaugeTags map[string]string
 	// retryRefused is Credential.RetryRefused (0: none).
 	retryRefused time.Duration
+	// limiter paces the requests to the origin (nil: its admission is
+	// off); admission is its config with the defaults worked out, and
+	// names it in errors ("Config.Admission" or the origin's own).
+	limiter       *admission.Limiter
+	admission     admission.Config
+	admissionName string
+}
+
+// throttle reports whether status is one of the statuses the origin's
+// limiter learns its capacity from (Admission.Throttles).
+func (o *origin) throttle(status int) bool {
+	return slices.Contains(o.admission.Throttles, status)
+}
+
+// admit sets the origin's limiter up from cfg, named name in errors.
+func (o *origin) admit(cfg Admission, name string) error {
+	o.admissionName = name
+	if cfg.Off {
+		return nil
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%s%s", name, strings.TrimPrefix(err.Error(), "Config.Admission"))
+	}
+	o.admission = cfg.WithDefaults()
+	o.limiter = admission.New(o.admission)
+	return nil
 }
 
 // newOrigins checks the origin-keyed parts of cfg and returns them by
@@ -252,6 +287,25 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 			return nil, err
 		}
 		if err := o.authorize(cfg, s, c, red); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.Admission.Off {
+		if err := cfg.Admission.Validate(); err != nil {
+			return nil, err // with no origin as well
+		}
+	}
+	for _, o := range origins {
+		if err := o.admit(cfg.Admission, "Config.Admission"); err != nil {
+			return nil, err
+		}
+	}
+	for s, c := range cfg.OriginAdmission {
+		o, err := lookup("OriginAdmission", s)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.admit(c, fmt.Sprintf("Config.OriginAdmission[%s]", s)); err != nil {
 			return nil, err
 		}
 	}

@@ -255,7 +255,7 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 	}
 	b = b.WithDefaults()
 	w := wait{source: "backoff (" + string(b.Jitter) + " jitter)"}
-	paced := a.limiter != nil && a.throttle(f.d.Status)
+	paced := f.p.o.limiter != nil && f.p.o.throttle(f.d.Status)
 	w.retryAfter, w.fromRetryAfter = retryAfter(f.header, now)
 	switch {
 	case f.v.retryAfter > 0:

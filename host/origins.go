@@ -56,6 +56,9 @@ type originTable struct {
 	RetryRefused *time.Duration `toml:"retry_refused" example:"5m"`
 	// MaxRetryAfter is activities.Convention.MaxRetryAfter, e.g. "1h".
 	MaxRetryAfter time.Duration `toml:"max_retry_after"`
+	// Admission is the origin's own admission, laid over the worker's
+	// (activities.Config.OriginAdmission): the keys of [admission].
+	Admission *admissionTable `toml:"admission"`
 }
 
 // oauth2Table is an origin's [origin."ORIGIN".oauth2] table.
@@ -90,7 +93,8 @@ type sigV4Table struct {
 }
 
 // admissionTable is the [admission] table: activities.Admission, for every
-// origin (per-origin admission is not yet possible).
+// origin; and an origin's [origin."ORIGIN".admission], laid over it for
+// that origin.
 type admissionTable struct {
 	Off         *bool          `toml:"off" example:"true"`
 	InitialRate *float64       `toml:"initial_rate" example:"10"`
@@ -132,6 +136,9 @@ type originSettings struct {
 	// Credentials are the origins' credentials, each naming its settings
 	// by the file's keys in its errors (credential.Names).
 	Credentials map[string]activities.Credential
+	// OriginAdmission are the origins' own [origin."…".admission] tables,
+	// laid over the worker's admission by admissions.
+	OriginAdmission map[string]*admissionTable
 	// AdmissionFlags are the flags whose settings the file's [admission]
 	// table sets (to refuse both); apply sets them on an Admission.
 	AdmissionFlags []string
@@ -169,13 +176,13 @@ func loadOrigins(path string, env environ) (originSettings, error) {
 		// check has refused what the types do not read.
 		return originSettings{}, fmt.Errorf("--origins %s: %s", path, quoted.ReplaceAllString(err.Error(), `"…"`))
 	}
-	if err := l.admission(f.Admission); err != nil {
+	if err := l.admission(key{"admission"}, f.Admission); err != nil {
 		return originSettings{}, err
 	}
 	if l.private, err = privateFile(path); err != nil {
 		return originSettings{}, err
 	}
-	s := originSettings{Conventions: map[string]activities.Convention{}, Credentials: map[string]activities.Credential{}, admission: f.Admission}
+	s := originSettings{Conventions: map[string]activities.Convention{}, Credentials: map[string]activities.Credential{}, OriginAdmission: map[string]*admissionTable{}, admission: f.Admission}
 	if a, ok := doc["admission"].(map[string]any); ok {
 		for k, v := range a {
 			keys := []string{k}
@@ -653,15 +660,16 @@ func and(names []string) string {
 // admission refuses, at its key, an [admission] value that
 // activities.Admission.Validate refuses (each key alone, then min_rate
 // with initial_rate), saying what to write.
-func (l *loader) admission(t *admissionTable) error {
+func (l *loader) admission(at key, t *admissionTable) error {
 	if t == nil {
 		return nil
 	}
+	n := len(at) // k[n] is the key in the admission table
 	check := func(k key, one func(*admissionTable)) error {
 		var a activities.Admission
 		var only admissionTable
 		one(&only)
-		originSettings{admission: &only}.apply(&a)
+		only.apply(&a)
 		if a.Validate() == nil {
 			return nil
 		}
@@ -677,11 +685,11 @@ func (l *loader) admission(t *admissionTable) error {
 		switch {
 		case name == "throttles":
 			off = ""
-		case k[1] == "breaker":
-			off = "; off = true in [admission.breaker] turns the breaker off"
+		case k[n] == "breaker":
+			off = "; off = true in " + at.with("breaker").table() + " turns the breaker off"
 		}
-		f, _ := fieldByTag(reflect.TypeFor[admissionTable](), k[1])
-		if k[1] == "breaker" {
+		f, _ := fieldByTag(reflect.TypeFor[admissionTable](), k[n])
+		if k[n] == "breaker" {
 			f, _ = fieldByTag(reflect.TypeFor[breakerTable](), name)
 		}
 		return l.fail(k, true, "%s: out of range: %s%s%s", k, write, eg(k, f.Type, f.Tag.Get("example")), off)
@@ -690,7 +698,7 @@ func (l *loader) admission(t *admissionTable) error {
 	for _, part := range []struct {
 		k key
 		v reflect.Value
-	}{{key{"admission"}, reflect.ValueOf(t).Elem()}, {key{"admission", "breaker"}, reflect.ValueOf(t.Breaker)}} {
+	}{{at, reflect.ValueOf(t).Elem()}, {at.with("breaker"), reflect.ValueOf(t.Breaker)}} {
 		if part.v.Kind() == reflect.Pointer {
 			if part.v.IsNil() {
 				continue
@@ -704,7 +712,7 @@ func (l *loader) admission(t *admissionTable) error {
 			}
 			err := check(part.k.with(f.Tag.Get("toml")), func(only *admissionTable) {
 				dst := reflect.ValueOf(only).Elem()
-				if len(part.k) == 2 {
+				if len(part.k) == n+1 {
 					only.Breaker = &breakerTable{}
 					dst = reflect.ValueOf(only.Breaker).Elem()
 				}
@@ -716,7 +724,7 @@ func (l *loader) admission(t *admissionTable) error {
 		}
 	}
 	if t.MinRate != nil && t.InitialRate != nil && *t.MinRate > 0 && *t.InitialRate > 0 && *t.MinRate > *t.InitialRate {
-		return l.fail(key{"admission", "min_rate"}, true, "admission.min_rate %g is above initial_rate %g: write a lowest rate at most the first", *t.MinRate, *t.InitialRate)
+		return l.fail(at.with("min_rate"), true, "%s %g is above initial_rate %g: write a lowest rate at most the first", at.with("min_rate"), *t.MinRate, *t.InitialRate)
 	}
 	return nil
 }
@@ -730,6 +738,12 @@ func (l *loader) origin(s *originSettings, k key, o string, t originTable) error
 			return err
 		}
 		s.Conventions[o] = c
+	}
+	if err := l.admission(k.with("admission"), t.Admission); err != nil {
+		return err
+	}
+	if t.Admission != nil {
+		s.OriginAdmission[o] = t.Admission
 	}
 	var cred activities.Credential
 	var err error
@@ -1108,7 +1122,27 @@ func privateFile(path string) (bool, error) {
 
 // apply sets the [admission] table's settings on a.
 func (s originSettings) apply(a *activities.Admission) {
-	t := s.admission
+	s.admission.apply(a)
+}
+
+// admissions are the origins' own admissions: each origin's table laid
+// over worker, the worker's (activities.Config.OriginAdmission).
+func (s originSettings) admissions(worker activities.Admission) map[string]activities.Admission {
+	if len(s.OriginAdmission) == 0 {
+		return nil
+	}
+	out := map[string]activities.Admission{}
+	for o, t := range s.OriginAdmission {
+		a := worker
+		a.Throttles = slices.Clone(worker.Throttles)
+		t.apply(&a)
+		out[o] = a
+	}
+	return out
+}
+
+// apply sets on a what t sets (nil: nothing).
+func (t *admissionTable) apply(a *activities.Admission) {
 	if t == nil {
 		return
 	}

@@ -240,6 +240,43 @@ min_failures = 7
 	require.ErrorContains(t, err, "--admission-initial-rate and the [admission] table of --origins "+path)
 }
 
+// TestOriginsAdmissionPerOrigin (issue 40, item 3): an origin's
+// [origin."…".admission] table is laid over the worker's admission (the
+// flags, then [admission]) for that origin alone
+// (activities.Config.OriginAdmission); the other origins keep the
+// worker's.
+func TestOriginsAdmissionPerOrigin(t *testing.T) {
+	path := writeOrigins(t, `
+[admission]
+initial_rate = 20
+[origin."https://psp.example".admission]
+throttles = [429, 503]
+[origin."https://psp.example".admission.breaker]
+off = true
+[origin."https://ledger.example"]
+`, 0o644)
+	t.Setenv("ORIGINS_FILE", path)
+	t.Setenv("API_TOKEN", "")
+	cfg := parseArgs(t, "--admission-min-rate", "2")
+	ac, err := activityConfig(cfg)
+	require.NoError(t, err)
+	ac.Admission = cfg.admission
+	cfg.file.apply(&ac.Admission)
+	want := activities.Admission{InitialRate: 20, MinRate: 2, Throttles: []int{429, 503}, Breaker: activities.Breaker{Off: true}}
+	got := cfg.file.admissions(ac.Admission)
+	require.Contains(t, got, "https://psp.example")
+	psp := got["https://psp.example"]
+	assert.Equal(t, want.InitialRate, psp.InitialRate, "the file's [admission]")
+	assert.Equal(t, want.MinRate, psp.MinRate, "the flag")
+	assert.Equal(t, want.Throttles, psp.Throttles, "the origin's own")
+	assert.True(t, psp.Breaker.Off, "the origin's own breaker setting")
+	assert.NotContains(t, got, "https://ledger.example", "an origin without a table keeps the worker's admission")
+	assert.False(t, ac.Admission.Breaker.Off, "the worker's breaker stays on")
+	acts, _, err := newActivities(cfg)
+	require.NoError(t, err)
+	require.NotNil(t, acts)
+}
+
 // TestOriginsWithFlags: the file's origins are added to the flags'; an
 // origin in both is refused; API_TOKEN goes to its named origin only.
 func TestOriginsWithFlags(t *testing.T) {

@@ -131,6 +131,7 @@ func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 		return nil, nil, err
 	}
 	cfg.file.apply(&ac.Admission)
+	ac.OriginAdmission = cfg.file.admissions(ac.Admission)
 	queues := newOriginQueues(cfg.taskQueue, origins)
 	if cfg.sharedRate {
 		ac.SharedRate = queues

@@ -94,7 +94,7 @@ func Load(args []string) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg}
-	if h.logger, err = cliutil.NewLogger(cfg.logLevel, cfg.secrets()...); err != nil {
+	if h.logger, err = cliutil.NewLogger(cfg.LogLevel, cfg.secrets()...); err != nil {
 		return nil, err
 	}
 	if h.acts, h.queues, err = newActivities(cfg); err != nil {
@@ -103,12 +103,13 @@ func Load(args []string) (*Host, error) {
 	if err := checkCredentials(h.acts, h.logger); err != nil {
 		return nil, err
 	}
-	if cfg.check {
+	if cfg.Check {
 		return h, nil
 	}
 	if h.opts, h.tel, err = clientOptions(cfg, h.logger); err != nil {
 		return nil, err
 	}
+	h.cfg.Webhooks.Namespace = cmp.Or(h.opts.Namespace, client.DefaultNamespace)
 	h.stops = append(h.stops, func() { flush(h.tel, h.logger) })
 	return h, nil
 }
@@ -116,12 +117,12 @@ func Load(args []string) (*Host, error) {
 // Checked reports whether the settings asked for the check alone
 // (--check): Load checked the configuration and every origin's
 // credential, and the program should exit.
-func (h *Host) Checked() bool { return h.cfg.check }
+func (h *Host) Checked() bool { return h.cfg.Check }
 
 // TaskQueue is the task queue the settings name (--task-queue): the one
 // workflows schedule their HTTP activities on, for the worker of
 // [Host.WorkerOptions] and [Host.Register].
-func (h *Host) TaskQueue() string { return h.cfg.taskQueue }
+func (h *Host) TaskQueue() string { return h.cfg.TaskQueue }
 
 // Logger is the worker's logger (--log-level, JSON on stderr), which
 // redacts every secret the settings hold.
@@ -145,29 +146,29 @@ func (h *Host) Start(c client.Client) error {
 	switch {
 	case c == nil:
 		return errors.New("host: Start needs a client: dial one with Host.ClientOptions")
-	case h.cfg.check:
+	case h.cfg.Check:
 		return errors.New("host: --check asked for the check alone: exit when Host.Checked reports true")
 	case h.started:
 		return errors.New("host: Start called twice: call it once per Host")
 	}
 	h.started, h.c = true, c
 	namespace := cmp.Or(h.opts.Namespace, client.DefaultNamespace)
-	h.shared = h.cfg.sharedRate && sharedRateAllowed(context.Background(), c, namespace, h.cfg.taskQueue, h.logger)
+	h.shared = h.cfg.SharedRate && sharedRateAllowed(context.Background(), c, namespace, h.cfg.TaskQueue, h.logger)
 	stop, err := h.queues.start(c, h.acts, h.opts, h.logger, h.shared)
 	if err != nil {
 		h.Close()
 		return err
 	}
 	h.push(stop)
-	stop, err = startWebhooks(h.cfg.webhooks, c, h.opts.MetricsHandler, h.logger)
+	stop, err = startWebhooks(h.cfg.Webhooks, c, h.opts.MetricsHandler, h.logger)
 	if err != nil {
 		h.Close()
 		return err
 	}
 	h.push(stop)
-	h.logger.Info("worker starting", slog.String("task_queue", h.cfg.taskQueue),
-		slog.Any("allowed_origins", slices.Concat(cliutil.SplitList(h.cfg.allow), h.cfg.file.Origins)),
-		slog.String("origins_file", h.cfg.originsPath), slog.Bool("api_token", h.cfg.token != ""), slog.Bool("shared_rate", h.shared))
+	h.logger.Info("worker starting", slog.String("task_queue", h.cfg.TaskQueue),
+		slog.Any("allowed_origins", slices.Concat(h.cfg.Allow, h.cfg.file.Origins)),
+		slog.String("origins_file", h.cfg.OriginsPath), slog.Bool("api_token", h.cfg.Token != ""), slog.Bool("shared_rate", h.shared))
 	return nil
 }
 
@@ -176,9 +177,9 @@ func (h *Host) Start(c client.Client) error {
 // shared rate in force, the interceptor that runs each HTTP activity on
 // its origin's queue. Set what else you need on them; keep Interceptors.
 func (h *Host) WorkerOptions() worker.Options {
-	o := worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: h.cfg.queueRate}
+	o := worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: h.cfg.QueueRate}
 	if h.shared {
-		o.Interceptors = []interceptor.WorkerInterceptor{newRouting(h.cfg.taskQueue, h.queues.queues)}
+		o.Interceptors = []interceptor.WorkerInterceptor{newRouting(h.cfg.TaskQueue, h.queues.queues)}
 	}
 	return o
 }
@@ -192,7 +193,7 @@ func (h *Host) WorkerOptions() worker.Options {
 func (h *Host) Register(w worker.Registry) {
 	h.acts.Register(w)
 	workflows.Register(w)
-	if cb := h.cfg.webhooks.callbacks(); cb != nil {
+	if cb := h.cfg.Webhooks.callbacks(); cb != nil {
 		cb.Register(w)
 	}
 	(&governor.Activities{Client: h.c}).Register(w)
@@ -220,7 +221,7 @@ func (h *Host) push(stop func()) {
 
 // secrets are the secret values of cfg, for the logger to redact.
 func (cfg config) secrets() []string {
-	return slices.Concat([]string{cfg.token, "Bearer " + cfg.token}, cfg.webhooks.secrets, cfg.file.Secrets, cfg.webhooks.callbackSecrets)
+	return slices.Concat([]string{cfg.Token, "Bearer " + cfg.Token}, cfg.Webhooks.Secrets, cfg.file.Secrets, cfg.Webhooks.CallbackSecrets)
 }
 
 // clientOptions loads the client options from the environment or a profile,
@@ -231,10 +232,10 @@ func clientOptions(cfg config, logger *slog.Logger) (client.Options, *telemetry.
 		return opts, nil, fmt.Errorf("loading Temporal client options (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, profile): %w", err)
 	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
-	if cfg.identity != "" {
-		opts.Identity = cfg.identity
+	if cfg.Identity != "" {
+		opts.Identity = cfg.Identity
 	}
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-worker", MetricsAddr: cfg.metricsAddr, Logger: logger})
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{ServiceName: "temporal-idempotent-http-worker", MetricsAddr: cfg.MetricsAddr, Logger: logger})
 	if err != nil {
 		return opts, nil, err
 	}

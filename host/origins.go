@@ -92,43 +92,6 @@ type sigV4Table struct {
 	Profile string `toml:"profile" example:"payments"`
 }
 
-// admissionTable is the [admission] table: activities.Admission, for every
-// origin; and an origin's [origin."ORIGIN".admission], laid over it for
-// that origin.
-type admissionTable struct {
-	Off         *bool          `toml:"off" example:"true"`
-	InitialRate *float64       `toml:"initial_rate" example:"10"`
-	MinRate     *float64       `toml:"min_rate" example:"0.5"`
-	RetryRatio  *float64       `toml:"retry_ratio" example:"0.2"`
-	MinRetries  *int           `toml:"min_retries" example:"100"`
-	RetryWindow *time.Duration `toml:"retry_window" example:"10s"`
-	MaxWait     *time.Duration `toml:"max_wait" example:"1s"`
-	MaxDelay    *time.Duration `toml:"max_delay" example:"3s"`
-	Throttles   []int          `toml:"throttles" example:"[429, 503]"`
-	Breaker     *breakerTable  `toml:"breaker"`
-}
-
-// breakerTable is the [admission.breaker] table.
-type breakerTable struct {
-	Off          *bool          `toml:"off" example:"true"`
-	FailureRatio *float64       `toml:"failure_ratio" example:"0.5"`
-	MinFailures  *int           `toml:"min_failures" example:"5"`
-	Window       *time.Duration `toml:"window" example:"10s"`
-	OpenTime     *time.Duration `toml:"open_time" example:"1s"`
-	MaxOpenTime  *time.Duration `toml:"max_open_time" example:"1m"`
-	RestartRate  *float64       `toml:"restart_rate" example:"5"`
-}
-
-// admissionFlagOf names the flag that sets the same as each [admission]
-// key, for the error when both are given.
-var admissionFlagOf = map[string]string{
-	"off": "admission", "initial_rate": "admission-initial-rate", "min_rate": "admission-min-rate",
-	"retry_ratio": "retry-budget-ratio", "throttles": "admission-throttles",
-	"breaker.off": "breaker", "breaker.failure_ratio": "breaker-failure-ratio", "breaker.min_failures": "breaker-min-failures",
-	"breaker.window": "breaker-window", "breaker.open_time": "breaker-open-time", "breaker.max_open_time": "breaker-max-open-time",
-	"breaker.restart_rate": "breaker-restart-rate",
-}
-
 // originSettings is what an origins file gives activities.Config.
 type originSettings struct {
 	Origins     []string // canonical, sorted
@@ -139,10 +102,8 @@ type originSettings struct {
 	// OriginAdmission are the origins' own [origin."…".admission] tables,
 	// laid over the worker's admission by admissions.
 	OriginAdmission map[string]*admissionTable
-	// AdmissionFlags are the flags whose settings the file's [admission]
-	// table sets (to refuse both); apply sets them on an Admission.
-	AdmissionFlags []string
-	admission      *admissionTable
+	// admission is the file's [admission] table (nil: none).
+	admission *admissionTable
 	// Secrets are the secret values the file gave (inline, from the
 	// environment or a client secret file), for the logger to redact.
 	Secrets []string
@@ -183,23 +144,6 @@ func loadOrigins(path string, env environ) (originSettings, error) {
 		return originSettings{}, err
 	}
 	s := originSettings{Conventions: map[string]activities.Convention{}, Credentials: map[string]activities.Credential{}, OriginAdmission: map[string]*admissionTable{}, admission: f.Admission}
-	if a, ok := doc["admission"].(map[string]any); ok {
-		for k, v := range a {
-			keys := []string{k}
-			if b, ok := v.(map[string]any); ok && k == "breaker" {
-				keys = nil
-				for bk := range b {
-					keys = append(keys, "breaker."+bk)
-				}
-			}
-			for _, k := range keys {
-				if fl, ok := admissionFlagOf[k]; ok {
-					s.AdmissionFlags = append(s.AdmissionFlags, fl)
-				}
-			}
-		}
-		slices.Sort(s.AdmissionFlags)
-	}
 	first := map[string]string{} // canonical origin → the name of its first table
 	for _, name := range l.inFileOrder(key{"origin"}, slices.Collect(maps.Keys(f.Origin))) {
 		k := key{"origin", name}
@@ -1141,37 +1085,28 @@ func (s originSettings) admissions(worker activities.Admission) map[string]activ
 	return out
 }
 
-// apply sets on a what t sets (nil: nothing).
+// apply sets on a what t sets (nil: nothing), field by field of the same
+// name.
 func (t *admissionTable) apply(a *activities.Admission) {
 	if t == nil {
 		return
 	}
-	set(&a.Off, t.Off)
-	set(&a.InitialRate, t.InitialRate)
-	set(&a.MinRate, t.MinRate)
-	set(&a.RetryRatio, t.RetryRatio)
-	set(&a.MinRetries, t.MinRetries)
-	set(&a.RetryWindow, t.RetryWindow)
-	set(&a.MaxWait, t.MaxWait)
-	set(&a.MaxDelay, t.MaxDelay)
-	if t.Throttles != nil {
-		a.Throttles = t.Throttles
+	var into func(dst, src reflect.Value)
+	into = func(dst, src reflect.Value) {
+		for i, f := range reflectFields(src.Type()) {
+			sv, dv := src.Field(i), dst.FieldByName(f.Name)
+			switch {
+			case sv.IsNil():
+			case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct:
+				into(dv, sv.Elem())
+			case f.Type.Kind() == reflect.Pointer:
+				dv.Set(sv.Elem())
+			default:
+				dv.Set(sv)
+			}
+		}
 	}
-	if b := t.Breaker; b != nil {
-		set(&a.Breaker.Off, b.Off)
-		set(&a.Breaker.FailureRatio, b.FailureRatio)
-		set(&a.Breaker.MinFailures, b.MinFailures)
-		set(&a.Breaker.FailureWindow, b.Window)
-		set(&a.Breaker.OpenTime, b.OpenTime)
-		set(&a.Breaker.MaxOpenTime, b.MaxOpenTime)
-		set(&a.Breaker.RestartRate, b.RestartRate)
-	}
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
+	into(reflect.ValueOf(a).Elem(), reflect.ValueOf(t).Elem())
 }
 
 // fieldByTag returns the field of struct type typ whose toml tag is name.

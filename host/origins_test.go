@@ -224,9 +224,8 @@ min_failures = 7
 `, 0o644)
 	s, err := loadOrigins(path, envOf(nil))
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"admission-initial-rate", "admission-throttles", "breaker-window", "breaker-min-failures"}, s.AdmissionFlags)
 	a := activities.Admission{MinRate: 0.5}
-	s.apply(&a)
+	s.admission.apply(&a)
 	assert.Equal(t, activities.Admission{InitialRate: 5, MinRate: 0.5, Throttles: []int{429, 503}, MaxWait: 20 * time.Second,
 		Breaker: activities.Breaker{FailureWindow: time.Minute, MinFailures: 7}}, a)
 
@@ -236,8 +235,27 @@ min_failures = 7
 	acts, _, err := newActivities(cfg)
 	require.NoError(t, err, "the file alone is a valid configuration")
 	require.NotNil(t, acts)
-	_, err = parseArgsErr(t, "--admission-initial-rate", "3")
-	require.ErrorContains(t, err, "--admission-initial-rate and the [admission] table of --origins "+path)
+	for _, tt := range []struct{ args, env, want string }{
+		{"--admission-initial-rate", "", "--admission-initial-rate and admission.initial_rate in --origins " + path + " set the same"},
+		{"--breaker-window", "", "--breaker-window and admission.breaker.window in --origins " + path},
+		{"", "ADMISSION_THROTTLES", "ADMISSION_THROTTLES (--admission-throttles) and admission.throttles in --origins " + path},
+	} {
+		var args []string
+		if tt.args != "" {
+			args = []string{tt.args, "3s"}
+			if tt.args == "--admission-initial-rate" {
+				args[1] = "3"
+			}
+		}
+		if tt.env != "" {
+			t.Setenv(tt.env, "429")
+		}
+		_, err = parseArgsErr(t, args...)
+		require.ErrorContains(t, err, tt.want)
+		if tt.env != "" {
+			t.Setenv(tt.env, "")
+		}
+	}
 }
 
 // TestOriginsAdmissionPerOrigin (issue 40, item 3): an origin's
@@ -261,7 +279,6 @@ off = true
 	ac, err := activityConfig(cfg)
 	require.NoError(t, err)
 	ac.Admission = cfg.admission
-	cfg.file.apply(&ac.Admission)
 	want := activities.Admission{InitialRate: 20, MinRate: 2, Throttles: []int{429, 503}, Breaker: activities.Breaker{Off: true}}
 	got := cfg.file.admissions(ac.Admission)
 	require.Contains(t, got, "https://psp.example")
@@ -290,7 +307,7 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 	file, err := loadOrigins(path, os.LookupEnv)
 	require.NoError(t, err)
 
-	ac, err := activityConfig(config{allow: "http://127.0.0.1:8081", token: "tok_live_0123456789", tokenOrigin: "http://127.0.0.1:8081", originsPath: path, file: file})
+	ac, err := activityConfig(config{settings: settings{Allow: []string{"http://127.0.0.1:8081"}, Token: "tok_live_0123456789", TokenOrigin: "http://127.0.0.1:8081", OriginsPath: path}, file: file})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"http://127.0.0.1:8081", "https://api.stripe.com"}, ac.AllowedOrigins)
 	assert.Equal(t, map[string]activities.Convention{"https://api.stripe.com": activities.Stripe()}, ac.Conventions)
@@ -308,13 +325,13 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 		cfg  config
 		want []string
 	}{
-		{"allowed twice", config{allow: "https://API.stripe.com:443", originsPath: path, file: file},
+		{"allowed twice", config{settings: settings{Allow: []string{"https://API.stripe.com:443"}, OriginsPath: path}, file: file},
 			[]string{"origin https://api.stripe.com", path, "--allow-origin", "one place"}},
-		{"convention twice", config{allow: "http://a.example", conventions: "https://api.stripe.com=stripe", originsPath: path, file: file},
+		{"convention twice", config{settings: settings{Allow: []string{"http://a.example"}, Conventions: []string{"https://api.stripe.com=stripe"}, OriginsPath: path}, file: file},
 			[]string{"origin https://api.stripe.com", "--convention", "one place"}},
-		{"several origins, no token origin", config{allow: "http://127.0.0.1:8081", token: "tok_live_0123456789", originsPath: path, file: file},
+		{"several origins, no token origin", config{settings: settings{Allow: []string{"http://127.0.0.1:8081"}, Token: "tok_live_0123456789", OriginsPath: path}, file: file},
 			[]string{"API_TOKEN", "--api-token-origin"}},
-		{"token for an origin with file credentials", config{token: "tok_live_0123456789", originsPath: path, file: file},
+		{"token for an origin with file credentials", config{settings: settings{Token: "tok_live_0123456789", OriginsPath: path}, file: file},
 			[]string{"API_TOKEN is for https://api.stripe.com", "credentials in the origins file"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

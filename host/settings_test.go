@@ -42,7 +42,7 @@ func TestActivityConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := activityConfig(config{allow: tt.allow, token: tt.token, tokenOrigin: tt.to})
+			cfg, err := activityConfig(config{settings: settings{Allow: cliutil.SplitList(tt.allow), Token: tt.token, TokenOrigin: tt.to}})
 			if tt.wantErrParts != nil {
 				require.Error(t, err)
 				for _, p := range tt.wantErrParts {
@@ -110,7 +110,7 @@ func TestParseConventions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseConventions(tt.list)
+			got, err := parseConventions(cliutil.SplitList(tt.list))
 			if tt.wantErr != "" {
 				assert.ErrorContains(t, err, tt.wantErr)
 				return
@@ -131,11 +131,11 @@ func TestConventionPresets(t *testing.T) {
 	for _, name := range names {
 		preset, ok := named.Lookup[conventionPreset](name)
 		require.True(t, ok)
-		got, err := parseConventions("https://api.example.com=" + strings.ToUpper(name))
+		got, err := parseConventions([]string{"https://api.example.com=" + strings.ToUpper(name)})
 		require.NoError(t, err, name)
 		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": preset()}, got, name)
 	}
-	_, err := parseConventions("https://api.example.com=nosuch")
+	_, err := parseConventions([]string{"https://api.example.com=nosuch"})
 	assert.ErrorContains(t, err, "PRESET "+named.OneOf[conventionPreset]()+" and")
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	_, err = parse(fs, nil)
@@ -147,14 +147,14 @@ func TestConventionPresets(t *testing.T) {
 	require.Subset(t, lros, []string{"azure", "operation-location", "google"})
 	for _, name := range lros {
 		preset, _ := named.Lookup[longRunningPreset](name)
-		got, err := parseConventions("https://api.example.com=ietf+" + name)
+		got, err := parseConventions([]string{"https://api.example.com=ietf+" + name})
 		require.NoError(t, err, name)
 		want := activities.IETF()
 		want.LongRunning = preset("https://api.example.com")
 		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": want}, got, name)
 		assert.Contains(t, fs.Lookup("convention").Usage, "+"+name)
 	}
-	_, err = parseConventions("https://api.example.com=ietf+" + lros[0] + "+" + lros[1])
+	_, err = parseConventions([]string{"https://api.example.com=ietf+" + lros[0] + "+" + lros[1]})
 	assert.Error(t, err, "two long-running presets")
 }
 
@@ -174,25 +174,26 @@ func TestListFlagsAccumulate(t *testing.T) {
 	t.Setenv("ALLOW_ORIGINS", "http://env.example")
 	t.Setenv("CONVENTIONS", "")
 	tests := []struct {
-		name                          string
-		args                          []string
-		allow, conventions, throttles []string
+		name               string
+		args               []string
+		allow, conventions []string
+		throttles          []int
 	}{
 		{"repeated", []string{"--allow-origin", "http://a.example", "--allow-origin", "http://b.example,http://c.example",
 			"--convention", "http://a.example=stripe", "--convention", "http://b.example=ietf+azure",
 			"--admission-throttles", "429", "--admission-throttles", "503"},
 			[]string{"http://a.example", "http://b.example", "http://c.example"},
-			[]string{"http://a.example=stripe", "http://b.example=ietf+azure"}, []string{"429", "503"}},
-		{"the environment's default", nil, []string{"http://env.example"}, nil, []string{"429"}},
+			[]string{"http://a.example=stripe", "http://b.example=ietf+azure"}, []int{429, 503}},
+		{"the environment's default", nil, []string{"http://env.example"}, nil, nil},
 		{"one flag, commas", []string{"--allow-origin=http://a.example, http://b.example"},
-			[]string{"http://a.example", "http://b.example"}, nil, []string{"429"}},
+			[]string{"http://a.example", "http://b.example"}, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := parseArgs(t, tt.args...)
-			assert.Equal(t, tt.allow, cliutil.SplitList(cfg.allow), "--allow-origin")
-			assert.Equal(t, tt.conventions, cliutil.SplitList(cfg.conventions), "--convention")
-			assert.Equal(t, tt.throttles, cliutil.SplitList(cfg.throttles), "--admission-throttles")
+			assert.Equal(t, tt.allow, cfg.Allow, "--allow-origin")
+			assert.Equal(t, tt.conventions, cfg.Conventions, "--convention")
+			assert.Equal(t, tt.throttles, cfg.Admission.Throttles, "--admission-throttles (nil: the library's default)")
 		})
 	}
 	cfg := parseArgs(t, "--allow-origin", "http://a.example", "--allow-origin", "http://b.example",
@@ -200,7 +201,7 @@ func TestListFlagsAccumulate(t *testing.T) {
 	acts, _, err := newActivities(cfg)
 	require.NoError(t, err)
 	require.NotNil(t, acts)
-	conv, err := parseConventions(cfg.conventions)
+	conv, err := parseConventions(cfg.Conventions)
 	require.NoError(t, err)
 	assert.Len(t, conv, 2, "both conventions kept")
 }

@@ -53,7 +53,7 @@ func TestSharedRateFlags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, cfg.sharedRate)
+			assert.Equal(t, tt.want, cfg.SharedRate)
 			_, queues, err := newActivities(cfg)
 			require.NoError(t, err)
 			assert.Equal(t, map[string]string{"idempotent-http@http://a.example": "http://a.example"}, queues.queues,

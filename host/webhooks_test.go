@@ -25,14 +25,12 @@ import (
 // WEBHOOK_SECRETS (and no other variable).
 func verifierOf(t *testing.T, args []string, secrets string) (webhooks.Verifier, error) {
 	t.Helper()
-	var c webhookConfig
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	webhookFlags(fs, &c)
-	if err := fs.Parse(args); err != nil {
+	cfg, err := parseWith(fs, args, func(k string) string { return map[string]string{"WEBHOOK_SECRETS": secrets}[k] })
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.readSecrets(func(k string) string { return map[string]string{"WEBHOOK_SECRETS": secrets}[k] })
-	return c.verifier()
+	return cfg.Webhooks.verifier()
 }
 
 // TestWebhookVerifierFlags: --webhook-scheme and --webhook-hmac-* build
@@ -212,9 +210,10 @@ func TestWebhookSchemes(t *testing.T) {
 	if want := "want " + named.List(signature.Names()...); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("--webhook-scheme nosuch: %v, want an error with %q", err, want)
 	}
-	var c webhookConfig
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	webhookFlags(fs, &c)
+	if _, err := parseWith(fs, nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
 	if usage, want := fs.Lookup("webhook-scheme").Usage, named.List(signature.Names()...)+" ("; !strings.Contains(usage, want) {
 		t.Errorf("--webhook-scheme's help %q does not list %q", usage, want)
 	}

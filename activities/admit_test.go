@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"reflect"
 	"testing"
@@ -214,6 +215,8 @@ func TestAdmissionRejectsBadConfig(t *testing.T) {
 		want string
 	}{
 		{"negative rate", activities.Admission{InitialRate: -1}, "may not be negative"},
+		{"NaN rate (it admitted nothing)", activities.Admission{InitialRate: math.NaN()}, "not NaN or infinite"},
+		{"infinite failure ratio", activities.Admission{Breaker: activities.Breaker{FailureRatio: math.Inf(1)}}, "not NaN or infinite"},
 		{"negative wait", activities.Admission{MaxWait: -time.Second}, "may not be negative"},
 		{"min above initial", activities.Admission{InitialRate: 1, MinRate: 2}, "MinRate 2 is above InitialRate 1"},
 		{"throttle not an error status", activities.Admission{Throttles: []int{429, 200}}, "200 is not an HTTP error status"},

@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"io"
+	"math"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -173,10 +176,21 @@ func printUsage(fs *flag.FlagSet, decls []declared) {
 // variable getenv has (not empty); given records who set each, by the
 // setting's name (its flag's, else its variable's): the variable's name
 // now, the flag's once fs parses it.
-func declare(fs *flag.FlagSet, s any, getenv func(string) string) (given map[string]string, err error) {
+func declare(fs *flag.FlagSet, s any, args []string, getenv func(string) string) (given map[string]string, err error) {
 	given = map[string]string{}
 	decls := settingsOf(reflect.ValueOf(s))
 	fs.Usage = func() { printUsage(fs, decls) }
+	if fs.Output() == os.Stderr {
+		// An error in the args is the caller's to print, once, without
+		// the help; --help prints the help.
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {
+			if helpAsked(args) {
+				fs.SetOutput(os.Stderr)
+				printUsage(fs, decls)
+			}
+		}
+	}
 	for _, d := range decls {
 		fv := &fieldValue{v: d.v, invert: d.field.Tag.Get("invert") == "true", def: d.field.Tag.Get("default")}
 		// A setting of the library's own (an [admission] key) is unset
@@ -202,6 +216,20 @@ func declare(fs *flag.FlagSet, s any, getenv func(string) string) (given map[str
 		}
 	}
 	return given, nil
+}
+
+// helpAsked reports whether args ask for the help (-h, --help) before a
+// "--".
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 // quote quotes v for an error, unless it is long enough to be a secret.
@@ -346,7 +374,7 @@ func parseSetting(t reflect.Type, s string, invert bool) (reflect.Value, error) 
 		v.SetInt(n)
 	case t.Kind() == reflect.Float64:
 		n, err := strconv.ParseFloat(s, 64)
-		if err != nil {
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
 			return v, fmt.Errorf("%s is not a number", quote(s))
 		}
 		v.SetFloat(n)

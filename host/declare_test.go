@@ -166,7 +166,11 @@ func settingsTable() string {
 		if d.toml != nil {
 			key = fmt.Sprintf("`%s`", strings.Join(d.toml, "."))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", flagCell, cell(d.envName(), "`"), key, cell(d.field.Tag.Get("default"), "`"),
+		def := cell(d.field.Tag.Get("default"), "`")
+		if d.field.Tag.Get("invert") == "true" {
+			def += " (on: the key's `false`)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", flagCell, cell(d.envName(), "`"), key, def,
 			strings.ReplaceAll(d.help(), "|", "\\|"))
 	}
 	return b.String()

@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -66,12 +67,18 @@ type Host struct {
 	opts   client.Options
 	tel    *telemetry.Telemetry
 
-	c       client.Client // set by Start
-	shared  bool          // the shared rate in force, decided by Start
+	// gov are the governors' activities on the base queue, their client
+	// set by Start.
+	gov     governor.Activities
 	started bool
+	// shared is the shared rate in force, decided by Start; the routing
+	// interceptor of WorkerOptions routes only while it is.
+	shared atomic.Bool
 
-	mu    sync.Mutex
-	stops []func() // in the order to call them
+	mu        sync.Mutex
+	closed    bool
+	stops     []func() // in the order to call them
+	closeOnce sync.Once
 }
 
 // Load reads the settings from args (the worker's flags, without the
@@ -86,11 +93,19 @@ type Host struct {
 // Temporal's envconfig does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …) and
 // sets up telemetry: --metrics-addr starts serving metrics.
 //
-// --help prints the flags and returns flag.ErrHelp.
+// --help prints the flags and returns flag.ErrHelp. An error in args
+// (an unknown flag, a value that does not read) has a method ExitCode,
+// 2, the status Go's flag package exits with.
 func Load(args []string) (*Host, error) {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	cfg, err := parse(fs, args)
 	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if err := cfg.Webhooks.check(); err != nil {
 		return nil, err
 	}
 	h := &Host{cfg: cfg}
@@ -131,7 +146,10 @@ func (h *Host) Logger() *slog.Logger { return h.logger }
 // ClientOptions are the options to dial Temporal with: those of the
 // environment or a profile, with the worker's logger, --identity, and
 // the telemetry's tracing interceptor and metrics handler. Set what else
-// you need on them; keep Interceptors and MetricsHandler.
+// you need on them; keep Interceptors and MetricsHandler, and set the
+// namespace and identity by TEMPORAL_NAMESPACE (or a profile) and
+// --identity, not here: the governors, the reporter and the callback
+// URLs use these options' own.
 func (h *Host) ClientOptions() client.Options { return h.opts }
 
 // Start starts, on c (dialled with [Host.ClientOptions]), what runs
@@ -151,41 +169,43 @@ func (h *Host) Start(c client.Client) error {
 	case h.started:
 		return errors.New("host: Start called twice: call it once per Host")
 	}
-	h.started, h.c = true, c
+	h.started, h.gov.Client = true, c
 	namespace := cmp.Or(h.opts.Namespace, client.DefaultNamespace)
-	h.shared = h.cfg.SharedRate && sharedRateAllowed(context.Background(), c, namespace, h.cfg.TaskQueue, h.logger)
-	stop, err := h.queues.start(c, h.acts, h.opts, h.logger, h.shared)
+	shared := h.cfg.SharedRate && sharedRateAllowed(context.Background(), c, namespace, h.cfg.TaskQueue, h.logger)
+	h.shared.Store(shared)
+	stop, err := h.queues.start(c, h.acts, h.opts, h.logger, shared)
+	if err == nil {
+		err = h.push(stop)
+	}
+	if err == nil {
+		if stop, err = startWebhooks(h.cfg.Webhooks, c, h.opts.MetricsHandler, h.logger); err == nil {
+			err = h.push(stop)
+		}
+	}
 	if err != nil {
 		h.Close()
 		return err
 	}
-	h.push(stop)
-	stop, err = startWebhooks(h.cfg.Webhooks, c, h.opts.MetricsHandler, h.logger)
-	if err != nil {
-		h.Close()
-		return err
-	}
-	h.push(stop)
 	h.logger.Info("worker starting", slog.String("task_queue", h.cfg.TaskQueue),
 		slog.Any("allowed_origins", slices.Concat(h.cfg.Allow, h.cfg.file.Origins)),
-		slog.String("origins_file", h.cfg.OriginsPath), slog.Bool("api_token", h.cfg.Token != ""), slog.Bool("shared_rate", h.shared))
+		slog.String("origins_file", h.cfg.OriginsPath), slog.Bool("api_token", h.cfg.Token != ""), slog.Bool("shared_rate", shared))
 	return nil
 }
 
 // WorkerOptions are the options of the worker of [Host.TaskQueue]: a
-// 15 s WorkerStopTimeout, --task-queue-activities-per-second and, with the
-// shared rate in force, the interceptor that runs each HTTP activity on
-// its origin's queue. Set what else you need on them; keep Interceptors.
+// 15 s WorkerStopTimeout, --task-queue-activities-per-second and, with
+// --shared-rate, the interceptor that runs each HTTP activity on its
+// origin's queue once [Host.Start] finds the shared rate in force. Set
+// what else you need on them; keep Interceptors.
 func (h *Host) WorkerOptions() worker.Options {
 	o := worker.Options{WorkerStopTimeout: 15 * time.Second, TaskQueueActivitiesPerSecond: h.cfg.QueueRate}
-	if h.shared {
-		o.Interceptors = []interceptor.WorkerInterceptor{newRouting(h.cfg.TaskQueue, h.queues.queues)}
+	if h.cfg.SharedRate {
+		o.Interceptors = []interceptor.WorkerInterceptor{newRouting(h.cfg.TaskQueue, h.queues.queues, h.shared.Load)}
 	}
 	return o
 }
 
-// Register registers on w (a worker of [Host.TaskQueue], after
-// [Host.Start]) the HTTP
+// Register registers on w (a worker of [Host.TaskQueue]) the HTTP
 // activities, this module's workflows, the callback activity with
 // --callback-base-url, and the governors' activities (governors started
 // on this queue by an earlier version run here until they continue as
@@ -196,32 +216,58 @@ func (h *Host) Register(w worker.Registry) {
 	if cb := h.cfg.Webhooks.callbacks(); cb != nil {
 		cb.Register(w)
 	}
-	(&governor.Activities{Client: h.c}).Register(w)
+	h.gov.Register(w) // its client is Start's
 }
 
 // Close stops what [Host.Start] started, each worker waiting for its
 // running activities up to its stop timeout, and exports the telemetry
-// not yet exported. Call it before closing the client.
+// not yet exported. Call it before closing the client. It may be called
+// from any goroutine, and more than once: each call returns once all is
+// stopped; what a Start still running starts after it is stopped at once,
+// and that Start fails.
 func (h *Host) Close() {
-	h.mu.Lock()
-	stops := h.stops
-	h.stops = nil
-	h.mu.Unlock()
-	for _, stop := range slices.Backward(stops) {
-		stop()
-	}
+	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		stops := h.stops
+		h.stops, h.closed = nil, true
+		h.mu.Unlock()
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	})
 }
 
-// push adds stop to what Close calls, first.
-func (h *Host) push(stop func()) {
+// push adds stop to what Close calls, first; after Close it calls stop
+// at once and says so.
+func (h *Host) push(stop func()) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stops = append(h.stops, stop)
+	if !h.closed {
+		h.stops = append(h.stops, stop)
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	stop()
+	return errors.New("host: Close was called while Start ran: start again with a new Host")
 }
+
+// usageError is an error in the worker's args.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() + " (--help lists the flags)" }
+func (e usageError) Unwrap() error { return e.err }
+
+// ExitCode is 2, the status Go's flag package exits with on an error in
+// the command line.
+func (usageError) ExitCode() int { return 2 }
 
 // secrets are the secret values of cfg, for the logger to redact.
 func (cfg config) secrets() []string {
-	return slices.Concat([]string{cfg.Token, "Bearer " + cfg.Token}, cfg.Webhooks.Secrets, cfg.file.Secrets, cfg.Webhooks.CallbackSecrets)
+	var token []string
+	if cfg.Token != "" {
+		token = []string{cfg.Token, "Bearer " + cfg.Token}
+	}
+	return slices.Concat(token, cfg.Webhooks.Secrets, cfg.file.Secrets, cfg.Webhooks.CallbackSecrets)
 }
 
 // clientOptions loads the client options from the environment or a profile,

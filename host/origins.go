@@ -618,13 +618,7 @@ func (l *loader) admission(at key, t *admissionTable) error {
 			return nil
 		}
 		name := k[len(k)-1]
-		write := "write a value of 0 or more (0 takes the default)"
-		switch name {
-		case "failure_ratio":
-			write = "write a share above 0 and at most 1 (0 takes the default 0.5)"
-		case "throttles":
-			write = "list HTTP error statuses from 400 to 599"
-		}
+		write := admissionAdvice(name)
 		off := "; off = true turns admission off"
 		switch {
 		case name == "throttles":
@@ -671,6 +665,18 @@ func (l *loader) admission(at key, t *admissionTable) error {
 		return l.fail(at.with("min_rate"), true, "%s %g is above initial_rate %g: write a lowest rate at most the first", at.with("min_rate"), *t.MinRate, *t.InitialRate)
 	}
 	return nil
+}
+
+// admissionAdvice says what to write for the [admission] key name whose
+// value is out of range.
+func admissionAdvice(name string) string {
+	switch name {
+	case "failure_ratio":
+		return "write a share above 0 and at most 1 (0 takes the default 0.5)"
+	case "throttles":
+		return "list HTTP error statuses from 400 to 599"
+	}
+	return "write a value of 0 or more (0 takes the default)"
 }
 
 // origin adds the settings of the table t of the origin o, at the key k,
@@ -1071,18 +1077,22 @@ func (s originSettings) apply(a *activities.Admission) {
 
 // admissions are the origins' own admissions: each origin's table laid
 // over worker, the worker's (activities.Config.OriginAdmission).
-func (s originSettings) admissions(worker activities.Admission) map[string]activities.Admission {
+func (s originSettings) admissions(worker activities.Admission) (map[string]activities.Admission, error) {
 	if len(s.OriginAdmission) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := map[string]activities.Admission{}
-	for o, t := range s.OriginAdmission {
+	for _, o := range slices.Sorted(maps.Keys(s.OriginAdmission)) {
 		a := worker
 		a.Throttles = slices.Clone(worker.Throttles)
-		t.apply(&a)
+		s.OriginAdmission[o].apply(&a)
+		if err := a.Validate(); err != nil && !a.Off {
+			return nil, fmt.Errorf("origin %s: its [origin.%q.admission] laid over the worker's admission (flags, variables, [admission]) is out of range: %s", o, o,
+				strings.TrimPrefix(strings.TrimPrefix(err.Error(), "Config.Admission"), ": "))
+		}
 		out[o] = a
 	}
-	return out
+	return out, nil
 }
 
 // apply sets on a what t sets (nil: nothing), field by field of the same

@@ -280,7 +280,8 @@ off = true
 	require.NoError(t, err)
 	ac.Admission = cfg.admission
 	want := activities.Admission{InitialRate: 20, MinRate: 2, Throttles: []int{429, 503}, Breaker: activities.Breaker{Off: true}}
-	got := cfg.file.admissions(ac.Admission)
+	got, err := cfg.file.admissions(ac.Admission)
+	require.NoError(t, err)
 	require.Contains(t, got, "https://psp.example")
 	psp := got["https://psp.example"]
 	assert.Equal(t, want.InitialRate, psp.InitialRate, "the file's [admission]")

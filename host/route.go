@@ -23,12 +23,14 @@ type routing struct {
 	interceptor.WorkerInterceptorBase
 	base   string
 	queues map[string]string // canonical origin → its task queue
+	on     func() bool       // whether the shared rate is in force
 }
 
 // newRouting routes the activities scheduled on base to the queues of
-// the origins of queues (task queue → origin, as originQueues has them).
-func newRouting(base string, queues map[string]string) *routing {
-	r := &routing{base: base, queues: map[string]string{}}
+// the origins of queues (task queue → origin, as originQueues has them),
+// while on reports true.
+func newRouting(base string, queues map[string]string, on func() bool) *routing {
+	r := &routing{base: base, queues: map[string]string{}, on: on}
 	for tq, origin := range queues {
 		r.queues[origin] = tq
 	}
@@ -75,7 +77,7 @@ func (r *routing) route(taskQueue, wfQueue, activityType string, args []any) (st
 	if taskQueue == "" {
 		taskQueue = wfQueue
 	}
-	if taskQueue != r.base || len(args) == 0 {
+	if taskQueue != r.base || len(args) == 0 || !r.on() {
 		return "", false
 	}
 	var urls []string

@@ -27,7 +27,8 @@ import (
 // it is.
 func TestRoute(t *testing.T) {
 	const api, other = "https://api.example.com", "https://other.example"
-	r := newRouting("orders", newOriginQueues("orders", []string{api, "HTTPS://Status.Example:443"}).queues)
+	on := true
+	r := newRouting("orders", newOriginQueues("orders", []string{api, "HTTPS://Status.Example:443"}).queues, func() bool { return on })
 	in := request.Input{URL: api + "/charges"}
 	mon := request.Monitor{Accepted: request.Accepted{URL: api + "/exports", Monitor: "https://status.example/op/1"}}
 	tests := []struct {
@@ -54,6 +55,11 @@ func TestRoute(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+	// Until Start finds the shared rate in force (or where it is not),
+	// nothing moves.
+	on = false
+	_, ok := r.route("", "orders", request.ActivityName, []any{in})
+	assert.False(t, ok, "routed without the shared rate in force")
 }
 
 // TestRoutingReplaysRecordedHistories: histories recorded before routing
@@ -90,7 +96,7 @@ func TestRoutingReplaysRecordedHistories(t *testing.T) {
 			}
 
 			rec := &queueRecorder{}
-			routing := newRouting(tt.base, newOriginQueues(tt.base, []string{tt.origin}).queues)
+			routing := newRouting(tt.base, newOriginQueues(tt.base, []string{tt.origin}).queues, func() bool { return true })
 			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
 				Interceptors: []interceptor.WorkerInterceptor{rec, routing},
 			})

@@ -98,7 +98,7 @@ func parse(fs *flag.FlagSet, args []string) (config, error) {
 func parseWith(fs *flag.FlagSet, args []string, getenv func(string) string) (config, error) {
 	var cfg config
 	var err error
-	if cfg.given, err = declare(fs, &cfg.settings, getenv); err != nil {
+	if cfg.given, err = declare(fs, &cfg.settings, args, getenv); err != nil {
 		return cfg, err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -117,6 +117,9 @@ func parseWith(fs *flag.FlagSet, args []string, getenv func(string) string) (con
 		// A fixed limit on the base queue: the requests stay there.
 		cfg.SharedRate = false
 	}
+	if err := cfg.Admission.check(cfg.given); err != nil {
+		return cfg, err
+	}
 	if cfg.Webhooks.Namespace == "" {
 		cfg.Webhooks.Namespace = "default"
 	}
@@ -130,6 +133,33 @@ func parseWith(fs *flag.FlagSet, args []string, getenv func(string) string) (con
 	}
 	cfg.Admission.apply(&cfg.admission)
 	return cfg, nil
+}
+
+// check refuses an admission setting out of range, naming the flag or
+// variable that set it, as the origins file's loader names its keys.
+func (t *admissionTable) check(given map[string]string) error {
+	set := settings{Admission: *t}
+	for _, d := range settingsOf(reflect.ValueOf(&set)) {
+		if d.toml == nil || d.v.IsNil() {
+			continue
+		}
+		var one settings
+		for _, o := range settingsOf(reflect.ValueOf(&one)) {
+			if o.flagName() == d.flagName() {
+				o.v.Set(d.v)
+			}
+		}
+		var a activities.Admission
+		one.Admission.apply(&a)
+		if a.Validate() != nil {
+			fv := fieldValue{v: d.v, invert: d.field.Tag.Get("invert") == "true"}
+			return fmt.Errorf("%s %s: out of range: %s", given[d.flagName()], fv.String(), admissionAdvice(d.toml[len(d.toml)-1]))
+		}
+	}
+	if t.MinRate != nil && t.InitialRate != nil && *t.MinRate > 0 && *t.InitialRate > 0 && *t.MinRate > *t.InitialRate {
+		return fmt.Errorf("%s %g is above %s %g: give a lowest rate at most the first", given["admission-min-rate"], *t.MinRate, given["admission-initial-rate"], *t.InitialRate)
+	}
+	return nil
 }
 
 // envLookup is getenv as an environ: a variable set empty is unset.
@@ -189,7 +219,9 @@ func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 	}
 	origins := ac.AllowedOrigins
 	ac.MaxResponseBytes, ac.MaxRetryAfter, ac.Admission = cfg.MaxBody, cfg.MaxRetryAfter, cfg.admission
-	ac.OriginAdmission = cfg.file.admissions(ac.Admission)
+	if ac.OriginAdmission, err = cfg.file.admissions(ac.Admission); err != nil {
+		return nil, nil, err
+	}
 	queues := newOriginQueues(cfg.TaskQueue, origins)
 	if cfg.SharedRate {
 		ac.SharedRate = queues

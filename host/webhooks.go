@@ -92,24 +92,48 @@ func (c *webhookSettings) callbacks() *webhooks.Callbacks {
 	return &webhooks.Callbacks{BaseURL: c.CallbackBase, Secrets: c.CallbackSecrets, Namespace: c.Namespace}
 }
 
-// startWebhooks serves the receiver, when the flags ask for it (Register
-// registers the callback activity); stop shuts the server down.
-func startWebhooks(c webhookSettings, cl client.Client, metrics client.MetricsHandler, logger *slog.Logger) (stop func(), err error) {
-	cb := c.callbacks()
-	if cb != nil {
+// check checks the receiver's settings without serving anything (Load
+// runs it, --check too): the scheme and its secrets, the callback URLs'
+// keys, an address with something to serve, the limits.
+func (c *webhookSettings) check() error {
+	if cb := c.callbacks(); cb != nil {
 		if _, err := cb.URL("check", "check", ""); err != nil {
-			return nil, fmt.Errorf("--callback-base-url, CALLBACK_SECRETS: %w", err)
+			return fmt.Errorf("--callback-base-url, CALLBACK_SECRETS: %w", err)
 		}
 	}
 	if c.Addr == "" {
 		if len(c.Secrets) > 0 {
-			return nil, errors.New("WEBHOOK_SECRETS is set but --webhook-addr is not: set the address to serve the receiver on")
+			return errors.New("WEBHOOK_SECRETS is set but --webhook-addr is not: set the address to serve the receiver on")
 		}
-		return func() {}, nil
+		return nil
 	}
 	v, err := c.verifier()
 	if err != nil {
-		return nil, fmt.Errorf("--webhook-scheme, WEBHOOK_SECRETS: %w", err)
+		return fmt.Errorf("--webhook-scheme, WEBHOOK_SECRETS: %w", err)
+	}
+	if v == nil && c.callbacks() == nil {
+		return errors.New("--webhook-addr needs WEBHOOK_SECRETS (a fixed endpoint's signing secrets) or --callback-base-url with CALLBACK_SECRETS")
+	}
+	if c.MaxBody < 0 || c.DeliveryTimeout < 0 {
+		return errors.New("--webhook-max-body-bytes and --webhook-delivery-timeout must be 0 (the default) or more")
+	}
+	return nil
+}
+
+// startWebhooks serves the receiver, when the settings ask for it
+// (check has checked them; Register registers the callback activity);
+// stop shuts the server down.
+func startWebhooks(c webhookSettings, cl client.Client, metrics client.MetricsHandler, logger *slog.Logger) (stop func(), err error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.Addr == "" {
+		return func() {}, nil
+	}
+	cb := c.callbacks()
+	v, err := c.verifier()
+	if err != nil {
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	base := webhooks.Config{Client: cl, Verifier: v, MaxBodyBytes: c.MaxBody, DeliveryTimeout: c.DeliveryTimeout,
@@ -129,9 +153,6 @@ func startWebhooks(c webhookSettings, cl client.Client, metrics client.MetricsHa
 			return nil, err
 		}
 		mux.Handle(callbackPath, callbacks)
-	}
-	if v == nil && cb == nil {
-		return nil, errors.New("--webhook-addr needs WEBHOOK_SECRETS (a fixed endpoint's signing secrets) or --callback-base-url with CALLBACK_SECRETS")
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {

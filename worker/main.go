@@ -55,10 +55,16 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+	err := run()
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
 	}
+	fmt.Fprintln(os.Stderr, "worker:", err)
+	var usage interface{ ExitCode() int } // an error in the command line
+	if errors.As(err, &usage) {
+		os.Exit(usage.ExitCode())
+	}
+	os.Exit(1)
 }
 
 // run polls the task queue with the activity and the workflow until SIGINT

@@ -136,6 +136,11 @@ type Config struct {
 // Validate checks the parameters of a Config that is on; its errors name
 // the fields as the activity's user writes them (Config.Admission…).
 func (c Config) Validate() error {
+	for _, f := range []float64{c.InitialRate, c.MinRate, c.RetryRatio, c.Breaker.FailureRatio, c.Breaker.RestartRate} {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("Config.Admission: InitialRate, MinRate, RetryRatio, Breaker.FailureRatio and Breaker.RestartRate must be numbers, not NaN or infinite (a NaN rate admits nothing)")
+		}
+	}
 	switch {
 	case c.InitialRate < 0, c.MinRate < 0, c.MinRetries < 0, c.RetryWindow < 0, c.MaxWait < 0, c.MaxDelay < 0:
 		return fmt.Errorf("Config.Admission: InitialRate, MinRate, MinRetries, RetryWindow, MaxWait and MaxDelay may not be negative (0 takes the default); set Off to turn admission off")

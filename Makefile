@@ -12,7 +12,7 @@ GO    ?= go
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
 ## Fuzz targets run their seed corpus and testdata/fuzz inputs only, as
 ## plain go test does: the same inputs on every run (time-boxed fuzzing is
-## make fuzz; internal/testing/repocheck pins both).
+## make fuzz; harness/repocheck pins both).
 test: check compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
@@ -25,17 +25,17 @@ check:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./internal/testing/apicheck/... ./internal/testing/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
-	$(GO) test -race -count=1 -timeout 30m ./internal/testing/itest/... ./integration/
+	$(GO) test -race -count=1 -timeout 30m ./harness/itest/... ./integration/
 
 ## cluster-test: only the tests on the PostgreSQL-backed cluster (installs
 ## PostgreSQL from Debian's packages when it is missing; needs root).
 cluster-test:
 	bash scripts/install-postgres.sh
-	$(GO) test -race -count=1 -timeout 30m ./internal/testing/cluster/ ./integration/cluster/
+	$(GO) test -race -count=1 -timeout 30m ./harness/cluster/ ./integration/cluster/
 
 ## interop: the interop suite: the activity, in Temporal's test environment
 ## and on a dev server, against npm idempotency middlewares (installed by
@@ -122,7 +122,7 @@ fuzz:
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/testing/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./harness/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)

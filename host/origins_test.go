@@ -328,7 +328,7 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 }
 
 // TestOriginsExample: testdata/origins.toml, the file docs/credentials.md
-// shows (internal/testing/repocheck checks it word for word there), gives
+// shows (harness/repocheck checks it word for word there), gives
 // each origin the credential its page says.
 func TestOriginsExample(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))

@@ -30,8 +30,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )

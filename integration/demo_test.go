@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
 // TestDemoScript runs scripts/demo.sh (make demo) end to end on free ports,

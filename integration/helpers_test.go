@@ -34,8 +34,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )

@@ -18,8 +18,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )

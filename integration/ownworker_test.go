@@ -25,9 +25,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/payment"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 

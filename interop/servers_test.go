@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -69,7 +69,7 @@ var servers = []server{
 	{name: "reference/express", conv: activities.IETF(), keyOptional: true, boot: bootReference(testsuite.ExpressDialect())},
 }
 
-// nodeTarget is an npm server (internal/testing/interop).
+// nodeTarget is an npm server (harness/interop).
 type nodeTarget struct{ s *interop.Server }
 
 // bootNode starts the npm server once for the suite run; each test gets a

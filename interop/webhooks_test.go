@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
 

@@ -138,7 +138,7 @@ func TestCancelOperationWithinWorkflowDeadline(t *testing.T) {
 }
 
 // TestReplayCancelWithinWorkflowDeadline replays histories recorded on a
-// real dev server (internal/cmd/histgen) of a call with
+// real dev server (harness/histgen) of a call with
 // FollowOptions{CancelOperation: true} to a Google-style operation,
 // cancelled while it polls: follow_cancel_deadline_history.json (a 60 s
 // run cancelled 5 s in) and follow_cancel_no_time_history.json (a 15 s run

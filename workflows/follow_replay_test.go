@@ -26,7 +26,7 @@ import (
 const firstWaitChangeID = "follow-timeout-bounds-first-wait"
 
 // TestReplayFollowFirstWait replays histories recorded on a real dev server
-// (internal/cmd/histgen) of a call following an operation whose start answer's
+// (harness/histgen) of a call following an operation whose start answer's
 // Retry-After (3 s) passes FollowOptions.Timeout (2 s):
 // follow_first_wait_history.json with the code before the timeout bounded
 // the first wait (7500d85: a 3 s timer, then the poll activity, then the

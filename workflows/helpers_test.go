@@ -75,7 +75,7 @@ func charge(srv *idemtest.Server) workflows.Request {
 }
 
 // recordedHistory reads a history recorded on a dev server
-// (testdata/*_history*.json, written by internal/cmd/histgen).
+// (testdata/*_history*.json, written by harness/histgen).
 func recordedHistory(t *testing.T, file string) *historypb.History {
 	t.Helper()
 	raw, err := os.ReadFile(file)

@@ -212,7 +212,7 @@ type TwoRefundsInput struct {
 	Timeout time.Duration `json:"timeout"`
 }
 
-// twoRefunds is internal/cmd/histgen's workflow of the same name, which
+// twoRefunds is harness/histgen's workflow of the same name, which
 // recorded the webhook_two_keys histories: the same code, for the
 // replayer (change both together).
 func twoRefunds(ctx workflow.Context, in TwoRefundsInput) ([]string, error) {
@@ -241,7 +241,7 @@ func twoRefunds(ctx workflow.Context, in TwoRefundsInput) ([]string, error) {
 // code before events were matched by key (a scratch recorder at 9ebb7c4:
 // events naming no key, the first call's late event taken by the second
 // call and ending it, no version marker), and
-// webhook_two_keys_history_v2.json, recorded by internal/cmd/histgen with
+// webhook_two_keys_history_v2.json, recorded by harness/histgen with
 // today's (the marker; events naming their key; the first call's late
 // event naming its key refused, so not in history; one naming no key
 // taken but ending nothing; the second call ended by its own). Today's

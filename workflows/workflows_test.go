@@ -380,7 +380,7 @@ func (k *keyOutbound) ExecuteActivity(ctx workflow.Context, activityType string,
 }
 
 // TestReplayKeepsKey replays histories recorded on a real dev server (made
-// by internal/cmd/histgen): seed_history.json with the input format before
+// by harness/histgen): seed_history.json with the input format before
 // (durations as nanoseconds, the body as JSON) and seed_history_v2.json with
 // today's (durations as strings, the body as its exact text). The current
 // code replays both without non-determinism, derives the key each recorded
@@ -489,7 +489,7 @@ func TestExecuteChild(t *testing.T) {
 }
 
 // TestReplayReadsRecordedFailure replays a call the API declined with a
-// 402, recorded by internal/cmd/histgen: declined_history.json with the code
+// 402, recorded by harness/histgen: declined_history.json with the code
 // before API v1 (when the details type was activities.FailureDetails),
 // declined_history_v2.json with today's. The workflow replays without
 // non-determinism, and AsFailure reads the recorded failure, from the

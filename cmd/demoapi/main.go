@@ -53,10 +53,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/capture"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -25,7 +25,7 @@ func TestCapture(t *testing.T) {
 	secret := newSecret()
 	t.Setenv("WEBHOOK_SECRETS", secret)
 	t.Setenv("STRIPE_WEBHOOK_SECRET", "whsec_stripe_test_2b7f")
-	c := devServer(t) // a Temporal dev server (internal/testing/itest)
+	c := devServer(t) // a Temporal dev server (harness/itest)
 	hooks, err := capture.Receivers(c)
 	require.NoError(t, err)
 	receiver := httptest.NewServer(hooks)

@@ -1,7 +1,7 @@
 // Package cluster_test runs the repository's real binaries, two worker
 // processes and the reference API, against a production-shaped Temporal
-// service (temporal-server on PostgreSQL, from internal/testing/cluster; processes,
-// builds and waits from internal/testing/itest), and checks
+// service (temporal-server on PostgreSQL, from harness/cluster; processes,
+// builds and waits from harness/itest), and checks
 // what issue 5 promises: idempotency holds across processes and machines,
 // when a worker dies in the middle of a request, and under load shared by
 // several workers.
@@ -23,9 +23,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )

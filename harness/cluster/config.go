@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"text/template"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // serverConfig is what the server's development.yaml is rendered from.
@@ -29,7 +29,7 @@ type servicePorts struct {
 // serverConfigTemplate follows config/development-postgres12.yaml of the
 // server module, with every port free, every address loopback, archival off
 // and no metrics or pprof listener.
-var serverConfigTemplate = template.Must(template.New("development.yaml").Parse(`# Written by internal/testing/cluster for one test run.
+var serverConfigTemplate = template.Must(template.New("development.yaml").Parse(`# Written by harness/cluster for one test run.
 log:
   stdout: true
   level: {{.LogLevel}}
@@ -127,7 +127,7 @@ dynamicConfigClient:
 
 // dynamicConfig is the server's dynamic configuration: the development-sql
 // defaults that matter to this repository's tests.
-const dynamicConfig = `# Written by internal/testing/cluster for one test run.
+const dynamicConfig = `# Written by harness/cluster for one test run.
 limit.maxIDLength:
   - value: 255
     constraints: {}

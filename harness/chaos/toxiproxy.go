@@ -9,7 +9,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // ToxiproxyTool is Toxiproxy's server, pinned as a Go tool in tools/go.mod

@@ -46,8 +46,9 @@ import (
 )
 
 // skipTop are the directories at the module root that hold no package
-// users import: commands, tools, benchmarks, the integration and interop
-// suites and the examples. Below them nothing is listed. Any other
+// users import: commands, tools, benchmarks, the test harness, the
+// integration and interop suites and the examples. Below them nothing is
+// listed. Any other
 // library package of the module is public, and is listed, unless a
 // directory on its path is named internal or testdata, starts with . or _,
 // or holds a module of its own (a go.mod).
@@ -55,6 +56,7 @@ var skipTop = map[string]bool{
 	"cmd":         true,
 	"tools":       true,
 	"bench":       true,
+	"harness":     true,
 	"integration": true,
 	"interop":     true,
 	"examples":    true,
@@ -805,7 +807,7 @@ func typeString(e ast.Expr) string {
 func Render(modPath string, lines []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The public API of %s: one line per exported identifier.\n", modPath)
-	b.WriteString("# Generated; a change is deliberate: go test ./internal/testing/apicheck -update\n")
+	b.WriteString("# Generated; a change is deliberate: go test ./harness/apicheck -update\n")
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // serverProcess returns the running temporal-server process (the one

@@ -1,5 +1,5 @@
 // Package chaos is the chaos campaign: many idempotent operations on the
-// PostgreSQL-backed Temporal cluster (internal/testing/cluster) while
+// PostgreSQL-backed Temporal cluster (harness/cluster) while
 // everything between them and their API fails in turn, and a check that
 // every operation still ended exactly once with its full answer.
 //

@@ -10,8 +10,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 )
 
 // TestServers starts every server and checks the harness around the

@@ -1,5 +1,5 @@
 // Package interop runs the third-party servers of the interop suite
-// (../../../interop) as child processes of a test: small payments APIs in
+// (../../interop) as child processes of a test: small payments APIs in
 // interop/node, each built on an npm idempotency middleware, and two mock
 // APIs of long-running operations (AutorestLRO, SpectorLRO). It installs
 // their npm packages (scripts/install-interop.sh), starts one, returns its
@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // The servers, by the name of their entry file in interop/node.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // BuildTimeout bounds [BuildTools] in [StartForTest]: a cold build of the

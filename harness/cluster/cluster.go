@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // Options configures [Start]. The zero value of each field has a default.

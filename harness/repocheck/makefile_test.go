@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// root is the module's root, two levels above this package.
-const root = "../../.."
+// root is the module's root, two levels above this package (harness/repocheck).
+const root = "../.."
 
 // recipes returns the recipe lines of each target of the Makefile at
 // path: the tab-indented lines that follow "name:".

@@ -20,7 +20,7 @@
 // a run that awaits one operation's webhooks under two keys:
 //
 //	go build -C tools -o ../bin/temporal github.com/temporalio/cli/cmd/temporal
-//	go run ./internal/cmd/histgen -temporal bin/temporal -out workflows/testdata
+//	go run ./harness/histgen -temporal bin/temporal -out workflows/testdata
 package main
 
 import (

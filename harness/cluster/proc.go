@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // runLogged runs a short-lived command to completion, appending its output

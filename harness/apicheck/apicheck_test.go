@@ -39,7 +39,7 @@ func TestAPI(t *testing.T) {
 		return
 	}
 
-	const msg = "the public API changed: if that is deliberate, run `go test ./internal/testing/apicheck -update` and commit " + listingFile
+	const msg = "the public API changed: if that is deliberate, run `go test ./harness/apicheck -update` and commit " + listingFile
 	got, err := os.ReadFile(file)
 	if os.IsNotExist(err) {
 		t.Fatalf("%s is missing; %s", listingFile, msg)
@@ -51,7 +51,7 @@ func TestAPI(t *testing.T) {
 	if d := Diff(listingFile, "the source", Parse(got), lines); d != "" {
 		t.Fatalf("%s\n\n%s", msg, d)
 	}
-	t.Fatalf("%s is not as -update writes it (header, order or duplicates); run `go test ./internal/testing/apicheck -update` and commit it", listingFile)
+	t.Fatalf("%s is not as -update writes it (header, order or duplicates); run `go test ./harness/apicheck -update` and commit it", listingFile)
 }
 
 // lister is shared by the tests of snippets: it loads each package of the
@@ -258,6 +258,7 @@ func TestPackages(t *testing.T) {
 	write("cmd/tool/main.go", "package main\n\nfunc main() {}\n")
 	write("worker/main.go", "package main\n\nfunc main() {}\n")
 	write("examples/e/e.go", "package e\n\nfunc E() {}\n")
+	write("harness/h/h.go", "package h\n\nfunc H() {}\n")
 	write("nested/go.mod", "module example.com/nested\n")
 	write("nested/n.go", "package nested\n\nfunc N() {}\n")
 	write(".hidden/h.go", "package h\n\nfunc H() {}\n")

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // PostgresUser and PostgresPassword are the superuser that the throw-away

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
 )
 
 func greetActivity(_ context.Context, name string) (string, error) {

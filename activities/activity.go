@@ -108,18 +108,35 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Register registers the HTTP activity under the name
-// "IdempotentHTTPRequest" and the poll activity, which follows long-running
-// operations, under "IdempotentHTTPPoll" (the activity types in Temporal's
-// metrics and Web UI), the names workflows.Call schedules.
+// Register registers the two activities on a worker (or a test
+// environment) under the names workflows.Call schedules, which are their
+// activity types in Temporal's metrics and Web UI:
+//
+//   - "IdempotentHTTPRequest" performs one attempt of a call. It sends
+//     nothing for an invalid request or one its origin's admission holds
+//     back (Config.Admission); otherwise it sends the request once with the
+//     idempotency key and the origin's credentials, follows a 307 or 308
+//     to the same origin, and classifies the answer by the classification
+//     table of docs/how-it-works.md: a 2xx is the workflows.Response; every
+//     failure is a *temporal.ApplicationError of a workflows.ErrType… type
+//     carrying a workflows.Failure, retryable ones with their
+//     NextRetryDelay (the server's Retry-After, else the jittered backoff
+//     of workflows.RetryOptions). Each attempt that sends is an HTTP client
+//     span and is counted in the worker's metrics (docs/observability.md).
+//   - "IdempotentHTTPPoll" follows a long-running operation
+//     (workflows.Request.Follow, workflows.FollowAccepted), one GET of its
+//     status monitor per attempt, read by the origin's
+//     Convention.LongRunning; the wait between polls is Temporal's retry
+//     timer, so a waiting operation holds no goroutine of the worker.
+//
+// Their inputs are internal: workflows build them, users do not.
 func (a *Activities) Register(r worker.ActivityRegistry) {
-	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: request.ActivityName})
-	r.RegisterActivityWithOptions(a.Poll, activity.RegisterOptions{Name: request.PollActivityName})
+	r.RegisterActivityWithOptions(a.requestActivity, activity.RegisterOptions{Name: request.ActivityName})
+	r.RegisterActivityWithOptions(a.pollActivity, activity.RegisterOptions{Name: request.PollActivityName})
 }
 
-// Do performs one attempt of req, the input workflows.Call schedules it
-// with. It is exported to be registered (Register does that); its input
-// type is internal: workflows build it, users do not. It sends
+// requestActivity is the HTTP activity, registered as "IdempotentHTTPRequest": one
+// attempt of req, the input workflows.Call schedules it with. It sends
 // nothing for an invalid request or one its origin's admission holds back
 // (Config.Admission); otherwise it sends the request once with the
 // idempotency key and the origin's credentials, follows a 307 or 308 to
@@ -129,9 +146,9 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 // workflows.ErrType… type carrying a workflows.Failure, retryable ones with
 // their NextRetryDelay (retry.go says which delay wins). Each attempt that
 // sends is an HTTP client span and is counted in the worker's metrics (docs/observability.md).
-func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Response, error) {
+func (a *Activities) requestActivity(ctx context.Context, req request.Input) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
-		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
+		return nil, errors.New("activities: the HTTP activity runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
 	}
 	info := activity.GetInfo(ctx)
 	prev := loadProgress(ctx, info.Attempt)

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -450,11 +451,11 @@ func TestConcurrentAttempts(t *testing.T) {
 }
 
 // TestDoOutsideAnActivity: called outside a Temporal activity (there is no
-// retry policy to drive it), Do returns an error instead of panicking.
+// retry policy to drive it), the HTTP activity returns an error instead of panicking.
 func TestDoOutsideAnActivity(t *testing.T) {
 	acts, err := activities.New(activities.Config{AllowedOrigins: []string{"https://pay.example.com"}})
 	require.NoError(t, err)
-	resp, err := acts.Do(t.Context(), req("https://pay.example.com/payments"))
+	resp, err := registered.Of(acts).Do(t.Context(), req("https://pay.example.com/payments"))
 	assert.Nil(t, resp)
 	assert.ErrorContains(t, err, "runs only as a Temporal activity")
 }

@@ -34,7 +34,7 @@ const (
 type Config struct {
 	// HTTPClient sends the requests. nil uses a client with a Transport cloned
 	// from http.DefaultTransport. The activity never lets the client follow
-	// redirects itself (it handles them as documented on Activities.Do); the
+	// redirects itself (it handles them as documented on Activities.Register); the
 	// client's Timeout, if any, bounds each attempt together with the activity
 	// context. Its Transport must not modify a request's headers in place
 	// (http.RoundTripper's contract): the activity shares their values

@@ -51,7 +51,7 @@ type Convention struct {
 	// anything is sent.
 	KeyUUID bool
 	// InFlight lists the answers that mean "a request with this key is still
-	// being processed". They are waited out (see Activities.Do).
+	// being processed". They are waited out (see Activities.Register).
 	InFlight []Signal
 	// KeyReused lists the answers that mean "this key was already used with a
 	// different request"; they fail with workflows.ErrTypeIdempotencyKeyReused.
@@ -172,7 +172,7 @@ func IETF() Convention {
 // answer about the resource (SignalsInFlight); a 400 with error type
 // idempotency_error for a key reused with other parameters;
 // Idempotent-Replayed: true on a stored response. Stripe's
-// Stripe-Should-Retry header is honoured for every origin (see Activities.Do).
+// Stripe-Should-Retry header is honoured for every origin (see Activities.Register).
 func Stripe() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -118,7 +119,7 @@ func TestOAuth2ThousandAttemptsAtExpiry(t *testing.T) {
 				r.IdempotencyKey = fmt.Sprintf("key-%04d", i)
 				ready.Done()
 				<-go1
-				resp, err := a.Do(ctx, r)
+				resp, err := registered.Of(a).Do(ctx, r)
 				switch {
 				case err != nil:
 					errs.Store(i, err.Error())

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -79,8 +80,9 @@ func benchDo(b *testing.B, creds map[string]activities.Credential) {
 		Operation: "charge", Method: http.MethodPost, URL: "http://127.0.0.1:8081/charges",
 		Body: []byte(`{"amount":42,"currency":"EUR"}`), IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
 	}
+	do := registered.Of(a).Do
 	inActivity(b, func(ctx context.Context) {
-		resp, err := a.Do(ctx, r)
+		resp, err := do(ctx, r)
 		if err != nil || resp.Status != http.StatusCreated {
 			b.Fatalf("Do: %v", err)
 		}

@@ -21,10 +21,10 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// Poll follows a long-running operation, one GET of its status monitor
-// per attempt, the input workflows.Call (with Request.Follow) and
-// workflows.FollowAccepted schedule it with; Register registers it. Its
-// input type is internal: workflows build it, users do not.
+// pollActivity is the poll activity, registered as "IdempotentHTTPPoll": it
+// follows a long-running operation, one GET of its status monitor per
+// attempt, the input workflows.Call (with Request.Follow) and
+// workflows.FollowAccepted schedule it with.
 //
 // The start request's origin's Convention.LongRunning reads the answer. An
 // operation still running ends the attempt with a retryable
@@ -48,9 +48,9 @@ import (
 // the requests that reached the API: it fails after the third that failed
 // (attempts not admitted, whose credential could not be applied or that
 // could not connect send none).
-func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
+func (a *Activities) pollActivity(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
-		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
+		return nil, errors.New("activities: the poll activity runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
 	}
 	info := activity.GetInfo(ctx)
 	pl := &poller{a: a, info: info, in: in, op: followedOperation(&in, info.Attempt)}
@@ -386,7 +386,7 @@ func (pl *poller) sealedShown(shown string, cancel bool) string {
 
 // send sends p once admitted, as the start request is (admit, exchange,
 // in the attempt's client span, which Poll ends with the attempt's result
-// as Do does): a poll is no retry for the retry budget unless the last one
+// as requestActivity does): a poll is no retry for the retry budget unless the last one
 // failed, and one not admitted ends the attempt with a retryable
 // workflows.ErrTypeNotAdmitted, the operation in its Failure; its next
 // attempt polls at its turn. The error is nil when it was sent.

@@ -36,12 +36,12 @@ type prepared struct {
 	origin string
 	o      *origin
 	// inject: the attempt's trace context goes into the request's
-	// headers (set by Do: false only when the default propagator, W3C
+	// headers (set by requestActivity: false only when the default propagator, W3C
 	// Trace Context, would write nothing, the span context being invalid).
 	inject bool
 	// noKey: the request carries no idempotency key (a poll's GET).
 	noKey bool
-	// prev is Do's progress of the attempts before this one, which admit
+	// prev is requestActivity's progress of the attempts before this one, which admit
 	// updates (asking.prev points here).
 	prev progress
 }

@@ -156,7 +156,7 @@ func (a *Activities) metrics(ctx context.Context, origin, operation string) clie
 }
 
 // resultOf returns an attempt's verdict kind and error type as metrics, spans and
-// logs name them: Do's error decides, so that a retryable type made final
+// logs name them: requestActivity's error decides, so that a retryable type made final
 // on the last attempt counts as non_retryable.
 func resultOf(err error) (verdictKind, string) {
 	if err == nil {

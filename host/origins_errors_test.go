@@ -319,8 +319,8 @@ ca_file = %q
 			{bank.URL, "the origin refused the client certificate of tls.cert_file at " + path + ":7:1"},
 		} {
 			env := suite.NewTestActivityEnvironment()
-			env.RegisterActivity(a.Do)
-			_, err := env.ExecuteActivity(a.Do, request.Input{Operation: "charge", URL: c.url + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: "key-1"})
+			a.Register(env)
+			_, err := env.ExecuteActivity(request.ActivityName, request.Input{Operation: "charge", URL: c.url + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: "key-1"})
 			require.Error(t, err)
 			t.Log(err)
 			assert.Contains(t, err.Error(), c.want)

@@ -31,6 +31,7 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
@@ -219,7 +220,7 @@ ca_file = %[9]q
 					target := targets[(g+i)%len(targets)]
 					in := request.Input{Operation: "charge", URL: target + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: fmt.Sprintf("key-%d-%d", g, i)}
 					calls.Add(1)
-					resp, err := a.Do(ctx, in)
+					resp, err := registered.Of(a).Do(ctx, in)
 					if err != nil || resp.Status != http.StatusCreated {
 						failed.Add(1)
 						if err == nil {

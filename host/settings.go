@@ -19,7 +19,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // config is what the flags and the environment ask for.
@@ -48,7 +47,7 @@ type config struct {
 // on.
 func parse(fs *flag.FlagSet, args []string) (config, error) {
 	var cfg config
-	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
+	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", request.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
 	cliutil.ListVar(fs, &cfg.allow, "allow-origin", os.Getenv("ALLOW_ORIGINS"), "`ORIGIN`s the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS, comma-separated)")
 	fs.Int64Var(&cfg.maxBody, "max-response-bytes", request.DefaultMaxResponseBytes, "largest response body kept in a result")
 	fs.DurationVar(&cfg.maxRetryAfter, "max-retry-after", request.DefaultMaxRetryAfter, "longest Retry-After honoured")

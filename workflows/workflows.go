@@ -34,9 +34,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// DefaultTaskQueue is the task queue the worker and the starter use by default.
-const DefaultTaskQueue = "idempotent-http"
-
 // WorkflowName is the name the ready workflow [HTTPCallWorkflow] is registered under.
 const WorkflowName = "IdempotentHTTPCall"
 
@@ -77,10 +74,6 @@ const (
 	// JitterDecorrelated: d(n) = min(MaximumInterval, uniform in
 	// [InitialInterval, 3 × d(n−1)]), d(0) = InitialInterval.
 	JitterDecorrelated Jitter = request.JitterDecorrelated
-	// JitterNone leaves the interval to Temporal: ceiling(n), every
-	// client in lockstep. It is the benchmarks' baseline; do not use it
-	// against a shared API.
-	JitterNone Jitter = request.JitterNone
 )
 
 // Request is one idempotent HTTP operation, as a business workflow asks for it

@@ -153,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.StringVar(&cfg.workflowID, "workflow-id", "", "business workflow ID (default: a new one); the same ID and operation give the same key")
 	fs.StringVar(&cfg.operation, "operation", "call", "operation name, part of the idempotency key")
 	fs.StringVar(&cfg.key, "key", "", "explicit idempotency key (default: derived from namespace, workflow ID and operation)")
-	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue of the worker (env TASK_QUEUE)")
+	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", request.DefaultTaskQueue), "task queue of the worker (env TASK_QUEUE)")
 	fs.IntVar(&cfg.attempts, "max-attempts", request.DefaultMaximumAttempts, "maximum attempts")
 	fs.DurationVar(&cfg.perAttempt, "start-to-close", request.DefaultStartToCloseTimeout, "timeout of each attempt")
 	fs.DurationVar(&cfg.overall, "schedule-to-close", request.DefaultScheduleToCloseTimeout, "deadline of the whole operation")

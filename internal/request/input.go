@@ -9,7 +9,7 @@ import (
 
 // Input is the activity's input: one HTTP operation as the workflow side
 // (workflows.Call) writes it to Temporal's history and the activity
-// (activities.Activities.Do) reads it back. It is the wire type between the
+// (the HTTP activity, activities.Activities.requestActivity) reads it back. It is the wire type between the
 // two, not public API: users describe an operation with workflows.Request.
 // Its JSON is what histories hold (field names, bodies byte for byte,
 // durations as strings such as "10s"): never rename a field.

@@ -446,6 +446,11 @@ const (
 	DefaultMaximumInterval    = 10 * time.Second
 )
 
+// DefaultTaskQueue is the task queue the worker binary (host's
+// --task-queue) and the starter use by default; a worker of one's own
+// names its own queue. docs/operations.md states it.
+const DefaultTaskQueue = "idempotent-http"
+
 // The defaults of a call's other zero fields (workflows.Request and
 // RetryOptions state them in their field docs): the starter and the
 // benchmarks use them too.

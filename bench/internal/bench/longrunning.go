@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -485,9 +486,9 @@ func classifyGoroutines(profile string) map[string]int {
 			continue
 		}
 		switch {
-		case strings.Contains(block, "activities.(*Activities).Poll"):
+		case strings.Contains(block, "activities.(*Activities).pollActivity"):
 			kinds[kindPoll] += n
-		case strings.Contains(block, "activities.(*Activities).Do"):
+		case strings.Contains(block, "activities.(*Activities).requestActivity"):
 			kinds[kindStart] += n
 		case strings.Contains(block, "go.temporal.io/sdk/internal.(*coroutineState)"):
 			kinds[kindWorkflow] += n
@@ -603,8 +604,9 @@ func lroWorker(h *harness, tq string, origins []string) (*lroRun, error) {
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: request.ActivityName})
-	r.w.RegisterActivityWithOptions(r.asked.wrap(acts.Poll), activity.RegisterOptions{Name: request.PollActivityName})
+	reg := registered.Of(acts)
+	r.w.RegisterActivityWithOptions(reg.Do, activity.RegisterOptions{Name: request.ActivityName})
+	r.w.RegisterActivityWithOptions(r.asked.wrap(reg.Poll), activity.RegisterOptions{Name: request.PollActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sleepWorkflow, workflow.RegisterOptions{Name: sleepWorkflowName})
 	if err := r.w.Start(); err != nil {

@@ -160,7 +160,7 @@ func TestClassifyGoroutines(t *testing.T) {
 #	0x4	net/http.(*conn).serve+0x4	/go/src/net/http/server.go:1
 
 1 @ 0x5
-#	0x5	github.com/idemhttp/temporal-idempotent-http/activities.(*Activities).Poll+0x5	/x/poll.go:1
+#	0x5	github.com/idemhttp/temporal-idempotent-http/activities.(*Activities).pollActivity+0x5	/x/poll.go:1
 
 4 @ 0x6
 #	0x6	google.golang.org/grpc.(*addrConn).resetTransport+0x6	/mod/grpc.go:1

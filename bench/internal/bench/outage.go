@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -156,7 +157,7 @@ var outageSimRuns = []struct {
 	j               workflows.Jitter
 	adm, breakerOff bool
 }{
-	{workflows.JitterNone, false, false},
+	{request.JitterNone, false, false},
 	{workflows.JitterFull, false, false},
 	{workflows.JitterFull, true, false},
 	{workflows.JitterFull, true, true},

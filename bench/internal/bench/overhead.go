@@ -14,6 +14,7 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -34,6 +35,7 @@ type stopwatch interface {
 type overhead struct {
 	srv       *httptest.Server
 	acts      *activities.Activities
+	attempt   func(context.Context, request.Input) (*workflows.Response, error) // acts' HTTP activity
 	rawClient *http.Client
 	req       request.Input
 	url       string
@@ -58,6 +60,7 @@ func newOverhead() (*overhead, error) {
 		o.srv.Close()
 		return nil, err
 	}
+	o.attempt = registered.Of(o.acts).Do
 	o.rawClient = &http.Client{Transport: newTransport()}
 	o.req = request.Input{
 		Operation: "charge", Method: http.MethodPost, URL: o.url, Body: o.body,
@@ -111,7 +114,7 @@ func (o *overhead) rawPost(ctx context.Context) error {
 }
 
 func (o *overhead) do(ctx context.Context) error {
-	resp, err := o.acts.Do(ctx, o.req)
+	resp, err := o.attempt(ctx, o.req)
 	if err != nil {
 		return err
 	}

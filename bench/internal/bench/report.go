@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -87,7 +88,7 @@ var (
 
 // brookerPublished are the calls at 100 clients from Brooker's post, for comparison.
 var brookerPublished = map[workflows.Jitter]float64{
-	workflows.JitterNone: 1846, workflows.JitterFull: 796, workflows.JitterDecorrelated: 998,
+	request.JitterNone: 1846, workflows.JitterFull: 796, workflows.JitterDecorrelated: 998,
 }
 
 func met(ok bool) string {
@@ -183,7 +184,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			len(t.AdmissionRatios), t.AdmissionRatio, t.AdmissionPerSecond, t.OursPerSecond, targetAdmissionThroughput, met(t.AdmissionRatio >= targetAdmissionThroughput))
 	}
 	if a, ok := r.outageRun(workflows.JitterFull, true); ok {
-		if base, ok := r.outageRun(workflows.JitterNone, false); ok {
+		if base, ok := r.outageRun(request.JitterNone, false); ok {
 			rq := float64(a.DuringOutage) / float64(max(base.DuringOutage, 1))
 			p("| 7a | Outage: requests during the outage, adaptive admission with the circuit breaker ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n",
 				rq, a.DuringOutage, base.DuringOutage, targetOutageRequests, met(base.DuringOutage > 0 && rq <= targetOutageRequests))
@@ -424,7 +425,7 @@ func writeSimTable(b *strings.Builder, rows []SimSummary, brooker bool) {
 	}
 	var base SimSummary
 	for _, s := range rows {
-		if s.Strategy == workflows.JitterNone {
+		if s.Strategy == request.JitterNone {
 			base = s
 		}
 		fmt.Fprintf(b, "| %d | %s | %.0f | %.2f | %s | %.3f |", s.Clients, strategyName(s.Strategy), s.Requests, s.Requests/base.Requests,
@@ -538,7 +539,7 @@ func writeOutage(b *strings.Builder, r *Results) {
 	}
 	p("![Requests per second over the outage](%s)\n\n", OutageSVG)
 	p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed | Simulated requests during the outage | Simulated recovery |\n|---|---|---|---|---|---|---|---|---|\n")
-	base, _ := r.outageRun(workflows.JitterNone, false)
+	base, _ := r.outageRun(request.JitterNone, false)
 	for _, o := range r.Outage {
 		simReq, simRec := "—", "—"
 		if s, ok := r.outageSim(o.Strategy, o.Admission); ok {

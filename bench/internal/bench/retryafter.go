@@ -58,7 +58,7 @@ func retryAfterCases() []gapCase {
 		{Name: "Retry-After: 1 (NextRetryDelay 1 s)", Want: time.Second, Status: http.StatusServiceUnavailable, RetryAfter: "1"},
 		{Name: "Retry-After: 0 (NextRetryDelay 1 ms)", Want: request.MinRetryDelay, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
 		{Name: "Temporal's own interval 200 ms (JitterNone)", Want: 200 * time.Millisecond, Status: http.StatusServiceUnavailable,
-			Retry: workflows.RetryOptions{InitialInterval: 200 * time.Millisecond, Jitter: workflows.JitterNone}},
+			Retry: workflows.RetryOptions{InitialInterval: 200 * time.Millisecond, Jitter: request.JitterNone}},
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // own deterministic exponential backoff first (the baseline), then the
 // jittered ones the activity computes.
 var strategies = []workflows.Jitter{
-	workflows.JitterNone, workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated,
+	request.JitterNone, workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated,
 }
 
 // runName is the label of a run in tables and plots: its strategy, or
@@ -32,7 +32,7 @@ func runName(j workflows.Jitter, admission bool) string {
 // strategyName is the label of a strategy in tables and plots.
 func strategyName(j workflows.Jitter) string {
 	switch j {
-	case workflows.JitterNone:
+	case request.JitterNone:
 		return "none (Temporal's backoff)"
 	case workflows.JitterFull:
 		return "full jitter"

@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
@@ -632,7 +633,7 @@ func startWebhooksWorker(h *harness, tq string, logf func(string, ...any)) (*whR
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: request.ActivityName})
+	r.w.RegisterActivityWithOptions(registered.Of(acts).Do, activity.RegisterOptions{Name: request.ActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sinkWorkflow, workflow.RegisterOptions{Name: sinkWorkflowName})
 	if err := r.w.Start(); err != nil {

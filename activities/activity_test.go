@@ -45,7 +45,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}, "shorter than 8 bytes"},
 		{"convention for unknown origin", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
-			Conventions:    map[string]activities.Convention{"https://b.example.com": activities.Stripe()},
+			Conventions:    map[string]activities.Convention{"https://b.example.com": activities.StripeConvention()},
 		}, "not in Config.AllowedOrigins"},
 		{"convention key header that is a credential", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},

@@ -129,7 +129,7 @@ func TestPollAdmission(t *testing.T) {
 			})
 			clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 			sr := &sharedRate{queue: "none"}
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.LongRunning = activities.GoogleOperation(srv.URL + "/v1/")
 			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
 				Conventions: map[string]activities.Convention{srv.URL: conv}, Admission: tt.admission})

@@ -72,7 +72,7 @@ type Config struct {
 	// of it reaches history.
 	SealKeys [][]byte
 	// Conventions maps an allowed origin to its server's Convention; an
-	// origin without one uses IETF().
+	// origin without one uses IETFConvention().
 	Conventions map[string]Convention
 	// MaxResponseBytes caps the response body kept in memory (default 1 MiB).
 	// A larger 2xx body is a success with BodyOmitted set.
@@ -268,7 +268,7 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
 		}
-		c, _ := IETF().withDefaults()
+		c, _ := IETFConvention().withDefaults()
 		origins[o] = &origin{conv: c, gaugeTags: map[string]string{"origin": o}}
 	}
 	lookup := func(field, s string) (*origin, error) {

@@ -29,10 +29,10 @@ const defaultBareConflictWait = 30 * time.Second
 // the key, the key format it accepts, the header that marks a stored
 // response, and the answers that mean "a request with this key is still
 // being processed" and "this key was used with a different request". Set one
-// per origin in Config.Conventions; an origin without one uses IETF(). Start
+// per origin in Config.Conventions; an origin without one uses IETFConvention(). Start
 // from a preset and change what differs:
 //
-//	c := activities.IETF()
+//	c := activities.IETFConvention()
 //	c.KeyHeader = "PayPal-Request-Id"
 //	cfg.Conventions = map[string]activities.Convention{"https://api-m.paypal.com": c}
 type Convention struct {
@@ -153,7 +153,7 @@ var keyReusedWords = []string{
 // libraries for the same (a 417, which a client that sends no Expect header
 // gets only from such a library, and Stripe's 400 idempotency_error);
 // Idempotent-Replayed: true on a stored response.
-func IETF() Convention {
+func IETFConvention() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
@@ -173,7 +173,7 @@ func IETF() Convention {
 // idempotency_error for a key reused with other parameters;
 // Idempotent-Replayed: true on a stored response. Stripe's
 // Stripe-Should-Retry header is honoured for every origin (see Activities.Register).
-func Stripe() Convention {
+func StripeConvention() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
@@ -187,8 +187,8 @@ func Stripe() Convention {
 // The presets the worker's --convention flag names: a preset registered
 // here is one the flag accepts and lists in its help.
 func init() {
-	named.Register("ietf", IETF)
-	named.Register("stripe", Stripe)
+	named.Register("ietf", IETFConvention)
+	named.Register("stripe", StripeConvention)
 }
 
 // withDefaults fills the zero fields of c and checks it.

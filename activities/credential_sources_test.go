@@ -460,7 +460,7 @@ func TestPollCredentialUnavailable(t *testing.T) {
 	})
 	var h hostile
 	srv := newRecorder(t, h.handler(mon.URL+"/operations/1", status(200, `{}`)))
-	conv := activities.IETF()
+	conv := activities.IETFConvention()
 	conv.LongRunning.MonitorOrigins = []string{mon.URL}
 	src := &fakeSource{tokens: []string{tok}, failFirst: 2}
 	cfg := withFake(t, mon.URL, src)

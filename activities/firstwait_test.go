@@ -36,7 +36,7 @@ func TestFollowTimeoutBoundsFirstWait(t *testing.T) {
 		{"Retry-After within the timeout", 4, 10 * time.Second, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, RetryAfter: tc.retryAfter}})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Endless: true, RetryAfter: tc.retryAfter}})
 			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
 			var took time.Duration
 			wf := func(ctx workflow.Context) error {

@@ -573,14 +573,14 @@ func followWorkflow(ctx workflow.Context, url string, opts workflows.FollowOptio
 
 func preset(lr func() activities.LongRunning) func(string) activities.Convention {
 	return func(string) activities.Convention {
-		c := activities.IETF()
+		c := activities.IETFConvention()
 		c.LongRunning = lr()
 		return c
 	}
 }
 
 func google(base string) activities.Convention {
-	c := activities.IETF()
+	c := activities.IETFConvention()
 	c.LongRunning = activities.GoogleOperation(base + "/v1/")
 	return c
 }
@@ -630,7 +630,7 @@ func follow(t *testing.T, conv activities.Convention, start, poll http.HandlerFu
 }
 
 func conv(l activities.LongRunning) activities.Convention {
-	c := activities.IETF()
+	c := activities.IETFConvention()
 	c.LongRunning = l
 	return c
 }

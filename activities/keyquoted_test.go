@@ -35,12 +35,12 @@ func TestKeyQuoted(t *testing.T) {
 		want       string // its value
 	}{
 		{"no convention: bare", nil, uuid, "Idempotency-Key", uuid},
-		{"IETF: bare by default", new(activities.IETF()), uuid, "Idempotency-Key", uuid},
-		{"Stripe: bare", new(activities.Stripe()), `a"b\c`, "Idempotency-Key", `a"b\c`},
+		{"IETF: bare by default", new(activities.IETFConvention()), uuid, "Idempotency-Key", uuid},
+		{"Stripe: bare", new(activities.StripeConvention()), `a"b\c`, "Idempotency-Key", `a"b\c`},
 		{"zero Convention: bare", &activities.Convention{}, "key-1", "Idempotency-Key", "key-1"},
-		{"KeyQuoted: the draft's example", new(quoted(activities.IETF(), "")), uuid, "Idempotency-Key", `"` + uuid + `"`},
-		{"KeyQuoted: quote and backslash escaped", new(quoted(activities.IETF(), "")), `a"b\c"`, "Idempotency-Key", `"a\"b\\c\""`},
-		{"KeyQuoted: other key header", new(quoted(activities.IETF(), "PayPal-Request-Id")), "key-1", "PayPal-Request-Id", `"key-1"`},
+		{"KeyQuoted: the draft's example", new(quoted(activities.IETFConvention(), "")), uuid, "Idempotency-Key", `"` + uuid + `"`},
+		{"KeyQuoted: quote and backslash escaped", new(quoted(activities.IETFConvention(), "")), `a"b\c"`, "Idempotency-Key", `"a\"b\\c\""`},
+		{"KeyQuoted: other key header", new(quoted(activities.IETFConvention(), "PayPal-Request-Id")), "key-1", "PayPal-Request-Id", `"key-1"`},
 		{"KeyQuoted on a zero Convention", &activities.Convention{KeyQuoted: true}, "key-1", "Idempotency-Key", `"key-1"`},
 	}
 	for _, tt := range tests {
@@ -81,7 +81,7 @@ func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 				api.ServeHTTP(w, r)
 			}))
 			t.Cleanup(srv.Close)
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.KeyQuoted = true
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Conventions: map[string]activities.Convention{srv.URL: conv}}
 			r := req(srv.URL + "/payments")

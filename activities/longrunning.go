@@ -24,7 +24,7 @@ import (
 // (workflows.Request.Follow). The zero value is AcceptedLocation (a 202
 // with Location, polled by status code). Start from a preset:
 //
-//	c := activities.IETF()
+//	c := activities.IETFConvention()
 //	c.LongRunning = activities.AzureAsyncOperation()
 type LongRunning struct {
 	// MonitorHeaders name the start answer's headers that hold the status

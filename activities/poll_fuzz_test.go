@@ -66,7 +66,7 @@ func FuzzPoll(f *testing.F) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	config := func(l activities.LongRunning) activities.Config {
-		c := activities.IETF()
+		c := activities.IETFConvention()
 		c.LongRunning = l
 		return activities.Config{
 			AllowedOrigins: []string{srv.URL},

@@ -21,7 +21,7 @@ func TestMonitorHeaderInResultHeadersIsRedactedAsAURL(t *testing.T) {
 	for _, h := range []string{"Operation-Location", "Azure-AsyncOperation"} {
 		t.Run(h, func(t *testing.T) {
 			api := newRecorder(t, status(http.StatusAccepted, "", h, "/operations/1?api-version=2024-01-01&sig="+sig))
-			c := activities.IETF()
+			c := activities.IETFConvention()
 			c.LongRunning = activities.OperationLocation()
 			if h == "Azure-AsyncOperation" {
 				c.LongRunning = activities.AzureAsyncOperation()

@@ -85,7 +85,7 @@ func (c *webhookConfig) verifier() (webhooks.Verifier, error) {
 	if scheme == "hmac" {
 		o := c.hmac
 		o.Secrets = c.secrets
-		return webhooks.HMAC(o)
+		return webhooks.HMACVerifier(o)
 	}
 	return newVerifier(c.secrets...)
 }

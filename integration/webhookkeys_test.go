@@ -69,13 +69,13 @@ func keyedRefundsWorkflow(ctx workflow.Context, url string, keys []string) ([]re
 func TestWebhookCallsOfOneOperationByKey(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t, 90*time.Second)
-	secret := hookSecret(testsuite.SchemeStripe)
-	v, err := webhooks.Stripe(secret)
+	secret := hookSecret("stripe")
+	v, err := webhooks.StripeVerifier(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
-		Scheme: testsuite.SchemeStripe, Secret: secret, Duration: 4 * time.Second, RetryFor: time.Minute,
+		Scheme: "stripe", Secret: secret, Duration: 4 * time.Second, RetryFor: time.Minute,
 	}})
 	var logs syncBuffer
 	hs := httptest.NewUnstartedServer(nil)

@@ -29,7 +29,7 @@ func TestReceiverNamesTheCallOfAnOperation(t *testing.T) {
 	const key1, key2 = "refund-order-7-first", "refund-order-7-second"
 	d1, d2 := request.KeyDigest(key1), request.KeyDigest(key2)
 	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{strings.Repeat("k", 32)}, Namespace: "default-test-namespace"}
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 
 	// The callback URLs a workflow gets from its worker, for each key.

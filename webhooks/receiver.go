@@ -32,8 +32,8 @@ type Config struct {
 	// Client delivers notifications to workflows (Temporal Updates).
 	// Required.
 	Client client.Client
-	// Verifier checks each delivery's signature: StandardWebhooks, Stripe
-	// or HMAC. Required, but with Callbacks, where nil means that the
+	// Verifier checks each delivery's signature: StandardWebhooksVerifier,
+	// StripeVerifier or HMACVerifier. Required, but with Callbacks, where nil means that the
 	// callback token alone authenticates (for APIs that do not sign).
 	Verifier Verifier
 	// Callbacks, when set, makes this a callback endpoint: the workflow,
@@ -136,7 +136,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, errors.New("webhooks: Config.Client is nil: the receiver delivers to workflows through it")
 	}
 	if cfg.Verifier == nil && cfg.Callbacks == nil {
-		return nil, errors.New("webhooks: Config.Verifier is nil: a fixed endpoint must verify signatures (StandardWebhooks, Stripe or HMAC); only a callback endpoint (Config.Callbacks) may rely on its token alone")
+		return nil, errors.New("webhooks: Config.Verifier is nil: a fixed endpoint must verify signatures (StandardWebhooksVerifier, StripeVerifier or HMACVerifier); only a callback endpoint (Config.Callbacks) may rely on its token alone")
 	}
 	if cfg.Callbacks != nil {
 		if err := cfg.Callbacks.check(); err != nil {

@@ -65,7 +65,7 @@ func FuzzReceiver(f *testing.F) {
 			if headers {
 				o.TypeHeader, o.IDHeader = "X-Type", "X-Id"
 			}
-			v, err := webhooks.HMAC(o)
+			v, err := webhooks.HMACVerifier(o)
 			if err != nil {
 				t.Fatal(err)
 			}

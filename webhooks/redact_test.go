@@ -18,7 +18,7 @@ import (
 // before the event reaches Notification.Body in history; business fields
 // named close to one keep theirs.
 func TestReceiverRedactsCredentialFields(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	secrets := map[string]string{
 		"accessToken": "at_value_0001", "clientSecret": "cs_value_0002", "secret_key": "sk_value_0003",
@@ -63,7 +63,7 @@ func TestReceiverRedactsCredentialFields(t *testing.T) {
 func TestReceiverKeepsStripeObjects(t *testing.T) {
 	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
 	require.NoError(t, err)
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	body := `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":` + string(pi) + `}}`
 	u := &updates{}

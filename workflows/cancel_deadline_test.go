@@ -96,7 +96,7 @@ func TestCancelOperationWithinWorkflowDeadline(t *testing.T) {
 			var s sdktestsuite.WorkflowTestSuite
 			s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			env := s.NewTestWorkflowEnvironment()
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.LongRunning = activities.GoogleOperation(api.URL + "/v1/")
 			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{Conventions: map[string]activities.Convention{api.URL: conv}})
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{WorkflowExecutionTimeout: tc.execution})

@@ -62,8 +62,8 @@ func TestCaptureDeclined(t *testing.T) {
 	receiver := httptest.NewServer(hooks)
 	defer receiver.Close()
 	api := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
-		URL: receiver.URL + "/webhooks/stripe", Scheme: testsuite.SchemeStripe, Secret: "whsec_stripe_test_2b7f",
-		Outcome: workflows.StateFailed, Deliveries: 2, Forged: 1,
+		URL: receiver.URL + "/webhooks/stripe", Scheme: "stripe", Secret: "whsec_stripe_test_2b7f",
+		State: workflows.StateFailed, Deliveries: 2, Forged: 1,
 	}})
 	w := worker.New(c, "payments-declined", worker.Options{})
 	require.NoError(t, capture.Register(w, api.URL))

@@ -37,6 +37,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -802,12 +803,68 @@ func typeString(e ast.Expr) string {
 	return types.ExprString(e)
 }
 
-// Render returns the content of the listing file: its header, then the
-// lines.
+// TopLevel counts the exported top-level identifiers of a listing by
+// package: its const, var, func and type lines. The lines of methods, of
+// struct fields and of interface methods and embeddings are not counted:
+// a member's line is its type's line followed by ", ".
+func TopLevel(lines []string) map[string]int {
+	listed := map[string]bool{}
+	for _, l := range lines {
+		listed[l] = true
+	}
+	counts := map[string]int{}
+	for _, l := range lines {
+		pkg, decl, ok := strings.Cut(strings.TrimPrefix(l, "pkg "), ", ")
+		if !ok || strings.HasPrefix(decl, "method ") || member(l, listed) {
+			continue
+		}
+		counts[pkg]++
+	}
+	return counts
+}
+
+// member reports whether l is the line of a struct field or an interface
+// method or embedding: a listed "type T struct" or "type T interface"
+// line, then ", ".
+func member(l string, listed map[string]bool) bool {
+	for _, kind := range []string{" struct, ", " interface, "} {
+		for i := 0; ; {
+			j := strings.Index(l[i:], kind)
+			if j < 0 {
+				break
+			}
+			if listed[l[:i+j+len(kind)-2]] {
+				return true
+			}
+			i += j + 1
+		}
+	}
+	return false
+}
+
+// Total is the sum of counts.
+func Total(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// Render returns the content of the listing file: its header, with the
+// count of exported top-level identifiers (TopLevel) and of lines, then
+// the lines.
 func Render(modPath string, lines []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The public API of %s: one line per exported identifier.\n", modPath)
 	b.WriteString("# Generated; a change is deliberate: go test ./harness/apicheck -update\n")
+	counts := TopLevel(lines)
+	pkgs := slices.Sorted(maps.Keys(counts))
+	per := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		per[i] = fmt.Sprintf("%s %d", p, counts[p])
+	}
+	fmt.Fprintf(&b, "# %d exported top-level identifiers (%s), %d lines.\n", Total(counts), strings.Join(per, ", "), len(lines))
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')

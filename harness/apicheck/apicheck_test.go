@@ -54,6 +54,47 @@ func TestAPI(t *testing.T) {
 	t.Fatalf("%s is not as -update writes it (header, order or duplicates); run `go test ./harness/apicheck -update` and commit it", listingFile)
 }
 
+// maxTopLevel is the most exported top-level identifiers the public
+// packages may have together (issue 40: "at most 120, with no capability
+// lost"). A new one is a reason to take one out, or to raise this with
+// the reason in CHANGELOG.md.
+const maxTopLevel = 120
+
+// TestAPIBudget counts the exported top-level identifiers of the public
+// packages (the header of api/v1.txt states the count) against
+// maxTopLevel.
+func TestAPIBudget(t *testing.T) {
+	root, _, err := ModuleRoot(".")
+	require.NoError(t, err)
+	lines, err := Listing(root)
+	require.NoError(t, err)
+	counts := TopLevel(lines)
+	if n := Total(counts); n > maxTopLevel {
+		t.Fatalf("the public packages export %d top-level identifiers (%v), more than %d: unexport one, or say in CHANGELOG.md why the API needs more and raise maxTopLevel", n, counts, maxTopLevel)
+	}
+}
+
+func TestTopLevel(t *testing.T) {
+	lines := []string{
+		"pkg p, const A = 1",
+		"pkg p, func F(int, string) (T, error)",
+		"pkg p, method (*T) M()",
+		"pkg p, type Pair[K, V any] struct",
+		"pkg p, type Pair[K, V any] struct, Key K",
+		"pkg p, type Set map[string, struct{}]",
+		"pkg p, type T struct",
+		"pkg p, type T struct, Nested struct, with a comma",
+		"pkg p, type T struct, embedded E",
+		"pkg p, type I interface",
+		"pkg p, type I interface, M(int, int) error",
+		"pkg p, type X = other.Y",
+		"pkg q, var V int",
+	}
+	counts := TopLevel(lines)
+	assert.Equal(t, map[string]int{"p": 7, "q": 1}, counts)
+	assert.Equal(t, 8, Total(counts))
+}
+
 // lister is shared by the tests of snippets: it loads each package of the
 // standard library their constants refer to once.
 var lister = sync.OnceValue(func() *Lister { return NewLister("", "") })
@@ -308,6 +349,7 @@ func TestParseRender(t *testing.T) {
 	lines := []string{"pkg a, func F()", "pkg b, var V int"}
 	data := Render("example.com/m", lines)
 	assert.True(t, strings.HasPrefix(string(data), "# "))
+	assert.Contains(t, string(data), "# 2 exported top-level identifiers (a 1, b 1), 2 lines.\n")
 	assert.Equal(t, lines, Parse(data))
 }
 

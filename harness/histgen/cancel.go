@@ -46,7 +46,7 @@ func recordCancelNoTime(ctx context.Context, c client.Client, out string) error 
 		}
 	}))
 	defer api.Close()
-	conv := activities.IETF()
+	conv := activities.IETFConvention()
 	conv.LongRunning = activities.GoogleOperation(api.URL + "/v1/")
 	acts, err := activities.New(activities.Config{AllowedOrigins: []string{api.URL}, Conventions: map[string]activities.Convention{api.URL: conv}})
 	if err != nil {

@@ -133,11 +133,11 @@ func signWebhook(scheme, id string, ts int64, body []byte) (http.Header, error) 
 func benchVerifier(scheme string) (webhooks.Verifier, error) {
 	switch scheme {
 	case "stripe":
-		return webhooks.Stripe(whStripeSecret)
+		return webhooks.StripeVerifier(whStripeSecret)
 	case "standard-webhooks":
-		return webhooks.StandardWebhooks(whStandardSecret)
+		return webhooks.StandardWebhooksVerifier(whStandardSecret)
 	case "hmac":
-		return webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{whHMACSecret}})
+		return webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{whHMACSecret}})
 	}
 	return nil, fmt.Errorf("unknown scheme %q", scheme)
 }

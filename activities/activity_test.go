@@ -115,7 +115,7 @@ func TestBadInputSendsNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err, _ := run(t, cfg, tt.req)
+			_, _, err := run(t, cfg, tt.req)
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
@@ -136,7 +136,7 @@ func TestRequestCarriesKeyBodyAndCredentials(t *testing.T) {
 			r := req(srv.URL + "/payments?x=1#frag")
 			r.Method = method
 			r.Headers = map[string]string{"X-Correlation": "c-1"}
-			resp, err, logs := run(t, cfg, r)
+			resp, logs, err := run(t, cfg, r)
 			require.NoError(t, err)
 			got, body := srv.last()
 			want := strings.ToUpper(method)
@@ -184,7 +184,7 @@ func TestSuccessBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResponseBytes: tt.maxBytes}, req(srv.URL))
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResponseBytes: tt.maxBytes}, req(srv.URL))
 			require.NoError(t, err, "a 2xx is a success, whatever its body")
 			if tt.wantJSON != "" {
 				assert.JSONEq(t, tt.wantJSON, string(resp.Body))
@@ -234,7 +234,7 @@ func TestFailureStatuses(t *testing.T) {
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, MaxRetryAfter: time.Minute, Admission: activities.Admission{Off: true}}
 			r := req(srv.URL)
 			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second}
-			_, err, _ := run(t, cfg, r)
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, tt.nonRetryable, appErr.NonRetryable())
@@ -264,7 +264,7 @@ func TestJitterNoneLeavesDelayToTemporal(t *testing.T) {
 	srv := newRecorder(t, status(503, ""))
 	r := req(srv.URL)
 	r.Backoff.Jitter = request.JitterNone
-	_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
+	_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
 	appErr := appError(t, err)
 	assert.False(t, appErr.NonRetryable())
 	assert.Zero(t, appErr.NextRetryDelay(), "JitterNone must not set NextRetryDelay")
@@ -305,7 +305,7 @@ func TestNetworkErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{tt.url}, HTTPClient: tt.client}, req(tt.url))
+			_, _, err := run(t, activities.Config{AllowedOrigins: []string{tt.url}, HTTPClient: tt.client}, req(tt.url))
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, !tt.retry, appErr.NonRetryable())
@@ -365,7 +365,7 @@ func TestRedirects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			before, otherBefore := srv.count(), other.count()
-			resp, err, _ := run(t, cfg, req(srv.URL+tt.path))
+			resp, _, err := run(t, cfg, req(srv.URL+tt.path))
 			assert.Equal(t, tt.wantRequests, srv.count()-before)
 			assert.Equal(t, 0, other.count()-otherBefore, "never follow to another origin")
 			if tt.wantOK {
@@ -406,7 +406,7 @@ func TestCredentialsStayOnTheWorker(t *testing.T) {
 				AllowedOrigins: []string{own.URL, foreign.URL},
 				Credentials:    map[string]activities.Credential{own.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 			}
-			resp, err, logs := run(t, cfg, req(own.URL))
+			resp, logs, err := run(t, cfg, req(own.URL))
 			got, _ := own.last()
 			assert.Equal(t, "Bearer "+token, got.Header.Get("Authorization"), "the token reaches its origin")
 			out, _ := json.Marshal(resp)
@@ -484,7 +484,7 @@ func TestCredentialsInLocationAndSchemeLikeValues(t *testing.T) {
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{
 				"X-Signature": {sig}, "Authorization": {"Bearer " + token},
 			}}}}
-			_, err, _ := run(t, cfg, req(srv.URL+"/payments"))
+			_, _, err := run(t, cfg, req(srv.URL+"/payments"))
 			require.Error(t, err)
 			d, _ := workflows.AsFailure(err)
 			all := err.Error() + " " + d.Location + " " + d.Body

@@ -43,7 +43,7 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
 			r := req(srv.URL)
 			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
-			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission}, r)
+			_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission}, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 			assert.False(t, appErr.NonRetryable())
@@ -84,7 +84,7 @@ func TestOriginAdmission(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := req(tt.srv.URL)
 			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
-			_, err, _ := run(t, cfg, r)
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 			assert.Contains(t, appErr.Message(), tt.wantMsg)

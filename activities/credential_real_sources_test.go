@@ -96,7 +96,7 @@ func TestOAuth2ThousandAttemptsAtExpiry(t *testing.T) {
 	require.NoError(t, err)
 
 	// The first token (1 s) is fetched and used, then left to expire.
-	resp, err, _ := runWith(t, a, req(api.URL))
+	resp, _, err := runWith(t, a, req(api.URL))
 	require.NoError(t, err)
 	require.Equal(t, 201, resp.Status)
 	require.Equal(t, int64(1), tokenRequests.Load())
@@ -219,7 +219,7 @@ func TestMutualTLSRealSource(t *testing.T) {
 				return a
 			}
 
-			resp, err, _ := runWith(t, newActs(goodCert, goodKey), req(bank.URL))
+			resp, _, err := runWith(t, newActs(goodCert, goodKey), req(bank.URL))
 			require.NoError(t, err)
 			assert.Equal(t, 201, resp.Status)
 			require.Equal(t, int64(1), handled.Load())
@@ -240,7 +240,7 @@ func TestMutualTLSRealSource(t *testing.T) {
 				if c.body > 0 {
 					r.Body = []byte(`{"amount":42,"pad":"` + strings.Repeat("x", c.body) + `"}`)
 				}
-				_, err, logs := runWith(t, c.a, r)
+				_, logs, err := runWith(t, c.a, r)
 				require.Error(t, err, c.name)
 				appErr := appError(t, err)
 				assert.Equal(t, workflows.ErrTypeCredentialUnavailable, appErr.Type(), "%s: %v", c.name, err)

@@ -26,7 +26,7 @@ func TestAnswerCredentialFieldsRedacted(t *testing.T) {
 	kept := []string{`"idempotency_key":"key-1"`, `"tokenized_card":"tc_v04"`, `"authorization_code":"ac_v05"`, `"keep":"me"`}
 	for _, code := range []int{201, 400} {
 		srv := newRecorder(t, status(code, body, "Content-Type", "application/json"))
-		resp, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+		resp, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 		assertNoPiece(t, err, resp, logs, values...)
 		if code == 400 {
 			require.Error(t, err)
@@ -62,7 +62,7 @@ func TestAnswerKeepsStripeObjects(t *testing.T) {
 	const cs = `"pi_3QxYzAB2eZvKYlo21a2b3c4d_secret_F4kE5eCrEtV4lu3x9"`
 	require.Contains(t, string(pi), cs)
 	srv := newRecorder(t, status(200, string(pi), "Content-Type", "application/json"))
-	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+	resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 	require.NoError(t, err)
 	assert.True(t, resp.BodyRedacted)
 	assert.Equal(t, strings.Replace(string(pi), cs, `"[REDACTED]"`, 1), string(resp.Body))

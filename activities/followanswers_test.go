@@ -228,7 +228,7 @@ func TestFollowResultURL(t *testing.T) {
 			srv := newRecorder(t, status(202, `{}`, "Azure-AsyncOperation", "/operations/1", "Location", tc.location))
 			in := req(srv.URL + "/orders/1?api-version=2024-01-01")
 			in.Method, in.Follow = tc.method, true
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL},
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL},
 				Conventions: map[string]activities.Convention{srv.URL: conv(activities.AzureAsyncOperation())}}, in)
 			require.NoError(t, err)
 			require.NotNil(t, resp.Accepted)

@@ -82,8 +82,8 @@ func status(code int, body string, headers ...string) http.HandlerFunc {
 }
 
 // run executes one attempt of the activity in Temporal's activity test
-// environment and returns the result, the error and the captured logs.
-func run(t *testing.T, cfg activities.Config, req request.Input) (*workflows.Response, error, string) {
+// environment and returns the result, the captured logs and the error.
+func run(t *testing.T, cfg activities.Config, req request.Input) (*workflows.Response, string, error) {
 	t.Helper()
 	return runAfter(t, cfg, req, nil)
 }
@@ -192,7 +192,7 @@ func hexSHA256(b []byte) string {
 // runAfter is run for an attempt that follows earlier ones: details are
 // the heartbeat details the earlier attempts left (what the activity keeps
 // across attempts, as JSON field names).
-func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[string]any) (*workflows.Response, error, string) {
+func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[string]any) (*workflows.Response, string, error) {
 	t.Helper()
 	var logs bytes.Buffer
 	var s sdktestsuite.WorkflowTestSuite
@@ -206,11 +206,11 @@ func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[
 	a.Register(env)
 	val, err := env.ExecuteActivity(request.ActivityName, r)
 	if err != nil {
-		return nil, err, logs.String()
+		return nil, logs.String(), err
 	}
 	var resp workflows.Response
 	require.NoError(t, val.Get(&resp))
-	return &resp, nil, logs.String()
+	return &resp, logs.String(), nil
 }
 
 // cutBody answers status with a Content-Length of the whole body and

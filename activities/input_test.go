@@ -72,7 +72,7 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				before := srv.count()
-				_, err, _ := run(t, cfg, tt.req)
+				_, _, err := run(t, cfg, tt.req)
 				appErr := appError(t, err)
 				assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type(), appErr.Message())
 				assert.True(t, appErr.NonRetryable())
@@ -82,7 +82,7 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 		}
 		t.Run("body of exactly 256 KiB", func(t *testing.T) {
 			body := `"` + strings.Repeat("a", 256<<10-2) + `"`
-			_, err, _ := run(t, cfg, with(func(r *request.Input) { r.Body = json.RawMessage(body) }))
+			_, _, err := run(t, cfg, with(func(r *request.Input) { r.Body = json.RawMessage(body) }))
 			require.NoError(t, err)
 			_, got := srv.last()
 			assert.Equal(t, body, string(got))
@@ -112,7 +112,7 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 					}
 					w.WriteHeader(tt.status)
 				})
-				_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+				_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 				appErr := appError(t, err)
 				assert.Equal(t, tt.wantType, appErr.Type(), appErr.Message())
 				assert.False(t, appErr.NonRetryable(), appErr.Message())
@@ -138,14 +138,14 @@ func TestWorkflowHeadersAreSentOrRefused(t *testing.T) {
 	t.Run("sent as set", func(t *testing.T) {
 		r := req(srv.URL)
 		r.Headers = map[string]string{"Accept": "application/vnd.api+json", "user-agent": "shop/2.1"}
-		_, err, _ := run(t, cfg, r)
+		_, _, err := run(t, cfg, r)
 		require.NoError(t, err)
 		got, _ := srv.last()
 		assert.Equal(t, []string{"application/vnd.api+json"}, got.Header.Values("Accept"))
 		assert.Equal(t, []string{"shop/2.1"}, got.Header.Values("User-Agent"))
 	})
 	t.Run("defaults", func(t *testing.T) {
-		_, err, _ := run(t, cfg, req(srv.URL))
+		_, _, err := run(t, cfg, req(srv.URL))
 		require.NoError(t, err)
 		got, _ := srv.last()
 		assert.Equal(t, "application/json", got.Header.Get("Accept"))
@@ -156,7 +156,7 @@ func TestWorkflowHeadersAreSentOrRefused(t *testing.T) {
 			before := srv.count()
 			r := req(srv.URL)
 			r.Headers = map[string]string{name: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-			_, err, _ := run(t, cfg, r)
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.Contains(t, appErr.Message(), http.CanonicalHeaderKey(name))

@@ -52,7 +52,7 @@ func TestKeyQuoted(t *testing.T) {
 			}
 			r := req(srv.URL + "/payments")
 			r.IdempotencyKey = tt.key
-			resp, err, _ := run(t, cfg, r)
+			resp, _, err := run(t, cfg, r)
 			require.NoError(t, err)
 			assert.Equal(t, tt.key, resp.IdempotencyKey, "the Response names the key, not the header value")
 			got, _ := srv.last()
@@ -87,11 +87,11 @@ func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 			r := req(srv.URL + "/payments")
 			r.IdempotencyKey = key
 
-			first, err, _ := run(t, cfg, r)
+			first, _, err := run(t, cfg, r)
 			require.NoError(t, err)
 			assert.Equal(t, 201, first.Status)
 			assert.False(t, first.Replayed)
-			second, err, _ := run(t, cfg, r)
+			second, _, err := run(t, cfg, r)
 			require.NoError(t, err)
 			assert.Equal(t, 201, second.Status)
 			assert.True(t, second.Replayed, "the second request must be a replay")
@@ -101,7 +101,7 @@ func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 			if !strings.HasPrefix(key, `"`) {
 				// A bare key that starts with a double quote would be read
 				// as a (malformed) sf-string: see testsuite.Dialect.KeyString.
-				bare, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+				bare, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 				require.NoError(t, err)
 				assert.True(t, bare.Replayed, "the bare key is the same key")
 				replays++

@@ -187,7 +187,7 @@ func TestSentRequestIsNeverCalledUnsent(t *testing.T) {
 	bad.Store(true)
 	cfg := activities.Config{AllowedOrigins: []string{api.URL}, Propagator: badPropagator{&bad},
 		HTTPClient: &http.Client{Transport: dropTrace{}}}
-	_, err, _ := run(t, cfg, req(api.URL+"/charges"))
+	_, _, err := run(t, cfg, req(api.URL+"/charges"))
 	require.Equal(t, 1, api.count(), "the request reached the API")
 	appErr := appError(t, err)
 	assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), "%v", err)
@@ -210,7 +210,7 @@ func TestFinalFailureLogSaysOutcomeUnknown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
-			_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+			_, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 			require.Error(t, err)
 			line := ""
 			for _, l := range strings.Split(logs, "\n") {

@@ -30,7 +30,7 @@ func TestMonitorHeaderInResultHeadersIsRedactedAsAURL(t *testing.T) {
 				ResultHeaders: []string{"Content-Type", h}, Conventions: map[string]activities.Convention{api.URL: c}}
 			r := req(api.URL + "/transfers")
 			r.Follow = true
-			resp, err, logs := run(t, cfg, r)
+			resp, logs, err := run(t, cfg, r)
 			require.NoError(t, err)
 			require.NotNil(t, resp.Accepted)
 			require.NotEmpty(t, resp.Accepted.Sealed, "the signature made the monitor travel sealed")

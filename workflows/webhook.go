@@ -720,7 +720,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer")
 	}
 	if w.ended == nil && mon != "" || w.confirming() {
-		if resp, err, done := w.poll(ctx, ao, mon, deadline); done {
+		if resp, done, err := w.poll(ctx, ao, mon, deadline); done {
 			return resp, err
 		}
 	}
@@ -742,7 +742,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 // poll runs the fallback poll until it or a notification ends the
 // operation, deadline passes, or ctx is cancelled; done reports that the
 // poll decided (its answer or error is the outcome), or that ctx ended.
-func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time) (resp *Response, err error, done bool) {
+func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time) (resp *Response, done bool, err error) {
 	p := w.opts.Poll
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
@@ -759,10 +759,10 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 		finished = true
 	})
 	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil && !w.confirming() }); err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	if w.ended != nil && !w.confirming() {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	return w.polled(ctx, ao, mon, deadline, resp, err)
 }
@@ -771,7 +771,7 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 // the resource's terminal state (confirming a notification's, if one came
 // to be confirmed), or, if the poll could not read it, what awaitAfter
 // makes of the wait for a notification.
-func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, resp *Response, err error) (*Response, error, bool) {
+func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, resp *Response, err error) (*Response, bool, error) {
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
 	conf := w.confirmed()
 	if conf != nil {
@@ -795,9 +795,9 @@ func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon 
 		}
 	case conf != nil:
 		// Fail closed: a notification the resource did not confirm.
-		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
+		return nil, true, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err))
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
-		return nil, nil, false // the deadline passed
+		return nil, false, nil // the deadline passed
 	default:
 		return w.awaitAfter(ctx, ao, mon, deadline, err)
 	}
@@ -808,11 +808,11 @@ func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon 
 	w.ended = out
 	if err != nil {
 		f.Outcome = out
-		return nil, temporal.NewNonRetryableApplicationError(f.Message, f.Type, err, f), true
+		return nil, true, temporal.NewNonRetryableApplicationError(f.Message, f.Type, err, f)
 	}
 	r := *resp
 	r.Outcome = out
-	return &r, nil, true
+	return &r, true, nil
 }
 
 // awaitAfter waits for a notification after the fallback poll failed
@@ -820,7 +820,7 @@ func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon 
 // until the deadline: a notification to confirm is confirmed by another
 // poll; with WebhookPoll.Confirm, none coming fails the call (fail
 // closed); otherwise the webhook alone may still end the operation.
-func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, err error) (*Response, error, bool) {
+func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, err error) (*Response, bool, error) {
 	confirming := w.confirming()
 	if confirming {
 		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
@@ -830,16 +830,16 @@ func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, 
 			"key", w.key, "error", err)
 	}
 	if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	switch {
 	case confirming && !w.woken():
-		return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
+		return nil, true, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err))
 	case confirming || w.confirming():
 		// A notification that needs the resource's word: read it again.
 		return w.poll(ctx, ao, mon, deadline)
 	}
-	return nil, nil, false
+	return nil, false, nil
 }
 
 // result is the Response or error of a notification's outcome.

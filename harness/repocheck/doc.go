@@ -5,5 +5,6 @@
 // the pages of docs/ names a file that exists and a heading it has, and
 // every code region of examples/ marked "README: <name>" stands in them
 // word for word, as does the worker's example origins file in
-// docs/credentials.md.
+// docs/credentials.md; and that every function of the module returns its
+// error last.
 package repocheck

@@ -12,7 +12,8 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // Limits of Config.
@@ -89,7 +90,7 @@ type Config struct {
 	// ResultHeaders names the response headers copied into
 	// workflows.Response.Headers (default Content-Type, Location, the
 	// origin's replay header, Request-Id and X-Request-Id); New refuses a
-	// name that request.IsCredential calls a credential (Set-Cookie, …).
+	// name that redact.IsCredential calls a credential (Set-Cookie, …).
 	// A value that is a URL (Location, Operation-Location, …) is stored
 	// with its user info and query values redacted.
 	ResultHeaders []string
@@ -264,7 +265,7 @@ func (o *origin) admit(cfg Admission, name string) error {
 func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 	origins := map[string]*origin{}
 	for _, s := range cfg.AllowedOrigins {
-		o, err := request.ParseOrigin(s)
+		o, err := httpurl.ParseOrigin(s)
 		if err != nil {
 			return nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
 		}
@@ -272,7 +273,7 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 		origins[o] = &origin{conv: c, gaugeTags: map[string]string{"origin": o}}
 	}
 	lookup := func(field, s string) (*origin, error) {
-		o, err := request.ParseOrigin(s)
+		o, err := httpurl.ParseOrigin(s)
 		if err != nil {
 			return nil, fmt.Errorf("Config.%s: %w", field, err)
 		}
@@ -324,7 +325,7 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 			names = append([]string{"Content-Type", "Location", "Request-Id", "X-Request-Id"}, o.conv.ReplayedHeaders...)
 		}
 		for _, n := range names {
-			if request.IsCredential(n) {
+			if redact.IsCredential(n) {
 				return nil, fmt.Errorf("Config.ResultHeaders names %s, a header named like a credential: its value would be stored in Temporal's history; leave it out", http.CanonicalHeaderKey(n))
 			}
 			o.resultHeaders = append(o.resultHeaders, http.CanonicalHeaderKey(n))

@@ -8,8 +8,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // IdempotencyKeyHeader is the default key header, as in the IETF draft "The
@@ -157,7 +159,7 @@ func IETFConvention() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
-		KeyMaxBytes:     request.MaxKeyBytes,
+		KeyMaxBytes:     idemkey.MaxBytes,
 		InFlight: []Signal{
 			{Status: 409, Body: "outstanding"}, {Status: 409, Body: "being processed"}, {Status: 409, Body: "in progress"},
 			{Status: 409, Body: "in-progress"}, {Status: 409, Body: "still processing"}, {Status: 409, Body: "idempotency_key_in_use"},
@@ -177,7 +179,7 @@ func StripeConvention() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
-		KeyMaxBytes:     request.MaxKeyBytes,
+		KeyMaxBytes:     idemkey.MaxBytes,
 		InFlight:        []Signal{{Status: 409, Body: "idempotency_key_in_use"}},
 		SignalsInFlight: true,
 		KeyReused:       []Signal{{Status: 400, Body: "idempotency_error"}},
@@ -197,10 +199,10 @@ func (c Convention) withDefaults() (Convention, error) {
 		c.KeyHeader = IdempotencyKeyHeader
 	}
 	c.KeyHeader = http.CanonicalHeaderKey(c.KeyHeader)
-	if !request.ValidHeaderName(c.KeyHeader) {
+	if !httpheader.ValidName(c.KeyHeader) {
 		return c, fmt.Errorf("KeyHeader %q is not a valid header name", c.KeyHeader)
 	}
-	if request.IsCredential(c.KeyHeader) {
+	if redact.IsCredential(c.KeyHeader) {
 		return c, fmt.Errorf("KeyHeader %s looks like a credential header: the key is stored in Temporal's history and logged", c.KeyHeader)
 	}
 	if c.ReplayedHeaders == nil {
@@ -209,8 +211,8 @@ func (c Convention) withDefaults() (Convention, error) {
 	if c.MaxRetryAfter < 0 {
 		return c, fmt.Errorf("MaxRetryAfter %s: 0 (the worker's Config.MaxRetryAfter) or more", c.MaxRetryAfter)
 	}
-	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > request.MaxKeyBytes {
-		c.KeyMaxBytes = request.MaxKeyBytes
+	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > idemkey.MaxBytes {
+		c.KeyMaxBytes = idemkey.MaxBytes
 	}
 	if c.BareConflictWait <= 0 {
 		c.BareConflictWait = defaultBareConflictWait
@@ -233,7 +235,7 @@ func (c *Convention) keyValue(key string) string {
 	if !c.KeyQuoted {
 		return key
 	}
-	return request.QuoteKey(key)
+	return idemkey.Quote(key)
 }
 
 // checkKey checks key against the server's key format.

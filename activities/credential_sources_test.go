@@ -32,20 +32,20 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // runWith executes one attempt of a's activity, as run does for a new one.
-func runWith(t *testing.T, a *activities.Activities, r request.Input) (*workflows.Response, string, error) {
+func runWith(t *testing.T, a *activities.Activities, r input.Input) (*workflows.Response, string, error) {
 	t.Helper()
 	var logs bytes.Buffer
 	var s sdktestsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := s.NewTestActivityEnvironment()
 	a.Register(env)
-	val, err := env.ExecuteActivity(request.ActivityName, r)
+	val, err := env.ExecuteActivity(input.ActivityName, r)
 	if err != nil {
 		return nil, logs.String(), err
 	}

@@ -15,7 +15,7 @@ import (
 
 // TestAnswerCredentialFieldsRedacted (issue 30, item 3): in an answer's
 // JSON, the value of every member named like a credential
-// (request.IsCredential, the rule for header names and webhook events) is
+// (redact.IsCredential, the rule for header names and webhook events) is
 // replaced, in the result of a 2xx and in the error and Failure of a 4xx,
 // though the worker never configured that value; business fields named
 // close to one are kept.
@@ -57,7 +57,7 @@ func TestAnswerCredentialFieldsRedacted(t *testing.T) {
 // extended_authorization and incremental_authorization are objects, kept
 // in shape so the result still decodes into stripe-go's types.
 func TestAnswerKeepsStripeObjects(t *testing.T) {
-	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
+	pi, err := os.ReadFile("../internal/redact/testdata/stripe_payment_intent.json")
 	require.NoError(t, err)
 	const cs = `"pi_3QxYzAB2eZvKYlo21a2b3c4d_secret_F4kE5eCrEtV4lu3x9"`
 	require.Contains(t, string(pi), cs)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 )
 
 // cannedRT answers every request with a 201 JSON body without a network, so
@@ -76,7 +76,7 @@ func benchDo(b *testing.B, creds map[string]activities.Credential) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := request.Input{
+	r := input.Input{
 		Operation: "charge", Method: http.MethodPost, URL: "http://127.0.0.1:8081/charges",
 		Body: []byte(`{"amount":42,"currency":"EUR"}`), IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
 	}

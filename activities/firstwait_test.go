@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -113,7 +113,7 @@ func TestFollowFirstWaitTimerSummary(t *testing.T) {
 // wait before the fallback's first poll too (it shares no code with
 // following's first wait, so it is checked on its own): an After past the
 // timeout ends at the timeout (after one last read of the resource, given
-// MinPollInterval), OperationStillRunning.
+// poll.MinInterval), OperationStillRunning.
 func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -136,5 +136,5 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	f, ok := workflows.AsFailure(env.GetWorkflowError())
 	require.True(t, ok, "%v", env.GetWorkflowError())
 	assert.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type, f.Message)
-	assert.LessOrEqual(t, took, time.Minute+request.MinPollInterval, "workflow time from the start to the end of the call")
+	assert.LessOrEqual(t, took, time.Minute+poll.MinInterval, "workflow time from the start to the end of the call")
 }

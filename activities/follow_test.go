@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -374,7 +374,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 	})
 	a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}})
 	require.NoError(t, err)
-	in := request.Monitor{Accepted: request.Accepted{Operation: "transfer", Method: http.MethodPost, URL: srv.URL + "/transfers", Monitor: srv.URL + "/operations/1"}}
+	in := poll.Monitor{Accepted: poll.Accepted{Operation: "transfer", Method: http.MethodPost, URL: srv.URL + "/transfers", Monitor: srv.URL + "/operations/1"}}
 	for _, want := range []struct {
 		errType string
 		benign  bool
@@ -382,7 +382,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 		var s sdktestsuite.WorkflowTestSuite
 		env := s.NewTestActivityEnvironment()
 		a.Register(env)
-		_, err := env.ExecuteActivity(request.PollActivityName, in)
+		_, err := env.ExecuteActivity(poll.ActivityName, in)
 		appErr := appError(t, err)
 		assert.Equal(t, want.errType, appErr.Type())
 		assert.False(t, appErr.NonRetryable())

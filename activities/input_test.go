@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -26,13 +26,13 @@ func TestRequestDecodesPlainJSONBody(t *testing.T) {
 		`{"url":"https://x.example/p","idempotency_key":"k","body":"{\"a\": \"<\"}"}`: `{"a": "<"}`,
 		`{"url":"https://x.example/p","idempotency_key":"k","body":null}`:             ``,
 	} {
-		var r request.Input
+		var r input.Input
 		require.NoError(t, json.Unmarshal([]byte(in), &r), in)
 		assert.Equal(t, want, string(r.Body), in)
 		assert.Equal(t, "k", r.IdempotencyKey)
 		enc, err := json.Marshal(r)
 		require.NoError(t, err)
-		var again request.Input
+		var again input.Input
 		require.NoError(t, json.Unmarshal(enc, &again))
 		assert.Equal(t, want, string(again.Body), "round trip of %s", enc)
 	}
@@ -48,26 +48,26 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		srv := newRecorder(t, status(201, `{}`))
 		cfg := activities.Config{AllowedOrigins: []string{srv.URL, "http://xn--bcher-kva.example"}}
-		with := func(f func(*request.Input)) request.Input {
+		with := func(f func(*input.Input)) input.Input {
 			r := req(srv.URL + "/payments")
 			f(&r)
 			return r
 		}
 		tests := []struct {
 			name string
-			req  request.Input
+			req  input.Input
 			want string
 		}{
-			{"ESC in a header value", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x1b[31mb"} }), "control character"},
-			{"DEL in a header value", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x7fb"} }), "control character"},
-			{"vertical tab in a header value", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\vb"} }), "control character"},
-			{"three spellings of one header", with(func(r *request.Input) {
+			{"ESC in a header value", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\x1b[31mb"} }), "control character"},
+			{"DEL in a header value", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\x7fb"} }), "control character"},
+			{"vertical tab in a header value", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\vb"} }), "control character"},
+			{"three spellings of one header", with(func(r *input.Input) {
 				r.Headers = map[string]string{"X-Note": "a", "x-note": "b", "X-NOTE": "c"}
 			}), "differ only in case"},
-			{"body one byte over 256 KiB", with(func(r *request.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10-1) + `"`) }), "at most 262144"},
-			{"operation with NUL", with(func(r *request.Input) { r.Operation = "charge\x00refund" }), "NUL"},
-			{"non-ASCII host", with(func(r *request.Input) { r.URL = "http://bücher.example/pay" }), "punycode"},
-			{"percent-encoded non-ASCII host", with(func(r *request.Input) { r.URL = "http://b%C3%BCcher.example/pay" }), "punycode"},
+			{"body one byte over 256 KiB", with(func(r *input.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10-1) + `"`) }), "at most 262144"},
+			{"operation with NUL", with(func(r *input.Input) { r.Operation = "charge\x00refund" }), "NUL"},
+			{"non-ASCII host", with(func(r *input.Input) { r.URL = "http://bücher.example/pay" }), "punycode"},
+			{"percent-encoded non-ASCII host", with(func(r *input.Input) { r.URL = "http://b%C3%BCcher.example/pay" }), "punycode"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 		}
 		t.Run("body of exactly 256 KiB", func(t *testing.T) {
 			body := `"` + strings.Repeat("a", 256<<10-2) + `"`
-			_, _, err := run(t, cfg, with(func(r *request.Input) { r.Body = json.RawMessage(body) }))
+			_, _, err := run(t, cfg, with(func(r *input.Input) { r.Body = json.RawMessage(body) }))
 			require.NoError(t, err)
 			_, got := srv.last()
 			assert.Equal(t, body, string(got))

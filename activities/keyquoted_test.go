@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -108,7 +108,7 @@ func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 			}
 
 			mu.Lock()
-			assert.Equal(t, []string{request.QuoteKey(key), request.QuoteKey(key)}, sent[:2], "quoted on the wire")
+			assert.Equal(t, []string{idemkey.Quote(key), idemkey.Quote(key)}, sent[:2], "quoted on the wire")
 			if len(sent) > 2 {
 				assert.Equal(t, key, sent[2], "bare on the wire")
 			}

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -123,7 +123,7 @@ func TestUnsendableAttemptSendsNothing(t *testing.T) {
 				a.Register(env)
 				r := req(api.URL + "/charges")
 				r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-				_, err := env.ExecuteActivity(request.ActivityName, r)
+				_, err := env.ExecuteActivity(input.ActivityName, r)
 				return err
 			}
 			for i := range 6 {

@@ -17,8 +17,9 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // config is what the flags and the environment ask for.
@@ -47,10 +48,10 @@ type config struct {
 // on.
 func parse(fs *flag.FlagSet, args []string) (config, error) {
 	var cfg config
-	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", request.DefaultTaskQueue), "task queue to poll (env TASK_QUEUE)")
+	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", defaults.TaskQueue), "task queue to poll (env TASK_QUEUE)")
 	cliutil.ListVar(fs, &cfg.allow, "allow-origin", os.Getenv("ALLOW_ORIGINS"), "`ORIGIN`s the worker may call, e.g. http://127.0.0.1:8081 (env ALLOW_ORIGINS, comma-separated)")
-	fs.Int64Var(&cfg.maxBody, "max-response-bytes", request.DefaultMaxResponseBytes, "largest response body kept in a result")
-	fs.DurationVar(&cfg.maxRetryAfter, "max-retry-after", request.DefaultMaxRetryAfter, "longest Retry-After honoured")
+	fs.Int64Var(&cfg.maxBody, "max-response-bytes", defaults.MaxResponseBytes, "largest response body kept in a result")
+	fs.DurationVar(&cfg.maxRetryAfter, "max-retry-after", defaults.MaxRetryAfter, "longest Retry-After honoured")
 	fs.StringVar(&cfg.logLevel, "log-level", cliutil.Env("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	cliutil.ListVar(fs, &cfg.conventions, "convention", os.Getenv("CONVENTIONS"), "`ORIGIN=PRESET[+MODIFIER...][:KEY-HEADER]` for servers that are not IETF-style, PRESET "+named.OneOf[conventionPreset]()+"; +quoted sends the key as a quoted RFC 8941 string, as the IETF draft writes it (default: bare); "+longRunningModifiers()+" choose how long-running operations are followed (default: a 202 with Location), e.g. https://api.stripe.com=stripe,https://api-m.paypal.com=ietf:PayPal-Request-Id,https://api.example.com=ietf+quoted+azure; one per origin (env CONVENTIONS, comma-separated)")
 	fs.StringVar(&cfg.originsPath, "origins", os.Getenv("ORIGINS_FILE"), "TOML `FILE` of origins the worker may call too, each with its convention and credentials (env ORIGINS_FILE; see docs/credentials.md); an origin it names may not be given by --allow-origin or --convention as well")
@@ -237,7 +238,7 @@ func workerCredentials(origins []string, file map[string]activities.Credential, 
 // canonical is the canonical form of origin o, or o if it is none (which
 // activities.New then refuses).
 func canonical(o string) string {
-	if c, err := request.ParseOrigin(strings.TrimSpace(o)); err == nil {
+	if c, err := httpurl.ParseOrigin(strings.TrimSpace(o)); err == nil {
 		return c
 	}
 	return o

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
@@ -53,12 +53,12 @@ func webhookFlags(fs *flag.FlagSet, c *webhookConfig) {
 	fs.StringVar(&c.hmac.TimestampHeader, "webhook-hmac-timestamp-header", "", "header of the hmac scheme's Unix time in seconds; when set, \"timestamp.body\" is what is signed and the time must be within 5 minutes of now (default none: the body alone)")
 	fs.StringVar(&c.hmac.IDHeader, "webhook-hmac-id-header", "", "header of the hmac scheme's event ID, e.g. X-GitHub-Delivery, X-Shopify-Webhook-Id (default none: the body's top-level \"id\"); not signed: the signed body's SHA-256 is then the event's identity")
 	fs.StringVar(&c.hmac.TypeHeader, "webhook-hmac-type-header", "", "header of the hmac scheme's event type, e.g. X-GitHub-Event, X-Shopify-Topic (default none: the body's top-level \"type\"); not signed: such a type ends an operation only once the call's WebhookPoll confirms it")
-	fs.StringVar(&c.workflowIDField, "webhook-workflow-id-field", request.DefaultWorkflowIDField, "dotted path of the workflow ID in a fixed endpoint's event (where the start request's metadata lands)")
-	fs.StringVar(&c.opField, "webhook-operation-field", request.DefaultOperationField, "dotted path of the operation in a fixed endpoint's event")
-	fs.StringVar(&c.keyDigestField, "webhook-key-digest-field", request.DefaultKeyDigestField, "dotted path of the digest of the call's idempotency key in an event (workflows.WebhookMetadata's \"key_digest\")")
+	fs.StringVar(&c.workflowIDField, "webhook-workflow-id-field", defaults.WorkflowIDField, "dotted path of the workflow ID in a fixed endpoint's event (where the start request's metadata lands)")
+	fs.StringVar(&c.opField, "webhook-operation-field", defaults.OperationField, "dotted path of the operation in a fixed endpoint's event")
+	fs.StringVar(&c.keyDigestField, "webhook-key-digest-field", defaults.KeyDigestField, "dotted path of the digest of the call's idempotency key in an event (workflows.WebhookMetadata's \"key_digest\")")
 	fs.StringVar(&c.callbackBase, "callback-base-url", os.Getenv("CALLBACK_BASE_URL"), "public URL of "+callbackPath+" on --webhook-addr, e.g. https://hooks.example.com/callbacks: workflows.CallbackURL builds per-operation URLs under it, with tokens keyed by CALLBACK_SECRETS (comma-separated, each ≥ 32 bytes, the newest first) (env CALLBACK_BASE_URL; default: no callbacks)")
-	fs.Int64Var(&c.maxBody, "webhook-max-body-bytes", request.DefaultWebhookMaxBodyBytes, "largest event body taken; larger ones are answered 413")
-	fs.DurationVar(&c.deliveryTimeout, "webhook-delivery-timeout", request.DefaultDeliveryTimeout, "longest wait for a workflow to take an event before answering 503 (the provider retries)")
+	fs.Int64Var(&c.maxBody, "webhook-max-body-bytes", defaults.WebhookMaxBodyBytes, "largest event body taken; larger ones are answered 413")
+	fs.DurationVar(&c.deliveryTimeout, "webhook-delivery-timeout", defaults.DeliveryTimeout, "longest wait for a workflow to take an event before answering 503 (the provider retries)")
 }
 
 // readSecrets fills c's secrets from the environment.

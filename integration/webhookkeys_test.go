@@ -17,7 +17,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
@@ -134,7 +134,7 @@ func TestWebhookCallsOfOneOperationByKey(t *testing.T) {
 	}
 	late := "evt_late_" + randomHex(8)
 	body := fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"object":{"id":"op_1","status":"failed","metadata":{"workflow_id":%q,"operation":"refund","key_digest":%q}}}}`,
-		late, hookFailed, time.Now().Unix(), wid, request.KeyDigest(keys[0]))
+		late, hookFailed, time.Now().Unix(), wid, idemkey.Digest(keys[0]))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, first, strings.NewReader(body))
 	req.Header.Set(signature.StripeSignature, signature.Stripe(time.Now().Unix(), []byte(body), secret))
 	resp, err := http.DefaultClient.Do(req)
@@ -155,8 +155,8 @@ func TestWebhookCallsOfOneOperationByKey(t *testing.T) {
 		t.Fatalf("outcomes %+v, want two", got)
 	}
 	for i, o := range got {
-		if o.KeyDigest != request.KeyDigest(keys[i]) || o.Event == late {
-			t.Errorf("call %d ended by %+v, want its own refund's event, naming key digest %s", i+1, o, request.KeyDigest(keys[i]))
+		if o.KeyDigest != idemkey.Digest(keys[i]) || o.Event == late {
+			t.Errorf("call %d ended by %+v, want its own refund's event, naming key digest %s", i+1, o, idemkey.Digest(keys[i]))
 		}
 	}
 	for _, id := range readHookHistory(t, ctx, wid, run.GetRunID()).updates {

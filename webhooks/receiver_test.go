@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -73,7 +73,7 @@ func TestReceiverFixedEndpoint(t *testing.T) {
 			}
 			o := u.calls[0]
 			assert.Equal(t, "order-1", o.WorkflowID)
-			assert.Equal(t, request.WebhookUpdate("charge"), o.UpdateName)
+			assert.Equal(t, input.WebhookUpdate("charge"), o.UpdateName)
 			assert.Equal(t, "webhook/hmac/charge/evt_1", o.UpdateID)
 			assert.Equal(t, client.WorkflowUpdateStageCompleted, o.WaitForStage)
 			n := o.Args[0].(*workflows.Notification)
@@ -158,7 +158,7 @@ func TestReceiverCallbacks(t *testing.T) {
 			assert.Equal(t, tc.wantCalls, u.count())
 			if tc.wantCalls == 1 {
 				assert.Equal(t, "order/1", u.calls[0].WorkflowID)
-				assert.Equal(t, request.WebhookUpdate("charge"), u.calls[0].UpdateName)
+				assert.Equal(t, input.WebhookUpdate("charge"), u.calls[0].UpdateName)
 				assert.Equal(t, "callback", u.calls[0].Args[0].(*workflows.Notification).Scheme)
 			}
 		})

@@ -13,7 +13,7 @@ import (
 )
 
 // TestReceiverRedactsCredentialFields (issue 30, item 3): the value of
-// every member named like a credential (request.IsCredential, the rule
+// every member named like a credential (redact.IsCredential, the rule
 // for header names too), in camelCase, prefixed or any case, is replaced
 // before the event reaches Notification.Body in history; business fields
 // named close to one keep theirs.
@@ -61,7 +61,7 @@ func TestReceiverRedactsCredentialFields(t *testing.T) {
 // extended_authorization and incremental_authorization objects keep their
 // shape, so the workflow can decode the body into stripe-go's types.
 func TestReceiverKeepsStripeObjects(t *testing.T) {
-	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
+	pi, err := os.ReadFile("../internal/redact/testdata/stripe_payment_intent.json")
 	require.NoError(t, err)
 	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)

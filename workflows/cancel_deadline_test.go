@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -182,8 +182,8 @@ func TestReplayCancelWithinWorkflowDeadline(t *testing.T) {
 				if ev.GetWorkflowExecutionCancelRequestedEventAttributes() != nil {
 					cancelRequested = true
 				}
-				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
-					var m request.Monitor
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == poll.ActivityName {
+					var m poll.Monitor
 					require.NoError(t, json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &m))
 					if m.Cancel {
 						cancels = append(cancels, a.GetScheduleToCloseTimeout().AsDuration())

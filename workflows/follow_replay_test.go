@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -72,7 +72,7 @@ func TestReplayFollowFirstWait(t *testing.T) {
 				if ev.GetTimerFiredEventAttributes() != nil {
 					timerFired = ev.GetEventId()
 				}
-				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == poll.ActivityName {
 					pollScheduled = ev.GetEventId()
 				}
 			}
@@ -207,7 +207,7 @@ func TestReplayFollowCancelFirstWait(t *testing.T) {
 		if ev.GetMarkerRecordedEventAttributes() != nil {
 			markers++
 		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == poll.ActivityName {
 			polls++
 		}
 	}

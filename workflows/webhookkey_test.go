@@ -19,7 +19,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -66,7 +67,7 @@ func refundEvent(id, typ, res, key string) workflows.Notification {
 	n := workflows.Notification{ID: id, Type: typ, Operation: "refund", Scheme: "stripe", Received: time.Unix(1700000000, 0),
 		Body: []byte(`{"id":"` + id + `","type":"` + typ + `","data":{"object":{"id":"` + res + `"}}}`)}
 	if key != "" {
-		n.KeyDigest = request.KeyDigest(key)
+		n.KeyDigest = idemkey.Digest(key)
 	}
 	return n
 }
@@ -187,7 +188,7 @@ func TestWebhookMatchesEventsToTheCallByKey(t *testing.T) {
 				{at: 3 * time.Minute, n: refundEvent("evt_2", "refund.failed", "re_2", named(key2))},
 			} {
 				env.RegisterDelayedCallback(func() {
-					env.UpdateWorkflow(request.WebhookUpdate("refund"), fmt.Sprint("u", i), &sdktestsuite.TestUpdateCallback{
+					env.UpdateWorkflow(input.WebhookUpdate("refund"), fmt.Sprint("u", i), &sdktestsuite.TestUpdateCallback{
 						OnReject: func(error) { rejected = append(rejected, d.n.ID) }, OnAccept: func() {}, OnComplete: func(any, error) {}}, d.n)
 				}, d.at)
 			}

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -48,7 +48,7 @@ func (c *campaign) operations() []*operation {
 				ScheduleToCloseTimeout: c.cfg.ScheduleToClose,
 				OriginQueue:            c.cfg.OriginQueue,
 			},
-			outcome: Outcome{WorkflowID: id, Key: request.DeriveKey(ns, id, operationName)},
+			outcome: Outcome{WorkflowID: id, Key: idemkey.Derive(ns, id, operationName)},
 		}
 	}
 	return ops

@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -88,13 +89,13 @@ func recordTwoKeys(ctx context.Context, c client.Client, out string) error {
 	// deliver sends the event as the receiver does and says whether the
 	// workflow took it.
 	deliver := func(id, typ, key string) (bool, error) {
-		n := &workflows.Notification{ID: id, Type: typ, Operation: "refund", KeyDigest: request.KeyDigest(key), Scheme: "stripe",
+		n := &workflows.Notification{ID: id, Type: typ, Operation: "refund", KeyDigest: idemkey.Digest(key), Scheme: "stripe",
 			Received: time.Now().UTC(), Body: json.RawMessage(`{"id":"` + id + `","type":"` + typ + `"}`)}
 		uid := "webhook/stripe/refund/" + id
 		if n.KeyDigest != "" {
 			uid = "webhook/stripe/refund/" + n.KeyDigest + "/" + id
 		}
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: uid, WorkflowID: wid, UpdateName: request.WebhookUpdate("refund"),
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: uid, WorkflowID: wid, UpdateName: input.WebhookUpdate("refund"),
 			Args: []any{n}, WaitForStage: client.WorkflowUpdateStageCompleted})
 		if err != nil {
 			return false, err

@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -23,9 +24,9 @@ import (
 // Register registers them.
 type Activities struct {
 	// Do is the HTTP activity, registered as "IdempotentHTTPRequest".
-	Do func(context.Context, request.Input) (*workflows.Response, error)
+	Do func(context.Context, input.Input) (*workflows.Response, error)
 	// Poll is the poll activity, registered as "IdempotentHTTPPoll".
-	Poll func(context.Context, request.Monitor) (*workflows.Response, error)
+	Poll func(context.Context, poll.Monitor) (*workflows.Response, error)
 }
 
 // Of returns a's activities. It panics if Register does not register both
@@ -34,8 +35,8 @@ func Of(a *activities.Activities) Activities {
 	r := recorder{}
 	a.Register(r)
 	return Activities{
-		Do:   lookup[func(context.Context, request.Input) (*workflows.Response, error)](r, request.ActivityName),
-		Poll: lookup[func(context.Context, request.Monitor) (*workflows.Response, error)](r, request.PollActivityName),
+		Do:   lookup[func(context.Context, input.Input) (*workflows.Response, error)](r, input.ActivityName),
+		Poll: lookup[func(context.Context, poll.Monitor) (*workflows.Response, error)](r, poll.ActivityName),
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -157,7 +157,7 @@ var outageSimRuns = []struct {
 	j               workflows.Jitter
 	adm, breakerOff bool
 }{
-	{request.JitterNone, false, false},
+	{backoff.JitterNone, false, false},
 	{workflows.JitterFull, false, false},
 	{workflows.JitterFull, true, false},
 	{workflows.JitterFull, true, true},

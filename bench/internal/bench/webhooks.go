@@ -28,7 +28,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -633,7 +633,7 @@ func startWebhooksWorker(h *harness, tq string, logf func(string, ...any)) (*whR
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(registered.Of(acts).Do, activity.RegisterOptions{Name: request.ActivityName})
+	r.w.RegisterActivityWithOptions(registered.Of(acts).Do, activity.RegisterOptions{Name: input.ActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sinkWorkflow, workflow.RegisterOptions{Name: sinkWorkflowName})
 	if err := r.w.Start(); err != nil {

@@ -1,13 +1,15 @@
-package request
+package idemkey
 
-import "testing"
+import (
+	"testing"
+)
 
-func TestDeriveKey(t *testing.T) {
-	k := DeriveKey("ns", "order-1", "charge")
+func TestDerive(t *testing.T) {
+	k := Derive("ns", "order-1", "charge")
 	if len(k) != 36 {
 		t.Fatalf("key %q: want a UUID of 36 characters", k)
 	}
-	if again := DeriveKey("ns", "order-1", "charge"); again != k {
+	if again := Derive("ns", "order-1", "charge"); again != k {
 		t.Errorf("not stable: %q then %q", k, again)
 	}
 	for _, other := range []struct{ ns, id, op string }{
@@ -16,7 +18,7 @@ func TestDeriveKey(t *testing.T) {
 		{"ns", "order-1", "refund"},
 		{"ns", "order-1charge", ""},
 	} {
-		if got := DeriveKey(other.ns, other.id, other.op); got == k {
+		if got := Derive(other.ns, other.id, other.op); got == k {
 			t.Errorf("DeriveKey%v = %q, the same as another call's", other, got)
 		}
 	}
@@ -25,25 +27,13 @@ func TestDeriveKey(t *testing.T) {
 // TestDeriveKeyRecorded: keys are recorded in histories and in the APIs'
 // stores, so the derivation never changes (a periodic operation names its
 // period in the operation: one key per period).
-func TestDeriveKeyRecorded(t *testing.T) {
+func TestDeriveRecorded(t *testing.T) {
 	for _, tt := range []struct{ period, want string }{
 		{"2026-11", "c522b263"},
 		{"2026-12", "328237d4"},
 	} {
-		if got := DeriveKey("default", "subscription-42", "charge-"+tt.period)[:8]; got != tt.want {
+		if got := Derive("default", "subscription-42", "charge-"+tt.period)[:8]; got != tt.want {
 			t.Errorf("%s: key starts %q, want %q", tt.period, got, tt.want)
-		}
-	}
-}
-
-func TestSummary(t *testing.T) {
-	tests := []struct{ method, url, op, want string }{
-		{"POST", "https://api.example.com/payments?x=1", "charge", "POST api.example.com/payments (charge)"},
-		{"PUT", "http://127.0.0.1:8081/orders/7", "", "PUT 127.0.0.1:8081/orders/7"},
-	}
-	for _, tt := range tests {
-		if got := Summary(tt.method, tt.url, tt.op); got != tt.want {
-			t.Errorf("Summary(%q, %q, %q) = %q, want %q", tt.method, tt.url, tt.op, got, tt.want)
 		}
 	}
 }
@@ -53,14 +43,30 @@ func TestSummary(t *testing.T) {
 // derivation never changes; it is one URL path segment, and no key has
 // none. The wants were computed apart from this package (Python's
 // hashlib and base64.urlsafe_b64encode, padding stripped).
-func TestKeyDigestRecorded(t *testing.T) {
+func TestDigestRecorded(t *testing.T) {
 	for _, tt := range []struct{ key, want string }{
 		{"refund-order-7-first", "pDdJ5dS5yXNJC67K"},
 		{"c522b263-0000", "nI2-Wzw2yME9x_pt"},
 		{"", ""},
 	} {
-		if got := KeyDigest(tt.key); got != tt.want {
+		if got := Digest(tt.key); got != tt.want {
 			t.Errorf("KeyDigest(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}
+
+// TestQuoteKey: RFC 8941 section 4.1.6, String serialization.
+func TestQuote(t *testing.T) {
+	for key, want := range map[string]string{
+		"8e03978e-40d5-43e8-bc93-6894a57f9324": `"8e03978e-40d5-43e8-bc93-6894a57f9324"`,
+		`a"b\c`:                                `"a\"b\\c"`,
+		`"`:                                    `"\""`,
+		`\`:                                    `"\\"`,
+		"":                                     `""`,
+		"!#$%&'()*+,-./:;<=>?@[]^_{|}~":        `"!#$%&'()*+,-./:;<=>?@[]^_{|}~"`,
+	} {
+		if got := Quote(key); got != want {
+			t.Errorf("QuoteKey(%q) = %s, want %s", key, got, want)
 		}
 	}
 }

@@ -1,4 +1,6 @@
-package request
+// Package retryafter parses a Retry-After header value (RFC 9110
+// §10.2.3), both of its forms.
+package retryafter
 
 import (
 	"math"
@@ -7,7 +9,7 @@ import (
 	"time"
 )
 
-// ParseRetryAfter reads a Retry-After header value (RFC 9110 §10.2.3) and
+// Parse reads a Retry-After header value (RFC 9110 §10.2.3) and
 // returns how long to wait from now.
 //
 // Both forms are accepted: delay-seconds (one or more ASCII digits) and an
@@ -17,7 +19,7 @@ import (
 // number, returns ok == false so the caller falls back to its own backoff.
 // Digit strings too large for a time.Duration saturate at math.MaxInt64; the
 // caller applies its own cap.
-func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
+func Parse(value string, now time.Time) (d time.Duration, ok bool) {
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return 0, false

@@ -1,6 +1,10 @@
-package request
+// Package loglevel holds the one rule for the level of the log lines
+// about a call that failed.
+package loglevel
 
-import "net/http"
+import (
+	"net/http"
+)
 
 // CallerHandles is the one rule for the level of the package's log lines
 // about a call that failed: a failure its workflow is expected to handle

@@ -1,6 +1,8 @@
-package request
+package loglevel
 
-import "testing"
+import (
+	"testing"
+)
 
 // TestCallerHandles: a known 4xx answer is the workflow's to handle (Warn),
 // but the credential ones; anything else is an operator's (Error).

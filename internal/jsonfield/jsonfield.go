@@ -1,4 +1,8 @@
-package request
+// Package jsonfield reads a JSON value at a dotted path
+// ("data.object.status"): the one reading of a field by name, shared by
+// the status documents of long-running operations, webhook events and the
+// fallback poll's URL template.
+package jsonfield
 
 import (
 	"bytes"
@@ -6,11 +10,11 @@ import (
 	"strings"
 )
 
-// Field returns the JSON value at a dotted path ("data.object.status") in
+// Value returns the JSON value at a dotted path ("data.object.status") in
 // body: the one reading of a field by name in a JSON document, shared by
 // the status documents of long-running operations, webhook events and the
 // fallback poll's URL template. A missing or null value is not found.
-func Field(body []byte, path string) (json.RawMessage, bool) {
+func Value(body []byte, path string) (json.RawMessage, bool) {
 	v := json.RawMessage(body)
 	for name := range strings.SplitSeq(path, ".") {
 		var obj map[string]json.RawMessage
@@ -25,9 +29,9 @@ func Field(body []byte, path string) (json.RawMessage, bool) {
 	return v, len(v) > 0 && string(v) != "null"
 }
 
-// StringField returns the string at path in body.
-func StringField(body []byte, path string) (string, bool) {
-	v, ok := Field(body, path)
+// String returns the string at path in body.
+func String(body []byte, path string) (string, bool) {
+	v, ok := Value(body, path)
 	if !ok {
 		return "", false
 	}

@@ -1,12 +1,12 @@
-package request
+package backoff
 
 import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestCeiling(t *testing.T) {
@@ -22,8 +22,8 @@ func TestCeiling(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, b.Ceiling(tt.attempt), "attempt %d", tt.attempt)
 	}
-	assert.Equal(t, 200*time.Millisecond, Backoff{}.Ceiling(1), "the default InitialInterval, as request.DefaultInitialInterval")
-	assert.Equal(t, 10*time.Second, Backoff{}.Ceiling(100), "the default MaximumInterval, as request.DefaultMaximumInterval")
+	assert.Equal(t, 200*time.Millisecond, Backoff{}.Ceiling(1), "the default InitialInterval, as DefaultInitialInterval")
+	assert.Equal(t, 10*time.Second, Backoff{}.Ceiling(100), "the default MaximumInterval, as DefaultMaximumInterval")
 	assert.Equal(t, 5*time.Second, Backoff{InitialInterval: 5 * time.Second, MaximumInterval: time.Second}.Ceiling(3), "MaximumInterval is at least InitialInterval")
 }
 
@@ -99,4 +99,44 @@ func TestDecorrelatedIsStablePerSeed(t *testing.T) {
 func TestFullJitterZeroDrawUsesFloor(t *testing.T) {
 	b := Backoff{InitialInterval: time.Second}
 	assert.Equal(t, MinRetryDelay, b.Delay(1, func() float64 { return 0 }, 0), "0 would mean 'not set' to Temporal")
+}
+
+func TestBackoffWithDefaults(t *testing.T) {
+	got := Backoff{}.WithDefaults()
+	want := Backoff{InitialInterval: DefaultInitialInterval, BackoffCoefficient: DefaultBackoffCoefficient, MaximumInterval: DefaultMaximumInterval, Jitter: JitterFull}
+	if got != want {
+		t.Fatalf("zero Backoff: got %+v, want %+v", got, want)
+	}
+	got = Backoff{InitialInterval: -1, BackoffCoefficient: 0.5, MaximumInterval: -1}.WithDefaults()
+	if got != want {
+		t.Fatalf("out-of-range Backoff: got %+v, want %+v", got, want)
+	}
+	got = Backoff{InitialInterval: 30 * time.Second}.WithDefaults()
+	if got.MaximumInterval != 30*time.Second {
+		t.Fatalf("InitialInterval 30s above the default maximum: MaximumInterval %s, want 30s (Temporal refuses a maximum below the initial interval)", got.MaximumInterval)
+	}
+	set := Backoff{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumInterval: time.Minute, Jitter: "equal"}
+	if got := set.WithDefaults(); got != set {
+		t.Fatalf("set fields changed: got %+v, want %+v", got, set)
+	}
+}
+
+func TestAttemptCeiling(t *testing.T) {
+	tests := []struct {
+		budget int32
+		s2c    time.Duration
+		want   int32
+	}{
+		{5, 2 * time.Minute, 5 + 1200 + 1},
+		{1, 0, 2},
+		{0, time.Second, 11},
+		{5, 50 * time.Millisecond, 6},
+		{math.MaxInt32, time.Hour, math.MaxInt32},
+		{5, time.Duration(math.MaxInt64), math.MaxInt32},
+	}
+	for _, tt := range tests {
+		if got := AttemptCeiling(tt.budget, tt.s2c); got != tt.want {
+			t.Errorf("AttemptCeiling(%d, %s) = %d, want %d", tt.budget, tt.s2c, got, tt.want)
+		}
+	}
 }

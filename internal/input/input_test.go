@@ -1,7 +1,8 @@
-package request
+package input
 
 import (
 	"encoding/json"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"reflect"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func fullInput(body string) Input {
 		Body:           json.RawMessage(body),
 		Headers:        map[string]string{"X-Note": "a<b>&c", "Accept-Language": "fr"},
 		IdempotencyKey: "ed0695de-e029-54c5-a378-1a3168729b36",
-		Backoff: Backoff{
+		Backoff: backoff.Backoff{
 			InitialInterval: 1500 * time.Millisecond, BackoffCoefficient: 1.5,
 			MaximumInterval: time.Minute + 30*time.Second, Jitter: "decorrelated",
 		},
@@ -77,7 +78,7 @@ func TestInputDecodesOldHistory(t *testing.T) {
 		Operation: "charge", Method: "POST", URL: "http://127.0.0.1:41601/payments",
 		Body:           json.RawMessage(`{"order":"order-1","amount":4200}`),
 		IdempotencyKey: "ed0695de-e029-54c5-a378-1a3168729b36",
-		Backoff:        Backoff{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, Jitter: "full"},
+		Backoff:        backoff.Backoff{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, Jitter: "full"},
 	}
 	if !reflect.DeepEqual(in, want) {
 		t.Fatalf("got %+v, want %+v", in, want)
@@ -94,7 +95,7 @@ func TestInputDecodesOldHistory(t *testing.T) {
 		Operation: "charge", Method: "POST", URL: "http://127.0.0.1:36547/payments",
 		Body:            json.RawMessage(`{ "order": "order-1", "amount": 4200, "note": "<b>&</b>" }`),
 		IdempotencyKey:  "ed0695de-e029-54c5-a378-1a3168729b36",
-		Backoff:         Backoff{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, Jitter: "full"},
+		Backoff:         backoff.Backoff{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, Jitter: "full"},
 		MaximumAttempts: 5,
 	}
 	if !reflect.DeepEqual(in, want) {
@@ -102,22 +103,14 @@ func TestInputDecodesOldHistory(t *testing.T) {
 	}
 }
 
-func TestBackoffWithDefaults(t *testing.T) {
-	got := Backoff{}.WithDefaults()
-	want := Backoff{InitialInterval: DefaultInitialInterval, BackoffCoefficient: DefaultBackoffCoefficient, MaximumInterval: DefaultMaximumInterval, Jitter: JitterFull}
-	if got != want {
-		t.Fatalf("zero Backoff: got %+v, want %+v", got, want)
+func TestSummary(t *testing.T) {
+	tests := []struct{ method, url, op, want string }{
+		{"POST", "https://api.example.com/payments?x=1", "charge", "POST api.example.com/payments (charge)"},
+		{"PUT", "http://127.0.0.1:8081/orders/7", "", "PUT 127.0.0.1:8081/orders/7"},
 	}
-	got = Backoff{InitialInterval: -1, BackoffCoefficient: 0.5, MaximumInterval: -1}.WithDefaults()
-	if got != want {
-		t.Fatalf("out-of-range Backoff: got %+v, want %+v", got, want)
-	}
-	got = Backoff{InitialInterval: 30 * time.Second}.WithDefaults()
-	if got.MaximumInterval != 30*time.Second {
-		t.Fatalf("InitialInterval 30s above the default maximum: MaximumInterval %s, want 30s (Temporal refuses a maximum below the initial interval)", got.MaximumInterval)
-	}
-	set := Backoff{InitialInterval: time.Second, BackoffCoefficient: 1, MaximumInterval: time.Minute, Jitter: "equal"}
-	if got := set.WithDefaults(); got != set {
-		t.Fatalf("set fields changed: got %+v, want %+v", got, set)
+	for _, tt := range tests {
+		if got := Summary(tt.method, tt.url, tt.op); got != tt.want {
+			t.Errorf("Summary(%q, %q, %q) = %q, want %q", tt.method, tt.url, tt.op, got, tt.want)
+		}
 	}
 }

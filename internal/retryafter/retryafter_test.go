@@ -1,15 +1,14 @@
-package request
+package retryafter
 
 import (
+	"github.com/stretchr/testify/assert"
 	"math"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
 )
 
-func TestParseRetryAfter(t *testing.T) {
+func TestParse(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name   string
@@ -40,7 +39,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ParseRetryAfter(tt.value, now)
+			got, ok := Parse(tt.value, now)
 			assert.Equal(t, tt.wantOK, ok)
 			assert.Equal(t, tt.want, got)
 		})
@@ -54,7 +53,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := ParseRetryAfter(s, now)
+		d, ok := Parse(s, now)
 		if d < 0 {
 			t.Fatalf("ParseRetryAfter(%q) = %v: negative", s, d)
 		}

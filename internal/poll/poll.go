@@ -1,25 +1,31 @@
-package request
+// Package poll holds what the workflow side hands the poll activity to
+// follow a long-running operation: the operation the server accepted
+// (Accepted, workflows.Accepted), the poll activity's input (Monitor) and
+// the fallback poll of an operation awaited by webhook (WebhookPoll,
+// workflows.WebhookPoll, and its rule, StatusRule); and the pace of the
+// polls and of cancel requests. Their JSON is what histories hold.
+package poll
 
 import (
-	"time"
-
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+	"time"
 )
 
-// PollActivityName is the name the poll activity is registered under
+// ActivityName is the name the poll activity is registered under
 // (activities.Activities.Register), which workflows schedule to follow a
 // long-running operation.
-const PollActivityName = "IdempotentHTTPPoll"
+const ActivityName = "IdempotentHTTPPoll"
 
 // The pace of the polls of a long-running operation whose monitor sends no
 // Retry-After, and its bounds (workflows.FollowOptions states them): poll
-// n waits PollBackoff(n) with equal jitter, never less than MinPollInterval
+// n waits Backoff(n) with equal jitter, never less than MinInterval
 // (a Retry-After below it too).
 const (
-	DefaultPollInterval    = time.Second
-	DefaultMaxPollInterval = time.Minute
-	MinPollInterval        = time.Second
-	DefaultFollowTimeout   = 24 * time.Hour
+	DefaultInterval      = time.Second
+	DefaultMaxInterval   = time.Minute
+	MinInterval          = time.Second
+	DefaultFollowTimeout = 24 * time.Hour
 )
 
 // Asking the server to cancel an operation (workflows.FollowOptions.
@@ -30,12 +36,12 @@ const (
 // admission holds back is none, nor is one whose credential could not be
 // applied or that could not connect) and ends after the third that
 // failed; Temporal's MaximumAttempts is only
-// AttemptCeiling(CancelAttempts, CancelTimeout).
+// backoff.AttemptCeiling(CancelAttempts, CancelTimeout).
 //
 // CancelTimeout bounds the asking, from the workflow's cancellation on,
 // the waits for admission included. It is twice the longest an origin's
 // breaker holds requests back with the worker's defaults (the Retry-After
-// of the 503 that opened it, at most DefaultMaxRetryAfter, 5
+// of the 503 that opened it, at most defaults.MaxRetryAfter, 5
 // min), so that a cancel request waits out an outage and is sent as the
 // breaker's probe, with room for its own retries. A wait that could not
 // end within it fails at once (RetryWouldExceedDeadline, logged). The
@@ -58,15 +64,15 @@ const (
 	MinCancelTime  = time.Second
 )
 
-// PollBackoff is the backoff of the polls without Retry-After: from
-// interval (default DefaultPollInterval) doubling up to maxInterval
-// (default DefaultMaxPollInterval), equal jitter.
-func PollBackoff(interval, maxInterval time.Duration) Backoff {
-	interval = max(interval, MinPollInterval)
+// Backoff is the backoff of the polls without Retry-After: from
+// interval (default DefaultInterval) doubling up to maxInterval
+// (default DefaultMaxInterval), equal jitter.
+func Backoff(interval, maxInterval time.Duration) backoff.Backoff {
+	interval = max(interval, MinInterval)
 	if maxInterval <= 0 {
-		maxInterval = DefaultMaxPollInterval
+		maxInterval = DefaultMaxInterval
 	}
-	return Backoff{InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: max(maxInterval, interval), Jitter: JitterEqual}
+	return backoff.Backoff{InitialInterval: interval, BackoffCoefficient: 2, MaximumInterval: max(maxInterval, interval), Jitter: backoff.JitterEqual}
 }
 
 // Accepted is a long-running operation the server accepted: where its
@@ -94,7 +100,7 @@ type Accepted struct {
 	// StartStatus is the status of the answer to the start request (202).
 	StartStatus int `json:"start_status,omitempty"`
 	// RetryAfter is the start answer's Retry-After (at least
-	// MinPollInterval, 1 s, at most the worker's
+	// MinInterval, 1 s, at most the worker's
 	// activities.Config.MaxRetryAfter): the wait before the first poll.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
 	// Monitor is the status monitor's URL, polled with GET: in a final
@@ -145,8 +151,8 @@ type Monitor struct {
 	// RetryAfter are handed back in the Response's Accepted and change no
 	// poll.
 	Accepted
-	// Backoff paces polls without Retry-After (PollBackoff).
-	Backoff Backoff `json:"backoff,omitzero"`
+	// Backoff paces polls without Retry-After (Backoff).
+	Backoff backoff.Backoff `json:"backoff,omitzero"`
 	// Cancel asks the poll activity to send the convention's cancel
 	// request instead of polling.
 	Cancel bool `json:"cancel,omitempty"`
@@ -182,10 +188,10 @@ type WebhookPoll struct {
 	URL string `json:"url"`
 	// After is how long the call waits for a terminal notification after
 	// the start answer before the first poll (default
-	// workflows.DefaultPollAfter, 5 min; at least MinPollInterval, 1 s).
+	// defaults.PollAfter, 5 min; at least MinInterval, 1 s).
 	After time.Duration `json:"after,omitempty"`
 	// StatusField is the dotted path of the resource's state in its JSON
-	// document (default workflows.DefaultStatusField, "status").
+	// document (default defaults.StatusField, "status").
 	StatusField string `json:"status_field,omitempty" rule:"field"`
 	// Succeeded, Failed and Canceled are the states that end the operation
 	// (matched case-insensitively); any other is still running. Succeeded
@@ -202,8 +208,8 @@ type WebhookPoll struct {
 	// verified notification is the outcome.
 	Confirm bool `json:"confirm,omitempty"`
 	// Interval and MaximumInterval pace the polls as in
-	// workflows.FollowOptions (defaults DefaultPollInterval, 1 s,
-	// doubling to DefaultMaxPollInterval, 1 min; a Retry-After is
+	// workflows.FollowOptions (defaults DefaultInterval, 1 s,
+	// doubling to DefaultMaxInterval, 1 min; a Retry-After is
 	// followed).
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`

@@ -1,9 +1,17 @@
-package request
+// Package redact holds what a log line, an error or a result may show:
+// URLs without user info and query values (URL, Err), and JSON documents
+// without the values of members named like a credential (Fields), by the
+// one rule of what is named like a credential (IsCredential).
+package redact
 
 import (
 	"encoding/json"
+	"errors"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // IsCredential reports whether a name, a header's or a JSON object
@@ -11,7 +19,7 @@ import (
 // credential" means. A header so named may not come from workflow input
 // (which is stored in Temporal's history; it is configured on the worker),
 // and a string or number held by a JSON member so named, in an answer or a
-// webhook event, never reaches history (RedactFields).
+// webhook event, never reaches history (Fields).
 //
 // The name is split into words at every character other than a letter or
 // digit and where the case changes ("clientSecret", "X-API-Key" and
@@ -130,7 +138,7 @@ func words(name string) []string {
 	return ws
 }
 
-// RedactFields returns the JSON document doc with every string or number
+// Fields returns the JSON document doc with every string or number
 // that is the value of an object member named like a credential
 // (IsCredential, the name read with its escapes decoded), or that stands in
 // an array (at any depth of arrays) that is such a value, replaced by the
@@ -141,16 +149,16 @@ func words(name string) []string {
 // answer still decodes into its types. null and booleans hold no secret and
 // are kept. Every other byte is kept as it was. doc must be valid JSON
 // (json.Valid); anything else is returned unchanged.
-func RedactFields(doc []byte, with string) ([]byte, bool) {
+func Fields(doc []byte, with string) ([]byte, bool) {
 	if !json.Valid(doc) {
 		return doc, false
 	}
-	return RedactValidFields(doc, with)
+	return ValidFields(doc, with)
 }
 
-// RedactValidFields is RedactFields for a document the caller has already
+// ValidFields is Fields for a document the caller has already
 // checked with json.Valid: it is not validated again.
-func RedactValidFields(doc []byte, with string) ([]byte, bool) {
+func ValidFields(doc []byte, with string) ([]byte, bool) {
 	var repl []byte
 	var out []byte
 	last := 0
@@ -315,4 +323,165 @@ func valueEnd(doc []byte, i int) int {
 		j++
 	}
 	return j
+}
+
+// CutURL ends a URL that URL shows only up to its first byte that no
+// URL holds.
+const CutURL = "[cut: invalid URL]"
+
+// URL returns raw with its user info removed and every query value
+// (and every parameter without a value) replaced by "REDACTED": for URLs a
+// server sends (a redirect's Location, a presigned URL) and for URLs in
+// errors; the one place a URL is made showable. Text that does not parse
+// as a URL is returned as "[unparsable URL]"; a URL that parses but holds,
+// before its query, a byte no URL holds (a space, a control character, a
+// byte of invalid UTF-8, raw or percent-escaped, or an escaped "?" or "#"
+// that would hide a query in the path) is shown only up to that byte,
+// then CutURL: what follows cannot be told apart from a query value.
+func URL(raw string) string {
+	i := unclean(raw)
+	if i < 0 {
+		return redactURL(raw)
+	}
+	prefix := raw[:i]
+	if k := strings.Index(prefix, "//"); k >= 0 && !strings.Contains(prefix[k+2:], "/") {
+		// Cut inside the authority: what looks like a host or a port may
+		// be user info whose "@" comes later. The scheme alone.
+		if u, err := url.Parse(prefix); err == nil && u.Scheme != "" {
+			return strings.ToLower(u.Scheme) + "://" + CutURL
+		}
+		return CutURL
+	}
+	return redactURL(prefix) + CutURL
+}
+
+// unclean returns the offset in raw of the first byte before its query or
+// fragment that no clean URL holds (see URL), or -1.
+func unclean(raw string) int {
+	end := len(raw)
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		end = i
+	}
+	// decoded holds the bytes of raw[:end] with escapes decoded; at[k] is
+	// where decoded[k] starts in raw.
+	decoded := make([]byte, 0, end)
+	at := make([]int, 0, end)
+	for i := 0; i < end; i++ {
+		c := raw[i]
+		switch {
+		case c == '%' && i+2 < len(raw) && ishex(raw[i+1]) && ishex(raw[i+2]):
+			b := unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			if b < 0x20 || b == 0x7f || b == '?' || b == '#' {
+				return i
+			}
+			decoded, at = append(decoded, b), append(at, i)
+			i += 2
+		case c <= 0x20 || c == 0x7f || strings.IndexByte("\"<>\\^`{|}", c) >= 0:
+			return i
+		default:
+			decoded, at = append(decoded, c), append(at, i)
+		}
+	}
+	for k := 0; k < len(decoded); {
+		r, n := utf8.DecodeRune(decoded[k:])
+		if r == utf8.RuneError && n <= 1 {
+			return at[k]
+		}
+		k += n
+	}
+	return -1
+}
+
+func ishex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// redactURL is URL for a URL without unclean bytes.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[unparsable URL]"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		// Keep the names of the parameters, not their values; a parameter
+		// without "=" (a bare token, "?abc123") is all value.
+		var parts []string
+		for item := range strings.SplitSeq(u.RawQuery, "&") {
+			name, _, hasValue := strings.Cut(item, "=")
+			if !hasValue || !httpheader.ValidName(name) {
+				name = "REDACTED"
+			}
+			parts = append(parts, name+"=REDACTED")
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// Err returns the text of an error from net/url or net/http with the
+// URL it names redacted by URL, and every query in the rest of the
+// text (a Location the client could not parse, quoted in its error; a
+// server's words in a protocol error) cut at its "?" (redactQueries).
+func Err(err error) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Op + " " + URL(uerr.URL) + ": " + redactQueries(uerr.Err.Error())
+	}
+	return redactQueries(err.Error())
+}
+
+// redactQueries replaces, in free text, what follows each "?" with
+// "REDACTED": up to the next space or quote, or, inside a double-quoted
+// string (a server's header line or URL that an error quotes with %q), up
+// to its closing quote, spaces and escaped quotes included: where a URL
+// cannot be parsed, its query values are hidden all the same.
+func redactQueries(s string) string {
+	if !strings.Contains(s, "?") {
+		return s
+	}
+	var b strings.Builder
+	quoted := false // inside a double-quoted string
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		b.WriteByte(c)
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && quoted && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case c == '?':
+			end := i + 1
+			if quoted {
+				for end < len(s) && s[end] != '"' {
+					if s[end] == '\\' {
+						end++
+					}
+					end++
+				}
+				end = min(end, len(s))
+			} else if j := strings.IndexAny(s[end:], " \t\n\"'`"); j >= 0 {
+				end += j
+			} else {
+				end = len(s)
+			}
+			if end > i+1 {
+				b.WriteString("REDACTED")
+			}
+			i = end - 1
+		}
+	}
+	return b.String()
 }

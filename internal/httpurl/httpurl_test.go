@@ -1,4 +1,4 @@
-package request
+package httpurl
 
 import (
 	"strings"
@@ -60,4 +60,44 @@ func FuzzOrigin(f *testing.F) {
 			t.Fatalf("Origin(%q) = %q: not lower case", s, o)
 		}
 	})
+}
+
+func TestParseURL(t *testing.T) {
+	tests := []struct {
+		in, wantURL, wantOrigin, err string
+	}{
+		{"https://api.example.com/pay?x=1#frag", "https://api.example.com/pay?x=1", "https://api.example.com", ""},
+		{"  http://127.0.0.1:8081/p  ", "http://127.0.0.1:8081/p", "http://127.0.0.1:8081", ""},
+		{"https://u:hunter2hunter2@api.example.com/", "", "", "user info"},
+		{"https://bücher.example/", "", "", "punycode"},
+		{"https://b%C3%BCcher.example/", "", "", "punycode"},
+		{"https://xn--bcher-kva.example/", "https://xn--bcher-kva.example/", "https://xn--bcher-kva.example", ""},
+		{"mailto:a@example.com", "", "", "unsupported scheme"},
+		{"http://[::1", "", "", "invalid URL"},
+	}
+	for _, tt := range tests {
+		u, o, err := Parse(tt.in)
+		if !errContains(err, tt.err) {
+			t.Errorf("Parse(%q) error = %v, want %q", tt.in, err, tt.err)
+			continue
+		}
+		if tt.err != "" {
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("Parse(%q) error repeats the password: %v", tt.in, err)
+			}
+			continue
+		}
+		if u.String() != tt.wantURL || o != tt.wantOrigin {
+			t.Errorf("Parse(%q) = %q, %q; want %q, %q", tt.in, u, o, tt.wantURL, tt.wantOrigin)
+		}
+	}
+}
+
+// errContains reports whether err matches want: nil for "", else an error
+// whose text contains want.
+func errContains(err error, want string) bool {
+	if want == "" {
+		return err == nil
+	}
+	return err != nil && strings.Contains(err.Error(), want)
 }

@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test check unit integration cluster-test fuzz demo soak bench bench-test bin tidy
+.PHONY: test check unit apidiff integration cluster-test fuzz demo soak bench bench-test bin tidy
 
 ## test: the test command: gofmt, go vet and every test with -race, the
 ## integration tests on a real Temporal dev server and on a PostgreSQL-backed
@@ -12,8 +12,9 @@ GO    ?= go
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
 ## Fuzz targets run their seed corpus and testdata/fuzz inputs only, as
 ## plain go test does: the same inputs on every run (time-boxed fuzzing is
-## make fuzz; harness/repocheck pins both).
-test: check compose-test bench-test rules-test
+## make fuzz; harness/repocheck pins both). The compatibility check
+## (make apidiff) runs first.
+test: check apidiff compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
 ## check: formatting and vet only (the library and the bench module).
@@ -22,6 +23,14 @@ check:
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && GOWORK=off $(GO) vet ./...
+
+## apidiff: the compatibility check: the public packages' API (those
+## api/v1.txt lists) against the baseline commit named in api/BASELINE, by
+## golang.org/x/exp/cmd/apidiff (pinned in tools/apidiff/go.mod, built into
+## bin/apidiff); every incompatible change must be listed in
+## api/incompatible.txt (scripts/apidiff.sh). Under a minute; part of test.
+apidiff:
+	bash scripts/apidiff.sh
 
 ## unit: the fast tests, without real servers.
 unit:
@@ -147,3 +156,4 @@ tidy:
 	$(GO) mod tidy
 	cd tools && $(GO) mod tidy
 	cd bench && GOWORK=off $(GO) mod tidy
+	cd tools/apidiff && GOWORK=off $(GO) mod tidy

@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: test check unit integration cluster-test fuzz demo soak bench bench-test bin tidy
+.PHONY: test check unit apidiff integration cluster-test fuzz demo soak bench bench-test bin tidy
 
 ## test: the test command: gofmt, go vet and every test with -race, the
 ## integration tests on a real Temporal dev server and on a PostgreSQL-backed
@@ -12,8 +12,9 @@ GO    ?= go
 ## run builds the Temporal CLI and server from tools/go.mod (minutes).
 ## Fuzz targets run their seed corpus and testdata/fuzz inputs only, as
 ## plain go test does: the same inputs on every run (time-boxed fuzzing is
-## make fuzz; internal/testing/repocheck pins both).
-test: check compose-test bench-test rules-test
+## make fuzz; harness/repocheck pins both). The compatibility check
+## (make apidiff) runs first.
+test: check apidiff compose-test bench-test rules-test
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
 ## check: formatting and vet only (the library and the bench module).
@@ -23,19 +24,27 @@ check:
 	$(GO) vet ./...
 	cd bench && GOWORK=off $(GO) vet ./...
 
+## apidiff: the compatibility check: the public packages' API (those
+## api/v1.txt lists) against the baseline commit named in api/BASELINE, by
+## golang.org/x/exp/cmd/apidiff (pinned in tools/apidiff/go.mod, built into
+## bin/apidiff); every incompatible change must be listed in
+## api/incompatible.txt (scripts/apidiff.sh). Under a minute; part of test.
+apidiff:
+	bash scripts/apidiff.sh
+
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/request/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./internal/testing/apicheck/... ./internal/testing/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/retryafter/... ./internal/loglevel/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
-	$(GO) test -race -count=1 -timeout 30m ./internal/testing/itest/... ./integration/
+	$(GO) test -race -count=1 -timeout 30m ./harness/itest/... ./integration/
 
 ## cluster-test: only the tests on the PostgreSQL-backed cluster (installs
 ## PostgreSQL from Debian's packages when it is missing; needs root).
 cluster-test:
 	bash scripts/install-postgres.sh
-	$(GO) test -race -count=1 -timeout 30m ./internal/testing/cluster/ ./integration/cluster/
+	$(GO) test -race -count=1 -timeout 30m ./harness/cluster/ ./integration/cluster/
 
 ## interop: the interop suite: the activity, in Temporal's test environment
 ## and on a dev server, against npm idempotency middlewares (installed by
@@ -119,10 +128,10 @@ bench-test:
 ## replays it on every run.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/request -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/testing/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/retryafter -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/httpurl -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/redact -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./harness/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME)
@@ -147,3 +156,4 @@ tidy:
 	$(GO) mod tidy
 	cd tools && $(GO) mod tidy
 	cd bench && GOWORK=off $(GO) mod tidy
+	cd tools/apidiff && GOWORK=off $(GO) mod tidy

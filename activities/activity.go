@@ -14,7 +14,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/loglevel"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -65,13 +71,13 @@ func New(cfg Config) (*Activities, error) {
 		}
 	}
 	if a.cfg.MaxResponseBytes <= 0 {
-		a.cfg.MaxResponseBytes = request.DefaultMaxResponseBytes
+		a.cfg.MaxResponseBytes = defaults.MaxResponseBytes
 	}
 	if a.cfg.MaxResultBytes <= 0 {
-		a.cfg.MaxResultBytes = request.DefaultMaxResultBytes
+		a.cfg.MaxResultBytes = defaults.MaxResultBytes
 	}
 	if a.cfg.MaxRetryAfter <= 0 {
-		a.cfg.MaxRetryAfter = request.DefaultMaxRetryAfter
+		a.cfg.MaxRetryAfter = defaults.MaxRetryAfter
 	}
 	if a.cfg.UserAgent == "" {
 		a.cfg.UserAgent = "temporal-idempotent-http"
@@ -108,18 +114,35 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Register registers the HTTP activity under the name
-// "IdempotentHTTPRequest" and the poll activity, which follows long-running
-// operations, under "IdempotentHTTPPoll" (the activity types in Temporal's
-// metrics and Web UI), the names workflows.Call schedules.
+// Register registers the two activities on a worker (or a test
+// environment) under the names workflows.Call schedules, which are their
+// activity types in Temporal's metrics and Web UI:
+//
+//   - "IdempotentHTTPRequest" performs one attempt of a call. It sends
+//     nothing for an invalid request or one its origin's admission holds
+//     back (Config.Admission); otherwise it sends the request once with the
+//     idempotency key and the origin's credentials, follows a 307 or 308
+//     to the same origin, and classifies the answer by the classification
+//     table of docs/how-it-works.md: a 2xx is the workflows.Response; every
+//     failure is a *temporal.ApplicationError of a workflows.ErrType… type
+//     carrying a workflows.Failure, retryable ones with their
+//     NextRetryDelay (the server's Retry-After, else the jittered backoff
+//     of workflows.RetryOptions). Each attempt that sends is an HTTP client
+//     span and is counted in the worker's metrics (docs/observability.md).
+//   - "IdempotentHTTPPoll" follows a long-running operation
+//     (workflows.Request.Follow, workflows.FollowAccepted), one GET of its
+//     status monitor per attempt, read by the origin's
+//     Convention.LongRunning; the wait between polls is Temporal's retry
+//     timer, so a waiting operation holds no goroutine of the worker.
+//
+// Their inputs are internal: workflows build them, users do not.
 func (a *Activities) Register(r worker.ActivityRegistry) {
-	r.RegisterActivityWithOptions(a.Do, activity.RegisterOptions{Name: request.ActivityName})
-	r.RegisterActivityWithOptions(a.Poll, activity.RegisterOptions{Name: request.PollActivityName})
+	r.RegisterActivityWithOptions(a.requestActivity, activity.RegisterOptions{Name: input.ActivityName})
+	r.RegisterActivityWithOptions(a.pollActivity, activity.RegisterOptions{Name: poll.ActivityName})
 }
 
-// Do performs one attempt of req, the input workflows.Call schedules it
-// with. It is exported to be registered (Register does that); its input
-// type is internal: workflows build it, users do not. It sends
+// requestActivity is the HTTP activity, registered as "IdempotentHTTPRequest": one
+// attempt of req, the input workflows.Call schedules it with. It sends
 // nothing for an invalid request or one its origin's admission holds back
 // (Config.Admission); otherwise it sends the request once with the
 // idempotency key and the origin's credentials, follows a 307 or 308 to
@@ -129,9 +152,9 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 // workflows.ErrType… type carrying a workflows.Failure, retryable ones with
 // their NextRetryDelay (retry.go says which delay wins). Each attempt that
 // sends is an HTTP client span and is counted in the worker's metrics (docs/observability.md).
-func (a *Activities) Do(ctx context.Context, req request.Input) (*workflows.Response, error) {
+func (a *Activities) requestActivity(ctx context.Context, req input.Input) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
-		return nil, errors.New("activities: Do runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
+		return nil, errors.New("activities: the HTTP activity runs only as a Temporal activity: register it with Activities.Register and call it from a workflow (workflows.Call)")
 	}
 	info := activity.GetInfo(ctx)
 	prev := loadProgress(ctx, info.Attempt)
@@ -203,9 +226,9 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		return r, ans.status, nil
 	}
 	var msg string
-	from := request.RedactURL(ans.from.String())
+	from := redact.URL(ans.from.String())
 	if ans.err != nil {
-		msg = fmt.Sprintf("%s %s: %s (%s)", p.method, from, request.RedactErr(ans.err), v.reason)
+		msg = fmt.Sprintf("%s %s: %s (%s)", p.method, from, redact.Err(ans.err), v.reason)
 	} else {
 		if ans.encoded != "" {
 			d.Body = a.redact.string("[body withheld: Content-Encoding " + ans.encoded + ", which the worker cannot decode to redact it]")
@@ -213,7 +236,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 			d.Body = a.redact.snippet(ans.body)
 		}
 		if v.errType == workflows.ErrTypeRedirectNotFollowed {
-			d.Location = a.redact.string(request.RedactURL(ans.header.Get("Location")))
+			d.Location = a.redact.string(redact.URL(ans.header.Get("Location")))
 			if len(d.Location) > errorBodyBytes {
 				d.Location = strings.ToValidUTF8(d.Location[:errorBodyBytes], "") + "…"
 			}
@@ -229,7 +252,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if v.kind == kindFinal {
 		d.OutcomeUnknown = prev.hint() || v.unknown
 		log := logger.Error
-		if request.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
+		if loglevel.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
 			log = logger.Warn
 		}
 		log("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "outcome_unknown", d.OutcomeUnknown, "error", a.redact.string(msg))
@@ -259,13 +282,13 @@ func noCancel() {}
 // prepare validates req with the rules of package request and the origin's
 // convention; its errors are non-retryable ApplicationErrors, of unknown
 // outcome when an earlier attempt may have reached the server (unknown).
-func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*prepared, error) {
+func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*prepared, error) {
 	invalid := func(err error) error {
 		return a.fail(err.Error(), workflows.ErrTypeInvalidRequest, workflows.Failure{
 			Operation: req.Operation, Method: req.Method, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown,
 		})
 	}
-	method, err := request.Method(req.Method)
+	method, err := rules.Method(req.Method)
 	if err != nil {
 		return nil, invalid(err)
 	}
@@ -279,23 +302,23 @@ func (a *Activities) prepare(req request.Input, attempt int32, unknown bool) (*p
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
 			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown})
 	}
-	if err := request.Operation(req.Operation); err != nil {
+	if err := rules.Operation(req.Operation); err != nil {
 		return nil, invalid(err)
 	}
-	if err := request.Key(req.IdempotencyKey); err != nil {
+	if err := idemkey.Check(req.IdempotencyKey); err != nil {
 		return nil, invalid(err)
 	}
 	if err := p.o.conv.checkKey(req.IdempotencyKey); err != nil {
 		return nil, invalid(err)
 	}
-	if err := request.Body(req.Body); err != nil {
+	if err := rules.Body(req.Body); err != nil {
 		return nil, invalid(err)
 	}
 	if len(req.Headers) == 0 {
 		// Nothing more to check.
 		return p, nil
 	}
-	if err := request.Headers(req.Headers); err != nil {
+	if err := rules.Headers(req.Headers); err != nil {
 		return nil, invalid(err)
 	}
 	for name := range req.Headers {

@@ -17,7 +17,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -44,14 +46,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}, "shorter than 8 bytes"},
 		{"convention for unknown origin", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
-			Conventions:    map[string]activities.Convention{"https://b.example.com": activities.Stripe()},
+			Conventions:    map[string]activities.Convention{"https://b.example.com": activities.StripeConvention()},
 		}, "not in Config.AllowedOrigins"},
 		{"convention key header that is a credential", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
 			Conventions:    map[string]activities.Convention{"https://a.example.com": {KeyHeader: "X-Auth-Token"}},
 		}, "looks like a credential"},
 		// Issue 30, item 3: a response header named like a credential
-		// (request.IsCredential) would be copied into history.
+		// (redact.IsCredential) would be copied into history.
 		{"result header that is a credential", activities.Config{
 			AllowedOrigins: []string{"https://a.example.com"},
 			ResultHeaders:  []string{"Content-Type", "Set-Cookie"},
@@ -74,47 +76,47 @@ func TestBadInputSendsNothing(t *testing.T) {
 		AllowedOrigins: []string{srv.URL},
 		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"x-api-key": {token}, "x-partner-ID": {"partner-0042"}}}},
 	}
-	with := func(f func(*request.Input)) request.Input {
+	with := func(f func(*input.Input)) input.Input {
 		r := req(srv.URL + "/payments")
 		f(&r)
 		return r
 	}
 	tests := []struct {
 		name     string
-		req      request.Input
+		req      input.Input
 		wantType string
 		want     string
 	}{
-		{"unparsable URL", with(func(r *request.Input) { r.URL = "http://[::1" }), workflows.ErrTypeInvalidRequest, "invalid URL"},
-		{"relative URL", with(func(r *request.Input) { r.URL = "/payments" }), workflows.ErrTypeInvalidRequest, "not an absolute URL"},
-		{"ftp scheme", with(func(r *request.Input) { r.URL = "ftp://example.com/x" }), workflows.ErrTypeInvalidRequest, "unsupported scheme"},
-		{"file scheme", with(func(r *request.Input) { r.URL = "file:///etc/passwd" }), workflows.ErrTypeInvalidRequest, "unsupported scheme"},
-		{"no host", with(func(r *request.Input) { r.URL = "http:///x" }), workflows.ErrTypeInvalidRequest, "no host"},
-		{"user info", with(func(r *request.Input) { r.URL = strings.Replace(srv.URL, "://", "://u:pw@", 1) }), workflows.ErrTypeInvalidRequest, "user info"},
-		{"origin not allowed", with(func(r *request.Input) { r.URL = "http://127.0.0.2:9/x" }), workflows.ErrTypeOriginNotAllowed, "not allowed by this worker"},
-		{"same host other port", with(func(r *request.Input) { r.URL = "http://127.0.0.1:1/x" }), workflows.ErrTypeOriginNotAllowed, "not allowed"},
-		{"missing key", with(func(r *request.Input) { r.IdempotencyKey = "" }), workflows.ErrTypeInvalidRequest, "missing idempotency key"},
-		{"key too long", with(func(r *request.Input) { r.IdempotencyKey = strings.Repeat("k", 256) }), workflows.ErrTypeInvalidRequest, "at most 255"},
-		{"key with space", with(func(r *request.Input) { r.IdempotencyKey = "a b" }), workflows.ErrTypeInvalidRequest, "printable ASCII"},
-		{"GET", with(func(r *request.Input) { r.Method = "GET" }), workflows.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
-		{"Authorization in input", with(func(r *request.Input) { r.Headers = map[string]string{"authorization": "Bearer x"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
-		{"Cookie in input", with(func(r *request.Input) { r.Headers = map[string]string{"Cookie": "s=1"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
-		{"credential header in input", with(func(r *request.Input) { r.Headers = map[string]string{"X-Api-Key": "x"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
-		{"configured credential header in any case", with(func(r *request.Input) { r.Headers = map[string]string{"x-partner-id": "x"} }), workflows.ErrTypeInvalidRequest, "the worker sets it"},
-		{"header names differing only in case", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), workflows.ErrTypeInvalidRequest, "differ only in case"},
-		{"header value with a control character", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), workflows.ErrTypeInvalidRequest, "control character"},
-		{"body over the bound", with(func(r *request.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), workflows.ErrTypeInvalidRequest, "at most 262144"},
-		{"operation with NUL", with(func(r *request.Input) { r.Operation = "charge\x00x" }), workflows.ErrTypeInvalidRequest, "NUL"},
-		{"user info in URL", with(func(r *request.Input) {
+		{"unparsable URL", with(func(r *input.Input) { r.URL = "http://[::1" }), workflows.ErrTypeInvalidRequest, "invalid URL"},
+		{"relative URL", with(func(r *input.Input) { r.URL = "/payments" }), workflows.ErrTypeInvalidRequest, "not an absolute URL"},
+		{"ftp scheme", with(func(r *input.Input) { r.URL = "ftp://example.com/x" }), workflows.ErrTypeInvalidRequest, "unsupported scheme"},
+		{"file scheme", with(func(r *input.Input) { r.URL = "file:///etc/passwd" }), workflows.ErrTypeInvalidRequest, "unsupported scheme"},
+		{"no host", with(func(r *input.Input) { r.URL = "http:///x" }), workflows.ErrTypeInvalidRequest, "no host"},
+		{"user info", with(func(r *input.Input) { r.URL = strings.Replace(srv.URL, "://", "://u:pw@", 1) }), workflows.ErrTypeInvalidRequest, "user info"},
+		{"origin not allowed", with(func(r *input.Input) { r.URL = "http://127.0.0.2:9/x" }), workflows.ErrTypeOriginNotAllowed, "not allowed by this worker"},
+		{"same host other port", with(func(r *input.Input) { r.URL = "http://127.0.0.1:1/x" }), workflows.ErrTypeOriginNotAllowed, "not allowed"},
+		{"missing key", with(func(r *input.Input) { r.IdempotencyKey = "" }), workflows.ErrTypeInvalidRequest, "missing idempotency key"},
+		{"key too long", with(func(r *input.Input) { r.IdempotencyKey = strings.Repeat("k", 256) }), workflows.ErrTypeInvalidRequest, "at most 255"},
+		{"key with space", with(func(r *input.Input) { r.IdempotencyKey = "a b" }), workflows.ErrTypeInvalidRequest, "printable ASCII"},
+		{"GET", with(func(r *input.Input) { r.Method = "GET" }), workflows.ErrTypeInvalidRequest, "use POST, PUT, PATCH or DELETE"},
+		{"Authorization in input", with(func(r *input.Input) { r.Headers = map[string]string{"authorization": "Bearer x"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
+		{"Cookie in input", with(func(r *input.Input) { r.Headers = map[string]string{"Cookie": "s=1"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
+		{"credential header in input", with(func(r *input.Input) { r.Headers = map[string]string{"X-Api-Key": "x"} }), workflows.ErrTypeInvalidRequest, "looks like a credential"},
+		{"configured credential header in any case", with(func(r *input.Input) { r.Headers = map[string]string{"x-partner-id": "x"} }), workflows.ErrTypeInvalidRequest, "the worker sets it"},
+		{"header names differing only in case", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a", "x-note": "b"} }), workflows.ErrTypeInvalidRequest, "differ only in case"},
+		{"header value with a control character", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\x01b"} }), workflows.ErrTypeInvalidRequest, "control character"},
+		{"body over the bound", with(func(r *input.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10) + `"`) }), workflows.ErrTypeInvalidRequest, "at most 262144"},
+		{"operation with NUL", with(func(r *input.Input) { r.Operation = "charge\x00x" }), workflows.ErrTypeInvalidRequest, "NUL"},
+		{"user info in URL", with(func(r *input.Input) {
 			r.URL = strings.Replace(r.URL, "http://", "http://user:hunter2hunter2@", 1)
 		}), workflows.ErrTypeInvalidRequest, "user info"},
-		{"key header in input", with(func(r *request.Input) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), workflows.ErrTypeInvalidRequest, "IdempotencyKey"},
-		{"invalid header name", with(func(r *request.Input) { r.Headers = map[string]string{"Bad Header": "x"} }), workflows.ErrTypeInvalidRequest, "invalid header name"},
-		{"header injection", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), workflows.ErrTypeInvalidRequest, "control character"},
+		{"key header in input", with(func(r *input.Input) { r.Headers = map[string]string{"Idempotency-Key": "x"} }), workflows.ErrTypeInvalidRequest, "IdempotencyKey"},
+		{"invalid header name", with(func(r *input.Input) { r.Headers = map[string]string{"Bad Header": "x"} }), workflows.ErrTypeInvalidRequest, "invalid header name"},
+		{"header injection", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\r\nX-Evil: 1"} }), workflows.ErrTypeInvalidRequest, "control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err, _ := run(t, cfg, tt.req)
+			_, _, err := run(t, cfg, tt.req)
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
@@ -135,7 +137,7 @@ func TestRequestCarriesKeyBodyAndCredentials(t *testing.T) {
 			r := req(srv.URL + "/payments?x=1#frag")
 			r.Method = method
 			r.Headers = map[string]string{"X-Correlation": "c-1"}
-			resp, err, logs := run(t, cfg, r)
+			resp, logs, err := run(t, cfg, r)
 			require.NoError(t, err)
 			got, body := srv.last()
 			want := strings.ToUpper(method)
@@ -183,7 +185,7 @@ func TestSuccessBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResponseBytes: tt.maxBytes}, req(srv.URL))
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResponseBytes: tt.maxBytes}, req(srv.URL))
 			require.NoError(t, err, "a 2xx is a success, whatever its body")
 			if tt.wantJSON != "" {
 				assert.JSONEq(t, tt.wantJSON, string(resp.Body))
@@ -223,7 +225,7 @@ func TestFailureStatuses(t *testing.T) {
 		{"503 Retry-After garbage", status(503, "", "Retry-After", "soon"), workflows.ErrTypeHTTPRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
 		{"503 Retry-After negative", status(503, "", "Retry-After", "-3"), workflows.ErrTypeHTTPRetryableStatus, false, 0, 200 * time.Millisecond, "jitter"},
 		{"503 Retry-After huge is capped", status(503, "", "Retry-After", "99999999"), workflows.ErrTypeHTTPRetryableStatus, false, time.Minute, 0, "Retry-After"},
-		{"503 Retry-After 0", status(503, "", "Retry-After", "0"), workflows.ErrTypeHTTPRetryableStatus, false, request.MinRetryDelay, 0, "Retry-After"},
+		{"503 Retry-After 0", status(503, "", "Retry-After", "0"), workflows.ErrTypeHTTPRetryableStatus, false, backoff.MinRetryDelay, 0, "Retry-After"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,8 +234,8 @@ func TestFailureStatuses(t *testing.T) {
 			// paced by the limiter instead (TestAdmissionPacesThrottles).
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, MaxRetryAfter: time.Minute, Admission: activities.Admission{Off: true}}
 			r := req(srv.URL)
-			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second}
-			_, err, _ := run(t, cfg, r)
+			r.Backoff = backoff.Backoff{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second}
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, tt.nonRetryable, appErr.NonRetryable())
@@ -262,8 +264,8 @@ func TestFailureStatuses(t *testing.T) {
 func TestJitterNoneLeavesDelayToTemporal(t *testing.T) {
 	srv := newRecorder(t, status(503, ""))
 	r := req(srv.URL)
-	r.Backoff.Jitter = request.JitterNone
-	_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
+	r.Backoff.Jitter = backoff.JitterNone
+	_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r)
 	appErr := appError(t, err)
 	assert.False(t, appErr.NonRetryable())
 	assert.Zero(t, appErr.NextRetryDelay(), "JitterNone must not set NextRetryDelay")
@@ -304,7 +306,7 @@ func TestNetworkErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{tt.url}, HTTPClient: tt.client}, req(tt.url))
+			_, _, err := run(t, activities.Config{AllowedOrigins: []string{tt.url}, HTTPClient: tt.client}, req(tt.url))
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, !tt.retry, appErr.NonRetryable())
@@ -364,7 +366,7 @@ func TestRedirects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			before, otherBefore := srv.count(), other.count()
-			resp, err, _ := run(t, cfg, req(srv.URL+tt.path))
+			resp, _, err := run(t, cfg, req(srv.URL+tt.path))
 			assert.Equal(t, tt.wantRequests, srv.count()-before)
 			assert.Equal(t, 0, other.count()-otherBefore, "never follow to another origin")
 			if tt.wantOK {
@@ -405,7 +407,7 @@ func TestCredentialsStayOnTheWorker(t *testing.T) {
 				AllowedOrigins: []string{own.URL, foreign.URL},
 				Credentials:    map[string]activities.Credential{own.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 			}
-			resp, err, logs := run(t, cfg, req(own.URL))
+			resp, logs, err := run(t, cfg, req(own.URL))
 			got, _ := own.last()
 			assert.Equal(t, "Bearer "+token, got.Header.Get("Authorization"), "the token reaches its origin")
 			out, _ := json.Marshal(resp)
@@ -441,7 +443,7 @@ func TestConcurrentAttempts(t *testing.T) {
 			a.Register(env)
 			r := req(srv.URL)
 			r.IdempotencyKey = fmt.Sprintf("k-%d", i)
-			_, err := env.ExecuteActivity(request.ActivityName, r)
+			_, err := env.ExecuteActivity(input.ActivityName, r)
 			assert.NoError(t, err)
 		})
 	}
@@ -450,11 +452,11 @@ func TestConcurrentAttempts(t *testing.T) {
 }
 
 // TestDoOutsideAnActivity: called outside a Temporal activity (there is no
-// retry policy to drive it), Do returns an error instead of panicking.
+// retry policy to drive it), the HTTP activity returns an error instead of panicking.
 func TestDoOutsideAnActivity(t *testing.T) {
 	acts, err := activities.New(activities.Config{AllowedOrigins: []string{"https://pay.example.com"}})
 	require.NoError(t, err)
-	resp, err := acts.Do(t.Context(), req("https://pay.example.com/payments"))
+	resp, err := registered.Of(acts).Do(t.Context(), req("https://pay.example.com/payments"))
 	assert.Nil(t, resp)
 	assert.ErrorContains(t, err, "runs only as a Temporal activity")
 }
@@ -483,7 +485,7 @@ func TestCredentialsInLocationAndSchemeLikeValues(t *testing.T) {
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{
 				"X-Signature": {sig}, "Authorization": {"Bearer " + token},
 			}}}}
-			_, err, _ := run(t, cfg, req(srv.URL+"/payments"))
+			_, _, err := run(t, cfg, req(srv.URL+"/payments"))
 			require.Error(t, err)
 			d, _ := workflows.AsFailure(err)
 			all := err.Error() + " " + d.Location + " " + d.Body

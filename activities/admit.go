@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -87,12 +87,12 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	// A wait too long for this attempt comes back shortly before its turn
 	// (Hop), or at its turn when it was short but did not fit the attempt;
 	// never sooner than the waits workflows.Call counted Temporal's
-	// attempts for (request.AttemptCeiling).
+	// attempts for (backoff.AttemptCeiling).
 	delay := lim.Hop(d.Wait, d.Reason)
 	if delay == 0 {
 		delay = d.Wait
 	}
-	delay = max(delay, request.MinInFlightWait)
+	delay = max(delay, backoff.MinInFlightWait)
 	next := *prev
 	next.Attempt, next.Ticket = info.Attempt, d.Ticket
 	fd := q.d
@@ -165,7 +165,7 @@ func (a *Activities) observe(ctx context.Context, tq string, p *prepared, sentAt
 		if ra, ok := retryAfter(ans.header, now); ok {
 			// The origin's cap, not a call's: the breaker holds back
 			// every call to the origin.
-			o.RetryAfter = min(ra, a.retryAfterCap(p.o, request.Backoff{}))
+			o.RetryAfter = min(ra, a.retryAfterCap(p.o, backoff.Backoff{}))
 		}
 	}
 	lim.Observe(p.origin, sentAt, now, o)

@@ -13,7 +13,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -33,7 +34,7 @@ func TestPollAdmission(t *testing.T) {
 		sent    []string      // the requests it sends, "METHOD /path"
 		errType string        // "" for success
 	}
-	poll := func(errType string, sent ...string) step { return step{kind: "poll", sent: sent, errType: errType} }
+	polled := func(errType string, sent ...string) step { return step{kind: "poll", sent: sent, errType: errType} }
 	start := func(errType string, sent ...string) step { return step{kind: "start", sent: sent, errType: errType} }
 	const (
 		mon     = "GET /v1/operations/1"
@@ -55,8 +56,8 @@ func TestPollAdmission(t *testing.T) {
 			admission: activities.Admission{Breaker: activities.Breaker{OpenTime: openTime}},
 			status:    func(string, int) int { return 503 },
 			steps: []step{
-				poll(failing, mon), poll(failing, mon), poll(failing, mon), poll(failing, mon), poll(failing, mon),
-				poll(notAdmitted), start(notAdmitted), {kind: "cancel", errType: notAdmitted},
+				polled(failing, mon), polled(failing, mon), polled(failing, mon), polled(failing, mon), polled(failing, mon),
+				polled(notAdmitted), start(notAdmitted), {kind: "cancel", errType: notAdmitted},
 			},
 		},
 		{
@@ -70,9 +71,9 @@ func TestPollAdmission(t *testing.T) {
 			},
 			steps: []step{
 				start(failing, charges), start(failing, charges), start(failing, charges), start(failing, charges), start(failing, charges),
-				poll(notAdmitted), poll(notAdmitted), {kind: "cancel", errType: notAdmitted},
+				polled(notAdmitted), polled(notAdmitted), {kind: "cancel", errType: notAdmitted},
 				{advance: openTime, kind: "poll", sent: []string{mon}}, // the probe: it closes the breaker
-				poll("", mon),
+				polled("", mon),
 			},
 		},
 		{
@@ -80,10 +81,10 @@ func TestPollAdmission(t *testing.T) {
 			admission: activities.Admission{Breaker: activities.Breaker{OpenTime: openTime}},
 			status:    func(string, int) int { return 502 },
 			steps: []step{
-				poll(failing, mon), poll(failing, mon), poll(failing, mon), poll(failing, mon), poll(failing, mon),
-				poll(notAdmitted),
+				polled(failing, mon), polled(failing, mon), polled(failing, mon), polled(failing, mon), polled(failing, mon),
+				polled(notAdmitted),
 				{advance: openTime, kind: "poll", sent: []string{mon}, errType: failing}, // the probe
-				poll(notAdmitted), {kind: "cancel", errType: notAdmitted},
+				polled(notAdmitted), {kind: "cancel", errType: notAdmitted},
 			},
 		},
 		{
@@ -94,7 +95,7 @@ func TestPollAdmission(t *testing.T) {
 				{kind: "cancel", sent: []string{cancel}, errType: failing}, {kind: "cancel", sent: []string{cancel}, errType: failing},
 				{kind: "cancel", sent: []string{cancel}, errType: failing}, {kind: "cancel", sent: []string{cancel}, errType: failing},
 				{kind: "cancel", sent: []string{cancel}, errType: failing},
-				{kind: "cancel", errType: notAdmitted}, poll(notAdmitted),
+				{kind: "cancel", errType: notAdmitted}, polled(notAdmitted),
 			},
 		},
 		{
@@ -129,7 +130,7 @@ func TestPollAdmission(t *testing.T) {
 			})
 			clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 			sr := &sharedRate{queue: "none"}
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.LongRunning = activities.GoogleOperation(srv.URL + "/v1/")
 			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
 				Conventions: map[string]activities.Convention{srv.URL: conv}, Admission: tt.admission})
@@ -140,21 +141,21 @@ func TestPollAdmission(t *testing.T) {
 				var s testsuite.WorkflowTestSuite
 				env := s.NewTestActivityEnvironment()
 				a.Register(env)
-				in := request.Monitor{Accepted: request.Accepted{Operation: "transfer", IdempotencyKey: "key-op", Method: http.MethodPost, URL: srv.URL + "/charges",
+				in := poll.Monitor{Accepted: poll.Accepted{Operation: "transfer", IdempotencyKey: "key-op", Method: http.MethodPost, URL: srv.URL + "/charges",
 					Monitor: srv.URL + "/v1/operations/1", StatusDocument: true}}
 				switch st.kind {
 				case "start":
 					r := req(srv.URL + "/charges")
 					r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-					_, err = env.ExecuteActivity(request.ActivityName, r)
+					_, err = env.ExecuteActivity(input.ActivityName, r)
 				case "poll":
-					_, err = env.ExecuteActivity(request.PollActivityName, in)
+					_, err = env.ExecuteActivity(poll.ActivityName, in)
 				case "cancel":
 					in.Cancel = true
-					_, err = env.ExecuteActivity(request.PollActivityName, in)
+					_, err = env.ExecuteActivity(poll.ActivityName, in)
 				case "result":
 					in.ResultURL = srv.URL + "/results/1"
-					_, err = env.ExecuteActivity(request.PollActivityName, in)
+					_, err = env.ExecuteActivity(poll.ActivityName, in)
 				}
 				sent = append(sent, st.sent...)
 				var got []string

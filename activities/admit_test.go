@@ -15,7 +15,8 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -33,18 +34,18 @@ func TestAdmissionPacesThrottles(t *testing.T) {
 		wantDelay time.Duration // 0: the backoff's, in (0, 200 ms]
 		wantMsg   string
 	}{
-		{"429", status(429, ""), activities.Admission{}, request.MinRetryDelay, "adaptive admission after a throttle"},
+		{"429", status(429, ""), activities.Admission{}, backoff.MinRetryDelay, "adaptive admission after a throttle"},
 		{"429 Retry-After", status(429, "", "Retry-After", "7"), activities.Admission{}, 7 * time.Second, `Retry-After "7"`},
 		{"503 keeps the backoff by default", status(503, ""), activities.Admission{}, 0, "full jitter"},
-		{"503 listed in Throttles", status(503, ""), with503, request.MinRetryDelay, "adaptive admission after a throttle"},
+		{"503 listed in Throttles", status(503, ""), with503, backoff.MinRetryDelay, "adaptive admission after a throttle"},
 		{"502 keeps the backoff", status(502, ""), with503, 0, "full jitter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
 			r := req(srv.URL)
-			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
-			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission}, r)
+			r.Backoff = backoff.Backoff{InitialInterval: 200 * time.Millisecond}
+			_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: tt.admission}, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 			assert.False(t, appErr.NonRetryable())
@@ -84,8 +85,8 @@ func TestOriginAdmission(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := req(tt.srv.URL)
-			r.Backoff = request.Backoff{InitialInterval: 200 * time.Millisecond}
-			_, err, _ := run(t, cfg, r)
+			r.Backoff = backoff.Backoff{InitialInterval: 200 * time.Millisecond}
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 			assert.Contains(t, appErr.Message(), tt.wantMsg)
@@ -168,7 +169,7 @@ func TestAdmissionHoldsBack(t *testing.T) {
 				}
 				r := req(srv.URL)
 				r.IdempotencyKey = key
-				_, err := env.ExecuteActivity(request.ActivityName, r)
+				_, err := env.ExecuteActivity(input.ActivityName, r)
 				errs = append(errs, err)
 			}
 			var appErr *temporal.ApplicationError

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -109,7 +109,7 @@ func TestBreaker(t *testing.T) {
 				a.Register(env)
 				r := req(url + "/charges")
 				r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-				_, err := env.ExecuteActivity(request.ActivityName, r)
+				_, err := env.ExecuteActivity(input.ActivityName, r)
 				if tt.handler != nil {
 					if st.sent {
 						sent++
@@ -190,7 +190,7 @@ func TestSharedRate(t *testing.T) {
 				a.Register(env)
 				r := req(srv.URL)
 				r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-				_, last = env.ExecuteActivity(request.ActivityName, r)
+				_, last = env.ExecuteActivity(input.ActivityName, r)
 			}
 			assert.Equal(t, tt.wantSent, srv.count(), "requests sent")
 			if tt.wantLast == "" {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // Limits of Config.
@@ -34,7 +35,7 @@ const (
 type Config struct {
 	// HTTPClient sends the requests. nil uses a client with a Transport cloned
 	// from http.DefaultTransport. The activity never lets the client follow
-	// redirects itself (it handles them as documented on Activities.Do); the
+	// redirects itself (it handles them as documented on Activities.Register); the
 	// client's Timeout, if any, bounds each attempt together with the activity
 	// context. Its Transport must not modify a request's headers in place
 	// (http.RoundTripper's contract): the activity shares their values
@@ -72,7 +73,7 @@ type Config struct {
 	// of it reaches history.
 	SealKeys [][]byte
 	// Conventions maps an allowed origin to its server's Convention; an
-	// origin without one uses IETF().
+	// origin without one uses IETFConvention().
 	Conventions map[string]Convention
 	// MaxResponseBytes caps the response body kept in memory (default 1 MiB).
 	// A larger 2xx body is a success with BodyOmitted set.
@@ -89,7 +90,7 @@ type Config struct {
 	// ResultHeaders names the response headers copied into
 	// workflows.Response.Headers (default Content-Type, Location, the
 	// origin's replay header, Request-Id and X-Request-Id); New refuses a
-	// name that request.IsCredential calls a credential (Set-Cookie, …).
+	// name that redact.IsCredential calls a credential (Set-Cookie, …).
 	// A value that is a URL (Location, Operation-Location, …) is stored
 	// with its user info and query values redacted.
 	ResultHeaders []string
@@ -264,15 +265,15 @@ func (o *origin) admit(cfg Admission, name string) error {
 func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 	origins := map[string]*origin{}
 	for _, s := range cfg.AllowedOrigins {
-		o, err := request.ParseOrigin(s)
+		o, err := httpurl.ParseOrigin(s)
 		if err != nil {
 			return nil, fmt.Errorf("Config.AllowedOrigins: %w", err)
 		}
-		c, _ := IETF().withDefaults()
+		c, _ := IETFConvention().withDefaults()
 		origins[o] = &origin{conv: c, gaugeTags: map[string]string{"origin": o}}
 	}
 	lookup := func(field, s string) (*origin, error) {
-		o, err := request.ParseOrigin(s)
+		o, err := httpurl.ParseOrigin(s)
 		if err != nil {
 			return nil, fmt.Errorf("Config.%s: %w", field, err)
 		}
@@ -324,7 +325,7 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 			names = append([]string{"Content-Type", "Location", "Request-Id", "X-Request-Id"}, o.conv.ReplayedHeaders...)
 		}
 		for _, n := range names {
-			if request.IsCredential(n) {
+			if redact.IsCredential(n) {
 				return nil, fmt.Errorf("Config.ResultHeaders names %s, a header named like a credential: its value would be stored in Temporal's history; leave it out", http.CanonicalHeaderKey(n))
 			}
 			o.resultHeaders = append(o.resultHeaders, http.CanonicalHeaderKey(n))

@@ -132,7 +132,7 @@ func TestBusinessConflictAfterUnknownOutcome(t *testing.T) {
 		wantTries int32  // 0: more than 2, the same both ways
 	}{
 		{"IETF: 503, then a business 409", 503, business, nil, "", "", "got 503 Service Unavailable", 0},
-		{"Stripe: 503, then a business 409 is final at once", 503, business, activities.Stripe, "", "", "got 503 Service Unavailable", 2},
+		{"Stripe: 503, then a business 409 is final at once", 503, business, activities.StripeConvention, "", "", "got 503 Service Unavailable", 2},
 		{"IETF: no answer, then a business 409", 0, business, nil, "", "", "ended without an answer", 0},
 		{"IETF: 503, then a signalled key in flight to the deadline", 503, inUse, nil, workflows.ErrTypeIdempotencyKeyLocked, inUse, "the key is still locked at the server", 0},
 	}

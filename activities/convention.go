@@ -8,8 +8,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // IdempotencyKeyHeader is the default key header, as in the IETF draft "The
@@ -29,10 +31,10 @@ const defaultBareConflictWait = 30 * time.Second
 // the key, the key format it accepts, the header that marks a stored
 // response, and the answers that mean "a request with this key is still
 // being processed" and "this key was used with a different request". Set one
-// per origin in Config.Conventions; an origin without one uses IETF(). Start
+// per origin in Config.Conventions; an origin without one uses IETFConvention(). Start
 // from a preset and change what differs:
 //
-//	c := activities.IETF()
+//	c := activities.IETFConvention()
 //	c.KeyHeader = "PayPal-Request-Id"
 //	cfg.Conventions = map[string]activities.Convention{"https://api-m.paypal.com": c}
 type Convention struct {
@@ -51,7 +53,7 @@ type Convention struct {
 	// anything is sent.
 	KeyUUID bool
 	// InFlight lists the answers that mean "a request with this key is still
-	// being processed". They are waited out (see Activities.Do).
+	// being processed". They are waited out (see Activities.Register).
 	InFlight []Signal
 	// KeyReused lists the answers that mean "this key was already used with a
 	// different request"; they fail with workflows.ErrTypeIdempotencyKeyReused.
@@ -153,11 +155,11 @@ var keyReusedWords = []string{
 // libraries for the same (a 417, which a client that sends no Expect header
 // gets only from such a library, and Stripe's 400 idempotency_error);
 // Idempotent-Replayed: true on a stored response.
-func IETF() Convention {
+func IETFConvention() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
-		KeyMaxBytes:     request.MaxKeyBytes,
+		KeyMaxBytes:     idemkey.MaxBytes,
 		InFlight: []Signal{
 			{Status: 409, Body: "outstanding"}, {Status: 409, Body: "being processed"}, {Status: 409, Body: "in progress"},
 			{Status: 409, Body: "in-progress"}, {Status: 409, Body: "still processing"}, {Status: 409, Body: "idempotency_key_in_use"},
@@ -172,12 +174,12 @@ func IETF() Convention {
 // answer about the resource (SignalsInFlight); a 400 with error type
 // idempotency_error for a key reused with other parameters;
 // Idempotent-Replayed: true on a stored response. Stripe's
-// Stripe-Should-Retry header is honoured for every origin (see Activities.Do).
-func Stripe() Convention {
+// Stripe-Should-Retry header is honoured for every origin (see Activities.Register).
+func StripeConvention() Convention {
 	return Convention{
 		KeyHeader:       IdempotencyKeyHeader,
 		ReplayedHeaders: []string{ReplayedHeader},
-		KeyMaxBytes:     request.MaxKeyBytes,
+		KeyMaxBytes:     idemkey.MaxBytes,
 		InFlight:        []Signal{{Status: 409, Body: "idempotency_key_in_use"}},
 		SignalsInFlight: true,
 		KeyReused:       []Signal{{Status: 400, Body: "idempotency_error"}},
@@ -187,8 +189,8 @@ func Stripe() Convention {
 // The presets the worker's --convention flag names: a preset registered
 // here is one the flag accepts and lists in its help.
 func init() {
-	named.Register("ietf", IETF)
-	named.Register("stripe", Stripe)
+	named.Register("ietf", IETFConvention)
+	named.Register("stripe", StripeConvention)
 }
 
 // withDefaults fills the zero fields of c and checks it.
@@ -197,10 +199,10 @@ func (c Convention) withDefaults() (Convention, error) {
 		c.KeyHeader = IdempotencyKeyHeader
 	}
 	c.KeyHeader = http.CanonicalHeaderKey(c.KeyHeader)
-	if !request.ValidHeaderName(c.KeyHeader) {
+	if !httpheader.ValidName(c.KeyHeader) {
 		return c, fmt.Errorf("KeyHeader %q is not a valid header name", c.KeyHeader)
 	}
-	if request.IsCredential(c.KeyHeader) {
+	if redact.IsCredential(c.KeyHeader) {
 		return c, fmt.Errorf("KeyHeader %s looks like a credential header: the key is stored in Temporal's history and logged", c.KeyHeader)
 	}
 	if c.ReplayedHeaders == nil {
@@ -209,8 +211,8 @@ func (c Convention) withDefaults() (Convention, error) {
 	if c.MaxRetryAfter < 0 {
 		return c, fmt.Errorf("MaxRetryAfter %s: 0 (the worker's Config.MaxRetryAfter) or more", c.MaxRetryAfter)
 	}
-	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > request.MaxKeyBytes {
-		c.KeyMaxBytes = request.MaxKeyBytes
+	if c.KeyMaxBytes <= 0 || c.KeyMaxBytes > idemkey.MaxBytes {
+		c.KeyMaxBytes = idemkey.MaxBytes
 	}
 	if c.BareConflictWait <= 0 {
 		c.BareConflictWait = defaultBareConflictWait
@@ -233,7 +235,7 @@ func (c *Convention) keyValue(key string) string {
 	if !c.KeyQuoted {
 		return key
 	}
-	return request.QuoteKey(key)
+	return idemkey.Quote(key)
 }
 
 // checkKey checks key against the server's key format.

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -95,7 +96,7 @@ func TestOAuth2ThousandAttemptsAtExpiry(t *testing.T) {
 	require.NoError(t, err)
 
 	// The first token (1 s) is fetched and used, then left to expire.
-	resp, err, _ := runWith(t, a, req(api.URL))
+	resp, _, err := runWith(t, a, req(api.URL))
 	require.NoError(t, err)
 	require.Equal(t, 201, resp.Status)
 	require.Equal(t, int64(1), tokenRequests.Load())
@@ -118,7 +119,7 @@ func TestOAuth2ThousandAttemptsAtExpiry(t *testing.T) {
 				r.IdempotencyKey = fmt.Sprintf("key-%04d", i)
 				ready.Done()
 				<-go1
-				resp, err := a.Do(ctx, r)
+				resp, err := registered.Of(a).Do(ctx, r)
 				switch {
 				case err != nil:
 					errs.Store(i, err.Error())
@@ -218,7 +219,7 @@ func TestMutualTLSRealSource(t *testing.T) {
 				return a
 			}
 
-			resp, err, _ := runWith(t, newActs(goodCert, goodKey), req(bank.URL))
+			resp, _, err := runWith(t, newActs(goodCert, goodKey), req(bank.URL))
 			require.NoError(t, err)
 			assert.Equal(t, 201, resp.Status)
 			require.Equal(t, int64(1), handled.Load())
@@ -239,7 +240,7 @@ func TestMutualTLSRealSource(t *testing.T) {
 				if c.body > 0 {
 					r.Body = []byte(`{"amount":42,"pad":"` + strings.Repeat("x", c.body) + `"}`)
 				}
-				_, err, logs := runWith(t, c.a, r)
+				_, logs, err := runWith(t, c.a, r)
 				require.Error(t, err, c.name)
 				appErr := appError(t, err)
 				assert.Equal(t, workflows.ErrTypeCredentialUnavailable, appErr.Type(), "%s: %v", c.name, err)

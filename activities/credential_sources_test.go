@@ -32,26 +32,26 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // runWith executes one attempt of a's activity, as run does for a new one.
-func runWith(t *testing.T, a *activities.Activities, r request.Input) (*workflows.Response, error, string) {
+func runWith(t *testing.T, a *activities.Activities, r input.Input) (*workflows.Response, string, error) {
 	t.Helper()
 	var logs bytes.Buffer
 	var s sdktestsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := s.NewTestActivityEnvironment()
 	a.Register(env)
-	val, err := env.ExecuteActivity(request.ActivityName, r)
+	val, err := env.ExecuteActivity(input.ActivityName, r)
 	if err != nil {
-		return nil, err, logs.String()
+		return nil, logs.String(), err
 	}
 	var resp workflows.Response
 	require.NoError(t, val.Get(&resp))
-	return &resp, nil, logs.String()
+	return &resp, logs.String(), nil
 }
 
 // TestHeaderFileRotation: a header file rewritten while the worker runs is
@@ -75,7 +75,7 @@ func TestHeaderFileRotation(t *testing.T) {
 		Credentials:    map[string]activities.Credential{srv.URL: {HeaderFiles: map[string]string{"authorization": path}}},
 	})
 	require.NoError(t, err)
-	_, err, logs := runWith(t, a, req(srv.URL))
+	_, logs, err := runWith(t, a, req(srv.URL))
 	assert.Equal(t, workflows.ErrTypeHTTPClientError, appError(t, err).Type())
 	got, _ := srv.last()
 	assert.Equal(t, "Bearer "+oldKey, got.Header.Get("Authorization"))
@@ -87,7 +87,7 @@ func TestHeaderFileRotation(t *testing.T) {
 	require.NoError(t, os.Rename(tmp, path))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err, logs = runWith(t, a, req(srv.URL))
+		_, logs, err = runWith(t, a, req(srv.URL))
 		got, _ = srv.last()
 		if got.Header.Get("Authorization") == "Bearer "+newKey || time.Now().After(deadline) {
 			break
@@ -203,7 +203,7 @@ func TestCredentialUnavailable(t *testing.T) {
 			require.NoError(t, err)
 			// More than the breaker's MinFailures: none counts.
 			for range 12 {
-				_, err, _ = runWith(t, a, req(srv.URL))
+				_, _, err = runWith(t, a, req(srv.URL))
 				appErr := appError(t, err)
 				require.Equal(t, workflows.ErrTypeCredentialUnavailable, appErr.Type(), err.Error())
 				assert.Equal(t, !tt.retry, appErr.NonRetryable())
@@ -217,7 +217,7 @@ func TestCredentialUnavailable(t *testing.T) {
 			src.mu.Lock()
 			src.err = nil
 			src.mu.Unlock()
-			resp, err, _ := runWith(t, a, req(srv.URL))
+			resp, _, err := runWith(t, a, req(srv.URL))
 			require.NoError(t, err, "the origin was not held back by its breaker")
 			assert.Equal(t, 201, resp.Status)
 		})
@@ -272,7 +272,7 @@ func TestRefreshOn401InvalidToken(t *testing.T) {
 			src := &fakeSource{tokens: []string{stale, fresh}, refreshErr: tt.refresh}
 			a, err := activities.New(withFake(t, srv.URL, src))
 			require.NoError(t, err)
-			resp, err, logs := runWith(t, a, req(srv.URL))
+			resp, logs, err := runWith(t, a, req(srv.URL))
 			if tt.errType == "" {
 				require.NoError(t, err)
 				assert.Equal(t, tt.status, resp.Status)
@@ -362,7 +362,7 @@ func TestOriginTransportWithTLSSource(t *testing.T) {
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
 	for _, srv := range []*httptest.Server{bank, other} {
-		resp, err, _ := runWith(t, a, req(srv.URL))
+		resp, _, err := runWith(t, a, req(srv.URL))
 		require.NoError(t, err, srv.URL)
 		assert.Equal(t, 201, resp.Status)
 	}
@@ -431,7 +431,7 @@ func TestEverySchemeSecretRedacted(t *testing.T) {
 		for echo, h := range echoes {
 			t.Run(kind+"/"+echo, func(t *testing.T) {
 				srv := newRecorder(t, h)
-				resp, err, logs := run(t, config(t, srv.URL), req(srv.URL))
+				resp, logs, err := run(t, config(t, srv.URL), req(srv.URL))
 				got, _ := srv.last()
 				require.Equal(t, "Bearer "+secret, got.Header.Get("Authorization"), "sent")
 				if echo == "result body" {
@@ -460,7 +460,7 @@ func TestPollCredentialUnavailable(t *testing.T) {
 	})
 	var h hostile
 	srv := newRecorder(t, h.handler(mon.URL+"/operations/1", status(200, `{}`)))
-	conv := activities.IETF()
+	conv := activities.IETFConvention()
 	conv.LongRunning.MonitorOrigins = []string{mon.URL}
 	src := &fakeSource{tokens: []string{tok}, failFirst: 2}
 	cfg := withFake(t, mon.URL, src)

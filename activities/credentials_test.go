@@ -25,7 +25,7 @@ func TestConfiguredCredentialHeaderInAnyCase(t *testing.T) {
 		Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"x-api-key": {apiKey}, "x-tenant": {"tenant-000042"}}}},
 	}
 	t.Run("sent once, canonical", func(t *testing.T) {
-		_, err, _ := run(t, cfg, req(srv.URL))
+		_, _, err := run(t, cfg, req(srv.URL))
 		require.NoError(t, err)
 		got, _ := srv.last()
 		assert.Equal(t, []string{apiKey}, got.Header["X-Api-Key"])
@@ -36,7 +36,7 @@ func TestConfiguredCredentialHeaderInAnyCase(t *testing.T) {
 			before := srv.count()
 			r := req(srv.URL)
 			r.Headers = map[string]string{name: "from-the-workflow"}
-			_, err, _ := run(t, cfg, r)
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
@@ -119,7 +119,7 @@ func TestNewRefusesWhatItCannotRedact(t *testing.T) {
 			AllowedOrigins: []string{srv.URL},
 			Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {basic(key, "")}}}},
 		}
-		_, err, logs := run(t, cfg, req(srv.URL))
+		_, logs, err := run(t, cfg, req(srv.URL))
 		appError(t, err)
 		assertNoPiece(t, err, nil, logs, key)
 	})
@@ -130,7 +130,7 @@ func TestNewRefusesWhatItCannotRedact(t *testing.T) {
 			AllowedOrigins: []string{srv.URL},
 			Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {basic("acct_1234567890", pass)}}}},
 		}
-		_, err, logs := run(t, cfg, req(srv.URL))
+		_, logs, err := run(t, cfg, req(srv.URL))
 		appError(t, err)
 		assertNoPiece(t, err, nil, logs, pass)
 	})

@@ -15,7 +15,7 @@ import (
 
 // TestAnswerCredentialFieldsRedacted (issue 30, item 3): in an answer's
 // JSON, the value of every member named like a credential
-// (request.IsCredential, the rule for header names and webhook events) is
+// (redact.IsCredential, the rule for header names and webhook events) is
 // replaced, in the result of a 2xx and in the error and Failure of a 4xx,
 // though the worker never configured that value; business fields named
 // close to one are kept.
@@ -26,7 +26,7 @@ func TestAnswerCredentialFieldsRedacted(t *testing.T) {
 	kept := []string{`"idempotency_key":"key-1"`, `"tokenized_card":"tc_v04"`, `"authorization_code":"ac_v05"`, `"keep":"me"`}
 	for _, code := range []int{201, 400} {
 		srv := newRecorder(t, status(code, body, "Content-Type", "application/json"))
-		resp, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+		resp, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 		assertNoPiece(t, err, resp, logs, values...)
 		if code == 400 {
 			require.Error(t, err)
@@ -57,12 +57,12 @@ func TestAnswerCredentialFieldsRedacted(t *testing.T) {
 // extended_authorization and incremental_authorization are objects, kept
 // in shape so the result still decodes into stripe-go's types.
 func TestAnswerKeepsStripeObjects(t *testing.T) {
-	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
+	pi, err := os.ReadFile("../internal/redact/testdata/stripe_payment_intent.json")
 	require.NoError(t, err)
 	const cs = `"pi_3QxYzAB2eZvKYlo21a2b3c4d_secret_F4kE5eCrEtV4lu3x9"`
 	require.Contains(t, string(pi), cs)
 	srv := newRecorder(t, status(200, string(pi), "Content-Type", "application/json"))
-	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+	resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 	require.NoError(t, err)
 	assert.True(t, resp.BodyRedacted)
 	assert.Equal(t, strings.Replace(string(pi), cs, `"[REDACTED]"`, 1), string(resp.Body))

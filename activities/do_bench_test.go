@@ -16,7 +16,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 )
 
 // cannedRT answers every request with a 201 JSON body without a network, so
@@ -75,12 +76,13 @@ func benchDo(b *testing.B, creds map[string]activities.Credential) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := request.Input{
+	r := input.Input{
 		Operation: "charge", Method: http.MethodPost, URL: "http://127.0.0.1:8081/charges",
 		Body: []byte(`{"amount":42,"currency":"EUR"}`), IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
 	}
+	do := registered.Of(a).Do
 	inActivity(b, func(ctx context.Context) {
-		resp, err := a.Do(ctx, r)
+		resp, err := do(ctx, r)
 		if err != nil || resp.Status != http.StatusCreated {
 			b.Fatalf("Do: %v", err)
 		}

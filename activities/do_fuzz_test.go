@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -183,7 +183,7 @@ func FuzzDo(f *testing.F) {
 			// store it.
 			return
 		}
-		r := request.Input{
+		r := input.Input{
 			Operation: "fuzz", Method: methods[int(method)%len(methods)],
 			URL: srv.URL + "/" + path, Body: json.RawMessage(body), IdempotencyKey: cmp.Or(key, "fuzz-key"),
 		}
@@ -211,7 +211,7 @@ func FuzzDo(f *testing.F) {
 		dog := time.AfterFunc(20*time.Second, func() {
 			panic(fmt.Sprintf("the attempt did not end in 20 s: %#v, answer headers %q, body %q", r, headers, respBody))
 		})
-		val, err := env.ExecuteActivity(request.ActivityName, r)
+		val, err := env.ExecuteActivity(input.ActivityName, r)
 		dog.Stop()
 		if err == nil {
 			resp = new(workflows.Response)

@@ -5,7 +5,7 @@
 // NextRetryDelay). It never loops: every attempt is one request, and
 // Temporal schedules, counts and bounds the attempts.
 //
-// A second activity, [Activities.Poll], follows a long-running operation
+// A second activity, the poll activity, follows a long-running operation
 // that a call asked to follow (workflows.Request.Follow): one GET of its
 // status monitor per attempt, read by the origin's [LongRunning]
 // convention (longrunning.go chooses the reader of its style, one per

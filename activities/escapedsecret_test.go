@@ -71,7 +71,7 @@ func TestEscapedSecretInAURLIsNotShown(t *testing.T) {
 				Credentials:    map[string]activities.Credential{api.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}}
 			r := req(api.URL + "/transfers")
 			r.Follow = true
-			resp, err, logs := run(t, cfg, r)
+			resp, logs, err := run(t, cfg, r)
 			require.NoError(t, err)
 			require.NotNil(t, resp.Accepted)
 			assert.NotEmpty(t, resp.Accepted.Sealed, "the monitor travels sealed")
@@ -109,7 +109,7 @@ func TestEscapedSecretInABodyIsRedacted(t *testing.T) {
 			api := newRecorder(t, status(tc.status, tc.body, "Content-Type", tc.ctype))
 			cfg := activities.Config{AllowedOrigins: []string{api.URL},
 				Credentials: map[string]activities.Credential{api.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}}
-			resp, err, logs := run(t, cfg, req(api.URL+"/transfers"))
+			resp, logs, err := run(t, cfg, req(api.URL+"/transfers"))
 			for where, text := range exposed(err, resp, logs) {
 				if p := decodedPieces(text, token); len(p) > 0 {
 					t.Errorf("%s holds pieces %q of the token, escaped:\n%s", where, p, text)

@@ -29,14 +29,14 @@ func ExampleNew() {
 func ExampleConvention() {
 	// A server that takes its key in PayPal-Request-Id and answers 423 while
 	// a request with the key is still being processed.
-	paypal := activities.IETF()
+	paypal := activities.IETFConvention()
 	paypal.KeyHeader = "PayPal-Request-Id"
 	paypal.InFlight = append(paypal.InFlight, activities.Signal{Status: 423, Body: "in progress"})
 	_, err := activities.New(activities.Config{
 		AllowedOrigins: []string{"https://api-m.paypal.com", "https://api.stripe.com"},
 		Conventions: map[string]activities.Convention{
 			"https://api-m.paypal.com": paypal,
-			"https://api.stripe.com":   activities.Stripe(),
+			"https://api.stripe.com":   activities.StripeConvention(),
 		},
 	})
 	fmt.Println(err)

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -36,7 +36,7 @@ func TestFollowTimeoutBoundsFirstWait(t *testing.T) {
 		{"Retry-After within the timeout", 4, 10 * time.Second, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, RetryAfter: tc.retryAfter}})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Endless: true, RetryAfter: tc.retryAfter}})
 			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: google(srv.URL)}})
 			var took time.Duration
 			wf := func(ctx workflow.Context) error {
@@ -113,7 +113,7 @@ func TestFollowFirstWaitTimerSummary(t *testing.T) {
 // wait before the fallback's first poll too (it shares no code with
 // following's first wait, so it is checked on its own): an After past the
 // timeout ends at the timeout (after one last read of the resource, given
-// MinPollInterval), OperationStillRunning.
+// poll.MinInterval), OperationStillRunning.
 func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -136,5 +136,5 @@ func TestWebhookTimeoutBoundsFirstWait(t *testing.T) {
 	f, ok := workflows.AsFailure(env.GetWorkflowError())
 	require.True(t, ok, "%v", env.GetWorkflowError())
 	assert.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type, f.Message)
-	assert.LessOrEqual(t, took, time.Minute+request.MinPollInterval, "workflow time from the start to the end of the call")
+	assert.LessOrEqual(t, took, time.Minute+poll.MinInterval, "workflow time from the start to the end of the call")
 }

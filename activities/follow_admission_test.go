@@ -13,7 +13,7 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -99,7 +99,7 @@ func newHeldOrigin(t *testing.T, startRetryAfter int, done bool, cancelStatus in
 // is half open a request that hangs is its probe.
 func (h *heldOrigin) holdAt(at time.Duration) {
 	h.env.RegisterDelayedCallback(func() {
-		_, err := h.activity().ExecuteActivity(request.ActivityName, req(h.srv.URL+"/fail"))
+		_, err := h.activity().ExecuteActivity(input.ActivityName, req(h.srv.URL+"/fail"))
 		require.Error(h.t, err, "the request that opens the breaker")
 	}, at)
 	h.env.RegisterDelayedCallback(func() {
@@ -108,7 +108,7 @@ func (h *heldOrigin) holdAt(at time.Duration) {
 			defer h.wg.Done()
 			r := req(h.srv.URL + "/hang")
 			r.IdempotencyKey = "key-hang"
-			_, _ = h.activity().ExecuteActivity(request.ActivityName, r)
+			_, _ = h.activity().ExecuteActivity(input.ActivityName, r)
 		}()
 		select {
 		case <-h.got:

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -84,12 +84,12 @@ func TestFollowOutcomes(t *testing.T) {
 		errType string
 		body    string
 	}{
-		{"azure failed", testsuite.Async{Style: testsuite.AsyncAzure, Outcome: workflows.StateFailed, Duration: 5 * time.Second}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationFailed, "failed the operation as told"},
-		{"azure canceled", testsuite.Async{Style: testsuite.AsyncAzure, Outcome: workflows.StateCanceled}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationCanceled, ""},
-		{"google canceled", testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: workflows.StateCanceled}, google, workflows.ErrTypeOperationCanceled, "CANCELLED"},
-		{"google failed", testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: workflows.StateFailed}, google, workflows.ErrTypeOperationFailed, `"code":9`},
-		{"location failed", testsuite.Async{Style: testsuite.AsyncLocation, Outcome: workflows.StateFailed}, preset(activities.AcceptedLocation), workflows.ErrTypeHTTPClientError, "failed the operation"},
-		{"never ends", testsuite.Async{Style: testsuite.AsyncOperationLocation, Outcome: testsuite.NeverEnds, RetryAfter: 10}, preset(activities.OperationLocation), workflows.ErrTypeOperationStillRunning, ""},
+		{"azure failed", testsuite.Async{Style: testsuite.AsyncAzure, State: workflows.StateFailed, Duration: 5 * time.Second}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationFailed, "failed the operation as told"},
+		{"azure canceled", testsuite.Async{Style: testsuite.AsyncAzure, State: workflows.StateCanceled}, preset(activities.AzureAsyncOperation), workflows.ErrTypeOperationCanceled, ""},
+		{"google canceled", testsuite.Async{Style: testsuite.AsyncGoogle, State: workflows.StateCanceled}, google, workflows.ErrTypeOperationCanceled, "CANCELLED"},
+		{"google failed", testsuite.Async{Style: testsuite.AsyncGoogle, State: workflows.StateFailed}, google, workflows.ErrTypeOperationFailed, `"code":9`},
+		{"location failed", testsuite.Async{Style: testsuite.AsyncLocation, State: workflows.StateFailed}, preset(activities.AcceptedLocation), workflows.ErrTypeHTTPClientError, "failed the operation"},
+		{"never ends", testsuite.Async{Style: testsuite.AsyncOperationLocation, Endless: true, RetryAfter: 10}, preset(activities.OperationLocation), workflows.ErrTypeOperationStillRunning, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _, err := runFollow(t, tc.async, tc.conv, workflows.FollowOptions{Timeout: 5 * time.Minute})
@@ -188,7 +188,7 @@ func TestPollsCarryNoKeyAndOwnCredentials(t *testing.T) {
 	})
 	var h hostile
 	srv := newRecorder(t, h.handler(mon.URL+"/operations/1", status(200, `{}`)))
-	conv := activities.IETF()
+	conv := activities.IETFConvention()
 	conv.LongRunning.MonitorOrigins = []string{mon.URL}
 	env := testsuite.Register(t, nil, &testsuite.Server{URL: srv.URL}, activities.Config{
 		AllowedOrigins: []string{mon.URL},
@@ -249,7 +249,7 @@ func TestFollowCancel(t *testing.T) {
 		{"location has no cancel request", testsuite.AsyncLocation, preset(activities.AcceptedLocation), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Outcome: testsuite.NeverEnds, RetryAfter: 5}})
+			srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: tc.style, Endless: true, RetryAfter: 5}})
 			env := testsuite.Register(t, nil, srv, activities.Config{Conventions: map[string]activities.Convention{srv.URL: tc.conv(srv.URL)}})
 			env.RegisterWorkflow(followWorkflow)
 			env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
@@ -374,7 +374,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 	})
 	a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}})
 	require.NoError(t, err)
-	in := request.Monitor{Accepted: request.Accepted{Operation: "transfer", Method: http.MethodPost, URL: srv.URL + "/transfers", Monitor: srv.URL + "/operations/1"}}
+	in := poll.Monitor{Accepted: poll.Accepted{Operation: "transfer", Method: http.MethodPost, URL: srv.URL + "/transfers", Monitor: srv.URL + "/operations/1"}}
 	for _, want := range []struct {
 		errType string
 		benign  bool
@@ -382,7 +382,7 @@ func TestRunningPollIsBenign(t *testing.T) {
 		var s sdktestsuite.WorkflowTestSuite
 		env := s.NewTestActivityEnvironment()
 		a.Register(env)
-		_, err := env.ExecuteActivity(request.PollActivityName, in)
+		_, err := env.ExecuteActivity(poll.ActivityName, in)
 		appErr := appError(t, err)
 		assert.Equal(t, want.errType, appErr.Type())
 		assert.False(t, appErr.NonRetryable())

@@ -36,27 +36,27 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Contains(t, r.f.Body, "insufficient_funds")
 			}},
 		{"a query a parser would drop is refused: a;b=",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1?sig;x=S3CRET-semicolon"), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1?sig;x=S3CRET-semicolon"), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
 				assert.Zero(t, r.n)
 			}},
 		{"a query a parser would drop is refused: %zz",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1?sig=%zzS3CRET-badescape"), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1?sig=%zzS3CRET-badescape"), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
 				enc, _ := json.Marshal(r.f)
 				assert.NotContains(t, r.f.Message+string(enc), "S3CRET")
 			}},
 		{"a bare query token is not named in the error",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1?S3CRETbareTOKEN"), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1?S3CRETbareTOKEN"), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
 				enc, _ := json.Marshal(r.f)
 				assert.NotContains(t, r.f.Message+string(enc), "S3CRETbareTOKEN")
 			}},
 		{"a monitor URL too long for history is refused",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/"+strings.Repeat("m", 9<<10)), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/"+strings.Repeat("m", 9<<10)), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
 				assert.Contains(t, r.f.Message, "bytes long")
@@ -69,13 +69,13 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Equal(t, 1, r.n)
 			}},
 		{"a 202 without a monitor is no result",
-			activities.IETF(), status(202, `{"id":"pending"}`), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{"id":"pending"}`), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
 				assert.True(t, r.f.OutcomeUnknown)
 			}},
 		{"a 303 on the start is followed to its result",
-			activities.IETF(), status(303, ``, "Location", "/transfers/1"), status(200, `{"id":"t1"}`), activities.Config{},
+			activities.IETFConvention(), status(303, ``, "Location", "/transfers/1"), status(200, `{"id":"t1"}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				require.NoError(t, r.err)
 				assert.JSONEq(t, `{"id":"t1"}`, string(r.resp.Body))
@@ -83,20 +83,20 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Equal(t, []string{"POST /transfers", "GET /transfers/1"}, r.log)
 			}},
 		{"a 303 to another origin is not followed",
-			activities.IETF(), status(303, ``, "Location", "https://elsewhere.example/x"), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(303, ``, "Location", "https://elsewhere.example/x"), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
 				assert.Zero(t, r.n)
 			}},
 		{"a 201 is the result at once",
-			activities.IETF(), status(201, `{"id":"done"}`, "Location", "/transfers/1"), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(201, `{"id":"done"}`, "Location", "/transfers/1"), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				require.NoError(t, r.err)
 				assert.Nil(t, r.resp.Accepted)
 				assert.Zero(t, r.n)
 			}},
 		{"the first poll waits for the start answer's Retry-After",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1", "Retry-After", "30"), status(200, `{}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1", "Retry-After", "30"), status(200, `{}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				require.NoError(t, r.err)
 				require.Len(t, r.at, 2)
@@ -112,7 +112,7 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				require.NotNil(t, r.f.Accepted)
 			}},
 		{"a 202 with a new Location moves the monitor",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1"),
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1"),
 			func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/operations/1" {
 					status(202, ``, "Location", "/operations/2")(w, r)
@@ -129,7 +129,7 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Equal(t, []string{"POST /transfers", "GET /operations/1", "GET /operations/2", "GET /operations/2"}, r.log[:4])
 			}},
 		{"a moved monitor is polled to the result",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1"),
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1"),
 			func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/operations/1" {
 					status(202, ``, "Location", "/operations/new/1")(w, r)
@@ -144,7 +144,7 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Equal(t, []string{"POST /transfers", "GET /operations/1", "GET /operations/new/1"}, r.log)
 			}},
 		{"a monitor moved to another origin is not followed",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1"),
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1"),
 			status(202, ``, "Location", "https://elsewhere.example/operations/1"), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeMonitorNotFollowed, r.f.Type)
@@ -152,7 +152,7 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Equal(t, 1, r.n)
 			}},
 		{"the final Accepted keeps the start answer's status and Retry-After",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1", "Retry-After", "3"), status(200, `{"id":"done"}`), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1", "Retry-After", "3"), status(200, `{"id":"done"}`), activities.Config{},
 			func(t *testing.T, r followed) {
 				require.NoError(t, r.err)
 				assert.Equal(t, 202, r.resp.Accepted.StartStatus)
@@ -196,7 +196,7 @@ func TestFollowMonitorAnswers(t *testing.T) {
 				assert.Zero(t, r.n)
 			}},
 		{"a 409 from the monitor is no key in flight",
-			activities.IETF(), status(202, `{}`, "Location", "/operations/1"), status(409, `{"error":"in progress"}`, "Retry-After", "1"), activities.Config{},
+			activities.IETFConvention(), status(202, `{}`, "Location", "/operations/1"), status(409, `{"error":"in progress"}`, "Retry-After", "1"), activities.Config{},
 			func(t *testing.T, r followed) {
 				assert.Equal(t, workflows.ErrTypeOperationStillRunning, r.f.Type)
 				assert.NotContains(t, r.f.Message, "IdempotencyKeyInFlight")
@@ -228,7 +228,7 @@ func TestFollowResultURL(t *testing.T) {
 			srv := newRecorder(t, status(202, `{}`, "Azure-AsyncOperation", "/operations/1", "Location", tc.location))
 			in := req(srv.URL + "/orders/1?api-version=2024-01-01")
 			in.Method, in.Follow = tc.method, true
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL},
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL},
 				Conventions: map[string]activities.Convention{srv.URL: conv(activities.AzureAsyncOperation())}}, in)
 			require.NoError(t, err)
 			require.NotNil(t, resp.Accepted)

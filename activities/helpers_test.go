@@ -29,7 +29,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -82,8 +82,8 @@ func status(code int, body string, headers ...string) http.HandlerFunc {
 }
 
 // run executes one attempt of the activity in Temporal's activity test
-// environment and returns the result, the error and the captured logs.
-func run(t *testing.T, cfg activities.Config, req request.Input) (*workflows.Response, error, string) {
+// environment and returns the result, the captured logs and the error.
+func run(t *testing.T, cfg activities.Config, req input.Input) (*workflows.Response, string, error) {
 	t.Helper()
 	return runAfter(t, cfg, req, nil)
 }
@@ -95,8 +95,8 @@ func appError(t *testing.T, err error) *temporal.ApplicationError {
 	return appErr
 }
 
-func req(url string) request.Input {
-	return request.Input{Operation: "charge", URL: url, Body: json.RawMessage(`{"amount":42}`), IdempotencyKey: "key-1"}
+func req(url string) input.Input {
+	return input.Input{Operation: "charge", URL: url, Body: json.RawMessage(`{"amount":42}`), IdempotencyKey: "key-1"}
 }
 
 // pieces returns the 8-byte pieces of secrets (every run of
@@ -192,7 +192,7 @@ func hexSHA256(b []byte) string {
 // runAfter is run for an attempt that follows earlier ones: details are
 // the heartbeat details the earlier attempts left (what the activity keeps
 // across attempts, as JSON field names).
-func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[string]any) (*workflows.Response, error, string) {
+func runAfter(t *testing.T, cfg activities.Config, r input.Input, details map[string]any) (*workflows.Response, string, error) {
 	t.Helper()
 	var logs bytes.Buffer
 	var s sdktestsuite.WorkflowTestSuite
@@ -204,13 +204,13 @@ func runAfter(t *testing.T, cfg activities.Config, r request.Input, details map[
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
 	a.Register(env)
-	val, err := env.ExecuteActivity(request.ActivityName, r)
+	val, err := env.ExecuteActivity(input.ActivityName, r)
 	if err != nil {
-		return nil, err, logs.String()
+		return nil, logs.String(), err
 	}
 	var resp workflows.Response
 	require.NoError(t, val.Get(&resp))
-	return &resp, nil, logs.String()
+	return &resp, logs.String(), nil
 }
 
 // cutBody answers status with a Content-Length of the whole body and
@@ -315,7 +315,7 @@ const qsecret = "qsv_3c4d5e6f7a8b9c0d"
 // "Location: /r/$QV"): qsecret is then a path segment, shown as paths are
 // (a monitor's host/path), not a query value. After a '?' or '#', or after
 // any byte a clean URL does not have (space, control, non-ASCII, '%'), it
-// is one, or may be: RedactURL refuses to show what does not parse
+// is one, or may be: redact.URL refuses to show what does not parse
 // cleanly.
 func qvInPath(headers string) bool {
 	clean := func(r rune) bool {
@@ -573,14 +573,14 @@ func followWorkflow(ctx workflow.Context, url string, opts workflows.FollowOptio
 
 func preset(lr func() activities.LongRunning) func(string) activities.Convention {
 	return func(string) activities.Convention {
-		c := activities.IETF()
+		c := activities.IETFConvention()
 		c.LongRunning = lr()
 		return c
 	}
 }
 
 func google(base string) activities.Convention {
-	c := activities.IETF()
+	c := activities.IETFConvention()
 	c.LongRunning = activities.GoogleOperation(base + "/v1/")
 	return c
 }
@@ -630,7 +630,7 @@ func follow(t *testing.T, conv activities.Convention, start, poll http.HandlerFu
 }
 
 func conv(l activities.LongRunning) activities.Convention {
-	c := activities.IETF()
+	c := activities.IETFConvention()
 	c.LongRunning = l
 	return c
 }

@@ -31,7 +31,8 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -72,8 +73,8 @@ func walkStrings(v reflect.Value, path string, f func(path, s string)) {
 }
 
 // historyTexts is every text of one workflow run that reaches Temporal's
-// history or the worker's log: each activity's input (request.Input,
-// request.Monitor) and result (workflows.Response) or error (its message
+// history or the worker's log: each activity's input (input.Input,
+// poll.Monitor) and result (workflows.Response) or error (its message
 // and workflows.Failure), walked field by field, with their JSON encodings
 // (decoded too), and the log lines.
 type historyTexts struct {
@@ -343,12 +344,12 @@ func noSecretIn(t *testing.T, scheme secretScheme, pos answerPosition, keys [][]
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		if info.ActivityType.Name == request.PollActivityName {
-			var in request.Monitor
+		if info.ActivityType.Name == poll.ActivityName {
+			var in poll.Monitor
 			require.NoError(t, args.Get(&in))
 			hist.value("poll input", in)
 		} else {
-			var in request.Input
+			var in input.Input
 			require.NoError(t, args.Get(&in))
 			hist.value("start input", in)
 		}

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -26,13 +26,13 @@ func TestRequestDecodesPlainJSONBody(t *testing.T) {
 		`{"url":"https://x.example/p","idempotency_key":"k","body":"{\"a\": \"<\"}"}`: `{"a": "<"}`,
 		`{"url":"https://x.example/p","idempotency_key":"k","body":null}`:             ``,
 	} {
-		var r request.Input
+		var r input.Input
 		require.NoError(t, json.Unmarshal([]byte(in), &r), in)
 		assert.Equal(t, want, string(r.Body), in)
 		assert.Equal(t, "k", r.IdempotencyKey)
 		enc, err := json.Marshal(r)
 		require.NoError(t, err)
-		var again request.Input
+		var again input.Input
 		require.NoError(t, json.Unmarshal(enc, &again))
 		assert.Equal(t, want, string(again.Body), "round trip of %s", enc)
 	}
@@ -48,31 +48,31 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		srv := newRecorder(t, status(201, `{}`))
 		cfg := activities.Config{AllowedOrigins: []string{srv.URL, "http://xn--bcher-kva.example"}}
-		with := func(f func(*request.Input)) request.Input {
+		with := func(f func(*input.Input)) input.Input {
 			r := req(srv.URL + "/payments")
 			f(&r)
 			return r
 		}
 		tests := []struct {
 			name string
-			req  request.Input
+			req  input.Input
 			want string
 		}{
-			{"ESC in a header value", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x1b[31mb"} }), "control character"},
-			{"DEL in a header value", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\x7fb"} }), "control character"},
-			{"vertical tab in a header value", with(func(r *request.Input) { r.Headers = map[string]string{"X-Note": "a\vb"} }), "control character"},
-			{"three spellings of one header", with(func(r *request.Input) {
+			{"ESC in a header value", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\x1b[31mb"} }), "control character"},
+			{"DEL in a header value", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\x7fb"} }), "control character"},
+			{"vertical tab in a header value", with(func(r *input.Input) { r.Headers = map[string]string{"X-Note": "a\vb"} }), "control character"},
+			{"three spellings of one header", with(func(r *input.Input) {
 				r.Headers = map[string]string{"X-Note": "a", "x-note": "b", "X-NOTE": "c"}
 			}), "differ only in case"},
-			{"body one byte over 256 KiB", with(func(r *request.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10-1) + `"`) }), "at most 262144"},
-			{"operation with NUL", with(func(r *request.Input) { r.Operation = "charge\x00refund" }), "NUL"},
-			{"non-ASCII host", with(func(r *request.Input) { r.URL = "http://bücher.example/pay" }), "punycode"},
-			{"percent-encoded non-ASCII host", with(func(r *request.Input) { r.URL = "http://b%C3%BCcher.example/pay" }), "punycode"},
+			{"body one byte over 256 KiB", with(func(r *input.Input) { r.Body = json.RawMessage(`"` + strings.Repeat("a", 256<<10-1) + `"`) }), "at most 262144"},
+			{"operation with NUL", with(func(r *input.Input) { r.Operation = "charge\x00refund" }), "NUL"},
+			{"non-ASCII host", with(func(r *input.Input) { r.URL = "http://bücher.example/pay" }), "punycode"},
+			{"percent-encoded non-ASCII host", with(func(r *input.Input) { r.URL = "http://b%C3%BCcher.example/pay" }), "punycode"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				before := srv.count()
-				_, err, _ := run(t, cfg, tt.req)
+				_, _, err := run(t, cfg, tt.req)
 				appErr := appError(t, err)
 				assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type(), appErr.Message())
 				assert.True(t, appErr.NonRetryable())
@@ -82,7 +82,7 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 		}
 		t.Run("body of exactly 256 KiB", func(t *testing.T) {
 			body := `"` + strings.Repeat("a", 256<<10-2) + `"`
-			_, err, _ := run(t, cfg, with(func(r *request.Input) { r.Body = json.RawMessage(body) }))
+			_, _, err := run(t, cfg, with(func(r *input.Input) { r.Body = json.RawMessage(body) }))
 			require.NoError(t, err)
 			_, got := srv.last()
 			assert.Equal(t, body, string(got))
@@ -112,7 +112,7 @@ func TestUnsafeInputRefusedOddAnswersClassified(t *testing.T) {
 					}
 					w.WriteHeader(tt.status)
 				})
-				_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+				_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 				appErr := appError(t, err)
 				assert.Equal(t, tt.wantType, appErr.Type(), appErr.Message())
 				assert.False(t, appErr.NonRetryable(), appErr.Message())
@@ -138,14 +138,14 @@ func TestWorkflowHeadersAreSentOrRefused(t *testing.T) {
 	t.Run("sent as set", func(t *testing.T) {
 		r := req(srv.URL)
 		r.Headers = map[string]string{"Accept": "application/vnd.api+json", "user-agent": "shop/2.1"}
-		_, err, _ := run(t, cfg, r)
+		_, _, err := run(t, cfg, r)
 		require.NoError(t, err)
 		got, _ := srv.last()
 		assert.Equal(t, []string{"application/vnd.api+json"}, got.Header.Values("Accept"))
 		assert.Equal(t, []string{"shop/2.1"}, got.Header.Values("User-Agent"))
 	})
 	t.Run("defaults", func(t *testing.T) {
-		_, err, _ := run(t, cfg, req(srv.URL))
+		_, _, err := run(t, cfg, req(srv.URL))
 		require.NoError(t, err)
 		got, _ := srv.last()
 		assert.Equal(t, "application/json", got.Header.Get("Accept"))
@@ -156,7 +156,7 @@ func TestWorkflowHeadersAreSentOrRefused(t *testing.T) {
 			before := srv.count()
 			r := req(srv.URL)
 			r.Headers = map[string]string{name: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-			_, err, _ := run(t, cfg, r)
+			_, _, err := run(t, cfg, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.Contains(t, appErr.Message(), http.CanonicalHeaderKey(name))

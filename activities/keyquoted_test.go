@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -35,12 +35,12 @@ func TestKeyQuoted(t *testing.T) {
 		want       string // its value
 	}{
 		{"no convention: bare", nil, uuid, "Idempotency-Key", uuid},
-		{"IETF: bare by default", new(activities.IETF()), uuid, "Idempotency-Key", uuid},
-		{"Stripe: bare", new(activities.Stripe()), `a"b\c`, "Idempotency-Key", `a"b\c`},
+		{"IETF: bare by default", new(activities.IETFConvention()), uuid, "Idempotency-Key", uuid},
+		{"Stripe: bare", new(activities.StripeConvention()), `a"b\c`, "Idempotency-Key", `a"b\c`},
 		{"zero Convention: bare", &activities.Convention{}, "key-1", "Idempotency-Key", "key-1"},
-		{"KeyQuoted: the draft's example", new(quoted(activities.IETF(), "")), uuid, "Idempotency-Key", `"` + uuid + `"`},
-		{"KeyQuoted: quote and backslash escaped", new(quoted(activities.IETF(), "")), `a"b\c"`, "Idempotency-Key", `"a\"b\\c\""`},
-		{"KeyQuoted: other key header", new(quoted(activities.IETF(), "PayPal-Request-Id")), "key-1", "PayPal-Request-Id", `"key-1"`},
+		{"KeyQuoted: the draft's example", new(quoted(activities.IETFConvention(), "")), uuid, "Idempotency-Key", `"` + uuid + `"`},
+		{"KeyQuoted: quote and backslash escaped", new(quoted(activities.IETFConvention(), "")), `a"b\c"`, "Idempotency-Key", `"a\"b\\c\""`},
+		{"KeyQuoted: other key header", new(quoted(activities.IETFConvention(), "PayPal-Request-Id")), "key-1", "PayPal-Request-Id", `"key-1"`},
 		{"KeyQuoted on a zero Convention", &activities.Convention{KeyQuoted: true}, "key-1", "Idempotency-Key", `"key-1"`},
 	}
 	for _, tt := range tests {
@@ -52,7 +52,7 @@ func TestKeyQuoted(t *testing.T) {
 			}
 			r := req(srv.URL + "/payments")
 			r.IdempotencyKey = tt.key
-			resp, err, _ := run(t, cfg, r)
+			resp, _, err := run(t, cfg, r)
 			require.NoError(t, err)
 			assert.Equal(t, tt.key, resp.IdempotencyKey, "the Response names the key, not the header value")
 			got, _ := srv.last()
@@ -81,17 +81,17 @@ func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 				api.ServeHTTP(w, r)
 			}))
 			t.Cleanup(srv.Close)
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.KeyQuoted = true
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Conventions: map[string]activities.Convention{srv.URL: conv}}
 			r := req(srv.URL + "/payments")
 			r.IdempotencyKey = key
 
-			first, err, _ := run(t, cfg, r)
+			first, _, err := run(t, cfg, r)
 			require.NoError(t, err)
 			assert.Equal(t, 201, first.Status)
 			assert.False(t, first.Replayed)
-			second, err, _ := run(t, cfg, r)
+			second, _, err := run(t, cfg, r)
 			require.NoError(t, err)
 			assert.Equal(t, 201, second.Status)
 			assert.True(t, second.Replayed, "the second request must be a replay")
@@ -101,14 +101,14 @@ func TestKeyQuotedAgainstReferenceServer(t *testing.T) {
 			if !strings.HasPrefix(key, `"`) {
 				// A bare key that starts with a double quote would be read
 				// as a (malformed) sf-string: see testsuite.Dialect.KeyString.
-				bare, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+				bare, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 				require.NoError(t, err)
 				assert.True(t, bare.Replayed, "the bare key is the same key")
 				replays++
 			}
 
 			mu.Lock()
-			assert.Equal(t, []string{request.QuoteKey(key), request.QuoteKey(key)}, sent[:2], "quoted on the wire")
+			assert.Equal(t, []string{idemkey.Quote(key), idemkey.Quote(key)}, sent[:2], "quoted on the wire")
 			if len(sent) > 2 {
 				assert.Equal(t, key, sent[2], "bare on the wire")
 			}

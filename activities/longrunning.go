@@ -10,9 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/longrunning"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -24,7 +28,7 @@ import (
 // (workflows.Request.Follow). The zero value is AcceptedLocation (a 202
 // with Location, polled by status code). Start from a preset:
 //
-//	c := activities.IETF()
+//	c := activities.IETFConvention()
 //	c.LongRunning = activities.AzureAsyncOperation()
 type LongRunning struct {
 	// MonitorHeaders name the start answer's headers that hold the status
@@ -160,12 +164,12 @@ func (l LongRunning) withDefaults() (LongRunning, error) {
 	l.MonitorHeaders = slices.Clone(l.MonitorHeaders)
 	for i, h := range l.MonitorHeaders {
 		l.MonitorHeaders[i] = http.CanonicalHeaderKey(h)
-		if !request.ValidHeaderName(l.MonitorHeaders[i]) {
+		if !httpheader.ValidName(l.MonitorHeaders[i]) {
 			return l, fmt.Errorf("LongRunning.MonitorHeaders: %q is not a valid header name", h)
 		}
 	}
 	if l.NameField != "" {
-		if _, _, err := request.ParseURL(l.MonitorBase); err != nil {
+		if _, _, err := httpurl.Parse(l.MonitorBase); err != nil {
 			return l, fmt.Errorf("LongRunning.MonitorBase (for NameField %q): %w", l.NameField, err)
 		}
 	}
@@ -185,7 +189,7 @@ func (l LongRunning) withDefaults() (LongRunning, error) {
 	}
 	origins := make([]string, len(l.MonitorOrigins))
 	for i, s := range l.MonitorOrigins {
-		o, err := request.ParseOrigin(s)
+		o, err := httpurl.ParseOrigin(s)
 		if err != nil {
 			return l, fmt.Errorf("LongRunning.MonitorOrigins: %w", err)
 		}
@@ -285,7 +289,7 @@ func (l *LongRunning) monitor(ans *answer) (raw, header string, named bool) {
 // (RFC 9110) unless the start found a status document; a webhook's
 // fallback poll reads it by the workflow's rule (in.Status); else
 // DoneField's document (Google), else StatusField's (Azure).
-func (l *LongRunning) style(in *request.Monitor) longrunning.Style {
+func (l *LongRunning) style(in *poll.Monitor) longrunning.Style {
 	switch {
 	case !in.StatusDocument:
 		return longrunning.StatusCode{}
@@ -305,11 +309,11 @@ func (l *LongRunning) cancel() longrunning.Cancel {
 
 // pollRetryAfter reads the Retry-After of a start answer or a monitor's
 // to origin o for the call whose backoff is b: the server's value, and the
-// wait before the next poll it asks for, at least MinPollInterval and at
+// wait before the next poll it asks for, at least poll.MinInterval and at
 // most retryAfterCap (the one place of that rule).
-func (a *Activities) pollRetryAfter(h http.Header, now time.Time, o *origin, b request.Backoff) (asked, wait time.Duration, ok bool) {
+func (a *Activities) pollRetryAfter(h http.Header, now time.Time, o *origin, b backoff.Backoff) (asked, wait time.Duration, ok bool) {
 	asked, ok = retryAfter(h, now)
-	return asked, min(max(asked, request.MinPollInterval), a.retryAfterCap(o, b)), ok
+	return asked, min(max(asked, poll.MinInterval), a.retryAfterCap(o, b)), ok
 }
 
 // followable resolves raw against base and checks that the worker may
@@ -333,7 +337,7 @@ func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, ra
 	}
 	u.Fragment, u.RawFragment = "", ""
 	s = u.String()
-	_, o, err := request.ParseURL(s)
+	_, o, err := httpurl.Parse(s)
 	if err != nil {
 		return "", "", err
 	}
@@ -350,14 +354,14 @@ func (a *Activities) followable(l *LongRunning, origin string, base *url.URL, ra
 		return s, "it carries a credential of this worker", nil
 	}
 	if u.RawQuery != "" {
-		// Read as RedactURL does, not as url.Values, which drops what it
+		// Read as redact.URL does, not as url.Values, which drops what it
 		// cannot parse ("a;b=…", "%zz"): every part must be name=value,
 		// its name allowed.
 		for part := range strings.SplitSeq(u.RawQuery, "&") {
 			name, value, ok := strings.Cut(part, "=")
 			_, verr := url.QueryUnescape(value)
 			switch {
-			case !ok || !request.ValidHeaderName(name):
+			case !ok || !httpheader.ValidName(name):
 				return s, "its query holds a value without a name", nil
 			case !slices.Contains(l.KeepQuery, name) || verr != nil || strings.Contains(value, ";"):
 				return s, fmt.Sprintf("its query parameter %q may be a signature or token (Convention.LongRunning.KeepQuery names the parameters that are none)", name), nil
@@ -379,10 +383,10 @@ func (a *Activities) holdsSecret(u *url.URL, s string) bool {
 }
 
 // shownURL is the URL s as history, messages and logs may show it: query
-// values and user info redacted (request.RedactURL), then every secret
+// values and user info redacted (redact.URL), then every secret
 // the redactor knows.
 func (a *Activities) shownURL(s string) string {
-	return a.redact.string(request.RedactURL(s))
+	return a.redact.string(redact.URL(s))
 }
 
 // sealedURLs are the URLs Accepted.Sealed holds.
@@ -420,7 +424,7 @@ func sealContext(key string) string { return "idemhttp accepted\x00" + key }
 
 // unseal returns the monitor and result URL of the operation in: those
 // sealed in in.Sealed, else in's own.
-func (a *Activities) unseal(in *request.Monitor) (monitor, result string, err error) {
+func (a *Activities) unseal(in *poll.Monitor) (monitor, result string, err error) {
 	if in.Sealed == "" {
 		return in.Monitor, in.ResultURL, nil
 	}
@@ -448,13 +452,13 @@ const maxFollowedURL = 8 << 10
 func startedOperation(p *prepared, status int, document bool) *workflows.Accepted {
 	return &workflows.Accepted{
 		Operation: p.req.Operation, Method: p.method, URL: p.raw, IdempotencyKey: p.req.IdempotencyKey,
-		StartStatus: status, StatusDocument: document, RetryAfter: request.MinPollInterval,
+		StartStatus: status, StatusDocument: document, RetryAfter: poll.MinInterval,
 	}
 }
 
 // followedOperation is the operation the poll activity follows, as its
 // input in names it, after polls polls.
-func followedOperation(in *request.Monitor, polls int32) *workflows.Accepted {
+func followedOperation(in *poll.Monitor, polls int32) *workflows.Accepted {
 	op := in.Accepted
 	op.State, op.Polls = "", int(polls)
 	return &op

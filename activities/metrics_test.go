@@ -12,12 +12,13 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 )
 
 // runMetrics runs one attempt of r against cfg in Temporal's activity test
 // environment with a counting metrics handler.
-func runMetrics(t *testing.T, cfg activities.Config, r request.Input) *counting {
+func runMetrics(t *testing.T, cfg activities.Config, r input.Input) *counting {
 	t.Helper()
 	m := newCounting()
 	var s testsuite.WorkflowTestSuite
@@ -26,7 +27,7 @@ func runMetrics(t *testing.T, cfg activities.Config, r request.Input) *counting 
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
 	a.Register(env)
-	_, _ = env.ExecuteActivity(request.ActivityName, r)
+	_, _ = env.ExecuteActivity(input.ActivityName, r)
 	return m
 }
 
@@ -73,7 +74,7 @@ func TestRetryMetrics(t *testing.T) {
 	tests := []struct {
 		name    string
 		handler http.HandlerFunc
-		req     func(request.Input) request.Input
+		req     func(input.Input) input.Input
 		// retryAfter: the Retry-After wait recorded (0: none); delay: a
 		// NextRetryDelay recorded; inFlight: an in-flight wait counted.
 		retryAfter time.Duration
@@ -82,8 +83,8 @@ func TestRetryMetrics(t *testing.T) {
 	}{
 		{name: "429 Retry-After 2", handler: status(429, "", "Retry-After", "2"), retryAfter: 2 * time.Second, delay: true},
 		{name: "503 backoff", handler: status(503, ""), delay: true},
-		{name: "503 without jitter leaves the delay to Temporal", handler: status(503, ""), req: func(r request.Input) request.Input {
-			r.Backoff.Jitter = request.JitterNone
+		{name: "503 without jitter leaves the delay to Temporal", handler: status(503, ""), req: func(r input.Input) input.Input {
+			r.Backoff.Jitter = backoff.JitterNone
 			return r
 		}},
 		{name: "409 in flight", handler: status(409, "", "Retry-After", "1"), retryAfter: time.Second, delay: true, inFlight: true},
@@ -142,7 +143,7 @@ func TestOperationLabelBounded(t *testing.T) {
 	run := func(op string) {
 		r := req(srv.URL + "/payments?customer=cus_query_value_77")
 		r.Operation, r.IdempotencyKey = op, "key-"+op
-		_, err := env.ExecuteActivity(request.ActivityName, r)
+		_, err := env.ExecuteActivity(input.ActivityName, r)
 		require.NoError(t, err)
 	}
 	for i := range 101 {

@@ -30,7 +30,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -250,7 +250,7 @@ func TestMutualTLSSilentRefusal(t *testing.T) {
 					s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 					env := s.NewTestActivityEnvironment()
 					a.Register(env)
-					_, err := env.ExecuteActivity(request.ActivityName, r)
+					_, err := env.ExecuteActivity(input.ActivityName, r)
 					require.Error(t, err, "run %d", i)
 					t.Logf("run %d: %v", i, err)
 					appErr := appError(t, err)

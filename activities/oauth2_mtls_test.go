@@ -59,7 +59,7 @@ func TestOAuth2OverMTLS(t *testing.T) {
 	}
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
-	resp, err, _ := runWith(t, a, req(srv.URL+"/charges"))
+	resp, _, err := runWith(t, a, req(srv.URL+"/charges"))
 	require.NoError(t, err)
 	assert.Less(t, resp.Status, 300)
 }

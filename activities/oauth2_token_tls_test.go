@@ -111,7 +111,7 @@ func TestOAuth2TokenEndpointTLS(t *testing.T) {
 				}},
 			})
 			require.NoError(t, err)
-			resp, err, logs := runWith(t, a, req(bank.URL+"/charges"))
+			resp, logs, err := runWith(t, a, req(bank.URL+"/charges"))
 			assert.NotContains(t, logs, "treasury-secret")
 			if tc.says == nil {
 				require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 
 // decideStatus classifies a response with the default convention.
 func decideStatus(status int, h http.Header, body string, hint bool) verdict {
-	conv, _ := IETF().withDefaults()
+	conv, _ := IETFConvention().withDefaults()
 	if h == nil {
 		h = http.Header{}
 	}
@@ -133,13 +133,13 @@ func TestDecideRules(t *testing.T) {
 }
 
 func TestDecideWithStripeConvention(t *testing.T) {
-	conv, err := Stripe().withDefaults()
+	conv, err := StripeConvention().withDefaults()
 	require.NoError(t, err)
 	v := decide(&answer{status: 409, header: http.Header{}, body: []byte(`{"error":{"code":"idempotency_key_in_use"}}`)}, &conv, progress{})
 	assert.Equal(t, workflows.ErrTypeIdempotencyKeyInFlight, v.errType)
 	v = decide(&answer{status: 422, header: http.Header{}, body: []byte(`idempotency key already used`)}, &conv, progress{})
 	assert.Equal(t, workflows.ErrTypeHTTPClientError, v.errType, "Stripe answers key misuse with 400, not 422")
-	custom := IETF()
+	custom := IETFConvention()
 	custom.InFlight = append(custom.InFlight, Signal{Status: 423, Body: "locked"})
 	conv, err = custom.withDefaults()
 	require.NoError(t, err)
@@ -230,12 +230,12 @@ func TestDecideBareConflict(t *testing.T) {
 		p.Guessed, p.GuessedAfter, p.Waited = n, after, waited
 		return p
 	}
-	ietf, _ := IETF().withDefaults()
-	stripe, _ := Stripe().withDefaults()
-	short := IETF()
+	ietf, _ := IETFConvention().withDefaults()
+	stripe, _ := StripeConvention().withDefaults()
+	short := IETFConvention()
 	short.BareConflictWait = 5 * time.Second
 	short, _ = short.withDefaults()
-	marksAll := IETF()
+	marksAll := IETFConvention()
 	marksAll.SignalsInFlight = true
 	marksAll, _ = marksAll.withDefaults()
 	const business = `{"error":"already refunded"}`

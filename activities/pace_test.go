@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 )
 
 // TestSharedRatePacesBursts: matching hands a worker a burst of attempts
@@ -60,7 +60,7 @@ func TestSharedRatePacesBursts(t *testing.T) {
 					a.Register(env)
 					r := req(srv.URL)
 					r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-					_, errs[i] = env.ExecuteActivity(request.ActivityName, r)
+					_, errs[i] = env.ExecuteActivity(input.ActivityName, r)
 				})
 			}
 			wg.Wait()

@@ -15,16 +15,18 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/internal/longrunning"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/seal"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// Poll follows a long-running operation, one GET of its status monitor
-// per attempt, the input workflows.Call (with Request.Follow) and
-// workflows.FollowAccepted schedule it with; Register registers it. Its
-// input type is internal: workflows build it, users do not.
+// pollActivity is the poll activity, registered as "IdempotentHTTPPoll": it
+// follows a long-running operation, one GET of its status monitor per
+// attempt, the input workflows.Call (with Request.Follow) and
+// workflows.FollowAccepted schedule it with.
 //
 // The start request's origin's Convention.LongRunning reads the answer. An
 // operation still running ends the attempt with a retryable
@@ -48,9 +50,9 @@ import (
 // the requests that reached the API: it fails after the third that failed
 // (attempts not admitted, whose credential could not be applied or that
 // could not connect send none).
-func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
+func (a *Activities) pollActivity(ctx context.Context, in poll.Monitor) (*workflows.Response, error) {
 	if !activity.IsActivity(ctx) {
-		return nil, errors.New("activities: Poll runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
+		return nil, errors.New("activities: the poll activity runs only as a Temporal activity: register it with Activities.Register and follow operations from a workflow (workflows.Request.Follow)")
 	}
 	info := activity.GetInfo(ctx)
 	pl := &poller{a: a, info: info, in: in, op: followedOperation(&in, info.Attempt)}
@@ -71,7 +73,7 @@ func (a *Activities) Poll(ctx context.Context, in request.Monitor) (*workflows.R
 type poller struct {
 	a    *Activities
 	info activity.Info
-	in   request.Monitor
+	in   poll.Monitor
 	op   *workflows.Accepted
 	// l is the start origin's convention, start that origin and startURL
 	// the start request's URL; style reads the monitor's answers.
@@ -157,7 +159,7 @@ func (pl *poller) begin(ctx context.Context) (string, error) {
 	}
 	// Attempts that were not admitted sent no poll.
 	pl.op.Polls = int(pl.prev.Sent) + 1
-	monitor, result, err := a.unseal(&request.Monitor{Accepted: *pl.op})
+	monitor, result, err := a.unseal(&poll.Monitor{Accepted: *pl.op})
 	if errors.Is(err, seal.ErrKeyNotHeld) {
 		return "", pl.awaitKey(ctx, err)
 	}
@@ -290,7 +292,7 @@ func (pl *poller) failed(p *prepared, ans *answer, r longrunning.Reading, name s
 func (pl *poller) seeOther(ctx context.Context, p *prepared, ans *answer, r longrunning.Reading) (*workflows.Response, error) {
 	target, _, err := pl.a.followable(pl.l, pl.start, ans.from, r.Next, false)
 	if err != nil {
-		return nil, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", request.RedactURL(r.Next), err), "")
+		return nil, pl.final(p, workflows.ErrTypeRedirectNotFollowed, ans.status, fmt.Sprintf("the monitor answered 303 See Other to %s, which this worker will not follow: %v", redact.URL(r.Next), err), "")
 	}
 	p = pl.prepare(http.MethodGet, target, "")
 	got, err := pl.send(ctx, p)
@@ -358,7 +360,7 @@ func (pl *poller) prepare(method, raw, shown string) *prepared {
 		// workflow changed it): the origin alone.
 		shown = pu.origin + "/" + redacted
 	}
-	req := request.Input{Operation: pl.in.Operation, Method: method, URL: pu.raw, IdempotencyKey: pl.in.IdempotencyKey}
+	req := input.Input{Operation: pl.in.Operation, Method: method, URL: pu.raw, IdempotencyKey: pl.in.IdempotencyKey}
 	return &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: pl.a.redact.string(shown), origin: pu.origin, o: pl.a.origins[pu.origin], noKey: true}
 }
 
@@ -386,7 +388,7 @@ func (pl *poller) sealedShown(shown string, cancel bool) string {
 
 // send sends p once admitted, as the start request is (admit, exchange,
 // in the attempt's client span, which Poll ends with the attempt's result
-// as Do does): a poll is no retry for the retry budget unless the last one
+// as requestActivity does): a poll is no retry for the retry budget unless the last one
 // failed, and one not admitted ends the attempt with a retryable
 // workflows.ErrTypeNotAdmitted, the operation in its Failure; its next
 // attempt polls at its turn. The error is nil when it was sent.
@@ -464,7 +466,7 @@ func (pl *poller) result(ctx context.Context, p *prepared, ans *answer, state st
 // describe says what ans to p was, for an error's message.
 func (pl *poller) describe(p *prepared, ans *answer, reason string) string {
 	if ans.err != nil {
-		return fmt.Sprintf("%s %s: %s (%s)", p.method, p.shown, request.RedactErr(ans.err), reason)
+		return fmt.Sprintf("%s %s: %s (%s)", p.method, p.shown, redact.Err(ans.err), reason)
 	}
 	return fmt.Sprintf("%s %s answered %d: %s", p.method, p.shown, ans.status, reason)
 }
@@ -507,7 +509,7 @@ func (pl *poller) running(ctx context.Context, p *prepared, ans *answer, state s
 }
 
 // retry ends the attempt with a retryable error of errType: the next poll
-// waits the monitor's Retry-After (bounded by MinPollInterval and
+// waits the monitor's Retry-After (bounded by poll.MinInterval and
 // Config.MaxRetryAfter), else the poll backoff; if it could not happen
 // before the deadline, the following fails with
 // ErrTypeOperationStillRunning.
@@ -523,9 +525,9 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	} else {
 		b := pl.in.Backoff
 		if b.InitialInterval <= 0 {
-			b = request.PollBackoff(0, 0)
+			b = poll.Backoff(0, 0)
 		}
-		delay = max(b.Delay(int32(pl.op.Polls), a.cfg.Uniform, 0), request.MinPollInterval)
+		delay = max(b.Delay(int32(pl.op.Polls), a.cfg.Uniform, 0), poll.MinInterval)
 		source = "poll backoff"
 	}
 	// The deadline is carried over to Config.Now's clock once and kept in
@@ -545,14 +547,14 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 	if (pl.op.Monitor != pl.in.Monitor || pl.op.Sealed != pl.in.Sealed) && !pl.in.Cancel {
 		next.Monitor, next.Sealed = pl.op.Monitor, pl.op.Sealed
 	}
-	if pl.in.Cancel && pl.reached && next.Sent >= request.CancelAttempts {
+	if pl.in.Cancel && pl.reached && next.Sent >= poll.CancelAttempts {
 		// The activity counts the cancel requests that reached the API:
 		// attempts the origin's admission held back sent none, nor did
 		// those whose credential could not be applied or that could not
 		// connect.
 		activity.GetLogger(ctx).Error("cancel request failed, none left", "key", d.IdempotencyKey, "sent", next.Sent, "status", d.Status)
 		return a.fail(fmt.Sprintf("%s; that was the last of %d cancel requests: the operation goes on at the server: ask it to cancel again later",
-			msg, request.CancelAttempts), errType, d)
+			msg, poll.CancelAttempts), errType, d)
 	}
 	left, beyond := beyondDeadline(pl.info, prev, &next, now, delay)
 	activity.RecordHeartbeat(ctx, next)

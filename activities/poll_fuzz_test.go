@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -30,7 +30,7 @@ import (
 // line; a poll never carries the idempotency key; a result only from a
 // 2xx other than 202 whose body arrived whole; every error is the
 // activity's own, carrying the operation (Failure.Accepted); a retry
-// waits at least MinPollInterval (a wait for admission: its turn); a poll
+// waits at least poll.MinInterval (a wait for admission: its turn); a poll
 // to an origin whose breaker is open sends nothing unless it is the probe.
 // An odd conv/4 polls through admission: the origin's breaker opened by
 // five 503s, a poll while it is open, the probe after its open time, and
@@ -66,7 +66,7 @@ func FuzzPoll(f *testing.F) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	config := func(l activities.LongRunning) activities.Config {
-		c := activities.IETF()
+		c := activities.IETFConvention()
 		c.LongRunning = l
 		return activities.Config{
 			AllowedOrigins: []string{srv.URL},
@@ -109,7 +109,7 @@ func FuzzPoll(f *testing.F) {
 		cur = fuzzAnswer{status: http.StatusServiceUnavailable}
 		mu.Unlock()
 		for range 5 {
-			_, err := env.ExecuteActivity(request.PollActivityName, request.Monitor{Accepted: request.Accepted{
+			_, err := env.ExecuteActivity(poll.ActivityName, poll.Monitor{Accepted: poll.Accepted{
 				Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start", Monitor: srv.URL + "/hop/open"}})
 			if err == nil {
 				t.Fatal("a 503 ended the poll")
@@ -157,7 +157,7 @@ func FuzzPoll(f *testing.F) {
 		if admitted {
 			env, clock, m = breakerOpen(t, conventions[int(conv)%len(envs)])
 		}
-		in := request.Monitor{Accepted: request.Accepted{
+		in := poll.Monitor{Accepted: poll.Accepted{
 			Operation: "fuzz", IdempotencyKey: "fuzz-key", Method: http.MethodPost, URL: srv.URL + "/start",
 			Monitor: srv.URL + "/operations/" + path, StatusDocument: doc,
 		}}
@@ -182,7 +182,7 @@ func FuzzPoll(f *testing.F) {
 		// follow).
 		pollHeld := func(when string) {
 			t.Helper()
-			_, err := env.ExecuteActivity(request.PollActivityName, in)
+			_, err := env.ExecuteActivity(poll.ActivityName, in)
 			mu.Lock()
 			n := len(answers)
 			mu.Unlock()
@@ -205,7 +205,7 @@ func FuzzPoll(f *testing.F) {
 			// The probe.
 			clock.add(openTime)
 		}
-		val, err := env.ExecuteActivity(request.PollActivityName, in)
+		val, err := env.ExecuteActivity(poll.ActivityName, in)
 		var resp *workflows.Response
 		if err == nil && val != nil && val.HasValue() {
 			resp = new(workflows.Response)
@@ -246,7 +246,7 @@ func FuzzPoll(f *testing.F) {
 		if !ok || fl.Accepted == nil {
 			t.Fatalf("no Failure with the operation: %v", err)
 		}
-		if !appErr.NonRetryable() && appErr.Type() != workflows.ErrTypeNotAdmitted && appErr.NextRetryDelay() < request.MinPollInterval {
+		if !appErr.NonRetryable() && appErr.Type() != workflows.ErrTypeNotAdmitted && appErr.NextRetryDelay() < poll.MinInterval {
 			t.Fatalf("retry after %s, under the floor: %v", appErr.NextRetryDelay(), err)
 		}
 		if admitted {

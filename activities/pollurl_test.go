@@ -14,7 +14,8 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -23,7 +24,7 @@ import (
 // a monitor's 303 whose Location does not parse cleanly (invalid UTF-8
 // before what was a query) never shows the rest whole, in the error's
 // message, the Failure's Reason or its URL: it is cut where it stops
-// being a URL (request.RedactURL).
+// being a URL (redact.URL).
 func TestPollUncleanLocationNotShown(t *testing.T) {
 	for _, loc := range []string{
 		"/results/1\xff\xffig=" + qsecret, // the fuzzer's: followed, then answered 303 again
@@ -41,8 +42,8 @@ func TestPollUncleanLocationNotShown(t *testing.T) {
 			var s sdktestsuite.WorkflowTestSuite
 			env := s.NewTestActivityEnvironment()
 			a.Register(env)
-			in := request.Monitor{Accepted: request.Accepted{Operation: "refund", Method: http.MethodPost, URL: srv.URL + "/refunds", Monitor: srv.URL + "/operations/1"}}
-			_, err = env.ExecuteActivity(request.PollActivityName, in)
+			in := poll.Monitor{Accepted: poll.Accepted{Operation: "refund", Method: http.MethodPost, URL: srv.URL + "/refunds", Monitor: srv.URL + "/operations/1"}}
+			_, err = env.ExecuteActivity(poll.ActivityName, in)
 			require.Error(t, err)
 			d, ok := workflows.AsFailure(err)
 			require.True(t, ok, "a Failure: %v", err)
@@ -50,7 +51,7 @@ func TestPollUncleanLocationNotShown(t *testing.T) {
 			for where, text := range map[string]string{"error": err.Error(), "Failure": string(enc), "Reason": d.Reason, "URL": d.URL} {
 				assert.NotContains(t, text, qsecret[:8], "%s shows what follows the unclean byte", where)
 			}
-			assert.True(t, strings.Contains(err.Error(), request.CutURL), "the cut is said: %s", err)
+			assert.True(t, strings.Contains(err.Error(), redact.CutURL), "the cut is said: %s", err)
 		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // redactor hides every piece of a credential: any run of bytes covered by
@@ -377,13 +377,13 @@ func hexValue(b []byte, i int) int {
 
 // json redacts the JSON document b (valid: the caller checked it with
 // json.Valid): the value of every member named like a
-// credential (request.RedactFields, the one rule for names), then secrets
+// credential (redact.Fields, the one rule for names), then secrets
 // inside the string literals, keeping every other byte: the result is
 // valid JSON whenever b is. ok is false when a secret stands outside any
 // string (a token of digits written as a number): no safe redaction
 // exists then, and out has only the named members redacted.
 func (r *redactSet) json(b []byte) (out []byte, changed, ok bool) {
-	b, changed = request.RedactValidFields(b, redacted)
+	b, changed = redact.ValidFields(b, redacted)
 	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) && (bytes.IndexByte(b, '%') < 0 || !r.escapedHit(b)) {
 		return b, changed, true // no secret, and none hidden behind an escape
 	}
@@ -396,7 +396,7 @@ func (r *redactSet) json(b []byte) (out []byte, changed, ok bool) {
 		if r.next(b[seg:i], 0) >= 0 {
 			return b, named, false
 		}
-		end := request.StringEnd(b, i)
+		end := redact.StringEnd(b, i)
 		if end < 0 {
 			return b, named, false
 		}

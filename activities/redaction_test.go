@@ -56,7 +56,7 @@ func TestErrorSnippetRedactedBeforeTruncation(t *testing.T) {
 				for at := cut - n; at <= cut; at++ {
 					t.Run(fmt.Sprintf("%d/%s/json=%s/at=%d", code, name, asJSON, at), func(t *testing.T) {
 						r := req(fmt.Sprintf("%s/pay?status=%d&part=%s&json=%s&at=%d", srv.URL, code, strings.ReplaceAll(name, " ", "+"), asJSON, at))
-						_, err, logs := run(t, cfg, r)
+						_, logs, err := run(t, cfg, r)
 						require.Error(t, err)
 						d, ok := workflows.AsFailure(err)
 						require.True(t, ok)
@@ -123,7 +123,7 @@ func TestServerURLSecretsRedacted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			before := srv.count()
-			resp, err, logs := run(t, cfg, req(srv.URL+tt.path))
+			resp, logs, err := run(t, cfg, req(srv.URL+tt.path))
 			assert.Equal(t, 1, srv.count()-before, "not followed")
 			assertNoPiece(t, err, resp, logs, secrets...)
 			if tt.path == "/created" {
@@ -205,7 +205,7 @@ func TestRedactionKeepsJSONValid(t *testing.T) {
 					"Authorization": {"Bearer " + token}, "X-Api-Key": {digits}, "X-Partner": {odd}, "X-Partner-Key": {quoted},
 				}}},
 			}
-			resp, err, logs := run(t, cfg, req(srv.URL))
+			resp, logs, err := run(t, cfg, req(srv.URL))
 			require.NoError(t, err, "redaction never turns a success into a failure")
 			assertNoPiece(t, nil, resp, logs, token, digits, odd, quoted)
 			assert.Equal(t, int64(len(tt.body)), resp.BodyBytes)
@@ -239,7 +239,7 @@ func TestEncodedBodiesAreRedacted(t *testing.T) {
 			srv := newRecorder(t, status(201, `{}`))
 			r := req(srv.URL)
 			r.Headers = map[string]string{name: "gzip"}
-			_, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+			_, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeInvalidRequest, appErr.Type())
 			assert.Contains(t, appErr.Message(), "Accept-Encoding")
@@ -287,7 +287,7 @@ func TestEncodedBodiesAreRedacted(t *testing.T) {
 				Credentials:    map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}},
 				HTTPClient:     &http.Client{Transport: &http.Transport{DisableCompression: true}},
 			}
-			resp, err, logs := run(t, cfg, req(srv.URL))
+			resp, logs, err := run(t, cfg, req(srv.URL))
 			assertNoPiece(t, err, resp, logs, token)
 			if tt.status == 201 {
 				require.NoError(t, err)
@@ -333,7 +333,7 @@ func TestRedirectQueryValuesRedacted(t *testing.T) {
 		for _, final := range []int32{1, 5} {
 			r := req(srv.URL + path)
 			r.MaximumAttempts = final
-			_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+			_, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeHTTPClientError, appErr.Type())
 			assert.Contains(t, appErr.Message(), "/v2/pay?X-Amz-Signature=REDACTED")
@@ -342,7 +342,7 @@ func TestRedirectQueryValuesRedacted(t *testing.T) {
 	}
 	t.Run("the request's own query values", func(t *testing.T) {
 		r := req(srv.URL + "/v2/slow?sig=" + signature)
-		_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+		_, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 		appErr := appError(t, err)
 		assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, appErr.Type())
 		assertNoPiece(t, err, nil, logs, signature)
@@ -368,7 +368,7 @@ func TestEncodedBodiesLayeredCutOrUnknown(t *testing.T) {
 	t.Run("gzip twice", func(t *testing.T) {
 		wire := encodeAs("gzip", encodeAs("gzip", echo))
 		srv := newRecorder(t, rawResponse(201, fmt.Sprintf("Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n", len(wire)), wire))
-		resp, err, logs := run(t, cfg(srv.URL), req(srv.URL))
+		resp, logs, err := run(t, cfg(srv.URL), req(srv.URL))
 		require.NoError(t, err)
 		assertNoPiece(t, err, resp, logs, token)
 		assert.JSONEq(t, `{"id":"pay_1","echo":"Bearer [REDACTED]"}`, string(resp.Body))
@@ -376,7 +376,7 @@ func TestEncodedBodiesLayeredCutOrUnknown(t *testing.T) {
 	t.Run("close-delimited deflate cut in transit", func(t *testing.T) {
 		enc := encodeAs("deflate", []byte(`{"note":"`+strings.Repeat("abcdefghij", 300)+`"}`))
 		srv := newRecorder(t, rawResponse(201, "Content-Type: application/json\r\nContent-Encoding: deflate\r\nConnection: close\r\n", enc[:len(enc)/2]))
-		resp, err, _ := run(t, cfg(srv.URL), req(srv.URL))
+		resp, _, err := run(t, cfg(srv.URL), req(srv.URL))
 		require.Nil(t, resp, "a 201 cut in transit is not a success")
 		assert.Equal(t, workflows.ErrTypeNetworkError, appError(t, err).Type())
 	})
@@ -387,7 +387,7 @@ func TestEncodedBodiesLayeredCutOrUnknown(t *testing.T) {
 		}
 		ce := strings.TrimSuffix(strings.Repeat("deflate,", 1000), ",")
 		srv := newRecorder(t, rawResponse(201, fmt.Sprintf("Content-Type: application/json\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n", ce, len(wire)), wire))
-		resp, err, logs := run(t, cfg(srv.URL), req(srv.URL))
+		resp, logs, err := run(t, cfg(srv.URL), req(srv.URL))
 		require.NoError(t, err)
 		assertNoPiece(t, err, resp, logs, token)
 		assert.True(t, resp.BodyOmitted)
@@ -395,7 +395,7 @@ func TestEncodedBodiesLayeredCutOrUnknown(t *testing.T) {
 	})
 	t.Run("a server's words as the coding", func(t *testing.T) {
 		srv := newRecorder(t, rawResponse(400, "Content-Encoding: "+strings.ToLower(token)+"\r\nContent-Length: 2\r\n", []byte("xx")))
-		_, err, logs := run(t, cfg(srv.URL), req(srv.URL))
+		_, logs, err := run(t, cfg(srv.URL), req(srv.URL))
 		assertNoPiece(t, err, nil, logs, strings.ToLower(token))
 		d, ok := workflows.AsFailure(err)
 		require.True(t, ok)
@@ -410,7 +410,7 @@ func TestUnparsableLocationQuery(t *testing.T) {
 		srv := newRecorder(t, status(code, "", "Location", "/pay/%zz?session_token=LEAKEDQUERYVALUE"))
 		r := req(srv.URL)
 		r.MaximumAttempts = 1
-		_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+		_, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 		appError(t, err)
 		assertNoPiece(t, err, nil, logs, "LEAKEDQUERYVALUE")
 	}

@@ -41,7 +41,7 @@ func TestRefreshFailsIsCredentialError(t *testing.T) {
 	t.Cleanup(activities.SetNewOAuth2(func(r credential.Redactor) credential.Source { f.r = r; return src }))
 	a, err := activities.New(cfg)
 	require.NoError(t, err)
-	_, err, _ = runWith(t, a, req(srv.URL))
+	_, _, err = runWith(t, a, req(srv.URL))
 	require.Error(t, err)
 	ae := appError(t, err)
 	assert.Equal(t, workflows.ErrTypeCredentialUnavailable, ae.Type(), "error: %v", err)

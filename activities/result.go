@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -54,7 +54,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 			continue
 		}
 		if urlHeaders[canon] || urlValue(v) {
-			v = request.RedactURL(v)
+			v = redact.URL(v)
 		}
 		if len(v) > maxHeaderValue {
 			v = v[:maxHeaderValue]

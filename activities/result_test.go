@@ -22,7 +22,7 @@ func TestBinaryResultNearTheBound(t *testing.T) {
 	for n := 5800; n <= 6400; n += 25 {
 		body := strings.Repeat("\xfe", n) // never JSON
 		srv := newRecorder(t, status(201, body, "Content-Type", "application/octet-stream"))
-		resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: bound}, req(srv.URL))
+		resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: bound}, req(srv.URL))
 		require.NoError(t, err)
 		enc, err := json.Marshal(resp)
 		require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestResultHeadersCountTowardsTheBound(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, status(201, tt.body, "Location", "/records/"+long, "X-Request-Id", long, "Content-Type", "application/json"))
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: bound}, req(srv.URL))
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: bound}, req(srv.URL))
 			require.NoError(t, err)
 			enc, err := json.Marshal(resp)
 			require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestLatin1JSONBodyIsKeptRaw(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := newRecorder(t, status(201, body, "Content-Type", "application/json"))
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, Credentials: map[string]activities.Credential{srv.URL: {Header: http.Header{"Authorization": {"Bearer " + token}}}}}
-			resp, err, logs := run(t, cfg, req(srv.URL))
+			resp, logs, err := run(t, cfg, req(srv.URL))
 			require.NoError(t, err, "a 2xx is a success")
 			assertNoPiece(t, nil, resp, logs, token)
 			assert.Empty(t, resp.Body)
@@ -101,7 +101,7 @@ func TestFollowStartResultWithinBound(t *testing.T) {
 	srv := newRecorder(t, status(202, body, "Location", "/operations/"+strings.Repeat("m", 7<<10)))
 	in := req(srv.URL + "/charges")
 	in.Follow = true
-	resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: 12 << 10}, in)
+	resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: 12 << 10}, in)
 	require.NoError(t, err)
 	enc, _ := json.Marshal(resp)
 	assert.LessOrEqual(t, len(enc), 12<<10)

@@ -13,7 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/retryafter"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -82,7 +83,7 @@ type progress struct {
 // call b to origin o: the call's MaxRetryAfter, else the origin's
 // (Convention.MaxRetryAfter), else Config.MaxRetryAfter (the one place of
 // that rule).
-func (a *Activities) retryAfterCap(o *origin, b request.Backoff) time.Duration {
+func (a *Activities) retryAfterCap(o *origin, b backoff.Backoff) time.Duration {
 	return cmp.Or(max(b.MaxRetryAfter, 0), o.conv.MaxRetryAfter, a.cfg.MaxRetryAfter)
 }
 
@@ -260,27 +261,27 @@ func (a *Activities) retryWait(f *failure, next progress, now time.Time) wait {
 	switch {
 	case f.v.retryAfter > 0:
 		// The credential's source (a token endpoint's Retry-After).
-		w.delay = max(min(f.v.retryAfter, a.retryAfterCap(f.p.o, f.p.req.Backoff)), request.MinRetryDelay)
+		w.delay = max(min(f.v.retryAfter, a.retryAfterCap(f.p.o, f.p.req.Backoff)), backoff.MinRetryDelay)
 		w.source, w.retryAfter, w.fromRetryAfter = "the credential's Retry-After", f.v.retryAfter, true
 	case w.fromRetryAfter:
-		w.delay = max(min(w.retryAfter, a.retryAfterCap(f.p.o, f.p.req.Backoff)), request.MinRetryDelay)
+		w.delay = max(min(w.retryAfter, a.retryAfterCap(f.p.o, f.p.req.Backoff)), backoff.MinRetryDelay)
 		w.source = fmt.Sprintf("Retry-After %q", strings.Join(f.header.Values("Retry-After"), ", "))
 		if f.v.inFlight {
-			w.delay = max(w.delay, request.MinInFlightWait)
+			w.delay = max(w.delay, backoff.MinInFlightWait)
 		}
 	case f.v.credential:
 		w.delay, w.source = credentialBackoff(next.Credential), "the credential's backoff"
 	case f.v.inFlight:
-		w.delay = max(request.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime)))
+		w.delay = max(backoff.MinInFlightWait, b.Delay(next.InFlightCount, a.cfg.Uniform, backoff.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime)))
 		w.source = "in-flight backoff (" + string(b.Jitter) + " jitter)"
 	case paced:
 		// The limiter has cut the origin's rate: it paces the retry.
-		w.delay, w.source = request.MinRetryDelay, "adaptive admission after a throttle"
+		w.delay, w.source = backoff.MinRetryDelay, "adaptive admission after a throttle"
 	default:
-		w.delay = b.Delay(next.Counted, a.cfg.Uniform, request.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime))
+		w.delay = b.Delay(next.Counted, a.cfg.Uniform, backoff.DecorrelatedSeed(f.p.req.IdempotencyKey, f.info.ScheduledTime))
 	}
-	// request.JitterNone without Retry-After leaves the interval to Temporal.
-	w.handed = w.fromRetryAfter || f.v.inFlight || f.v.credential || b.Jitter != request.JitterNone || paced
+	// backoff.JitterNone without Retry-After leaves the interval to Temporal.
+	w.handed = w.fromRetryAfter || f.v.inFlight || f.v.credential || b.Jitter != backoff.JitterNone || paced
 	return w
 }
 
@@ -369,7 +370,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	var best time.Duration
 	found := false
 	for _, v := range h.Values("Retry-After") {
-		if d, ok := request.ParseRetryAfter(v, now); ok && (!found || d > best) {
+		if d, ok := retryafter.Parse(v, now); ok && (!found || d > best) {
 			best, found = d, true
 		}
 	}

@@ -53,7 +53,7 @@ func TestRetryAfterCapPerOriginAndCall(t *testing.T) {
 				}
 				_, _ = w.Write([]byte(`{"id":"op_1"}`))
 			})
-			c := activities.IETF()
+			c := activities.IETFConvention()
 			c.MaxRetryAfter = tt.origin
 			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{Conventions: map[string]activities.Convention{api.URL: c}})
 			env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (*workflows.Response, error) {

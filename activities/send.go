@@ -20,35 +20,39 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 )
 
 // prepared is a validated request, ready to send.
 type prepared struct {
-	req    request.Input
+	req    input.Input
 	method string
 	url    *url.URL
 	// raw is url as a string, as sent.
 	raw string
 	// shown is url as messages, details, spans and logs may show it: with
-	// its query values redacted (request.RedactURL, the one rule).
+	// its query values redacted (redact.URL, the one rule).
 	shown  string
 	origin string
 	o      *origin
 	// inject: the attempt's trace context goes into the request's
-	// headers (set by Do: false only when the default propagator, W3C
+	// headers (set by requestActivity: false only when the default propagator, W3C
 	// Trace Context, would write nothing, the span context being invalid).
 	inject bool
 	// noKey: the request carries no idempotency key (a poll's GET).
 	noKey bool
-	// prev is Do's progress of the attempts before this one, which admit
+	// prev is requestActivity's progress of the attempts before this one, which admit
 	// updates (asking.prev points here).
 	prev progress
 }
 
 // parsedURL is a request URL as prepare needs it: parsed
-// (request.ParseURL), with its origin, as sent (raw) and as shown
-// (request.RedactURL). It is never modified.
+// (httpurl.Parse), with its origin, as sent (raw) and as shown
+// (redact.URL). It is never modified.
 type parsedURL struct {
 	url                *url.URL
 	origin, raw, shown string
@@ -72,12 +76,12 @@ func (c *urlCache) parse(s string) (*parsedURL, error) {
 	if ok {
 		return pu, nil
 	}
-	u, o, err := request.ParseURL(s)
+	u, o, err := httpurl.Parse(s)
 	if err != nil {
 		return nil, err
 	}
 	raw := u.String()
-	pu = &parsedURL{url: u, origin: o, raw: raw, shown: request.RedactURL(raw)}
+	pu = &parsedURL{url: u, origin: o, raw: raw, shown: redact.URL(raw)}
 	if len(s) > maxCachedURLBytes {
 		return pu, nil
 	}
@@ -178,7 +182,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		loc := resp.Header.Get("Location")
 		if (ans.status == http.StatusTemporaryRedirect || ans.status == http.StatusPermanentRedirect) && hop < maxRedirects && loc != "" {
 			if next, err := target.Parse(loc); err == nil && next.User == nil {
-				if _, o, err := request.ParseURL(next.String()); err == nil && o == p.origin {
+				if _, o, err := httpurl.Parse(next.String()); err == nil && o == p.origin {
 					target = next
 					continue
 				}
@@ -211,12 +215,12 @@ func (o *origin) unsendable(hr *http.Request, failed error) error {
 	}
 	for name, vs := range hr.Header {
 		err := error(nil)
-		if !request.ValidHeaderName(name) {
+		if !httpheader.ValidName(name) {
 			err = fmt.Errorf("header name %q is not a valid HTTP token", name)
 		}
 		for _, v := range vs {
 			if err == nil {
-				err = request.HeaderValue(name, v)
+				err = httpheader.CheckValue(name, v)
 			}
 		}
 		switch {
@@ -276,7 +280,7 @@ func (a *Activities) setHeaders(ctx context.Context, hr *http.Request, p *prepar
 	}
 	// Defaults first: a workflow's Accept or User-Agent is sent as set.
 	// What the worker sets after them, the request may not set
-	// (request.Headers and prepare refuse it).
+	// (rules.Headers and prepare refuse it).
 	h["User-Agent"] = a.userAgent
 	h["Accept"] = jsonValue
 	// Asked for here, the codings are left to read's decoder by the
@@ -392,7 +396,7 @@ func readAtMost(r io.Reader, limit int64) ([]byte, error) {
 // maxHashedBody) for one too large to keep, else of the bytes read.
 func (ans *answer) bodySHA256() string {
 	if ans.sha256 == "" {
-		ans.sha256 = request.BodyHash(ans.body)
+		ans.sha256 = rules.BodyHash(ans.body)
 	}
 	return ans.sha256
 }

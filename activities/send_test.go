@@ -10,7 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // readAtMost reads what io.ReadAll(io.LimitReader(r, limit)) reads, with
@@ -37,7 +38,7 @@ func TestReadAtMostAsReadAll(t *testing.T) {
 	}
 }
 
-// The URL cache answers as request.ParseURL and request.RedactURL do, and
+// The URL cache answers as httpurl.Parse and redact.URL do, and
 // forgets everything when it is full.
 func TestURLCache(t *testing.T) {
 	var c urlCache
@@ -45,12 +46,12 @@ func TestURLCache(t *testing.T) {
 		for range 2 {
 			pu, err := c.parse(s)
 			assert.NoError(t, err)
-			u, o, err := request.ParseURL(s)
+			u, o, err := httpurl.Parse(s)
 			assert.NoError(t, err)
 			assert.Equal(t, u, pu.url)
 			assert.Equal(t, o, pu.origin)
 			assert.Equal(t, u.String(), pu.raw)
-			assert.Equal(t, request.RedactURL(u.String()), pu.shown)
+			assert.Equal(t, redact.URL(u.String()), pu.shown)
 		}
 	}
 	_, err := c.parse("ftp://example.com/")

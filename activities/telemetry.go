@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -156,7 +156,7 @@ func (a *Activities) metrics(ctx context.Context, origin, operation string) clie
 }
 
 // resultOf returns an attempt's verdict kind and error type as metrics, spans and
-// logs name them: Do's error decides, so that a retryable type made final
+// logs name them: requestActivity's error decides, so that a retryable type made final
 // on the last attempt counts as non_retryable.
 func resultOf(err error) (verdictKind, string) {
 	if err == nil {
@@ -284,17 +284,17 @@ func (a *Activities) propagator() propagation.TextMapPropagator {
 	return propagation.TraceContext{}
 }
 
-// bodyHash is a body whose SHA-256 (request.BodyHash) a log line shows,
+// bodyHash is a body whose SHA-256 (rules.BodyHash) a log line shows,
 // worked out only when the line is written: slog resolves a LogValuer only
 // for a record its handler takes (not below its level), and other loggers
 // print it with String.
 type bodyHash []byte
 
 // LogValue is the hash, for slog.
-func (b bodyHash) LogValue() slog.Value { return slog.StringValue(request.BodyHash(b)) }
+func (b bodyHash) LogValue() slog.Value { return slog.StringValue(rules.BodyHash(b)) }
 
 // String is the hash.
-func (b bodyHash) String() string { return request.BodyHash(b) }
+func (b bodyHash) String() string { return rules.BodyHash(b) }
 
 // observeRetry records a retry handed to Temporal: its delay (when the
 // activity chose one), the Retry-After wait, the wait for a key in flight.

@@ -30,7 +30,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -129,7 +129,7 @@ func TestAttemptSpan(t *testing.T) {
 			require.NoError(t, err)
 			a.Register(env)
 			r := req(srv.URL + "/payments" + query)
-			_, err = env.ExecuteActivity(request.ActivityName, r)
+			_, err = env.ExecuteActivity(input.ActivityName, r)
 			assert.Equal(t, tt.wantErr, err != nil, "error: %v", err)
 
 			spans := sr.Ended()
@@ -241,7 +241,7 @@ func TestWorkflowTrace(t *testing.T) {
 	for i, s := range httpSpans {
 		parent, ok := byID[s.Parent().SpanID()]
 		if assert.True(t, ok, "the parent of HTTP span %d was recorded", i+1) {
-			assert.Equal(t, "RunActivity:"+request.ActivityName, parent.Name())
+			assert.Equal(t, "RunActivity:"+input.ActivityName, parent.Name())
 		}
 		assert.Equal(t, int64(i+1), attrs(s)["idempotent_http.attempt"].AsInt64())
 		assert.Equal(t, traceparent(s.SpanContext()), got[i], "request %d", i+1)
@@ -312,7 +312,7 @@ func TestPropagator(t *testing.T) {
 			a, err := activities.New(cfg)
 			require.NoError(t, err)
 			a.Register(env)
-			_, err = env.ExecuteActivity(request.ActivityName, req(srv.URL))
+			_, err = env.ExecuteActivity(input.ActivityName, req(srv.URL))
 			require.NoError(t, err)
 			r, _ := srv.last()
 			assert.Contains(t, r.Header.Get("traceparent"), parent.SpanContext().TraceID().String())

@@ -34,7 +34,7 @@ func TestCutSuccessBodyIsRetried(t *testing.T) {
 			srv := newRecorder(t, cutBody(201, body))
 			r := req(srv.URL)
 			r.MaximumAttempts = tt.attempts
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, r)
 			require.Nil(t, resp, "a 201 without its whole body is not a success")
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), appErr.Message())
@@ -61,7 +61,7 @@ func TestCutAfterCodedStreamIsRetried(t *testing.T) {
 	for _, coding := range []string{"zlib", "raw deflate", "gzip"} {
 		t.Run(coding, func(t *testing.T) {
 			srv := newRecorder(t, cutAfterCoded(201, coding, body))
-			resp, err, _ := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+			resp, _, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 			require.Nil(t, resp, "a 201 whose message was cut is not a success")
 			appErr := appError(t, err)
 			assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), appErr.Message())
@@ -112,7 +112,7 @@ func TestFinalErrorAfterUnansweredAttempt(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
 			r := req(srv.URL)
 			r.MaximumAttempts = 5
-			_, err, _ := runAfter(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r, tt.prev)
+			_, _, err := runAfter(t, activities.Config{AllowedOrigins: []string{srv.URL}, Admission: activities.Admission{Off: true}}, r, tt.prev)
 			appErr := appError(t, err)
 			assert.Equal(t, tt.wantType, appErr.Type(), appErr.Message())
 			assert.Equal(t, tt.wantFinal, appErr.NonRetryable(), appErr.Message())

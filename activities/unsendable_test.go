@@ -20,7 +20,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -123,7 +123,7 @@ func TestUnsendableAttemptSendsNothing(t *testing.T) {
 				a.Register(env)
 				r := req(api.URL + "/charges")
 				r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-				_, err := env.ExecuteActivity(request.ActivityName, r)
+				_, err := env.ExecuteActivity(input.ActivityName, r)
 				return err
 			}
 			for i := range 6 {
@@ -187,7 +187,7 @@ func TestSentRequestIsNeverCalledUnsent(t *testing.T) {
 	bad.Store(true)
 	cfg := activities.Config{AllowedOrigins: []string{api.URL}, Propagator: badPropagator{&bad},
 		HTTPClient: &http.Client{Transport: dropTrace{}}}
-	_, err, _ := run(t, cfg, req(api.URL+"/charges"))
+	_, _, err := run(t, cfg, req(api.URL+"/charges"))
 	require.Equal(t, 1, api.count(), "the request reached the API")
 	appErr := appError(t, err)
 	assert.Equal(t, workflows.ErrTypeNetworkError, appErr.Type(), "%v", err)
@@ -210,7 +210,7 @@ func TestFinalFailureLogSaysOutcomeUnknown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newRecorder(t, tt.handler)
-			_, err, logs := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
+			_, logs, err := run(t, activities.Config{AllowedOrigins: []string{srv.URL}}, req(srv.URL))
 			require.Error(t, err)
 			line := ""
 			for _, l := range strings.Split(logs, "\n") {

@@ -21,7 +21,7 @@ func TestMonitorHeaderInResultHeadersIsRedactedAsAURL(t *testing.T) {
 	for _, h := range []string{"Operation-Location", "Azure-AsyncOperation"} {
 		t.Run(h, func(t *testing.T) {
 			api := newRecorder(t, status(http.StatusAccepted, "", h, "/operations/1?api-version=2024-01-01&sig="+sig))
-			c := activities.IETF()
+			c := activities.IETFConvention()
 			c.LongRunning = activities.OperationLocation()
 			if h == "Azure-AsyncOperation" {
 				c.LongRunning = activities.AzureAsyncOperation()
@@ -30,7 +30,7 @@ func TestMonitorHeaderInResultHeadersIsRedactedAsAURL(t *testing.T) {
 				ResultHeaders: []string{"Content-Type", h}, Conventions: map[string]activities.Convention{api.URL: c}}
 			r := req(api.URL + "/transfers")
 			r.Follow = true
-			resp, err, logs := run(t, cfg, r)
+			resp, logs, err := run(t, cfg, r)
 			require.NoError(t, err)
 			require.NotNil(t, resp.Accepted)
 			require.NotEmpty(t, resp.Accepted.Sealed, "the signature made the monitor travel sealed")

@@ -13,8 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 )
 
 var updateDocs = flag.Bool("update", false, "rewrite the settings table of docs/settings.md from the declarations")
@@ -84,14 +83,14 @@ func TestSettingsDeclaredOnce(t *testing.T) {
 	// The defaults declared are the library's.
 	lib := activities.Admission{}.WithDefaults()
 	want := map[string]any{
-		"task-queue":                workflows.DefaultTaskQueue,
-		"max-response-bytes":        int64(request.DefaultMaxResponseBytes),
-		"max-retry-after":           request.DefaultMaxRetryAfter,
-		"webhook-max-body-bytes":    int64(request.DefaultWebhookMaxBodyBytes),
-		"webhook-delivery-timeout":  request.DefaultDeliveryTimeout,
-		"webhook-workflow-id-field": request.DefaultWorkflowIDField,
-		"webhook-operation-field":   request.DefaultOperationField,
-		"webhook-key-digest-field":  request.DefaultKeyDigestField,
+		"task-queue":                defaults.TaskQueue,
+		"max-response-bytes":        int64(defaults.MaxResponseBytes),
+		"max-retry-after":           defaults.MaxRetryAfter,
+		"webhook-max-body-bytes":    int64(defaults.WebhookMaxBodyBytes),
+		"webhook-delivery-timeout":  defaults.DeliveryTimeout,
+		"webhook-workflow-id-field": defaults.WorkflowIDField,
+		"webhook-operation-field":   defaults.OperationField,
+		"webhook-key-digest-field":  defaults.KeyDigestField,
 		"webhook-hmac-header":       hmacDefaults.Header,
 		"webhook-hmac-encoding":     hmacDefaults.Encoding,
 		"admission":                 !lib.Off,

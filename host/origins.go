@@ -23,8 +23,10 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // originsFile is the TOML file worker --origins reads (ORIGINS_FILE): one
@@ -147,7 +149,7 @@ func loadOrigins(path string, env environ) (originSettings, error) {
 	first := map[string]string{} // canonical origin → the name of its first table
 	for _, name := range l.inFileOrder(key{"origin"}, slices.Collect(maps.Keys(f.Origin))) {
 		k := key{"origin", name}
-		o, err := request.ParseOrigin(name)
+		o, err := httpurl.ParseOrigin(name)
 		if err != nil {
 			return originSettings{}, l.fail(k, false, "%s: %v: write the origin as scheme://host[:port], e.g. [origin.\"https://api.stripe.com\"]", k.table(), err)
 		}
@@ -834,9 +836,9 @@ func (l *loader) convention(k key, o string, t originTable) (activities.Conventi
 	if t.KeyHeader != "" {
 		h := http.CanonicalHeaderKey(t.KeyHeader)
 		switch {
-		case !request.ValidHeaderName(h):
+		case !httpheader.ValidName(h):
 			return c, l.fail(k.with("key_header"), true, "key_header = %s: not a header name: write the name of the header the server reads the key from, e.g. key_header = \"PayPal-Request-Id\"", shown(t.KeyHeader))
-		case request.IsCredential(h):
+		case redact.IsCredential(h):
 			return c, l.fail(k.with("key_header"), true, "key_header = %q: a header named like a credential: the key is written to Temporal's history and logged; write the header the server reads the key from, e.g. key_header = \"PayPal-Request-Id\"", h)
 		}
 		c.KeyHeader = t.KeyHeader
@@ -858,7 +860,7 @@ func (l *loader) headers(k key, t map[string]any) (http.Header, map[string]strin
 	for _, name := range l.inFileOrder(k, slices.Collect(maps.Keys(t))) {
 		hk := k.with(name)
 		canon := http.CanonicalHeaderKey(name)
-		if !request.ValidHeaderName(canon) {
+		if !httpheader.ValidName(canon) {
 			return nil, nil, l.fail(hk, false, "%s: not a header name: write the name the server reads, e.g. headers.X-Api-Key or headers.Authorization", hk)
 		}
 		if other, twice := seen[canon]; twice {
@@ -888,7 +890,7 @@ func (l *loader) headers(k key, t map[string]any) (http.Header, map[string]strin
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := request.HeaderValue(name, ref.prefix+val); err != nil {
+			if err := httpheader.CheckValue(name, ref.prefix+val); err != nil {
 				return nil, nil, l.fail(hk.with("env"), true, "%s: $%s: %v; fix the variable's value", hk, ref.env, err)
 			}
 			h = addHeader(h, name, ref.prefix+val)

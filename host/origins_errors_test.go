@@ -20,7 +20,7 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 )
 
 // TestOriginsFileErrors: each malformed origins file is refused with what
@@ -322,8 +322,8 @@ ca_file = %q
 			{bank.URL, "the origin refused the client certificate of tls.cert_file at " + path + ":7:1"},
 		} {
 			env := suite.NewTestActivityEnvironment()
-			env.RegisterActivity(a.Do)
-			_, err := env.ExecuteActivity(a.Do, request.Input{Operation: "charge", URL: c.url + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: "key-1"})
+			a.Register(env)
+			_, err := env.ExecuteActivity(input.ActivityName, input.Input{Operation: "charge", URL: c.url + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: "key-1"})
 			require.Error(t, err)
 			t.Log(err)
 			assert.Contains(t, err.Error(), c.want)

@@ -34,7 +34,7 @@ func TestLoadOrigins(t *testing.T) {
 	secretFile := filepath.Join(t.TempDir(), "paypal-secret")
 	require.NoError(t, os.WriteFile(secretFile, []byte("  EFcS-client-secret-from-file\n"), 0o600))
 	env := envOf(map[string]string{"STRIPE_KEY": "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "PAYPAL_ID": "AYSq3RDGsmBLJE", "PAYPAL_SECRET": "EFcS-client-secret-env"})
-	azure := activities.IETF()
+	azure := activities.IETFConvention()
 	azure.LongRunning = activities.AzureAsyncOperation()
 	azure.KeyHeader, azure.KeyQuoted = "X-Request-Key", true
 	tests := []struct {
@@ -56,7 +56,7 @@ key_header = "X-Request-Key"
 key_quoted = true
 long_running = "azure"
 `, 0o644, []string{"https://api.example.com", "https://api.stripe.com"},
-			map[string]activities.Convention{"https://api.stripe.com": activities.Stripe(), "https://api.example.com": azure},
+			map[string]activities.Convention{"https://api.stripe.com": activities.StripeConvention(), "https://api.example.com": azure},
 			map[string]activities.Credential{}, nil},
 		{"headers by reference", `
 [origin."https://api.stripe.com".headers]
@@ -311,7 +311,7 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 	ac, err := activityConfig(config{settings: settings{Allow: []string{"http://127.0.0.1:8081"}, Token: "tok_live_0123456789", TokenOrigin: "http://127.0.0.1:8081", OriginsPath: path}, file: file})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"http://127.0.0.1:8081", "https://api.stripe.com"}, ac.AllowedOrigins)
-	assert.Equal(t, map[string]activities.Convention{"https://api.stripe.com": activities.Stripe()}, ac.Conventions)
+	assert.Equal(t, map[string]activities.Convention{"https://api.stripe.com": activities.StripeConvention()}, ac.Conventions)
 	creds, err := workerCredentials(ac.AllowedOrigins, file.Credentials, "tok_live_0123456789", "http://127.0.0.1:8081")
 	require.NoError(t, err)
 	assert.EqualExportedValues(t, map[string]activities.Credential{
@@ -346,7 +346,7 @@ Authorization = { env = "STRIPE_KEY", prefix = "Bearer " }
 }
 
 // TestOriginsExample: testdata/origins.toml, the file docs/credentials.md
-// shows (internal/testing/repocheck checks it word for word there), gives
+// shows (harness/repocheck checks it word for word there), gives
 // each origin the credential its page says.
 func TestOriginsExample(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
@@ -364,7 +364,7 @@ func TestOriginsExample(t *testing.T) {
 	assert.Equal(t, &activities.TLSFiles{}, c[bank].TokenTLS, "the bank's token requests: the system's CAs, no client certificate")
 	assert.Equal(t, &activities.SigV4{Service: "execute-api", Region: "eu-west-1"}, c[aws].SigV4)
 	assert.Equal(t, map[string]string{"Authorization": "/run/secrets/stripe-key"}, c[stripe].HeaderFiles)
-	assert.Equal(t, activities.Stripe(), s.Conventions[stripe])
+	assert.Equal(t, activities.StripeConvention(), s.Conventions[stripe])
 	assert.Equal(t, "PayPal-Request-Id", s.Conventions[paypal].KeyHeader)
 
 	a := activities.Admission{}

@@ -31,7 +31,8 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 )
 
 // rotatingSecrets is what a server accepts: the old secret until it is
@@ -217,9 +218,9 @@ ca_file = %[9]q
 			wg.Go(func() {
 				for i := 0; time.Since(start) < run; i++ {
 					target := targets[(g+i)%len(targets)]
-					in := request.Input{Operation: "charge", URL: target + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: fmt.Sprintf("key-%d-%d", g, i)}
+					in := input.Input{Operation: "charge", URL: target + "/charges", Body: []byte(`{"amount":42}`), IdempotencyKey: fmt.Sprintf("key-%d-%d", g, i)}
 					calls.Add(1)
-					resp, err := a.Do(ctx, in)
+					resp, err := registered.Of(a).Do(ctx, in)
 					if err != nil || resp.Status != http.StatusCreated {
 						failed.Add(1)
 						if err == nil {

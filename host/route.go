@@ -4,12 +4,14 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 )
 
 // routing is the workflow interceptor of the shared rate: it runs this
-// package's HTTP activities (request.ActivityName and
-// request.PollActivityName: every request to an origin, a start, a poll,
+// package's HTTP activities (input.ActivityName and
+// poll.ActivityName: every request to an origin, a start, a poll,
 // a cancel request, the read of a result) that a workflow schedules on
 // the worker's base task queue on the queue of the origin they call,
 // when the worker allows that origin (it polls its queue), as
@@ -82,23 +84,23 @@ func (r *routing) route(taskQueue, wfQueue, activityType string, args []any) (st
 	}
 	var urls []string
 	switch activityType {
-	case request.ActivityName:
+	case input.ActivityName:
 		switch in := args[0].(type) {
-		case request.Input:
+		case input.Input:
 			urls = []string{in.URL}
-		case *request.Input:
+		case *input.Input:
 			urls = []string{in.URL}
 		}
-	case request.PollActivityName:
+	case poll.ActivityName:
 		switch in := args[0].(type) {
-		case request.Monitor:
+		case poll.Monitor:
 			urls = pollURLs(in)
-		case *request.Monitor:
+		case *poll.Monitor:
 			urls = pollURLs(*in)
 		}
 	}
 	for _, u := range urls {
-		if origin, err := request.Origin(u); err == nil {
+		if origin, err := httpurl.Origin(u); err == nil {
 			tq, ok := r.queues[origin]
 			return tq, ok
 		}
@@ -109,6 +111,6 @@ func (r *routing) route(taskQueue, wfQueue, activityType string, args []any) (st
 // pollURLs are the URLs whose origin a poll's requests are paced by,
 // the first absolute one's: the monitor's (a poll and a cancel request go
 // there, the result most often), else the start request's.
-func pollURLs(m request.Monitor) []string {
+func pollURLs(m poll.Monitor) []string {
 	return []string{m.Monitor, m.URL}
 }

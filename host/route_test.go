@@ -16,7 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -29,24 +31,24 @@ func TestRoute(t *testing.T) {
 	const api, other = "https://api.example.com", "https://other.example"
 	on := true
 	r := newRouting("orders", newOriginQueues("orders", []string{api, "HTTPS://Status.Example:443"}).queues, func() bool { return on })
-	in := request.Input{URL: api + "/charges"}
-	mon := request.Monitor{Accepted: request.Accepted{URL: api + "/exports", Monitor: "https://status.example/op/1"}}
+	in := input.Input{URL: api + "/charges"}
+	mon := poll.Monitor{Accepted: poll.Accepted{URL: api + "/exports", Monitor: "https://status.example/op/1"}}
 	tests := []struct {
 		name, queue, activity string
 		args                  []any
 		want                  string // "" for no move
 	}{
-		{"a start on the workflow's queue", "", request.ActivityName, []any{in}, "orders@https://api.example.com"},
-		{"a start set on the base queue", "orders", request.ActivityName, []any{&in}, "orders@https://api.example.com"},
-		{"a poll: the monitor's origin", "", request.PollActivityName, []any{mon}, "orders@https://status.example"},
-		{"a poll without a monitor: the start's", "", request.PollActivityName, []any{request.Monitor{Accepted: request.Accepted{URL: api + "/x"}}}, "orders@https://api.example.com"},
-		{"a request on its own task queue", "payments", request.ActivityName, []any{in}, ""},
-		{"a request already on its origin's queue", "orders@https://api.example.com", request.ActivityName, []any{in}, ""},
-		{"an origin the worker does not allow", "", request.ActivityName, []any{request.Input{URL: other + "/x"}}, ""},
+		{"a start on the workflow's queue", "", input.ActivityName, []any{in}, "orders@https://api.example.com"},
+		{"a start set on the base queue", "orders", input.ActivityName, []any{&in}, "orders@https://api.example.com"},
+		{"a poll: the monitor's origin", "", poll.ActivityName, []any{mon}, "orders@https://status.example"},
+		{"a poll without a monitor: the start's", "", poll.ActivityName, []any{poll.Monitor{Accepted: poll.Accepted{URL: api + "/x"}}}, "orders@https://api.example.com"},
+		{"a request on its own task queue", "payments", input.ActivityName, []any{in}, ""},
+		{"a request already on its origin's queue", "orders@https://api.example.com", input.ActivityName, []any{in}, ""},
+		{"an origin the worker does not allow", "", input.ActivityName, []any{input.Input{URL: other + "/x"}}, ""},
 		{"another activity", "", "SendEmail", []any{in}, ""},
-		{"a callback URL's local activity", "", request.CallbackActivityName, []any{"charge"}, ""},
-		{"no input", "", request.ActivityName, nil, ""},
-		{"an input of another type", "", request.ActivityName, []any{"http://x"}, ""},
+		{"a callback URL's local activity", "", input.CallbackActivityName, []any{"charge"}, ""},
+		{"no input", "", input.ActivityName, nil, ""},
+		{"an input of another type", "", input.ActivityName, []any{"http://x"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +60,7 @@ func TestRoute(t *testing.T) {
 	// Until Start finds the shared rate in force (or where it is not),
 	// nothing moves.
 	on = false
-	_, ok := r.route("", "orders", request.ActivityName, []any{in})
+	_, ok := r.route("", "orders", input.ActivityName, []any{in})
 	assert.False(t, ok, "routed without the shared rate in force")
 }
 
@@ -106,7 +108,7 @@ func TestRoutingReplaysRecordedHistories(t *testing.T) {
 				workflow.Execution{ID: tt.workflowID, RunID: "recorded"}))
 			want := make([]string, tt.activities)
 			for i := range want {
-				want[i] = request.OriginQueue(tt.base, tt.origin)
+				want[i] = httpurl.OriginQueue(tt.base, tt.origin)
 			}
 			assert.Equal(t, want, rec.queues(), "the replayed commands run on the origin's queue")
 
@@ -115,7 +117,7 @@ func TestRoutingReplaysRecordedHistories(t *testing.T) {
 			// (--shared-rate=false, or one that may not write the config).
 			for _, ev := range hist.Events {
 				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-					a.GetTaskQueue().Name = request.OriginQueue(tt.base, tt.origin)
+					a.GetTaskQueue().Name = httpurl.OriginQueue(tt.base, tt.origin)
 				}
 			}
 			plain := worker.NewWorkflowReplayer()

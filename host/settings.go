@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 )
 
 // settings are a worker's settings, each declared once by its field's
@@ -315,7 +315,7 @@ func workerCredentials(origins []string, file map[string]activities.Credential, 
 // canonical is the canonical form of origin o, or o if it is none (which
 // activities.New then refuses).
 func canonical(o string) string {
-	if c, err := request.ParseOrigin(strings.TrimSpace(o)); err == nil {
+	if c, err := httpurl.ParseOrigin(strings.TrimSpace(o)); err == nil {
 		return c
 	}
 	return o

@@ -83,22 +83,22 @@ func TestParseConventions(t *testing.T) {
 		{"presets and a key header",
 			"https://api.stripe.com=stripe, https://api-m.paypal.com=ietf:PayPal-Request-Id",
 			map[string]activities.Convention{
-				"https://api.stripe.com":   activities.Stripe(),
-				"https://api-m.paypal.com": with(activities.IETF(), "PayPal-Request-Id", false),
+				"https://api.stripe.com":   activities.StripeConvention(),
+				"https://api-m.paypal.com": with(activities.IETFConvention(), "PayPal-Request-Id", false),
 			}, ""},
 		{"quoted", "https://api.example.com=ietf+quoted",
-			map[string]activities.Convention{"https://api.example.com": with(activities.IETF(), "", true)}, ""},
+			map[string]activities.Convention{"https://api.example.com": with(activities.IETFConvention(), "", true)}, ""},
 		{"quoted, any case, with spaces, and a key header", "https://api.example.com= IETF + Quoted :X-Request-Key",
-			map[string]activities.Convention{"https://api.example.com": with(activities.IETF(), "X-Request-Key", true)}, ""},
+			map[string]activities.Convention{"https://api.example.com": with(activities.IETFConvention(), "X-Request-Key", true)}, ""},
 		{"quoted stripe", "https://api.stripe.com=stripe+quoted",
-			map[string]activities.Convention{"https://api.stripe.com": with(activities.Stripe(), "", true)}, ""},
+			map[string]activities.Convention{"https://api.stripe.com": with(activities.StripeConvention(), "", true)}, ""},
 		{"no preset", "https://x", nil, "ORIGIN=PRESET"},
 		{"unknown preset", "https://x=paypal", nil, "ORIGIN=PRESET"},
 		{"long-running presets", "https://a.example=ietf+azure, https://b.example=stripe+quoted+operation-location, https://c.example=ietf+google",
 			map[string]activities.Convention{
-				"https://a.example": lro(activities.IETF(), activities.AzureAsyncOperation()),
-				"https://b.example": lro(with(activities.Stripe(), "", true), activities.OperationLocation()),
-				"https://c.example": lro(activities.IETF(), activities.GoogleOperation("https://c.example/v1/")),
+				"https://a.example": lro(activities.IETFConvention(), activities.AzureAsyncOperation()),
+				"https://b.example": lro(with(activities.StripeConvention(), "", true), activities.OperationLocation()),
+				"https://c.example": lro(activities.IETFConvention(), activities.GoogleOperation("https://c.example/v1/")),
 			}, ""},
 		{"unknown suffix", "https://x=ietf+strict", nil, "ORIGIN=PRESET[+MODIFIER...]"},
 		{"empty suffix", "https://x=ietf+", nil, "ORIGIN=PRESET[+MODIFIER...]"},
@@ -149,7 +149,7 @@ func TestConventionPresets(t *testing.T) {
 		preset, _ := named.Lookup[longRunningPreset](name)
 		got, err := parseConventions([]string{"https://api.example.com=ietf+" + name})
 		require.NoError(t, err, name)
-		want := activities.IETF()
+		want := activities.IETFConvention()
 		want.LongRunning = preset("https://api.example.com")
 		assert.Equal(t, map[string]activities.Convention{"https://api.example.com": want}, got, name)
 		assert.Contains(t, fs.Lookup("convention").Usage, "+"+name)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 )
 
 // originQueues are the allowed origins' own task queues, which the worker
@@ -42,10 +42,10 @@ func newOriginQueues(base string, origins []string) *originQueues {
 	for _, o := range origins {
 		// The origins were validated by activities.New's rules: canonical
 		// form as the workflow side names the queue.
-		if canon, err := request.ParseOrigin(o); err == nil {
+		if canon, err := httpurl.ParseOrigin(o); err == nil {
 			o = canon
 		}
-		q.queues[request.OriginQueue(base, o)] = o
+		q.queues[httpurl.OriginQueue(base, o)] = o
 	}
 	return q
 }

@@ -75,7 +75,7 @@ func (c *webhookSettings) verifier() (webhooks.Verifier, error) {
 	if scheme == "hmac" {
 		o := c.hmac()
 		o.Secrets = c.Secrets
-		return webhooks.HMAC(o)
+		return webhooks.HMACVerifier(o)
 	}
 	return newVerifier(c.Secrets...)
 }

@@ -138,12 +138,12 @@ func TestWebhookVerifierFlags(t *testing.T) {
 // them; the forged copy it also sends does not verify.
 func TestWebhookVerifierTakesProviderEvents(t *testing.T) {
 	for _, tt := range []struct {
-		scheme testsuite.Scheme
+		scheme string
 		secret string
 	}{
-		{testsuite.SchemeStandardWebhooks, "whsec_" + base64.StdEncoding.EncodeToString([]byte("a 24-byte signing secret"))},
-		{testsuite.SchemeStripe, "whsec_stripe_style_secret_0123456789"},
-		{testsuite.SchemeHMAC, "a plain signing secret without commas"},
+		{"standard-webhooks", "whsec_" + base64.StdEncoding.EncodeToString([]byte("a 24-byte signing secret"))},
+		{"stripe", "whsec_stripe_style_secret_0123456789"},
+		{"hmac", "a plain signing secret without commas"},
 	} {
 		t.Run(string(tt.scheme), func(t *testing.T) {
 			type delivery struct {

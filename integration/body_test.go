@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -31,7 +31,7 @@ import (
 func TestResultOverPayloadLimit(t *testing.T) {
 	t.Parallel()
 	const open, end = `{"html":"`, `"}`
-	size := request.DefaultMaxResponseBytes - 64
+	size := defaults.MaxResponseBytes - 64
 	big := []byte(open + strings.Repeat("<", size-len(open)-len(end)) + end)
 	sum := sha256.Sum256(big)
 	wantSHA := hex.EncodeToString(sum[:])

@@ -30,8 +30,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -623,7 +623,7 @@ func (l *runList) call(ctx context.Context, taskQueue, origin string) error {
 	req := workflows.Request{Operation: "charge", URL: origin + "/payments", Body: body}
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: wid, TaskQueue: taskQueue, WorkflowExecutionTimeout: 5 * time.Minute,
-		StaticSummary: request.Summary("POST", req.URL, req.Operation),
+		StaticSummary: input.Summary("POST", req.URL, req.Operation),
 	}, workflows.WorkflowName, req)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", wid, err)

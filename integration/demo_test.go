@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 )
 
 // TestDemoScript runs scripts/demo.sh (make demo) end to end on free ports,
@@ -300,11 +300,11 @@ func checkDemoOutput(t *testing.T, out string, uiPort, metricsPort int) {
 	if len(results) != 3 {
 		t.Fatalf("%d results printed, want 3 (steps 1, 3 and 4)", len(results))
 	}
-	key := request.DeriveKey("default", "demo-payment", "charge")
+	key := idemkey.Derive("default", "demo-payment", "charge")
 	want := []result{
 		{WorkflowID: "demo-payment", IdempotencyKey: key, Status: 201, Attempts: 3, Replayed: false},
 		{WorkflowID: "demo-payment", IdempotencyKey: key, Status: 201, Attempts: 1, Replayed: true},
-		{WorkflowID: "demo-capture", IdempotencyKey: request.DeriveKey("default", "demo-capture", "capture"), Status: 201, Attempts: 1},
+		{WorkflowID: "demo-capture", IdempotencyKey: idemkey.Derive("default", "demo-capture", "capture"), Status: 201, Attempts: 1},
 	}
 	for i := range want {
 		if results[i] != want[i] {

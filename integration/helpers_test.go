@@ -34,8 +34,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -211,7 +212,7 @@ func startOn(t testing.TB, ctx context.Context, c client.Client, taskQueue, work
 		ID: workflowID, TaskQueue: taskQueue,
 		// A guard: nothing here should run for long.
 		WorkflowExecutionTimeout: 5 * time.Minute,
-		StaticSummary:            request.Summary("POST", req.URL, req.Operation),
+		StaticSummary:            input.Summary("POST", req.URL, req.Operation),
 	}, workflows.WorkflowName, req)
 	if err != nil {
 		t.Fatalf("starting workflow %s: %v", workflowID, err)
@@ -232,7 +233,7 @@ func call(t testing.TB, ctx context.Context, taskQueue, workflowID string, req w
 
 // keyOf is the key the ready workflow derives for operation in workflowID.
 func keyOf(workflowID, operation string) string {
-	return request.DeriveKey(dev.Namespace, workflowID, operation)
+	return idemkey.Derive(dev.Namespace, workflowID, operation)
 }
 
 // checkStats compares the counters the test cares about (a negative want

@@ -18,8 +18,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -369,7 +370,7 @@ func checkFollowHistory(t *testing.T, f followed, polls int) {
 	}
 	// The one timer is the wait for the start answer's Retry-After before
 	// the first poll; the polls themselves are retries, never events.
-	if want := []string{request.ActivityName, request.PollActivityName}; !slices.Equal(scheduled, want) || started != 2 || completed != 2 ||
+	if want := []string{input.ActivityName, poll.ActivityName}; !slices.Equal(scheduled, want) || started != 2 || completed != 2 ||
 		!slices.Equal(others, []string{"TimerStarted", "TimerFired"}) {
 		t.Errorf("history (%d events): activities scheduled %v, %d started, %d completed, other events %v; want %v once each, started and completed, and the first poll's timer, nothing else",
 			len(f.events), scheduled, started, completed, others, want)
@@ -541,7 +542,7 @@ func TestLongRunningWorkerKilled(t *testing.T) {
 				return err
 			}
 			pa := desc.GetPendingActivities()
-			if len(pa) != 1 || pa[0].GetActivityType().GetName() != request.PollActivityName {
+			if len(pa) != 1 || pa[0].GetActivityType().GetName() != poll.ActivityName {
 				return fmt.Errorf("pending activities %v: want the poll activity", pa)
 			}
 			switch a := pa[0]; {

@@ -33,8 +33,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -84,7 +84,7 @@ func TestObservabilityMetrics(t *testing.T) {
 	}
 	ours := map[string]string{
 		"task_queue": activityTQ, "origin": base, "operation": "charge", "namespace": dev.Namespace,
-		"activity_type": request.ActivityName, "workflow_type": workflows.WorkflowName,
+		"activity_type": input.ActivityName, "workflow_type": workflows.WorkflowName,
 	}
 	byOutcome := map[string]float64{}
 	for _, m := range series(fams, "idempotent_http_attempts_total", ours) {
@@ -124,7 +124,7 @@ func TestObservabilityMetrics(t *testing.T) {
 			t.Errorf("the SDK's metric %s is not served", name)
 		}
 	}
-	if len(series(fams, "temporal_activity_execution_latency_seconds", map[string]string{"activity_type": request.ActivityName, "task_queue": activityTQ})) == 0 {
+	if len(series(fams, "temporal_activity_execution_latency_seconds", map[string]string{"activity_type": input.ActivityName, "task_queue": activityTQ})) == 0 {
 		t.Errorf("temporal_activity_execution_latency_seconds has no series for the activity on %s", activityTQ)
 	}
 
@@ -323,8 +323,8 @@ func checkTrace(t *testing.T, spans tracetest.SpanStubs, traceparents []string, 
 	}
 	for i, s := range httpSpans {
 		parent, ok := byID[s.Parent.SpanID()]
-		if !ok || parent.Name != "RunActivity:"+request.ActivityName {
-			t.Errorf("HTTP span %d: parent %q, want RunActivity:%s", i+1, parent.Name, request.ActivityName)
+		if !ok || parent.Name != "RunActivity:"+input.ActivityName {
+			t.Errorf("HTTP span %d: parent %q, want RunActivity:%s", i+1, parent.Name, input.ActivityName)
 		}
 		want := fmt.Sprintf("00-%s-%s-01", traceID, s.SpanContext.SpanID())
 		if traceparents[i] != want {

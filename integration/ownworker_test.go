@@ -25,9 +25,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/payment"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -110,9 +110,9 @@ func TestOwnWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hookSecretValue := hookSecret(testsuite.SchemeStandardWebhooks)
+	hookSecretValue := hookSecret("standard-webhooks")
 	hookSrv := testsuite.NewServer(testsuite.Options{Webhooks: &testsuite.Webhooks{
-		URL: "http://" + itest.HostPort(hookPort) + "/webhooks", Scheme: testsuite.SchemeStandardWebhooks,
+		URL: "http://" + itest.HostPort(hookPort) + "/webhooks", Scheme: "standard-webhooks",
 		Secret: hookSecretValue, Duration: time.Second, Forged: 1, RetryFor: time.Minute,
 	}})
 	hooks := &keyGate{h: hookSrv, accept: map[string]bool{"Bearer " + payKey: true}, counts: map[string]int{}}

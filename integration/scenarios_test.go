@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -440,7 +440,7 @@ func TestInspectable(t *testing.T) {
 	url := srv.URL + "/refunds"
 	run := start(t, ctx, tq, wid, workflows.Request{Operation: "refund", URL: url, Body: body, Retry: workflows.RetryOptions{MaximumAttempts: 10}})
 	key := keyOf(wid, "refund")
-	wantSummary := request.Summary("POST", url, "refund")
+	wantSummary := input.Summary("POST", url, "refund")
 
 	err := itest.Eventually(ctx, 50*time.Millisecond, func() error {
 		desc, err := tc.DescribeWorkflowExecution(ctx, wid, run.GetRunID())
@@ -452,8 +452,8 @@ func TestInspectable(t *testing.T) {
 			return fmt.Errorf("pending activities %v: want one retrying with a last failure", pa)
 		}
 		a := pa[0]
-		if a.GetActivityType().GetName() != request.ActivityName {
-			t.Errorf("pending activity type %s, want %s", a.GetActivityType().GetName(), request.ActivityName)
+		if a.GetActivityType().GetName() != input.ActivityName {
+			t.Errorf("pending activity type %s, want %s", a.GetActivityType().GetName(), input.ActivityName)
 		}
 		if msg := a.GetLastFailure().GetMessage(); !strings.Contains(msg, "503") {
 			t.Errorf("last failure %q should say 503", msg)

@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -71,8 +71,8 @@ func TestWebhookGitHubUnsignedHeaders(t *testing.T) {
 	hooks := testsuite.Webhooks{
 		// The reference server sends nothing (DropRate 1): the deliveries
 		// here are GitHub-style, signed by octokit.
-		URL: "http://127.0.0.1:9/webhooks", Secret: hookSecret(testsuite.SchemeStandardWebhooks),
-		Duration: 6 * time.Second, DropRate: 1, Outcome: workflows.StateFailed,
+		URL: "http://127.0.0.1:9/webhooks", Secret: hookSecret("standard-webhooks"),
+		Duration: 6 * time.Second, DropRate: 1, State: workflows.StateFailed,
 	}
 	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &hooks})
 	port, err := itest.FreePort()
@@ -207,7 +207,7 @@ func TestWebhookGitHubUnsignedHeaders(t *testing.T) {
 func TestWebhookEventBetweenCalls(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t, 150*time.Second)
-	secret := hookSecret(testsuite.SchemeStandardWebhooks)
+	secret := hookSecret("standard-webhooks")
 	port, err := itest.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestWebhookEventBetweenCalls(t *testing.T) {
 
 	tq := uniqueName(t, "tq")
 	startWorkerWith(t, workerOptions{TaskQueue: tq, Origins: []string{lossy.URL}}, []string{"WEBHOOK_SECRETS=" + secret},
-		"--webhook-addr", itest.HostPort(port), "--webhook-scheme", string(testsuite.SchemeStandardWebhooks))
+		"--webhook-addr", itest.HostPort(port), "--webhook-scheme", string("standard-webhooks"))
 
 	const between = 8 * time.Second
 	wf := func(ctx workflow.Context, wid string) (*workflows.Response, error) {

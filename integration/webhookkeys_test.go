@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -69,13 +69,13 @@ func keyedRefundsWorkflow(ctx workflow.Context, url string, keys []string) ([]re
 func TestWebhookCallsOfOneOperationByKey(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t, 90*time.Second)
-	secret := hookSecret(testsuite.SchemeStripe)
-	v, err := webhooks.Stripe(secret)
+	secret := hookSecret("stripe")
+	v, err := webhooks.StripeVerifier(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
-		Scheme: testsuite.SchemeStripe, Secret: secret, Duration: 4 * time.Second, RetryFor: time.Minute,
+		Scheme: "stripe", Secret: secret, Duration: 4 * time.Second, RetryFor: time.Minute,
 	}})
 	var logs syncBuffer
 	hs := httptest.NewUnstartedServer(nil)
@@ -134,7 +134,7 @@ func TestWebhookCallsOfOneOperationByKey(t *testing.T) {
 	}
 	late := "evt_late_" + randomHex(8)
 	body := fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"object":{"id":"op_1","status":"failed","metadata":{"workflow_id":%q,"operation":"refund","key_digest":%q}}}}`,
-		late, hookFailed, time.Now().Unix(), wid, request.KeyDigest(keys[0]))
+		late, hookFailed, time.Now().Unix(), wid, idemkey.Digest(keys[0]))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, first, strings.NewReader(body))
 	req.Header.Set(signature.StripeSignature, signature.Stripe(time.Now().Unix(), []byte(body), secret))
 	resp, err := http.DefaultClient.Do(req)
@@ -155,8 +155,8 @@ func TestWebhookCallsOfOneOperationByKey(t *testing.T) {
 		t.Fatalf("outcomes %+v, want two", got)
 	}
 	for i, o := range got {
-		if o.KeyDigest != request.KeyDigest(keys[i]) || o.Event == late {
-			t.Errorf("call %d ended by %+v, want its own refund's event, naming key digest %s", i+1, o, request.KeyDigest(keys[i]))
+		if o.KeyDigest != idemkey.Digest(keys[i]) || o.Event == late {
+			t.Errorf("call %d ended by %+v, want its own refund's event, naming key digest %s", i+1, o, idemkey.Digest(keys[i]))
 		}
 	}
 	for _, id := range readHookHistory(t, ctx, wid, run.GetRunID()).updates {

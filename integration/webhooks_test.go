@@ -27,8 +27,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -63,10 +63,10 @@ func hookOptions(poll *workflows.WebhookPoll) *workflows.WebhookOptions {
 
 // hookSecret returns a new signing secret for scheme: "whsec_" and 32
 // bytes in base64 for Standard Webhooks, "whsec_" and hex for Stripe.
-func hookSecret(scheme testsuite.Scheme) string {
+func hookSecret(scheme string) string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
-	if scheme == testsuite.SchemeStandardWebhooks {
+	if scheme == "standard-webhooks" {
 		return "whsec_" + base64.StdEncoding.EncodeToString(b)
 	}
 	return "whsec_" + hex.EncodeToString(b)
@@ -262,7 +262,7 @@ func readHookHistory(t *testing.T, ctx context.Context, workflowID, runID string
 // (the progress event and the terminal one), as many as
 // Outcome.Notifications, none twice, none of a forged or stale event (bad),
 // and the terminal notification's among them. It returns how many.
-func checkHookHistory(t *testing.T, ctx context.Context, c *hookCall, scheme testsuite.Scheme, bad map[string]bool) int {
+func checkHookHistory(t *testing.T, ctx context.Context, c *hookCall, scheme string, bad map[string]bool) int {
 	t.Helper()
 	h := readHookHistory(t, ctx, c.wid, c.run.GetRunID())
 	if h.closed != 1 || h.activities != 1 {
@@ -410,11 +410,11 @@ func (p *receiverProxy) answers() []proxied {
 func TestWebhookFixedEndpoint(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		scheme testsuite.Scheme
+		scheme string
 		ops    int
 	}{
-		{testsuite.SchemeStandardWebhooks, 100},
-		{testsuite.SchemeStripe, 40},
+		{"standard-webhooks", 100},
+		{"stripe", 40},
 	} {
 		t.Run(string(tc.scheme), func(t *testing.T) {
 			t.Parallel()
@@ -423,7 +423,7 @@ func TestWebhookFixedEndpoint(t *testing.T) {
 	}
 }
 
-func testWebhookFixedEndpoint(t *testing.T, scheme testsuite.Scheme, ops int) {
+func testWebhookFixedEndpoint(t *testing.T, scheme string, ops int) {
 	const deliveries = 3
 	ctx := ctxT(t, 150*time.Second)
 	secret := hookSecret(scheme)
@@ -439,7 +439,7 @@ func testWebhookFixedEndpoint(t *testing.T, scheme testsuite.Scheme, ops int) {
 	}
 	ok := testsuite.StartServer(t, testsuite.Options{Webhooks: &hooks})
 	failing := hooks
-	failing.Outcome = workflows.StateFailed
+	failing.State = workflows.StateFailed
 	bad := testsuite.StartServer(t, testsuite.Options{Webhooks: &failing})
 
 	tq := uniqueName(t, "tq")
@@ -625,7 +625,7 @@ func TestWebhookReceiverKilled(t *testing.T) {
 		down       = 3 * time.Second
 	)
 	ctx := ctxT(t, 150*time.Second)
-	scheme := testsuite.SchemeStandardWebhooks
+	scheme := "standard-webhooks"
 	secret := hookSecret(scheme)
 	port, err := itest.FreePort()
 	if err != nil {
@@ -743,12 +743,12 @@ func TestWebhookNeverSent(t *testing.T) {
 	ctx := ctxT(t, 120*time.Second)
 	hooks := testsuite.Webhooks{
 		// Never used: every operation's webhooks are dropped.
-		URL: "http://127.0.0.1:9/webhooks", Secret: hookSecret(testsuite.SchemeStandardWebhooks),
+		URL: "http://127.0.0.1:9/webhooks", Secret: hookSecret("standard-webhooks"),
 		Duration: 4 * time.Second, DropRate: 1,
 	}
 	ok := testsuite.StartServer(t, testsuite.Options{Webhooks: &hooks})
 	failing := hooks
-	failing.Outcome = workflows.StateFailed
+	failing.State = workflows.StateFailed
 	bad := testsuite.StartServer(t, testsuite.Options{Webhooks: &failing})
 	tq := uniqueName(t, "tq")
 	startWorker(t, workerOptions{TaskQueue: tq, Origins: []string{ok.URL, bad.URL}})
@@ -868,13 +868,13 @@ func TestWebhookCallbackURL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
-		scheme     testsuite.Scheme // the reference server's
-		verify     bool             // the receiver verifies the Stripe signature too
-		byResource bool             // events bound by the start answer's resource, not metadata
+		scheme     string // the reference server's
+		verify     bool   // the receiver verifies the Stripe signature too
+		byResource bool   // events bound by the start answer's resource, not metadata
 	}{
-		{"token only", testsuite.SchemeStandardWebhooks, false, false},
-		{"token and Stripe signature", testsuite.SchemeStripe, true, false},
-		{"token and Stripe signature, bound by the resource", testsuite.SchemeStripe, true, true},
+		{"token only", "standard-webhooks", false, false},
+		{"token and Stripe signature", "stripe", true, false},
+		{"token and Stripe signature, bound by the resource", "stripe", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -883,7 +883,7 @@ func TestWebhookCallbackURL(t *testing.T) {
 	}
 }
 
-func testWebhookCallbackURL(t *testing.T, scheme testsuite.Scheme, verify, byResource bool) {
+func testWebhookCallbackURL(t *testing.T, scheme string, verify, byResource bool) {
 	const ops = 3
 	ctx := ctxT(t, 90*time.Second)
 	secret := hookSecret(scheme)
@@ -892,7 +892,7 @@ func testWebhookCallbackURL(t *testing.T, scheme testsuite.Scheme, verify, byRes
 	wantScheme := "callback"
 	if verify {
 		var err error
-		if v, err = webhooks.Stripe(secret); err != nil {
+		if v, err = webhooks.StripeVerifier(secret); err != nil {
 			t.Fatal(err)
 		}
 		forged, wantScheme = 1, v.Scheme()

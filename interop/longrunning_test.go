@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -318,7 +318,7 @@ func runLongRunning(t *testing.T, r runner) {
 			t.Cleanup(func() { lroResults.finish(row, t.Failed()) })
 			base := urls[c.server]
 			org := origin(t, base)
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.LongRunning = c.lr
 			cfg := activities.Config{
 				AllowedOrigins: []string{org},

@@ -12,8 +12,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 var tableOut = flag.String("interop.table", "", "also write the results table (Markdown) to this file")

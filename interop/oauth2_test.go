@@ -19,8 +19,8 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
 )
 
 // The OAuth 2.0 row: internal/credential's client-credentials Source

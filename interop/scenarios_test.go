@@ -55,7 +55,7 @@ func (c *cell) request(body string, mod func(*workflows.Request)) workflows.Requ
 }
 
 // call runs the workflow and adds its outcome to the row.
-func (c *cell) call(t *testing.T, req workflows.Request) (*workflows.Response, error, result) {
+func (c *cell) call(t *testing.T, req workflows.Request) (*workflows.Response, result, error) {
 	t.Helper()
 	start := time.Now()
 	r := c.exec(t, c.wfID, req)
@@ -63,7 +63,7 @@ func (c *cell) call(t *testing.T, req workflows.Request) (*workflows.Response, e
 	if r.err != nil {
 		t.Logf("workflow %s: %v", c.wfID, r.err)
 	}
-	return r.resp, r.err, r
+	return r.resp, r, r.err
 }
 
 // counts settles the server and puts its counts in the row.
@@ -101,7 +101,7 @@ var scenarios = []scenario{
 		title: "seed: 503, 429 (Retry-After: 1), then processed",
 		run: func(t *testing.T, c *cell) {
 			c.tg.Script(t, "503,429:1")
-			resp, err, _ := c.call(t, c.request(bodyA, nil))
+			resp, _, err := c.call(t, c.request(bodyA, nil))
 			if wantSuccess(t, err) && resp.Status != 201 {
 				t.Errorf("status %d, want 201", resp.Status)
 			}
@@ -114,11 +114,11 @@ var scenarios = []scenario{
 		name:  "rerun",
 		title: "re-run of the workflow ID: same key, stored response",
 		run: func(t *testing.T, c *cell) {
-			first, err, _ := c.call(t, c.request(bodyA, nil))
+			first, _, err := c.call(t, c.request(bodyA, nil))
 			if !wantSuccess(t, err) {
 				return
 			}
-			second, err, _ := c.call(t, c.request(bodyA, nil))
+			second, _, err := c.call(t, c.request(bodyA, nil))
 			if wantSuccess(t, err) {
 				if second.IdempotencyKey != first.IdempotencyKey {
 					t.Errorf("key %s on the re-run, %s on the first run", second.IdempotencyKey, first.IdempotencyKey)
@@ -139,11 +139,11 @@ var scenarios = []scenario{
 		name:  "other-body",
 		title: "same key, another body (re-run with a changed request)",
 		run: func(t *testing.T, c *cell) {
-			_, err, _ := c.call(t, c.request(bodyA, nil))
+			_, _, err := c.call(t, c.request(bodyA, nil))
 			if !wantSuccess(t, err) {
 				return
 			}
-			_, err, _ = c.call(t, c.request(bodyB, nil))
+			_, _, err = c.call(t, c.request(bodyB, nil))
 			wantErrType(t, err, workflows.ErrTypeIdempotencyKeyReused, true)
 			if req, rec := c.counts(t, 5*time.Second); req != 2 || rec != 1 {
 				t.Errorf("%d requests and %d records, want 2 and 1", req, rec)
@@ -157,7 +157,7 @@ var scenarios = []scenario{
 		// The first request outlasts its attempt and 2 duplicates.
 		testEnvSetup: &setup{ReleaseAfter409: 2},
 		run: func(t *testing.T, c *cell) {
-			_, err, _ := c.call(t, c.request(bodyA, func(r *workflows.Request) {
+			_, _, err := c.call(t, c.request(bodyA, func(r *workflows.Request) {
 				r.StartToCloseTimeout = time.Second
 				r.Retry.InitialInterval = 200 * time.Millisecond
 			}))
@@ -175,7 +175,7 @@ var scenarios = []scenario{
 		// the 2 attempts of the budget.
 		testEnvSetup: &setup{ReleaseAfter409: 4},
 		run: func(t *testing.T, c *cell) {
-			_, err, _ := c.call(t, c.request(bodyA, func(r *workflows.Request) {
+			_, _, err := c.call(t, c.request(bodyA, func(r *workflows.Request) {
 				r.StartToCloseTimeout = time.Second
 				r.Retry.MaximumAttempts = 2
 				r.Retry.InitialInterval = 200 * time.Millisecond
@@ -192,7 +192,7 @@ var scenarios = []scenario{
 		setup: setup{Hang: true},
 		run: func(t *testing.T, c *cell) {
 			const budget = 20 * time.Second
-			_, err, r := c.call(t, c.request(bodyA, func(r *workflows.Request) {
+			_, r, err := c.call(t, c.request(bodyA, func(r *workflows.Request) {
 				r.StartToCloseTimeout = 2 * time.Second
 				r.ScheduleToCloseTimeout = budget
 				r.Retry.InitialInterval = 200 * time.Millisecond
@@ -214,12 +214,12 @@ var scenarios = []scenario{
 		title:     "missing key: the worker sends X-Idempotency-Key, the server reads Idempotency-Key; run twice",
 		keyHeader: "X-Idempotency-Key",
 		run: func(t *testing.T, c *cell) {
-			_, err1, _ := c.call(t, c.request(bodyA, nil))
+			_, _, err1 := c.call(t, c.request(bodyA, nil))
 			if c.srv.keyOptional {
 				// The server processes what it sees as a keyless request, every
 				// time: both runs succeed and the re-run pays twice. The key
 				// protects nothing when the two sides disagree on its header.
-				_, err2, _ := c.call(t, c.request(bodyA, nil))
+				_, _, err2 := c.call(t, c.request(bodyA, nil))
 				wantSuccess(t, err1)
 				wantSuccess(t, err2)
 				if req, rec := c.counts(t, 5*time.Second); req != 2 || rec != 2 {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
+	"github.com/idemhttp/temporal-idempotent-http/harness/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -62,14 +62,14 @@ type server struct {
 // servers are the table's columns: the npm middlewares first, then the
 // reference server in each dialect.
 var servers = []server{
-	{name: interop.ExpressIdempotency, conv: activities.IETF(), keyOptional: true, boot: bootNode(interop.ExpressIdempotency)},
-	{name: interop.NodeIdempotency, conv: activities.IETF(), marksReplay: true, boot: bootNode(interop.NodeIdempotency)},
-	{name: "reference/ietf", conv: activities.IETF(), marksReplay: true, boot: bootReference(testsuite.IETFDialect())},
-	{name: "reference/stripe", conv: activities.Stripe(), marksReplay: true, keyOptional: true, boot: bootReference(testsuite.StripeDialect())},
-	{name: "reference/express", conv: activities.IETF(), keyOptional: true, boot: bootReference(testsuite.ExpressDialect())},
+	{name: interop.ExpressIdempotency, conv: activities.IETFConvention(), keyOptional: true, boot: bootNode(interop.ExpressIdempotency)},
+	{name: interop.NodeIdempotency, conv: activities.IETFConvention(), marksReplay: true, boot: bootNode(interop.NodeIdempotency)},
+	{name: "reference/ietf", conv: activities.IETFConvention(), marksReplay: true, boot: bootReference(testsuite.IETFDialect())},
+	{name: "reference/stripe", conv: activities.StripeConvention(), marksReplay: true, keyOptional: true, boot: bootReference(testsuite.StripeDialect())},
+	{name: "reference/express", conv: activities.IETFConvention(), keyOptional: true, boot: bootReference(testsuite.ExpressDialect())},
 }
 
-// nodeTarget is an npm server (internal/testing/interop).
+// nodeTarget is an npm server (harness/interop).
 type nodeTarget struct{ s *interop.Server }
 
 // bootNode starts the npm server once for the suite run; each test gets a

@@ -15,8 +15,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
 )
 
 // The SigV4 rows: internal/credential's SigV4 source (AWS's Go signer)

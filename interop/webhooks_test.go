@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/interop"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/interop"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 )
 
@@ -57,13 +57,13 @@ var githubOptions = webhooks.HMACOptions{Header: "X-Hub-Signature-256", Prefix: 
 func verifierOf(lib string, secrets ...string) (webhooks.Verifier, error) {
 	switch lib {
 	case libStripe:
-		return webhooks.Stripe(secrets...)
+		return webhooks.StripeVerifier(secrets...)
 	case libOctokit:
 		o := githubOptions
 		o.Secrets = secrets
-		return webhooks.HMAC(o)
+		return webhooks.HMACVerifier(o)
 	}
-	return webhooks.StandardWebhooks(secrets...)
+	return webhooks.StandardWebhooksVerifier(secrets...)
 }
 
 // whPins are the known, deliberate differences: a case of kind k, run

@@ -4,7 +4,7 @@
 # "postgresql" package when they are not. It is idempotent: when the binaries
 # are already there it changes nothing and exits 0.
 #
-# The cluster tests (internal/testing/cluster, integration/cluster) run their own
+# The cluster tests (harness/cluster, integration/cluster) run their own
 # throw-away PostgreSQL instance in a temporary directory on a loopback port;
 # they never use the system cluster. So the package is installed without
 # creating (or starting) Debian's default "main" cluster.

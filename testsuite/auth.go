@@ -40,15 +40,13 @@ type token struct {
 	expires time.Time
 }
 
-// Validate reports settings that cannot work together: the paths of
-// Async, the webhooks' (Webhooks.Validate) and the credential scheme's.
+// Validate reports settings that cannot work together: the paths and
+// state of Async, the webhooks' (Webhooks.Validate) and the credential scheme's.
 // NewServer panics with its error.
 func (o Options) Validate() error {
 	if a := o.Async; a != nil {
-		for _, p := range a.Paths {
-			if !strings.HasPrefix(p, "/") {
-				return fmt.Errorf("testsuite: Options.Async.Paths: %q does not start with /: write the path as the requests carry it, e.g. /refunds", p)
-			}
+		if err := a.validate(); err != nil {
+			return err
 		}
 	}
 	if w := o.Webhooks; w != nil && o.Async == nil {

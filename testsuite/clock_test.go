@@ -26,7 +26,7 @@ func provision(ctx workflow.Context, url string) (*workflows.Response, error) {
 
 // location follows the reference server's default style (202, Location).
 func location(srv *testsuite.Server) map[string]activities.Convention {
-	c := activities.IETF()
+	c := activities.IETFConvention()
 	c.LongRunning = activities.AcceptedLocation()
 	return map[string]activities.Convention{srv.URL: c}
 }

@@ -13,21 +13,21 @@ import (
 type Shape int
 
 const (
-	// ProblemJSON is application/problem+json (RFC 9457) with type, title
+	// ShapeProblemJSON is application/problem+json (RFC 9457) with type, title
 	// and detail, as in the examples of the IETF draft "The Idempotency-Key
 	// HTTP Header Field".
-	ProblemJSON Shape = iota
-	// StripeJSON is application/json {"error":{"type":"idempotency_error",
+	ShapeProblemJSON Shape = iota
+	// ShapeStripeJSON is application/json {"error":{"type":"idempotency_error",
 	// "message":…}}, with "code":"idempotency_key_in_use" when in flight.
-	StripeJSON
-	// PlainText is one short text/plain sentence: the message of the error
+	ShapeStripeJSON
+	// ShapePlainText is one short text/plain sentence: the message of the error
 	// express-idempotency hands to Express.
-	PlainText
+	ShapePlainText
 )
 
 // Dialect is the convention the server plays: which header carries the key,
 // what it answers while a key is in flight, on misuse and without a key, and
-// how it marks a replay. The zero Dialect is [IETF]; any other Dialect is
+// how it marks a replay. The zero Dialect is [IETFDialect]; any other Dialect is
 // taken as written, except that an empty KeyHeader is Idempotency-Key and a
 // zero status is the IETF one (409, 422, 400). Start from a preset and change
 // fields:
@@ -91,7 +91,7 @@ func IETFDialect() Dialect {
 		Name:               "ietf",
 		KeyHeader:          "Idempotency-Key",
 		KeyString:          true,
-		Shape:              ProblemJSON,
+		Shape:              ShapeProblemJSON,
 		InFlightStatus:     http.StatusConflict,
 		InFlightRetryAfter: true,
 		MisuseStatus:       http.StatusUnprocessableEntity,
@@ -110,7 +110,7 @@ func StripeDialect() Dialect {
 		Name:              "stripe",
 		KeyHeader:         "Idempotency-Key",
 		KeyOptional:       true,
-		Shape:             StripeJSON,
+		Shape:             ShapeStripeJSON,
 		InFlightStatus:    http.StatusConflict,
 		MisuseStatus:      http.StatusBadRequest,
 		MissingKeyStatus:  http.StatusBadRequest,
@@ -133,7 +133,7 @@ func ExpressDialect() Dialect {
 		Name:             "express",
 		KeyHeader:        "Idempotency-Key",
 		KeyOptional:      true,
-		Shape:            PlainText,
+		Shape:            ShapePlainText,
 		InFlightStatus:   http.StatusConflict,
 		MisuseStatus:     http.StatusExpectationFailed,
 		MissingKeyStatus: http.StatusBadRequest,
@@ -216,7 +216,7 @@ func parseKeyString(v string) (string, error) {
 	return "", errors.New("sf-string: no closing double quote")
 }
 
-// problemType is the problem type URI of ProblemJSON answers, the one of
+// problemType is the problem type URI of ShapeProblemJSON answers, the one of
 // the draft's examples.
 const problemType = "https://developer.example.com/idempotency"
 
@@ -238,17 +238,17 @@ type stripeErrorBody struct {
 
 // message is one answer of the server, in each Shape's words.
 type message struct {
-	stripe        stripeErrorBody // StripeJSON
-	plain         string          // PlainText
-	title, detail string          // ProblemJSON
+	stripe        stripeErrorBody // ShapeStripeJSON
+	plain         string          // ShapePlainText
+	title, detail string          // ShapeProblemJSON
 }
 
 // body is m as d's Shape writes it.
 func (d Dialect) body(m message) (ctype string, body []byte) {
 	switch d.Shape {
-	case StripeJSON:
+	case ShapeStripeJSON:
 		return marshal(stripeError{m.stripe})
-	case PlainText:
+	case ShapePlainText:
 		return plain(m.plain)
 	}
 	return marshalProblem(problem{problemType, m.title, m.detail})

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 )
 
 // TestParseKeyString: RFC 8941 sections 4.2 and 4.2.5 for a field value that
@@ -60,7 +60,7 @@ func TestParseKeyString(t *testing.T) {
 
 // FuzzParseKeyString: parseKeyString never panics; what it accepts is
 // printable ASCII and quotes back to a string it reads the same; every
-// printable-ASCII key, quoted as the activity quotes it (request.QuoteKey),
+// printable-ASCII key, quoted as the activity quotes it (idemkey.Quote),
 // with or without spaces around, parses back to the key, and the IETF
 // dialect reads the quoted and the bare key as the same key.
 func FuzzParseKeyString(f *testing.F) {
@@ -78,12 +78,12 @@ func FuzzParseKeyString(f *testing.F) {
 					t.Fatalf("parseKeyString(%q) = %q: byte %#x outside printable ASCII", s, got, got[i])
 				}
 			}
-			if again, err := parseKeyString(request.QuoteKey(got)); err != nil || again != got {
-				t.Fatalf("parseKeyString(%q) = %q, which quotes to %q and parses back to %q, %v", s, got, request.QuoteKey(got), again, err)
+			if again, err := parseKeyString(idemkey.Quote(got)); err != nil || again != got {
+				t.Fatalf("parseKeyString(%q) = %q, which quotes to %q and parses back to %q, %v", s, got, idemkey.Quote(got), again, err)
 			}
 		}
 
-		// A printable-ASCII key made from s, as request.Key accepts.
+		// A printable-ASCII key made from s, as idemkey.Check accepts.
 		b := []byte(s)
 		for i := range b {
 			b[i] = 0x21 + b[i]%(0x7e-0x21+1)
@@ -92,10 +92,10 @@ func FuzzParseKeyString(f *testing.F) {
 		if key == "" {
 			return
 		}
-		if err := request.Key(key); err != nil && len(key) <= request.MaxKeyBytes {
+		if err := idemkey.Check(key); err != nil && len(key) <= idemkey.MaxBytes {
 			t.Fatalf("made-up key %q is not a key: %v", key, err)
 		}
-		for _, v := range []string{request.QuoteKey(key), " " + request.QuoteKey(key) + "  "} {
+		for _, v := range []string{idemkey.Quote(key), " " + idemkey.Quote(key) + "  "} {
 			if got, err := parseKeyString(v); err != nil || got != key {
 				t.Fatalf("parseKeyString(%q) = %q, %v; want %q", v, got, err, key)
 			}
@@ -108,8 +108,8 @@ func FuzzParseKeyString(f *testing.F) {
 				t.Fatalf("IETF headerKey(bare %q) = %q, %v; want the key itself", key, got, err)
 			}
 		}
-		if got, err := StripeDialect().headerKey(request.QuoteKey(key)); err != nil || got != request.QuoteKey(key) {
-			t.Fatalf("Stripe headerKey(%q) = %q, %v; want it as written", request.QuoteKey(key), got, err)
+		if got, err := StripeDialect().headerKey(idemkey.Quote(key)); err != nil || got != idemkey.Quote(key) {
+			t.Fatalf("Stripe headerKey(%q) = %q, %v; want it as written", idemkey.Quote(key), got, err)
 		}
 	})
 }

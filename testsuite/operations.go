@@ -42,17 +42,11 @@ const (
 	AsyncGoogle AsyncStyle = "google"
 )
 
-// NeverEnds, as Async.Outcome, makes every operation run until it is
-// cancelled. It is no state an operation ends in: the others are
-// workflows.StateSucceeded, StateFailed and StateCanceled, the states a
-// call reports.
-const NeverEnds workflows.State = "never"
-
 // Async makes the reference server's work long-running (Options.Async):
 // each new key's request to a path it covers (Paths) is accepted, its
 // record made at once, and the operation followed at the monitor the
 // Style names, which answers "running" for Duration after the
-// acceptance, then the Outcome. A replayed key gets the same acceptance,
+// acceptance, then the State (never, if Endless). A replayed key gets the same acceptance,
 // naming the same monitor. Every operation can be cancelled: DELETE on
 // its monitor, or Google's POST :cancel.
 type Async struct {
@@ -73,12 +67,30 @@ type Async struct {
 	// RetryAfter is the Retry-After, in seconds, of the acceptance and of
 	// every answer while running (0: none is sent).
 	RetryAfter int
-	// Outcome is how operations end: workflows.StateSucceeded (default),
-	// StateFailed, StateCanceled, or NeverEnds.
-	Outcome workflows.State
+	// State is the state operations end in: workflows.StateSucceeded
+	// (default), StateFailed or StateCanceled.
+	State workflows.State
+	// Endless, if set, makes every operation run until it is cancelled
+	// (State and Duration are then unused): a call that follows one ends
+	// with workflows.ErrTypeOperationStillRunning at its deadline.
+	Endless bool
 	// FlakyPolls, if positive, answers every FlakyPolls-th request to a
 	// monitor 503 with Retry-After: 1, as an overloaded API would.
 	FlakyPolls int
+}
+
+// validate checks Paths and State (Options.Validate).
+func (a *Async) validate() error {
+	for _, p := range a.Paths {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("testsuite: Options.Async.Paths: %q does not start with /: write the path as the requests carry it, e.g. /refunds", p)
+		}
+	}
+	switch a.State {
+	case "", workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled:
+		return nil
+	}
+	return fmt.Errorf("testsuite: Options.Async.State %q: want %s, %s or %s (an operation that never ends: Async.Endless)", a.State, workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled)
 }
 
 // covers reports whether a's operations include path (Async.Paths).
@@ -118,12 +130,12 @@ func (s *Server) state(op *operation, now time.Time) string {
 	switch {
 	case op.canceled:
 		return string(workflows.StateCanceled)
-	case a.Outcome == NeverEnds || now.Sub(op.accepted) < a.Duration:
+	case a.Endless || now.Sub(op.accepted) < a.Duration:
 		return "running"
-	case a.Outcome == "":
+	case a.State == "":
 		return string(workflows.StateSucceeded)
 	}
-	return string(a.Outcome)
+	return string(a.State)
 }
 
 // accept makes the acceptance of a new operation whose result is the
@@ -227,7 +239,7 @@ func (s *Server) monitor(w http.ResponseWriter, r *http.Request, op *operation, 
 	if st == "running" && a.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(a.RetryAfter))
 	}
-	failure := map[string]any{"code": "OperationFailed", "message": "the reference server failed the operation as told (Async.Outcome)"}
+	failure := map[string]any{"code": "OperationFailed", "message": "the reference server failed the operation as told (Async.State)"}
 	doc := map[string]any{"id": op.id}
 	status := http.StatusOK
 	switch a.Style {

@@ -68,7 +68,7 @@ func TestServerAsync(t *testing.T) {
 
 // TestServerAsyncOutcomes: failed, cancelled and cancel requests.
 func TestServerAsyncOutcomes(t *testing.T) {
-	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, Outcome: workflows.StateFailed}})
+	srv := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncAzure, State: workflows.StateFailed}})
 	resp, _ := do(t, http.MethodPost, srv.URL+"/x", "k1")
 	_, body := do(t, http.MethodGet, resp.Header.Get("Azure-AsyncOperation"), "")
 	var doc struct {
@@ -81,7 +81,7 @@ func TestServerAsyncOutcomes(t *testing.T) {
 	res, _ := do(t, http.MethodGet, resp.Header.Get("Location"), "")
 	assert.Equal(t, http.StatusNotFound, res.StatusCode, "no result for a failed operation")
 
-	never := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Outcome: testsuite.NeverEnds, FlakyPolls: 2}})
+	never := testsuite.StartServer(t, testsuite.Options{Async: &testsuite.Async{Style: testsuite.AsyncGoogle, Endless: true, FlakyPolls: 2}})
 	do(t, http.MethodPost, never.URL+"/x", "k1")
 	first, _ := do(t, http.MethodGet, never.URL+"/v1/operations/op_1", "")
 	second, _ := do(t, http.MethodGet, never.URL+"/v1/operations/op_1", "")

@@ -77,7 +77,7 @@ const (
 // Options configures a Server. The zero value is a well-behaved idempotent
 // server with a 24 h window and no failures, playing the IETF dialect.
 type Options struct {
-	// Dialect is the convention the server plays (the zero value is [IETF]).
+	// Dialect is the convention the server plays (the zero value is [IETFDialect]).
 	Dialect Dialect
 	// Window is how long a key is remembered after its first request (default 24 hours).
 	Window time.Duration

@@ -23,25 +23,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
-// Scheme is a signature scheme the reference server signs its webhooks
-// with (Webhooks.Scheme).
-type Scheme string
-
-// The schemes.
-const (
-	// SchemeStandardWebhooks: Standard Webhooks (https://www.standardwebhooks.com/),
-	// headers webhook-id, webhook-timestamp and webhook-signature
-	// ("v1,<base64>" of HMAC-SHA256 of "id.timestamp.body" under the
-	// decoded "whsec_" secret).
-	SchemeStandardWebhooks Scheme = "standard-webhooks"
-	// SchemeStripe: Stripe's Stripe-Signature "t=<unix>,v1=<hex>", the
-	// HMAC-SHA256 of "timestamp.body" under the secret's bytes.
-	SchemeStripe Scheme = "stripe"
-	// SchemeHMAC: X-Signature, the lowercase hex HMAC-SHA256 of the body
-	// under the secret's bytes. It signs no timestamp.
-	SchemeHMAC Scheme = "hmac"
-)
-
 // DeliveryKind is the kind of a webhook delivery (Delivery.Kind); in
 // JSON, its string.
 type DeliveryKind string
@@ -60,6 +41,8 @@ const (
 )
 
 const (
+	// defaultScheme is Webhooks.Scheme's default.
+	defaultScheme = "standard-webhooks"
 	// staleAge is how old a stale copy's timestamp is: outside the 5 min
 	// tolerance of every scheme that signs one.
 	staleAge = 10 * time.Minute
@@ -79,7 +62,7 @@ const (
 // {"id": "op_N", "status": "processing"} with Location:
 // /resources/op_N; GET /resources/op_N answers {"id", "status",
 // "metadata"} with the status "processing" for Duration after the start,
-// then the Outcome; when the operation ends, its webhooks go out, at least
+// then the State; when the operation ends, its webhooks go out, at least
 // once, to URL or to the start request's "callback_url".
 //
 // Every delivery is a POST of one JSON event, the same for every scheme:
@@ -110,9 +93,18 @@ type Webhooks struct {
 	// given (query included). "": only operations that name a callback
 	// URL send webhooks.
 	URL string
-	// Scheme is the signature scheme: SchemeStandardWebhooks (default),
-	// SchemeStripe or SchemeHMAC.
-	Scheme Scheme
+	// Scheme names the signature scheme, as the worker's --webhook-scheme
+	// and workflows.Notification.Scheme name it: "standard-webhooks"
+	// (default: Standard Webhooks, https://www.standardwebhooks.com/,
+	// headers webhook-id, webhook-timestamp and webhook-signature,
+	// "v1,<base64>" of HMAC-SHA256 of "id.timestamp.body" under the
+	// decoded "whsec_" secret), "stripe" (Stripe-Signature
+	// "t=<unix>,v1=<hex>", the HMAC-SHA256 of "timestamp.body" under the
+	// secret's bytes) or "hmac" (X-Signature, the lowercase hex
+	// HMAC-SHA256 of the body under the secret's bytes; no timestamp).
+	// webhooks.StandardWebhooksVerifier, StripeVerifier and HMACVerifier
+	// verify them.
+	Scheme string
 	// Secret is the signing secret, required: "whsec_" and base64 for
 	// Standard Webhooks (base64 alone is accepted), any string for Stripe
 	// and HMAC.
@@ -120,9 +112,9 @@ type Webhooks struct {
 	// Duration is how long an operation runs before its outcome (default
 	// 0: it ends at once).
 	Duration time.Duration
-	// Outcome is how operations end: workflows.StateSucceeded (default),
-	// StateFailed or StateCanceled.
-	Outcome workflows.State
+	// State is the state operations end in: workflows.StateSucceeded
+	// (default), StateFailed or StateCanceled.
+	State workflows.State
 	// Deliveries is how many times the terminal event is delivered
 	// (default 1). Every copy has the same event ID: duplicates, as
 	// providers deliver at least once.
@@ -156,7 +148,7 @@ type Webhooks struct {
 // with its error.
 func (w Webhooks) Validate() error {
 	var errs []error
-	if sc, ok := signature.Lookup(string(cmp.Or(w.Scheme, SchemeStandardWebhooks))); !ok {
+	if sc, ok := signature.Lookup(cmp.Or(w.Scheme, defaultScheme)); !ok {
 		errs = append(errs, fmt.Errorf("Scheme %q: want %s", w.Scheme, named.List(signature.Names()...)))
 	} else if _, err := sc.Key(w.Secret); err != nil {
 		errs = append(errs, fmt.Errorf("Secret: %w", err))
@@ -166,10 +158,10 @@ func (w Webhooks) Validate() error {
 			errs = append(errs, fmt.Errorf("URL %q: want an absolute http or https URL", w.URL))
 		}
 	}
-	switch w.Outcome {
+	switch w.State {
 	case "", workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled:
 	default:
-		errs = append(errs, fmt.Errorf("Outcome %q: want %s, %s or %s", w.Outcome, workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled))
+		errs = append(errs, fmt.Errorf("State %q: want %s, %s or %s", w.State, workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled))
 	}
 	if w.Duration < 0 || w.Jitter < 0 || w.RetryFor < 0 {
 		errs = append(errs, errors.New("Duration, Jitter and RetryFor: want 0 or more"))
@@ -242,10 +234,10 @@ type hookCopy struct {
 // newSender makes the sender of the valid w.
 func newSender(w Webhooks) *sender {
 	if w.Scheme == "" {
-		w.Scheme = SchemeStandardWebhooks
+		w.Scheme = defaultScheme
 	}
-	if w.Outcome == "" {
-		w.Outcome = workflows.StateSucceeded
+	if w.State == "" {
+		w.State = workflows.StateSucceeded
 	}
 	if w.Deliveries == 0 {
 		w.Deliveries = 1
@@ -254,7 +246,7 @@ func newSender(w Webhooks) *sender {
 		w.RetryFor = defaultRetryFor
 	}
 	sn := &sender{w: w, ops: map[string]*hookOp{}}
-	sn.scheme, _ = signature.Lookup(string(w.Scheme))
+	sn.scheme, _ = signature.Lookup(w.Scheme)
 	sn.key, _ = sn.scheme.Key(w.Secret)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	sn.client = &http.Client{
@@ -329,7 +321,7 @@ func (s *Server) hookState(op *hookOp, now time.Time) string {
 	if now.Sub(op.started) < s.wh.w.Duration {
 		return "processing"
 	}
-	return string(s.wh.w.Outcome)
+	return string(s.wh.w.State)
 }
 
 // serveResource answers GET /resources/{id}; it reports whether r was one.
@@ -470,12 +462,12 @@ func (sn *sender) plan(op *hookOp, end time.Time) []*hookCopy {
 	}
 	var copies []*hookCopy
 	for range w.Forged {
-		copies = append(copies, mk(DeliveryForged, string(w.Outcome), end))
+		copies = append(copies, mk(DeliveryForged, string(w.State), end))
 	}
 	for range w.Stale {
-		copies = append(copies, mk(DeliveryStale, string(w.Outcome), end.Add(-staleAge)))
+		copies = append(copies, mk(DeliveryStale, string(w.State), end.Add(-staleAge)))
 	}
-	terminal := mk(DeliveryValid, string(w.Outcome), end)
+	terminal := mk(DeliveryValid, string(w.State), end)
 	for range w.Deliveries {
 		c := *terminal
 		copies = append(copies, &c)

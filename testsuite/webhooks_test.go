@@ -63,7 +63,7 @@ type received struct {
 // verifies, 400 to one that does not, or the status that answer says.
 type receiver struct {
 	t      *testing.T
-	scheme testsuite.Scheme
+	scheme string
 	answer func(n int) int // the status of the n-th delivery (from 1), 0: by verification
 	hold   chan struct{}   // if set, deliveries are held until it closes or the sender goes
 	srv    *httptest.Server
@@ -71,7 +71,7 @@ type receiver struct {
 	got    []received
 }
 
-func newReceiver(t *testing.T, scheme testsuite.Scheme) *receiver {
+func newReceiver(t *testing.T, scheme string) *receiver {
 	rc := &receiver{t: t, scheme: scheme}
 	rc.srv = httptest.NewServer(rc)
 	t.Cleanup(rc.srv.Close)
@@ -118,7 +118,7 @@ func (rc *receiver) deliveries() []received {
 // verify checks a delivery as a receiver of scheme does, with a 5 min
 // tolerance; the HMAC scheme signs no time, so its receiver checks the
 // event's "created".
-func verify(scheme testsuite.Scheme, h http.Header, body []byte, ev hookEvent, now time.Time) error {
+func verify(scheme string, h http.Header, body []byte, ev hookEvent, now time.Time) error {
 	mac := func(key []byte, parts ...string) []byte {
 		m := hmac.New(sha256.New, key)
 		for _, p := range parts {
@@ -133,7 +133,7 @@ func verify(scheme testsuite.Scheme, h http.Header, body []byte, ev hookEvent, n
 		return nil
 	}
 	switch scheme {
-	case testsuite.SchemeStandardWebhooks:
+	case "standard-webhooks":
 		id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
 		if id != ev.ID {
 			return fmt.Errorf("webhook-id %q, event id %q", id, ev.ID)
@@ -147,7 +147,7 @@ func verify(scheme testsuite.Scheme, h http.Header, body []byte, ev hookEvent, n
 			return err
 		}
 		return fresh(n)
-	case testsuite.SchemeStripe:
+	case "stripe":
 		var ts, sig string
 		for part := range strings.SplitSeq(h.Get("Stripe-Signature"), ",") {
 			k, v, _ := strings.Cut(part, "=")
@@ -166,7 +166,7 @@ func verify(scheme testsuite.Scheme, h http.Header, body []byte, ev hookEvent, n
 			return err
 		}
 		return fresh(n)
-	case testsuite.SchemeHMAC:
+	case "hmac":
 		if !hmac.Equal([]byte(h.Get("X-Signature")), []byte(hex.EncodeToString(mac([]byte(plainSecret), string(body))))) {
 			return errors.New("X-Signature does not verify")
 		}
@@ -204,17 +204,17 @@ func settled(t *testing.T, srv *testsuite.Server, n int) testsuite.Stats {
 // answered 4xx, without retries.
 func TestWebhooksSchemes(t *testing.T) {
 	for _, tc := range []struct {
-		scheme testsuite.Scheme
+		scheme string
 		secret string
 	}{
-		{testsuite.SchemeStandardWebhooks, standardSecret},
-		{testsuite.SchemeStripe, plainSecret},
-		{testsuite.SchemeHMAC, plainSecret},
+		{"standard-webhooks", standardSecret},
+		{"stripe", plainSecret},
+		{"hmac", plainSecret},
 	} {
 		t.Run(string(tc.scheme), func(t *testing.T) {
 			rc := newReceiver(t, tc.scheme)
 			srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
-				URL: rc.srv.URL + "/hooks", Scheme: tc.scheme, Secret: tc.secret, Outcome: workflows.StateFailed,
+				URL: rc.srv.URL + "/hooks", Scheme: tc.scheme, Secret: tc.secret, State: workflows.StateFailed,
 				Deliveries: 3, Progress: true, Forged: 2, Stale: 1,
 			}})
 			resp, body := startOp(t, srv.URL+"/payments", "k1", `{"amount":1}`)
@@ -284,8 +284,8 @@ func TestWebhooksSchemes(t *testing.T) {
 // timestamp 10 minutes old, and its event was created 10 minutes before
 // the valid one's.
 func TestWebhooksStaleTimestamp(t *testing.T) {
-	rc := newReceiver(t, testsuite.SchemeStripe)
-	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{URL: rc.srv.URL, Scheme: testsuite.SchemeStripe, Secret: plainSecret, Stale: 1}})
+	rc := newReceiver(t, "stripe")
+	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{URL: rc.srv.URL, Scheme: "stripe", Secret: plainSecret, Stale: 1}})
 	startOp(t, srv.URL+"/x", "k1", `{}`)
 	settled(t, srv, 2)
 	got := rc.deliveries()
@@ -311,7 +311,7 @@ func TestWebhooksRetry(t *testing.T) {
 		{"until RetryFor", 1 << 30, 1200 * time.Millisecond, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := newReceiver(t, testsuite.SchemeStandardWebhooks)
+			rc := newReceiver(t, "standard-webhooks")
 			rc.answer = func(n int) int {
 				if n <= tc.failures {
 					return http.StatusServiceUnavailable
@@ -376,9 +376,9 @@ func TestWebhooksNoRedirect(t *testing.T) {
 // included, gets its operation's deliveries instead of URL, and the
 // event echoes the request's metadata object.
 func TestWebhooksCallbackURL(t *testing.T) {
-	fixed := newReceiver(t, testsuite.SchemeHMAC)
-	callback := newReceiver(t, testsuite.SchemeHMAC)
-	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{URL: fixed.srv.URL, Scheme: testsuite.SchemeHMAC, Secret: plainSecret}})
+	fixed := newReceiver(t, "hmac")
+	callback := newReceiver(t, "hmac")
+	srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{URL: fixed.srv.URL, Scheme: "hmac", Secret: plainSecret}})
 	for _, tc := range []struct {
 		key, body, metadata string
 		to                  *receiver
@@ -428,7 +428,7 @@ func TestWebhooksDropRate(t *testing.T) {
 		{"none", 0, nil, []string{"op_1", "op_2", "op_3", "op_4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := newReceiver(t, testsuite.SchemeStandardWebhooks)
+			rc := newReceiver(t, "standard-webhooks")
 			opts := testsuite.Options{Webhooks: &testsuite.Webhooks{URL: rc.srv.URL, Secret: standardSecret, DropRate: tc.rate}}
 			if tc.draws != nil {
 				var mu sync.Mutex
@@ -467,9 +467,9 @@ func TestWebhooksResource(t *testing.T) {
 	for _, outcome := range []workflows.State{"", workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled} {
 		t.Run("outcome="+string(outcome), func(t *testing.T) {
 			clock := &fakeClock{t: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)}
-			rc := newReceiver(t, testsuite.SchemeStandardWebhooks)
+			rc := newReceiver(t, "standard-webhooks")
 			srv := testsuite.StartServer(t, testsuite.Options{Now: clock.now, Webhooks: &testsuite.Webhooks{
-				URL: rc.srv.URL, Secret: standardSecret, Duration: time.Hour, Outcome: outcome,
+				URL: rc.srv.URL, Secret: standardSecret, Duration: time.Hour, State: outcome,
 			}})
 			first, body := startOp(t, srv.URL+"/jobs", "k1", `{"metadata":{"a":1}}`)
 			again, replay := startOp(t, srv.URL+"/jobs", "k1", `{"metadata":{"a":1}}`)
@@ -505,7 +505,7 @@ func TestWebhooksResource(t *testing.T) {
 // TestWebhooksDuration: on the real clock, nothing is sent before
 // Duration; when the webhook arrives, the resource reports the outcome.
 func TestWebhooksDuration(t *testing.T) {
-	rc := newReceiver(t, testsuite.SchemeStandardWebhooks)
+	rc := newReceiver(t, "standard-webhooks")
 	var srv *testsuite.Server
 	var atDelivery string
 	rc.answer = func(int) int {
@@ -528,7 +528,7 @@ func TestWebhooksDuration(t *testing.T) {
 func TestWebhooksShuffle(t *testing.T) {
 	for _, shuffle := range []bool{false, true} {
 		t.Run(fmt.Sprint("shuffle=", shuffle), func(t *testing.T) {
-			rc := newReceiver(t, testsuite.SchemeStandardWebhooks)
+			rc := newReceiver(t, "standard-webhooks")
 			srv := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
 				URL: rc.srv.URL, Secret: standardSecret, Progress: true, Shuffle: shuffle, Jitter: time.Millisecond,
 			}})
@@ -564,9 +564,9 @@ func TestWebhooksShuffle(t *testing.T) {
 // under way at once, and leaves no goroutine behind.
 func TestWebhooksClose(t *testing.T) {
 	base := runtime.NumGoroutine()
-	hanging := newReceiver(t, testsuite.SchemeStandardWebhooks)
+	hanging := newReceiver(t, "standard-webhooks")
 	hanging.hold = make(chan struct{})
-	failing := newReceiver(t, testsuite.SchemeStandardWebhooks)
+	failing := newReceiver(t, "standard-webhooks")
 	failing.answer = func(int) int { return http.StatusServiceUnavailable }
 	srv := testsuite.NewServer(testsuite.Options{Webhooks: &testsuite.Webhooks{URL: failing.srv.URL, Secret: standardSecret}})
 	hs := httptest.NewServer(srv)
@@ -621,10 +621,10 @@ func TestWebhooksValidate(t *testing.T) {
 	}{
 		{"no secret", func(w *testsuite.Webhooks) { w.Secret = "" }, "Secret"},
 		{"standard secret not base64", func(w *testsuite.Webhooks) { w.Secret = "whsec_not base64!" }, "whsec_"},
-		{"stripe without secret", func(w *testsuite.Webhooks) { w.Scheme, w.Secret = testsuite.SchemeStripe, "" }, "Secret: required"},
+		{"stripe without secret", func(w *testsuite.Webhooks) { w.Scheme, w.Secret = "stripe", "" }, "Secret: required"},
 		{"scheme", func(w *testsuite.Webhooks) { w.Scheme = "svix" }, `Scheme "svix"`},
 		{"url", func(w *testsuite.Webhooks) { w.URL = "/relative" }, "absolute"},
-		{"outcome", func(w *testsuite.Webhooks) { w.Outcome = testsuite.NeverEnds }, `Outcome "never"`},
+		{"state", func(w *testsuite.Webhooks) { w.State = "never" }, `State "never"`},
 		{"drop rate", func(w *testsuite.Webhooks) { w.DropRate = 1.5 }, "DropRate"},
 		{"negative", func(w *testsuite.Webhooks) { w.Forged = -1 }, "Forged"},
 		{"negative duration", func(w *testsuite.Webhooks) { w.Jitter = -time.Second }, "Jitter"},
@@ -637,6 +637,6 @@ func TestWebhooksValidate(t *testing.T) {
 		}
 		assert.Panics(t, func() { testsuite.NewServer(testsuite.Options{Webhooks: &w}) }, tc.name)
 	}
-	hmacOK := testsuite.Webhooks{Scheme: testsuite.SchemeHMAC, Secret: "s"}
+	hmacOK := testsuite.Webhooks{Scheme: "hmac", Secret: "s"}
 	assert.NoError(t, hmacOK.Validate(), "URL is optional: callback URLs only")
 }

@@ -12,7 +12,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
@@ -91,7 +92,7 @@ func (c *Callbacks) token(key, workflowID, operation, digest string) string {
 // idempotency key is key (workflows.Request.IdempotencyKey): the URL names
 // the call by the key's digest; "" names no call, only the operation.
 func (c *Callbacks) URL(workflowID, operation, key string) (string, error) {
-	return c.url(workflowID, operation, request.KeyDigest(key))
+	return c.url(workflowID, operation, idemkey.Digest(key))
 }
 
 // url is the callback URL of the call of operation in workflowID whose
@@ -175,5 +176,5 @@ func (c *Callbacks) Register(r worker.ActivityRegistry) {
 			return "", fmt.Errorf("webhooks: the workflow runs in namespace %q, but Callbacks.Namespace is %q: the receiver would refuse its token", info.WorkflowNamespace, c.namespace())
 		}
 		return c.url(info.WorkflowExecution.ID, operation, digest)
-	}, activity.RegisterOptions{Name: request.CallbackActivityName})
+	}, activity.RegisterOptions{Name: input.CallbackActivityName})
 }

@@ -10,7 +10,8 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -27,9 +28,9 @@ import (
 // two updates.
 func TestReceiverNamesTheCallOfAnOperation(t *testing.T) {
 	const key1, key2 = "refund-order-7-first", "refund-order-7-second"
-	d1, d2 := request.KeyDigest(key1), request.KeyDigest(key2)
+	d1, d2 := idemkey.Digest(key1), idemkey.Digest(key2)
 	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{strings.Repeat("k", 32)}, Namespace: "default-test-namespace"}
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 
 	// The callback URLs a workflow gets from its worker, for each key.
@@ -66,7 +67,7 @@ func TestReceiverNamesTheCallOfAnOperation(t *testing.T) {
 	metadata := func(key string) string {
 		m := `"workflow_id":"` + wid + `","operation":"refund"`
 		if key != "" {
-			m += `,"key_digest":"` + request.KeyDigest(key) + `"`
+			m += `,"key_digest":"` + idemkey.Digest(key) + `"`
 		}
 		return `{"id":"evt_1","type":"refund.succeeded","data":{"object":{"id":"re_1","metadata":{` + m + `}}}}`
 	}
@@ -125,7 +126,7 @@ func TestReceiverNamesTheCallOfAnOperation(t *testing.T) {
 			require.Equal(t, 1, u.count())
 			o := u.calls[0]
 			assert.Equal(t, wid, o.WorkflowID)
-			assert.Equal(t, request.WebhookUpdate("refund"), o.UpdateName)
+			assert.Equal(t, input.WebhookUpdate("refund"), o.UpdateName)
 			n := o.Args[0].(*workflows.Notification)
 			assert.Equal(t, tc.wantDigest, n.KeyDigest)
 			if tc.wantDigest != "" {

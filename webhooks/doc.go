@@ -13,8 +13,8 @@
 // states the answers, what reaches history and the security
 // model.
 //
-// A Verifier checks one scheme's signature: [StandardWebhooks] (Standard
-// Webhooks and Svix), [Stripe], or a plain [HMAC] (GitHub's
+// A Verifier checks one scheme's signature: [StandardWebhooksVerifier] (Standard
+// Webhooks and Svix), [StripeVerifier], or a plain [HMACVerifier] (GitHub's
 // X-Hub-Signature-256 and the like). Each holds several secrets at once,
 // for rotation, compares in constant time, and returns the Event the
 // delivery names or an error that wraps ErrSignature, ErrTimestamp or

@@ -15,7 +15,7 @@ import (
 // The hmac scheme with its default options; the worker's --webhook-hmac-*
 // flags set the others.
 func init() {
-	named.Register[newVerifier]("hmac", func(secrets ...string) (Verifier, error) { return HMAC(HMACOptions{Secrets: secrets}) })
+	named.Register[newVerifier]("hmac", func(secrets ...string) (Verifier, error) { return HMACVerifier(HMACOptions{Secrets: secrets}) })
 }
 
 // HMACOptions configures HMAC: a plain HMAC-SHA256 of the body (or of
@@ -72,8 +72,8 @@ type HMACOptions struct {
 // HMAC returns the Verifier of a plain HMAC-SHA256 scheme (o says which);
 // it fails when o has no secret or an unusable setting. Its RejectStatus
 // is 401.
-func HMAC(o HMACOptions) (Verifier, error) {
-	secrets, err := checkSecrets("HMAC", o.Secrets)
+func HMACVerifier(o HMACOptions) (Verifier, error) {
+	secrets, err := checkSecrets("HMACVerifier", o.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -89,15 +89,15 @@ func HMAC(o HMACOptions) (Verifier, error) {
 		v.o.Encoding = "hex"
 	case "hex", "base64":
 	default:
-		return nil, fmt.Errorf("webhooks: HMAC: Encoding %q: want \"hex\" or \"base64\"", o.Encoding)
+		return nil, fmt.Errorf("webhooks: HMACVerifier: Encoding %q: want \"hex\" or \"base64\"", o.Encoding)
 	}
 	switch {
 	case v.o.Tolerance < 0:
-		return nil, fmt.Errorf("webhooks: HMAC: Tolerance %v is negative", o.Tolerance)
+		return nil, fmt.Errorf("webhooks: HMACVerifier: Tolerance %v is negative", o.Tolerance)
 	case v.o.Tolerance == 0:
 		v.o.Tolerance = signature.DefaultTolerance
 	case v.o.Tolerance < time.Second:
-		return nil, fmt.Errorf("webhooks: HMAC: Tolerance %v is under a second (timestamps are whole seconds)", o.Tolerance)
+		return nil, fmt.Errorf("webhooks: HMACVerifier: Tolerance %v is under a second (timestamps are whole seconds)", o.Tolerance)
 	}
 	if v.o.IDField == "" {
 		v.o.IDField = "id"

@@ -99,7 +99,7 @@ func TestHMAC(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := webhooks.HMAC(tt.o)
+			v, err := webhooks.HMACVerifier(tt.o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,14 +137,14 @@ func TestHMACOptions(t *testing.T) {
 		{"a tolerance under a second", webhooks.HMACOptions{Secrets: []string{hmacSecret1}, Tolerance: time.Millisecond}, "under a second"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := webhooks.HMAC(tt.o)
+			_, err := webhooks.HMACVerifier(tt.o)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("HMAC: %v, want %q", err, tt.want)
 			}
 		})
 	}
 	// The defaults: X-Signature, hex, 5 minutes, "id", "type".
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{hmacSecret1}, TimestampHeader: "X-T"})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{hmacSecret1}, TimestampHeader: "X-T"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func FuzzHMAC(f *testing.F) {
 			// The type from a header: the fuzzed timestamp, sent as X-Type too.
 			o.Encoding, o.Prefix, o.TypeHeader = "base64", "", "X-Type"
 		}
-		v, err := webhooks.HMAC(o)
+		v, err := webhooks.HMACVerifier(o)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -23,7 +23,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -32,8 +35,8 @@ type Config struct {
 	// Client delivers notifications to workflows (Temporal Updates).
 	// Required.
 	Client client.Client
-	// Verifier checks each delivery's signature: StandardWebhooks, Stripe
-	// or HMAC. Required, but with Callbacks, where nil means that the
+	// Verifier checks each delivery's signature: StandardWebhooksVerifier,
+	// StripeVerifier or HMACVerifier. Required, but with Callbacks, where nil means that the
 	// callback token alone authenticates (for APIs that do not sign).
 	Verifier Verifier
 	// Callbacks, when set, makes this a callback endpoint: the workflow,
@@ -136,7 +139,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, errors.New("webhooks: Config.Client is nil: the receiver delivers to workflows through it")
 	}
 	if cfg.Verifier == nil && cfg.Callbacks == nil {
-		return nil, errors.New("webhooks: Config.Verifier is nil: a fixed endpoint must verify signatures (StandardWebhooks, Stripe or HMAC); only a callback endpoint (Config.Callbacks) may rely on its token alone")
+		return nil, errors.New("webhooks: Config.Verifier is nil: a fixed endpoint must verify signatures (StandardWebhooksVerifier, StripeVerifier or HMACVerifier); only a callback endpoint (Config.Callbacks) may rely on its token alone")
 	}
 	if cfg.Callbacks != nil {
 		if err := cfg.Callbacks.check(); err != nil {
@@ -151,17 +154,17 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 			*s = d
 		}
 	}
-	def(&cfg.WorkflowIDField, request.DefaultWorkflowIDField)
-	def(&cfg.OperationField, request.DefaultOperationField)
-	def(&cfg.KeyDigestField, request.DefaultKeyDigestField)
+	def(&cfg.WorkflowIDField, defaults.WorkflowIDField)
+	def(&cfg.OperationField, defaults.OperationField)
+	def(&cfg.KeyDigestField, defaults.KeyDigestField)
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = request.DefaultWebhookMaxBodyBytes
+		cfg.MaxBodyBytes = defaults.WebhookMaxBodyBytes
 	}
 	if cfg.MaxEventBytes == 0 {
-		cfg.MaxEventBytes = request.DefaultWebhookMaxEventBytes
+		cfg.MaxEventBytes = defaults.WebhookMaxEventBytes
 	}
 	if cfg.DeliveryTimeout == 0 {
-		cfg.DeliveryTimeout = request.DefaultDeliveryTimeout
+		cfg.DeliveryTimeout = defaults.DeliveryTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -289,7 +292,7 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 			return nil, answer{http.StatusOK, outcomeIgnored, fmt.Sprintf("the event names no workflow and operation (%s, %s)", rc.cfg.WorkflowIDField, rc.cfg.OperationField)}
 		}
 	}
-	if len(workflowID) > 1000 || !utf8.ValidString(workflowID) || request.Operation(operation) != nil || len(operation) > 1000 ||
+	if len(workflowID) > 1000 || !utf8.ValidString(workflowID) || rules.Operation(operation) != nil || len(operation) > 1000 ||
 		len(digest) > maxKeyDigest || !utf8.ValidString(digest) {
 		return nil, answer{http.StatusOK, outcomeIgnored, "the event's workflow ID, operation or key digest is not one a workflow could have"}
 	}
@@ -305,7 +308,7 @@ func (rc *Receiver) receive(ctx context.Context, r *http.Request, scheme string)
 	return n, rc.deliver(ctx, workflowID, n)
 }
 
-// maxKeyDigest bounds the key digest an event names (request.KeyDigest's
+// maxKeyDigest bounds the key digest an event names (idemkey.Digest's
 // are 16 characters).
 const maxKeyDigest = 64
 
@@ -337,7 +340,7 @@ func (rc *Receiver) deliver(ctx context.Context, workflowID string, n *workflows
 	ctx, cancel := context.WithTimeout(ctx, rc.cfg.DeliveryTimeout)
 	defer cancel()
 	h, err := rc.cfg.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		UpdateID: id, WorkflowID: workflowID, UpdateName: request.WebhookUpdate(n.Operation),
+		UpdateID: id, WorkflowID: workflowID, UpdateName: input.WebhookUpdate(n.Operation),
 		Args: []any{n}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var nf *serviceerror.NotFound
@@ -403,7 +406,7 @@ func decode(body []byte) any {
 }
 
 // stringAt is the string at a dotted path in doc, "" when there is none
-// (request.StringField's reading, on a document decoded once).
+// (jsonfield.String's reading, on a document decoded once).
 func stringAt(doc any, path string) string {
 	for name := range strings.SplitSeq(path, ".") {
 		obj, ok := doc.(map[string]any)
@@ -417,13 +420,13 @@ func stringAt(doc any, path string) string {
 }
 
 // scrub returns the JSON body (doc, decoded) with the value of every member
-// named like a credential (request.IsCredential, the rule for header names
+// named like a credential (redact.IsCredential, the rule for header names
 // and answers too) replaced by "[redacted]", every other byte as sent; and
 // false when body is not JSON in UTF-8.
 func scrub(body []byte, doc any) (json.RawMessage, bool) {
 	if doc == nil || !utf8.Valid(body) {
 		return nil, false
 	}
-	out, _ := request.RedactFields(body, "[redacted]")
+	out, _ := redact.Fields(body, "[redacted]")
 	return out, true
 }

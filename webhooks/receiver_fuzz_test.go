@@ -11,7 +11,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -65,7 +66,7 @@ func FuzzReceiver(f *testing.F) {
 			if headers {
 				o.TypeHeader, o.IDHeader = "X-Type", "X-Id"
 			}
-			v, err := webhooks.HMAC(o)
+			v, err := webhooks.HMACVerifier(o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +245,7 @@ func tokenOwner(escapedPath string) (wf, op, digest string, ok bool) {
 	}
 	if len(parts) >= 4 {
 		if wf, op, ok := owner(parts[len(parts)-4:], fuzzCallKey); ok {
-			return wf, op, request.KeyDigest(fuzzCallKey), true
+			return wf, op, idemkey.Digest(fuzzCallKey), true
 		}
 	}
 	if len(parts) < 3 {
@@ -255,13 +256,13 @@ func tokenOwner(escapedPath string) (wf, op, digest string, ok bool) {
 }
 
 // checkRedacted fails when a string or number that is the value of a
-// member named like a credential (request.IsCredential), or in an array
+// member named like a credential (redact.IsCredential), or in an array
 // that is, is other than "[redacted]"; named says v is such a value.
 func checkRedacted(t *testing.T, v any, named bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			checkRedacted(t, e, request.IsCredential(k))
+			checkRedacted(t, e, redact.IsCredential(k))
 		}
 	case []any:
 		for _, e := range x {

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -25,7 +25,7 @@ import (
 // TestReceiverFixedEndpoint: what the receiver answers a delivery, and
 // whether it reached Temporal.
 func TestReceiverFixedEndpoint(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{"the-new-secret-of-the-provider", secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{"the-new-secret-of-the-provider", secret}})
 	require.NoError(t, err)
 	valid := event("evt_1", "order-1", "charge")
 	for _, tc := range []struct {
@@ -73,7 +73,7 @@ func TestReceiverFixedEndpoint(t *testing.T) {
 			}
 			o := u.calls[0]
 			assert.Equal(t, "order-1", o.WorkflowID)
-			assert.Equal(t, request.WebhookUpdate("charge"), o.UpdateName)
+			assert.Equal(t, input.WebhookUpdate("charge"), o.UpdateName)
 			assert.Equal(t, "webhook/hmac/charge/evt_1", o.UpdateID)
 			assert.Equal(t, client.WorkflowUpdateStageCompleted, o.WaitForStage)
 			n := o.Args[0].(*workflows.Notification)
@@ -89,7 +89,7 @@ func TestReceiverFixedEndpoint(t *testing.T) {
 // TestReceiverDuplicate: a delivery the receiver delivered already is
 // answered without Temporal; one that failed is tried again.
 func TestReceiverDuplicate(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	u := &updates{err: serviceerror.NewUnavailable("down")}
 	rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
@@ -108,7 +108,7 @@ func TestReceiverDuplicate(t *testing.T) {
 // TestReceiverLargeEvent: an event larger than MaxEventBytes reaches the
 // workflow without its body.
 func TestReceiverLargeEvent(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	u := &updates{}
 	rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v, MaxEventBytes: 100})
@@ -158,7 +158,7 @@ func TestReceiverCallbacks(t *testing.T) {
 			assert.Equal(t, tc.wantCalls, u.count())
 			if tc.wantCalls == 1 {
 				assert.Equal(t, "order/1", u.calls[0].WorkflowID)
-				assert.Equal(t, request.WebhookUpdate("charge"), u.calls[0].UpdateName)
+				assert.Equal(t, input.WebhookUpdate("charge"), u.calls[0].UpdateName)
 				assert.Equal(t, "callback", u.calls[0].Args[0].(*workflows.Notification).Scheme)
 			}
 		})
@@ -168,7 +168,7 @@ func TestReceiverCallbacks(t *testing.T) {
 // TestNewReceiverRefuses: a configuration that would take unverified
 // events, or could not work, is an error that says what to set.
 func TestNewReceiverRefuses(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
@@ -223,7 +223,7 @@ func TestReceiverRoutesEachDeliveryToItsOperation(t *testing.T) {
 		assert.Equal(t, 2, u.count())
 	})
 	t.Run("a signed event naming another operation than its callback", func(t *testing.T) {
-		v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+		v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 		require.NoError(t, err)
 		u := &updates{}
 		rc := newReceiver(t, webhooks.Config{Client: u, Callbacks: cb, Verifier: v})
@@ -269,7 +269,7 @@ func TestReceiverUnsignedHeaders(t *testing.T) {
 		{"type from the signed body", webhooks.HMACOptions{Secrets: []string{secret}, Header: "X-Hub-Signature-256", Prefix: "sha256=", IDHeader: "X-GitHub-Delivery", TypeField: "type"}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := webhooks.HMAC(tc.opts)
+			v, err := webhooks.HMACVerifier(tc.opts)
 			require.NoError(t, err)
 			u := &updates{}
 			rc := newReceiver(t, webhooks.Config{Client: u, Verifier: v})
@@ -316,7 +316,7 @@ func TestReceiverUnsignedHeaders(t *testing.T) {
 // that names none reaches B marked OperationUnsigned (the resource
 // decides), and only B's own signed metadata makes it decisive.
 func TestReceiverCallbackBinding(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	cb := &webhooks.Callbacks{BaseURL: "https://hooks.example.com/cb", Secrets: []string{strings.Repeat("k", 32)}}
 	pathB, err := cb.URL("order-B", "charge", "")

@@ -13,12 +13,12 @@ import (
 )
 
 // TestReceiverRedactsCredentialFields (issue 30, item 3): the value of
-// every member named like a credential (request.IsCredential, the rule
+// every member named like a credential (redact.IsCredential, the rule
 // for header names too), in camelCase, prefixed or any case, is replaced
 // before the event reaches Notification.Body in history; business fields
 // named close to one keep theirs.
 func TestReceiverRedactsCredentialFields(t *testing.T) {
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	secrets := map[string]string{
 		"accessToken": "at_value_0001", "clientSecret": "cs_value_0002", "secret_key": "sk_value_0003",
@@ -61,9 +61,9 @@ func TestReceiverRedactsCredentialFields(t *testing.T) {
 // extended_authorization and incremental_authorization objects keep their
 // shape, so the workflow can decode the body into stripe-go's types.
 func TestReceiverKeepsStripeObjects(t *testing.T) {
-	pi, err := os.ReadFile("../internal/request/testdata/stripe_payment_intent.json")
+	pi, err := os.ReadFile("../internal/redact/testdata/stripe_payment_intent.json")
 	require.NoError(t, err)
-	v, err := webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{secret}})
+	v, err := webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{secret}})
 	require.NoError(t, err)
 	body := `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":` + string(pi) + `}}`
 	u := &updates{}

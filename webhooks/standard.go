@@ -10,7 +10,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
-func init() { named.Register[newVerifier]("standard-webhooks", StandardWebhooks) }
+func init() { named.Register[newVerifier]("standard-webhooks", StandardWebhooksVerifier) }
 
 // StandardWebhooks returns the Verifier of the Standard Webhooks scheme
 // (https://www.standardwebhooks.com/, Svix's): the secrets are "whsec_"
@@ -27,8 +27,8 @@ func init() { named.Register[newVerifier]("standard-webhooks", StandardWebhooks)
 //
 // It fails when there is no secret or one does not decode. Its
 // RejectStatus is 400.
-func StandardWebhooks(secrets ...string) (Verifier, error) {
-	if _, err := checkSecrets("StandardWebhooks", secrets); err != nil {
+func StandardWebhooksVerifier(secrets ...string) (Verifier, error) {
+	if _, err := checkSecrets("StandardWebhooksVerifier", secrets); err != nil {
 		return nil, err
 	}
 	v := &standard{}
@@ -36,9 +36,9 @@ func StandardWebhooks(secrets ...string) (Verifier, error) {
 		key, err := signature.StandardKey(s)
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("webhooks: StandardWebhooks: secret %d of %d is not %q and standard base64 (padded): copy it whole from the sender's settings", i+1, len(secrets), signature.StandardSecretPrefix)
+			return nil, fmt.Errorf("webhooks: StandardWebhooksVerifier: secret %d of %d is not %q and standard base64 (padded): copy it whole from the sender's settings", i+1, len(secrets), signature.StandardSecretPrefix)
 		case len(key) == 0:
-			return nil, fmt.Errorf("webhooks: StandardWebhooks: secret %d of %d is an empty key", i+1, len(secrets))
+			return nil, fmt.Errorf("webhooks: StandardWebhooksVerifier: secret %d of %d is an empty key", i+1, len(secrets))
 		}
 		v.keys = append(v.keys, key)
 	}

@@ -50,7 +50,7 @@ func independentStd(key []byte, id, ts string, body []byte) string {
 }
 
 func TestStandardWebhooks(t *testing.T) {
-	v, err := webhooks.StandardWebhooks(stdSecret1, stdSecret2)
+	v, err := webhooks.StandardWebhooksVerifier(stdSecret1, stdSecret2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestStandardWebhooks(t *testing.T) {
 }
 
 func TestStandardWebhooksErrors(t *testing.T) {
-	v, _ := webhooks.StandardWebhooks(stdSecret1, stdSecret2)
+	v, _ := webhooks.StandardWebhooksVerifier(stdSecret1, stdSecret2)
 	h := stdHeaders("msg_1", t0.Unix(), stdBody, []byte("not the endpoint's key, 32 bytes"))
 	_, err := v.Verify(h, []byte(stdBody), t0)
 	if err == nil || !strings.Contains(err.Error(), "no signature matches any of the 2 secrets: check the endpoint's signing secret") {
@@ -164,7 +164,7 @@ func TestStandardWebhooksSecrets(t *testing.T) {
 		{"a newline", []string{stdSecret1 + "\n"}, "white space"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := webhooks.StandardWebhooks(tt.secrets...)
+			v, err := webhooks.StandardWebhooksVerifier(tt.secrets...)
 			if tt.want == "" {
 				if err != nil || v == nil {
 					t.Fatalf("StandardWebhooks: %v", err)
@@ -185,7 +185,7 @@ func FuzzStandardWebhooks(f *testing.F) {
 	f.Add("msg_1", strconv.FormatInt(ts, 10), "v1,AAAA "+signature.Standard(stdKey2, "msg_1", ts, nil), []byte{}, int64(-300))
 	f.Add("x", "+0017", "v1,", []byte("{"), int64(301))
 	f.Add("", "", "", []byte(nil), int64(0))
-	v, err := webhooks.StandardWebhooks(stdSecret1, stdSecret2)
+	v, err := webhooks.StandardWebhooksVerifier(stdSecret1, stdSecret2)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 )
 
-func init() { named.Register[newVerifier]("stripe", Stripe) }
+func init() { named.Register[newVerifier]("stripe", StripeVerifier) }
 
 // stripeTolerance is how old a Stripe delivery's timestamp may be: 300
 // seconds, the default of Stripe's official libraries.
@@ -32,8 +32,8 @@ const stripeTolerance = 300 * time.Second
 //
 // It fails when there is no secret or one is blank. Its RejectStatus is
 // 400.
-func Stripe(secrets ...string) (Verifier, error) {
-	if _, err := checkSecrets("Stripe", secrets); err != nil {
+func StripeVerifier(secrets ...string) (Verifier, error) {
+	if _, err := checkSecrets("StripeVerifier", secrets); err != nil {
 		return nil, err
 	}
 	return &stripe{keys: secretBytes(secrets)}, nil

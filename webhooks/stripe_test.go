@@ -37,7 +37,7 @@ func independentStripe(secret, ts string, body []byte) string {
 }
 
 func TestStripe(t *testing.T) {
-	v, err := webhooks.Stripe(stripeSecret1, stripeSecret2)
+	v, err := webhooks.StripeVerifier(stripeSecret1, stripeSecret2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestStripe(t *testing.T) {
 }
 
 func TestStripeErrors(t *testing.T) {
-	v, _ := webhooks.Stripe(stripeSecret1)
+	v, _ := webhooks.StripeVerifier(stripeSecret1)
 	_, err := v.Verify(stripeHeader(t0.Unix(), stripeBody, stripeSecret2), []byte(stripeBody), t0)
 	if err == nil || !strings.Contains(err.Error(), "no signature matches the secret: check the endpoint's signing secret") {
 		t.Errorf("wrong secret: %v", err)
@@ -121,7 +121,7 @@ func TestStripeErrors(t *testing.T) {
 		t.Errorf("no id: %v", err)
 	}
 	for _, secrets := range [][]string{nil, {""}, {" "}, {stripeSecret1, "whsec_x\n"}} {
-		if _, err := webhooks.Stripe(secrets...); err == nil {
+		if _, err := webhooks.StripeVerifier(secrets...); err == nil {
 			t.Errorf("Stripe(%q): no error", secrets)
 		}
 	}
@@ -133,7 +133,7 @@ func FuzzStripe(f *testing.F) {
 	f.Add("t=1,v1=00,t="+strconv.FormatInt(ts, 10)+",v1="+independentStripe(stripeSecret2, strconv.FormatInt(ts, 10), []byte(`{"id":7}`)), []byte(`{"id":7}`), int64(300))
 	f.Add("t=,v1=", []byte("{"), int64(-1000))
 	f.Add(",,,=,t==,v1==", []byte(nil), int64(0))
-	v, err := webhooks.Stripe(stripeSecret1, stripeSecret2)
+	v, err := webhooks.StripeVerifier(stripeSecret1, stripeSecret2)
 	if err != nil {
 		f.Fatal(err)
 	}

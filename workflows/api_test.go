@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -173,7 +173,7 @@ func TestCallAgainAfterAFailureIsARetry(t *testing.T) {
 	require.NoError(t, h.env.GetWorkflowError())
 	var key string
 	require.NoError(t, h.env.GetWorkflowResult(&key))
-	assert.Equal(t, request.DeriveKey(testNamespace, "order-again", "charge"), key, "the same key")
+	assert.Equal(t, idemkey.Derive(testNamespace, "order-again", "charge"), key, "the same key")
 	assert.Equal(t, 2, srv.Stats().Requests)
 	assert.Equal(t, 1, srv.Stats().Records)
 }

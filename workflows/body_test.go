@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -25,7 +25,7 @@ import (
 // the test environment returns it.
 func TestOversizedResultsStayUnderThePayloadLimit(t *testing.T) {
 	lt := []byte(`{"html":"` + strings.Repeat("<", 1<<20-16) + `"}`)
-	require.LessOrEqual(t, len(lt), request.DefaultMaxResponseBytes, "within MaxResponseBytes: only the encoding is too large")
+	require.LessOrEqual(t, len(lt), defaults.MaxResponseBytes, "within MaxResponseBytes: only the encoding is too large")
 	bin := func(n int) []byte {
 		b := make([]byte, n)
 		_, _ = rand.Read(b)
@@ -51,7 +51,7 @@ func TestOversizedResultsStayUnderThePayloadLimit(t *testing.T) {
 			cfg := activities.Config{AllowedOrigins: []string{srv.URL}, MaxResultBytes: tt.maxResult}
 			bound := tt.maxResult
 			if bound == 0 {
-				bound = request.DefaultMaxResultBytes
+				bound = defaults.MaxResultBytes
 			}
 			env, _, _ := loggedEnv(t, cfg)
 			env.ExecuteWorkflow(workflows.WorkflowName, workflows.Request{Operation: "report", URL: srv.URL + "/reports", Body: json.RawMessage(`{}`)})

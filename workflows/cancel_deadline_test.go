@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -96,7 +96,7 @@ func TestCancelOperationWithinWorkflowDeadline(t *testing.T) {
 			var s sdktestsuite.WorkflowTestSuite
 			s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			env := s.NewTestWorkflowEnvironment()
-			conv := activities.IETF()
+			conv := activities.IETFConvention()
 			conv.LongRunning = activities.GoogleOperation(api.URL + "/v1/")
 			testsuite.Register(t, env, &testsuite.Server{URL: api.URL}, activities.Config{Conventions: map[string]activities.Convention{api.URL: conv}})
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{WorkflowExecutionTimeout: tc.execution})
@@ -138,7 +138,7 @@ func TestCancelOperationWithinWorkflowDeadline(t *testing.T) {
 }
 
 // TestReplayCancelWithinWorkflowDeadline replays histories recorded on a
-// real dev server (internal/cmd/histgen) of a call with
+// real dev server (harness/histgen) of a call with
 // FollowOptions{CancelOperation: true} to a Google-style operation,
 // cancelled while it polls: follow_cancel_deadline_history.json (a 60 s
 // run cancelled 5 s in) and follow_cancel_no_time_history.json (a 15 s run
@@ -182,8 +182,8 @@ func TestReplayCancelWithinWorkflowDeadline(t *testing.T) {
 				if ev.GetWorkflowExecutionCancelRequestedEventAttributes() != nil {
 					cancelRequested = true
 				}
-				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
-					var m request.Monitor
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == poll.ActivityName {
+					var m poll.Monitor
 					require.NoError(t, json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &m))
 					if m.Cancel {
 						cancels = append(cancels, a.GetScheduleToCloseTimeout().AsDuration())

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -103,7 +103,7 @@ func TestRepeatRuleAcrossExecuteChild(t *testing.T) {
 			require.NoError(t, h.env.GetWorkflowResult(&resp))
 			assert.Equal(t, 201, resp.Status)
 			assert.Equal(t, tt.repeat, resp.Replayed, "a meant repeat reads the stored answer; a retry does the work")
-			assert.Equal(t, request.DeriveKey(testNamespace, "order-child-repeat", "charge"), resp.IdempotencyKey)
+			assert.Equal(t, idemkey.Derive(testNamespace, "order-child-repeat", "charge"), resp.IdempotencyKey)
 		})
 	}
 }

@@ -12,7 +12,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
@@ -104,21 +108,21 @@ func (o FollowOptions) validate() error {
 //     "Succeeded", …), redacted, at most 64 bytes;
 //   - Polls: how many polls the last following took.
 //
-// It is declared in internal/request, where the poll activity's input
-// embeds it; go doc internal/request.Accepted documents each field in
+// It is declared in internal/poll, where the poll activity's input
+// embeds it; go doc internal/poll.Accepted documents each field in
 // full. Its URLs are stored in Temporal's history: they never hold user
 // info, and hold query values only for the names the origin's
 // activities.LongRunning.KeepQuery allows, or those the workflow wrote
 // itself (WebhookPoll.URL).
-type Accepted = request.Accepted
+type Accepted = poll.Accepted
 
 // pollInput is op as the poll activity's input, paced by o: State and
 // Polls are the activity's to report, not its input.
-func pollInput(op Accepted, o FollowOptions) request.Monitor {
+func pollInput(op Accepted, o FollowOptions) poll.Monitor {
 	op.State, op.Polls = "", 0
-	b := request.PollBackoff(o.Interval, o.MaximumInterval)
+	b := poll.Backoff(o.Interval, o.MaximumInterval)
 	b.MaxRetryAfter = o.MaxRetryAfter
-	return request.Monitor{Accepted: op, Backoff: b}
+	return poll.Monitor{Accepted: op, Backoff: b}
 }
 
 // FollowAccepted polls op until it ends and returns its final result, as
@@ -143,21 +147,21 @@ func FollowAccepted(ctx workflow.Context, op Accepted, opts FollowOptions) (*Res
 // polls. A 202 that names no monitor the worker follows (from a worker
 // that predates following, or a server that sends none) is
 // ErrTypeMonitorNotFollowed: the 202 is no result.
-func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.Input, resp *Response, opts FollowOptions) (*Response, error) {
+func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in input.Input, resp *Response, opts FollowOptions) (*Response, error) {
 	if resp.Accepted == nil {
 		if resp.Status != http.StatusAccepted {
 			return resp, nil // the result at once
 		}
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s %s answered 202 Accepted without a status monitor this worker follows (check the origin's Convention.LongRunning, and that every worker runs a version that follows): the operation goes on at the server; run the same workflow ID again once fixed (the same key gets the stored answer)", in.Method, request.RedactURL(in.URL)),
-			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: request.RedactURL(in.URL), IdempotencyKey: in.IdempotencyKey,
+			fmt.Sprintf("%s %s answered 202 Accepted without a status monitor this worker follows (check the origin's Convention.LongRunning, and that every worker runs a version that follows): the operation goes on at the server; run the same workflow ID again once fixed (the same key gets the stored answer)", in.Method, redact.URL(in.URL)),
+			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey,
 				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
 	}
-	first := max(resp.Accepted.RetryAfter, request.MinPollInterval)
+	first := max(resp.Accepted.RetryAfter, poll.MinInterval)
 	if opts.MaxRetryAfter > 0 {
 		// The start answer's Retry-After, capped by the worker as the
 		// origin's: the call's own cap holds for it too.
-		first = min(first, max(opts.MaxRetryAfter, request.MinPollInterval))
+		first = min(first, max(opts.MaxRetryAfter, poll.MinInterval))
 	}
 	return follow(ctx, ao, *resp.Accepted, opts, first)
 }
@@ -170,7 +174,7 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in request.I
 // opts.CancelOperation is set: this is the one place that does.
 func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions, first time.Duration) (*Response, error) {
 	in := pollInput(op, opts)
-	timeout := cmp.Or(opts.Timeout, request.DefaultFollowTimeout)
+	timeout := cmp.Or(opts.Timeout, poll.DefaultFollowTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	wait := min(first, timeout)
 	if first > timeout && workflow.GetVersion(ctx, firstWaitBounded, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
@@ -203,7 +207,7 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 		askToCancel(ctx, pollOptions(ao, op, in, timeout), in)
 	}
 	workflow.GetLogger(ctx).Error("following a long-running operation failed", "operation", op.Operation, "key", op.IdempotencyKey,
-		"monitor", request.RedactURL(op.Monitor), "error", err)
+		"monitor", redact.URL(op.Monitor), "error", err)
 	return nil, err
 }
 
@@ -211,10 +215,10 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 // operation ends or timeout passes, under options made from ao; an
 // operation not known to have ended then is ErrTypeOperationStillRunning.
 // It returns the poll's options too.
-func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, in request.Monitor, timeout time.Duration) (*Response, workflow.ActivityOptions, error) {
+func pollMonitor(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, in poll.Monitor, timeout time.Duration) (*Response, workflow.ActivityOptions, error) {
 	po := pollOptions(ao, op, in, timeout)
 	var resp Response
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, po), request.PollActivityName, in).Get(ctx, &resp)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, po), poll.ActivityName, in).Get(ctx, &resp)
 	if err == nil {
 		return &resp, po, nil
 	}
@@ -260,7 +264,7 @@ func waitBeforePolling(ctx workflow.Context, op Accepted, d time.Duration) error
 // it timed out (after timeout; why, when set, says why no poll told),
 // with the last poll's error as cause and its failure f.
 func stillRunning(op Accepted, timeout time.Duration, why string, cause error, f Failure) error {
-	shown := request.RedactURL(op.Monitor)
+	shown := redact.URL(op.Monitor)
 	if why != "" {
 		why = "; " + why
 	}
@@ -273,11 +277,11 @@ func stillRunning(op Accepted, timeout time.Duration, why string, cause error, f
 
 // pollOptions are the options of the poll activity on in (op's monitor)
 // for polls within timeout, made from ao.
-func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, timeout time.Duration) workflow.ActivityOptions {
+func pollOptions(ao workflow.ActivityOptions, op Accepted, in poll.Monitor, timeout time.Duration) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		TaskQueue:              ao.TaskQueue,
 		DisableEagerExecution:  ao.DisableEagerExecution,
-		StartToCloseTimeout:    cmp.Or(ao.StartToCloseTimeout, request.DefaultStartToCloseTimeout),
+		StartToCloseTimeout:    cmp.Or(ao.StartToCloseTimeout, defaults.StartToCloseTimeout),
 		ScheduleToCloseTimeout: timeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: in.Backoff.InitialInterval, BackoffCoefficient: in.Backoff.BackoffCoefficient,
@@ -286,33 +290,33 @@ func pollOptions(ao workflow.ActivityOptions, op Accepted, in request.Monitor, t
 			// Temporal's "0 is unlimited", which its test environment
 			// reads as 10. Every attempt, a poll or one the origin's
 			// admission held back, is followed by a wait of at least
-			// request.MinInFlightWait, which AttemptCeiling counts.
-			MaximumAttempts:        request.AttemptCeiling(0, timeout),
+			// backoff.MinInFlightWait, which AttemptCeiling counts.
+			MaximumAttempts:        backoff.AttemptCeiling(0, timeout),
 			NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 		},
-		Summary: "polling " + request.Summary("GET", op.Monitor, op.Operation),
+		Summary: "polling " + input.Summary("GET", op.Monitor, op.Operation),
 	}
 }
 
 // askToCancel asks the server to cancel the operation in (the poll
 // activity with Cancel set), in a context the workflow's cancellation
-// does not reach, for request.CancelTimeout at most, and never past
-// request.CancelMargin before the workflow's own deadline
-// (workflowDeadline): with less than request.MinCancelTime left before
+// does not reach, for poll.CancelTimeout at most, and never past
+// poll.CancelMargin before the workflow's own deadline
+// (workflowDeadline): with less than poll.MinCancelTime left before
 // that, it schedules nothing and logs why. Its failure is logged, not
 // returned. The activity counts the cancel requests it sends
-// (request.CancelAttempts): the attempts the origin's admission holds
+// (poll.CancelAttempts): the attempts the origin's admission holds
 // back send nothing and do not use them up.
-func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in request.Monitor) {
-	timeout := request.CancelTimeout
+func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in poll.Monitor) {
+	timeout := poll.CancelTimeout
 	if deadline, ok := workflowDeadline(ctx); ok {
-		left := deadline.Sub(workflow.Now(ctx)) - request.CancelMargin
-		if left >= request.MinCancelTime {
+		left := deadline.Sub(workflow.Now(ctx)) - poll.CancelMargin
+		if left >= poll.MinCancelTime {
 			timeout = min(timeout, left)
 		} else if workflow.GetVersion(ctx, cancelWithinDeadline, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 			workflow.GetLogger(ctx).Warn("not asking the server to cancel the operation: the workflow's own deadline (its run or execution timeout) leaves no time for it; the operation goes on at the server",
-				"operation", in.Operation, "key", in.IdempotencyKey, "monitor", request.RedactURL(in.Monitor),
-				"deadline", deadline, "left", max(left+request.CancelMargin, 0), "margin", request.CancelMargin)
+				"operation", in.Operation, "key", in.IdempotencyKey, "monitor", redact.URL(in.Monitor),
+				"deadline", deadline, "left", max(left+poll.CancelMargin, 0), "margin", poll.CancelMargin)
 			return
 		}
 		// Else a history recorded before the deadline bounded the asking:
@@ -325,11 +329,11 @@ func askToCancel(ctx workflow.Context, po workflow.ActivityOptions, in request.M
 	po.ScheduleToCloseTimeout = timeout
 	po.StartToCloseTimeout = min(po.StartToCloseTimeout, timeout)
 	po.RetryPolicy = &temporal.RetryPolicy{
-		MaximumAttempts:        request.AttemptCeiling(request.CancelAttempts, timeout),
+		MaximumAttempts:        backoff.AttemptCeiling(poll.CancelAttempts, timeout),
 		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
-	po.Summary = "cancelling the operation at " + request.Summary("GET", in.Monitor, in.Operation)[len("GET "):]
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, po), request.PollActivityName, in).Get(dctx, nil); err != nil {
+	po.Summary = "cancelling the operation at " + input.Summary("GET", in.Monitor, in.Operation)[len("GET "):]
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, po), poll.ActivityName, in).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("asking the server to cancel the operation failed", "operation", in.Operation, "error", err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -26,7 +26,7 @@ import (
 const firstWaitChangeID = "follow-timeout-bounds-first-wait"
 
 // TestReplayFollowFirstWait replays histories recorded on a real dev server
-// (internal/cmd/histgen) of a call following an operation whose start answer's
+// (harness/histgen) of a call following an operation whose start answer's
 // Retry-After (3 s) passes FollowOptions.Timeout (2 s):
 // follow_first_wait_history.json with the code before the timeout bounded
 // the first wait (7500d85: a 3 s timer, then the poll activity, then the
@@ -72,7 +72,7 @@ func TestReplayFollowFirstWait(t *testing.T) {
 				if ev.GetTimerFiredEventAttributes() != nil {
 					timerFired = ev.GetEventId()
 				}
-				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == poll.ActivityName {
 					pollScheduled = ev.GetEventId()
 				}
 			}
@@ -207,7 +207,7 @@ func TestReplayFollowCancelFirstWait(t *testing.T) {
 		if ev.GetMarkerRecordedEventAttributes() != nil {
 			markers++
 		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == request.PollActivityName {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == poll.ActivityName {
 			polls++
 		}
 	}

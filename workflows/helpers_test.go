@@ -28,7 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -49,7 +49,7 @@ func newHarness(t *testing.T, srv *idemtest.Server, cfg activities.Config, workf
 		h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})
 	}
 	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		var in request.Input
+		var in input.Input
 		if args.Get(&in) == nil {
 			h.keys = append(h.keys, in.IdempotencyKey)
 		}
@@ -75,7 +75,7 @@ func charge(srv *idemtest.Server) workflows.Request {
 }
 
 // recordedHistory reads a history recorded on a dev server
-// (testdata/*_history*.json, written by internal/cmd/histgen).
+// (testdata/*_history*.json, written by harness/histgen).
 func recordedHistory(t *testing.T, file string) *historypb.History {
 	t.Helper()
 	raw, err := os.ReadFile(file)

@@ -14,14 +14,17 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // TestRetryDefaultsAreTheActivitys: a request without retry options
 // schedules the activity with the backoff defaults the activity itself
-// applies (request.Backoff.WithDefaults) in its input (prepare builds
+// applies (backoff.Backoff.WithDefaults) in its input (prepare builds
 // Temporal's retry policy from the same values; the test environment does
 // not hand it to the activity), and set fields pass through.
 func TestRetryDefaultsAreTheActivitys(t *testing.T) {
@@ -29,19 +32,19 @@ func TestRetryDefaultsAreTheActivitys(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		retry    workflows.RetryOptions
-		want     request.Backoff
+		want     backoff.Backoff
 		attempts int32
 	}{
-		{"zero", workflows.RetryOptions{}, request.Backoff{}.WithDefaults(), request.DefaultMaximumAttempts},
-		{"set", set, request.Backoff{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, Jitter: "equal"}, 3},
+		{"zero", workflows.RetryOptions{}, backoff.Backoff{}.WithDefaults(), defaults.MaximumAttempts},
+		{"set", set, backoff.Backoff{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: time.Minute, Jitter: "equal"}, 3},
 		// Temporal refuses a MaximumInterval below InitialInterval: the
 		// default maximum (10 s) is raised to a longer initial interval.
-		{"initial above the default maximum", workflows.RetryOptions{InitialInterval: 30 * time.Second}, request.Backoff{InitialInterval: 30 * time.Second, BackoffCoefficient: request.DefaultBackoffCoefficient, MaximumInterval: 30 * time.Second, Jitter: "full"}, request.DefaultMaximumAttempts},
+		{"initial above the default maximum", workflows.RetryOptions{InitialInterval: 30 * time.Second}, backoff.Backoff{InitialInterval: 30 * time.Second, BackoffCoefficient: backoff.DefaultBackoffCoefficient, MaximumInterval: 30 * time.Second, Jitter: "full"}, defaults.MaximumAttempts},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := idemtest.StartServer(t, idemtest.Options{})
 			env := idemtest.Register(t, nil, srv, activities.Config{})
-			var in request.Input
+			var in input.Input
 			env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
 				require.NoError(t, args.Get(&in))
 			})
@@ -69,8 +72,8 @@ func TestReadyWorkflowDetails(t *testing.T) {
 	require.NoError(t, err)
 	var meta sdkpb.WorkflowMetadata
 	require.NoError(t, v.Get(&meta))
-	key := request.DeriveKey(testNamespace, "order-1", "charge")
-	want := request.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
+	key := idemkey.Derive(testNamespace, "order-1", "charge")
+	want := input.Summary("POST", srv.URL+"/payments", "charge") + " with idempotency key " + key
 	assert.Equal(t, want, meta.GetCurrentDetails())
 }
 

@@ -16,7 +16,7 @@ import (
 // expected to handle (a declined 402, a 404, a 409, a 422) is logged once
 // at Warn, the activity's line with its status and error type, the
 // workflow's line at Info; what needs an operator (401, 403, 407, a
-// non-retryable 5xx) stays at Error on both (request.CallerHandles).
+// non-retryable 5xx) stays at Error on both (loglevel.CallerHandles).
 func TestFailureLogLevel(t *testing.T) {
 	for _, c := range []struct {
 		status            int

@@ -33,7 +33,7 @@ type Response struct {
 	// without rewriting it) or "encoded" (the server sent it in a content
 	// coding the worker cannot decode, such as br, so credentials in it
 	// could not be found). A body that broke off is never a result: the
-	// attempt is retried with the same key (see activities.Activities.Do).
+	// attempt is retried with the same key (see activities.Activities.Register).
 	OmittedReason string `json:"omitted_reason,omitempty"`
 	// BodyRedacted is true when credentials were redacted inside the body's
 	// JSON strings, or the values of members named like credentials

@@ -15,7 +15,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/jsonfield"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
@@ -89,7 +96,7 @@ type WebhookOptions struct {
 // none) is refused, one whose ID matches is the operation's and ends it by
 // its type. An event that comes before the start answer is held until the
 // answer says which resource is the operation's. A value redacted there (a
-// field named like a credential, see request.IsCredential) or a body
+// field named like a credential, see redact.IsCredential) or a body
 // omitted binds nothing: point Start and Event at an ID field not named
 // like a credential.
 type WebhookResource struct {
@@ -113,10 +120,10 @@ type WebhookResource struct {
 //     as written, its query included; its origin must be allowed on the
 //     worker, and its query values reach history: put no secret there;
 //   - After: how long the call waits for a terminal notification after
-//     the start answer before the first poll (default DefaultPollAfter,
-//     5 min; at least 1 s);
+//     the start answer before the first poll (default 5 min; at least
+//     1 s);
 //   - StatusField: the dotted path of the resource's state in its JSON
-//     document (default request.DefaultStatusField, "status");
+//     document (default defaults.StatusField, "status");
 //   - Succeeded (required), Failed and Canceled: the states that end the
 //     operation (matched case-insensitively); any other is still running;
 //   - Confirm: a terminal notification does not end the wait by itself:
@@ -126,10 +133,10 @@ type WebhookResource struct {
 //   - Interval and MaximumInterval (time.Duration) pace the polls as in
 //     FollowOptions (1 s doubling to 1 min; a Retry-After is followed).
 //
-// It is declared in internal/request, where the poll activity's input
-// holds its rule (request.StatusRule); go doc internal/request.WebhookPoll
+// It is declared in internal/poll, where the poll activity's input
+// holds its rule (poll.StatusRule); go doc internal/poll.WebhookPoll
 // documents each field in full.
-type WebhookPoll = request.WebhookPoll
+type WebhookPoll = poll.WebhookPoll
 
 // MarshalJSON encodes o with durations as strings such as "72h0m0s".
 func (o WebhookOptions) MarshalJSON() ([]byte, error) {
@@ -153,7 +160,7 @@ func (o WebhookOptions) validate() error {
 		return errors.New("WebhookOptions: name the event types that end the operation in Succeeded, Failed or Canceled (e.g. Succeeded: []string{\"payment_intent.succeeded\"})")
 	}
 	if o.Timeout < 0 {
-		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", request.DefaultWebhookTimeout, o.Timeout)
+		return fmt.Errorf("WebhookOptions.Timeout must be 0 (the default, %s) or more, got %s", defaults.WebhookTimeout, o.Timeout)
 	}
 	if r := o.Resource; r != nil && (strings.TrimSpace(r.Start) == "" || strings.TrimSpace(r.Event) == "") {
 		return errors.New("WebhookOptions.Resource: name where the resource's ID is in the start answer (Start, e.g. \"id\") and in an event (Event, e.g. \"data.object.id\")")
@@ -168,7 +175,7 @@ func (o WebhookOptions) validate() error {
 	if p.After < 0 || p.Interval < 0 || p.MaximumInterval < 0 {
 		return fmt.Errorf("WebhookPoll: After, Interval and MaximumInterval must be 0 (the default) or more, got %s, %s and %s", p.After, p.Interval, p.MaximumInterval)
 	}
-	if _, _, err := request.ParseURL(placeholder.ReplaceAllString(p.URL, "x")); err != nil {
+	if _, _, err := httpurl.Parse(placeholder.ReplaceAllString(p.URL, "x")); err != nil {
 		return fmt.Errorf("WebhookPoll.URL: %v", err)
 	}
 	return nil
@@ -185,7 +192,7 @@ func pollURL(p *WebhookPoll, start *Response) (string, error) {
 		if start != nil {
 			body = start.Body
 		}
-		v, ok := request.Field(body, name)
+		v, ok := jsonfield.Value(body, name)
 		var s string
 		if ok && json.Unmarshal(v, &s) != nil {
 			var n json.Number
@@ -240,7 +247,7 @@ type Notification struct {
 	Received time.Time `json:"received"`
 	// Body is the event's JSON body, the strings and numbers held by
 	// members named like credentials ("client_secret", "accessToken", …,
-	// see request.RedactFields) redacted; omitted
+	// see redact.Fields) redacted; omitted
 	// (BodyOmitted) when it is larger than the receiver's MaxEventBytes.
 	Body        json.RawMessage `json:"body,omitempty"`
 	BodyOmitted bool            `json:"body_omitted,omitempty"`
@@ -344,7 +351,7 @@ func expectWebhook(ctx workflow.Context, operation, key string, opts WebhookOpti
 	if strings.TrimSpace(operation) == "" {
 		return nil, invalid("Request.Webhook needs Request.Operation: the notifications name it")
 	}
-	if err := request.Operation(operation); err != nil {
+	if err := rules.Operation(operation); err != nil {
 		return nil, invalid("Request.Webhook: %v", err)
 	}
 	if err := opts.validate(); err != nil {
@@ -357,7 +364,7 @@ func expectWebhook(ctx workflow.Context, operation, key string, opts WebhookOpti
 		w.shared = workflow.GetVersion(ctx, keyMatch, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	}
 	w.opts = opts
-	err := workflow.SetUpdateHandlerWithOptions(ctx, request.WebhookUpdate(operation), w.take,
+	err := workflow.SetUpdateHandlerWithOptions(ctx, input.WebhookUpdate(operation), w.take,
 		workflow.UpdateHandlerOptions{Validator: w.admit})
 	if err != nil {
 		return nil, err
@@ -411,7 +418,7 @@ func operationWebhook(ctx workflow.Context, operation, key string) (w *webhook, 
 func WebhookMetadata(ctx workflow.Context, operation, key string) map[string]string {
 	m := map[string]string{"workflow_id": workflow.GetInfo(ctx).WorkflowExecution.ID, "operation": operation}
 	if key != "" {
-		m["key_digest"] = request.KeyDigest(key)
+		m["key_digest"] = idemkey.Digest(key)
 	}
 	return m
 }
@@ -428,7 +435,7 @@ func WebhookMetadata(ctx workflow.Context, operation, key string) map[string]str
 // stored in history, as the start request's body that carries it is.
 // Register webhooks.Callbacks on the worker first.
 func CallbackURL(ctx workflow.Context, operation, key string) (string, error) {
-	if err := request.Operation(operation); err != nil || strings.TrimSpace(operation) == "" {
+	if err := rules.Operation(operation); err != nil || strings.TrimSpace(operation) == "" {
 		return "", invalid("CallbackURL needs the operation name of the call that starts the operation")
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -436,7 +443,7 @@ func CallbackURL(ctx workflow.Context, operation, key string) (string, error) {
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var u string
-	if err := workflow.ExecuteLocalActivity(lctx, request.CallbackActivityName, operation, request.KeyDigest(key)).Get(lctx, &u); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, input.CallbackActivityName, operation, idemkey.Digest(key)).Get(lctx, &u); err != nil {
 		return "", fmt.Errorf("the callback URL of operation %q could not be built (is webhooks.Callbacks registered on this worker?): %w", operation, err)
 	}
 	return u, nil
@@ -456,9 +463,9 @@ func (w *webhook) admit(n Notification) error {
 	switch {
 	case n.Operation != w.operation:
 		return fmt.Errorf("notification for operation %q, not %q", n.Operation, w.operation)
-	case n.KeyDigest != "" && n.KeyDigest != request.KeyDigest(w.key):
+	case n.KeyDigest != "" && n.KeyDigest != idemkey.Digest(w.key):
 		return fmt.Errorf("the event names another call of operation %s (key digest %s; the waiting call's key %s has %s): an earlier call's late event, or the callback URL or WebhookMetadata was given another key than the call's Request.IdempotencyKey",
-			w.operation, n.KeyDigest, w.key, request.KeyDigest(w.key))
+			w.operation, n.KeyDigest, w.key, idemkey.Digest(w.key))
 	case n.ID == "":
 		return errors.New("notification without an event ID")
 	case w.seen[n.ID]:
@@ -613,7 +620,7 @@ func resourceID(body []byte, omitted bool, path string) (string, bool) {
 // scalar is the string, or a number's literal, at a dotted path of a JSON
 // body.
 func scalar(body []byte, path string) (string, bool) {
-	v, ok := request.Field(body, path)
+	v, ok := jsonfield.Value(body, path)
 	if !ok {
 		return "", false
 	}
@@ -694,7 +701,7 @@ func (w *webhook) woken() bool { return w.ended != nil || w.pending != nil && w.
 // queue, start-to-close timeout), as FollowAccepted's.
 func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start *Response) (*Response, error) {
 	w.bind(ctx, start)
-	timeout := cmp.Or(w.opts.Timeout, request.DefaultWebhookTimeout)
+	timeout := cmp.Or(w.opts.Timeout, defaults.WebhookTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
 	ended := func() bool { return w.ended != nil }
 	p := w.opts.Poll
@@ -710,7 +717,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 	}
 	first := timeout
 	if mon != "" {
-		first = min(timeout, max(cmp.Or(p.After, request.DefaultPollAfter), request.MinPollInterval))
+		first = min(timeout, max(cmp.Or(p.After, defaults.PollAfter), poll.MinInterval))
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s", w.operation))
 	if _, err := workflow.AwaitWithTimeout(ctx, first, woken); err != nil {
@@ -720,7 +727,7 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 		return nil, w.unconfirmed(ctx, "its WebhookPoll.URL could not be built from the start answer")
 	}
 	if w.ended == nil && mon != "" || w.confirming() {
-		if resp, err, done := w.poll(ctx, ao, mon, deadline); done {
+		if resp, done, err := w.poll(ctx, ao, mon, deadline); done {
 			return resp, err
 		}
 	}
@@ -742,27 +749,27 @@ func (w *webhook) await(ctx workflow.Context, ao workflow.ActivityOptions, start
 // poll runs the fallback poll until it or a notification ends the
 // operation, deadline passes, or ctx is cancelled; done reports that the
 // poll decided (its answer or error is the outcome), or that ctx ended.
-func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time) (resp *Response, err error, done bool) {
+func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time) (resp *Response, done bool, err error) {
 	p := w.opts.Poll
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, request.RedactURL(mon)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("awaiting the webhook of %s; polling GET %s", w.operation, redact.URL(mon)))
 	op := Accepted{Operation: w.operation, Method: http.MethodGet, URL: mon, Monitor: mon, StatusDocument: true, IdempotencyKey: w.key}
 	in := pollInput(op, FollowOptions{Interval: p.Interval, MaximumInterval: p.MaximumInterval})
-	rule := request.StatusRule(*p)
-	rule.StatusField = cmp.Or(p.StatusField, request.DefaultStatusField)
+	rule := poll.StatusRule(*p)
+	rule.StatusField = cmp.Or(p.StatusField, defaults.StatusField)
 	in.Status = &rule
 	pctx, cancel := workflow.WithCancel(ctx)
 	defer cancel() // a notification came first: the poll stops
 	var finished bool
 	workflow.Go(pctx, func(gctx workflow.Context) {
-		left := max(deadline.Sub(workflow.Now(gctx)), request.MinPollInterval)
+		left := max(deadline.Sub(workflow.Now(gctx)), poll.MinInterval)
 		resp, _, err = pollMonitor(gctx, ao, op, in, left)
 		finished = true
 	})
 	if err := workflow.Await(ctx, func() bool { return finished || w.ended != nil && !w.confirming() }); err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	if w.ended != nil && !w.confirming() {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	return w.polled(ctx, ao, mon, deadline, resp, err)
 }
@@ -771,7 +778,7 @@ func (w *webhook) poll(ctx workflow.Context, ao workflow.ActivityOptions, mon st
 // the resource's terminal state (confirming a notification's, if one came
 // to be confirmed), or, if the poll could not read it, what awaitAfter
 // makes of the wait for a notification.
-func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, resp *Response, err error) (*Response, error, bool) {
+func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, resp *Response, err error) (*Response, bool, error) {
 	out := &Outcome{Source: SourcePoll, At: workflow.Now(ctx), Notifications: w.count}
 	conf := w.confirmed()
 	if conf != nil {
@@ -795,9 +802,9 @@ func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon 
 		}
 	case conf != nil:
 		// Fail closed: a notification the resource did not confirm.
-		return nil, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err)), true
+		return nil, true, w.unconfirmed(ctx, fmt.Sprintf("reading the resource failed: %v", err))
 	case isFailure && f.Type == ErrTypeOperationStillRunning:
-		return nil, nil, false // the deadline passed
+		return nil, false, nil // the deadline passed
 	default:
 		return w.awaitAfter(ctx, ao, mon, deadline, err)
 	}
@@ -808,11 +815,11 @@ func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon 
 	w.ended = out
 	if err != nil {
 		f.Outcome = out
-		return nil, temporal.NewNonRetryableApplicationError(f.Message, f.Type, err, f), true
+		return nil, true, temporal.NewNonRetryableApplicationError(f.Message, f.Type, err, f)
 	}
 	r := *resp
 	r.Outcome = out
-	return &r, nil, true
+	return &r, true, nil
 }
 
 // awaitAfter waits for a notification after the fallback poll failed
@@ -820,7 +827,7 @@ func (w *webhook) polled(ctx workflow.Context, ao workflow.ActivityOptions, mon 
 // until the deadline: a notification to confirm is confirmed by another
 // poll; with WebhookPoll.Confirm, none coming fails the call (fail
 // closed); otherwise the webhook alone may still end the operation.
-func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, err error) (*Response, error, bool) {
+func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, mon string, deadline time.Time, err error) (*Response, bool, error) {
 	confirming := w.confirming()
 	if confirming {
 		workflow.GetLogger(ctx).Warn("reading the resource failed: awaiting the webhook, to confirm it then", "operation", w.operation,
@@ -830,16 +837,16 @@ func (w *webhook) awaitAfter(ctx workflow.Context, ao workflow.ActivityOptions, 
 			"key", w.key, "error", err)
 	}
 	if _, err := workflow.AwaitWithTimeout(ctx, max(deadline.Sub(workflow.Now(ctx)), 0), w.woken); err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	switch {
 	case confirming && !w.woken():
-		return nil, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err)), true
+		return nil, true, w.unconfirmed(ctx, fmt.Sprintf("no notification came, and reading the resource failed: %v", err))
 	case confirming || w.confirming():
 		// A notification that needs the resource's word: read it again.
 		return w.poll(ctx, ao, mon, deadline)
 	}
-	return nil, nil, false
+	return nil, false, nil
 }
 
 // result is the Response or error of a notification's outcome.

@@ -19,7 +19,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -156,7 +157,7 @@ func TestWebhookOutcome(t *testing.T) {
 					// A distinct update ID each: the workflow itself must refuse
 					// a duplicate event (Temporal's dedup by update ID is the
 					// first guard, not the only one).
-					env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprintf("u%d", d.at), &sdktestsuite.TestUpdateCallback{
+					env.UpdateWorkflow(input.WebhookUpdate("charge"), fmt.Sprintf("u%d", d.at), &sdktestsuite.TestUpdateCallback{
 						OnReject:   func(error) { rejected = append(rejected, d.n.ID) },
 						OnAccept:   func() { accepted = append(accepted, d.n.ID) },
 						OnComplete: func(any, error) {},
@@ -185,7 +186,7 @@ func TestWebhookOutcome(t *testing.T) {
 				require.True(t, ok, "%v", env.GetWorkflowError())
 				assert.Equal(t, tc.wantErr, f.Type, f.Message)
 				assert.Contains(t, f.Message, tc.wantMessage)
-				assert.Equal(t, request.DeriveKey("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
+				assert.Equal(t, idemkey.Derive("default-test-namespace", "default-test-workflow-id", "charge"), f.IdempotencyKey, "the failure names the call's key")
 				out = f.Outcome
 				if tc.wantState == "" {
 					assert.Nil(t, out)
@@ -263,7 +264,7 @@ func TestWebhookLateNotification(t *testing.T) {
 	var got []string
 	for i, n := range []workflows.Notification{notify("evt_1", "charge.succeeded"), notify("evt_2", "charge.failed"), notify("evt_1", "charge.succeeded")} {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+			env.UpdateWorkflow(input.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
 				OnReject: func(err error) { got = append(got, n.ID+" rejected: "+err.Error()) },
 				OnAccept: func() { got = append(got, n.ID+" accepted") }, OnComplete: func(any, error) {},
 			}, n)
@@ -307,7 +308,7 @@ func TestWebhookOutcomeFromResourceAndPollQueue(t *testing.T) {
 		})
 		for i, d := range deliveries {
 			env.RegisterDelayedCallback(func() {
-				env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+				env.UpdateWorkflow(input.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
 					OnReject: func(error) {}, OnAccept: func() {}, OnComplete: func(any, error) {}}, d.n)
 			}, d.at)
 		}
@@ -468,7 +469,7 @@ func TestWebhookEventsBelongToTheOperation(t *testing.T) {
 			var took []string
 			env.RegisterDelayedCallback(func() {
 				// Between the calls: the first call's handler takes it.
-				env.UpdateWorkflow(request.WebhookUpdate("charge"), "u1", &sdktestsuite.TestUpdateCallback{
+				env.UpdateWorkflow(input.WebhookUpdate("charge"), "u1", &sdktestsuite.TestUpdateCallback{
 					OnReject: func(err error) { took = append(took, "rejected: "+err.Error()) },
 					OnAccept: func() { took = append(took, "accepted") }, OnComplete: func(any, error) {},
 				}, notify("evt_1", "charge.succeeded"))
@@ -552,7 +553,7 @@ func TestWebhookResourceBinding(t *testing.T) {
 					want = append(want, d.n.ID)
 				}
 				env.RegisterDelayedCallback(func() {
-					env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+					env.UpdateWorkflow(input.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
 						OnReject: func(error) { rejected = append(rejected, d.n.ID) }, OnAccept: func() {}, OnComplete: func(any, error) {},
 					}, d.n)
 				}, d.at)

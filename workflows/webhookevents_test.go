@@ -16,7 +16,7 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -68,7 +68,7 @@ func runSeam(t *testing.T, handler http.HandlerFunc, opts workflows.WebhookOptio
 	var r seamRun
 	for i, d := range deliveries {
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(request.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
+			env.UpdateWorkflow(input.WebhookUpdate("charge"), fmt.Sprint(i), &sdktestsuite.TestUpdateCallback{
 				OnReject: func(error) { r.rejected = append(r.rejected, d.n.ID) }, OnAccept: func() {}, OnComplete: func(any, error) {}}, d.n)
 		}, d.at)
 	}

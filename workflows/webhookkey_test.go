@@ -19,7 +19,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -66,7 +67,7 @@ func refundEvent(id, typ, res, key string) workflows.Notification {
 	n := workflows.Notification{ID: id, Type: typ, Operation: "refund", Scheme: "stripe", Received: time.Unix(1700000000, 0),
 		Body: []byte(`{"id":"` + id + `","type":"` + typ + `","data":{"object":{"id":"` + res + `"}}}`)}
 	if key != "" {
-		n.KeyDigest = request.KeyDigest(key)
+		n.KeyDigest = idemkey.Digest(key)
 	}
 	return n
 }
@@ -187,7 +188,7 @@ func TestWebhookMatchesEventsToTheCallByKey(t *testing.T) {
 				{at: 3 * time.Minute, n: refundEvent("evt_2", "refund.failed", "re_2", named(key2))},
 			} {
 				env.RegisterDelayedCallback(func() {
-					env.UpdateWorkflow(request.WebhookUpdate("refund"), fmt.Sprint("u", i), &sdktestsuite.TestUpdateCallback{
+					env.UpdateWorkflow(input.WebhookUpdate("refund"), fmt.Sprint("u", i), &sdktestsuite.TestUpdateCallback{
 						OnReject: func(error) { rejected = append(rejected, d.n.ID) }, OnAccept: func() {}, OnComplete: func(any, error) {}}, d.n)
 				}, d.at)
 			}
@@ -212,7 +213,7 @@ type TwoRefundsInput struct {
 	Timeout time.Duration `json:"timeout"`
 }
 
-// twoRefunds is internal/cmd/histgen's workflow of the same name, which
+// twoRefunds is harness/histgen's workflow of the same name, which
 // recorded the webhook_two_keys histories: the same code, for the
 // replayer (change both together).
 func twoRefunds(ctx workflow.Context, in TwoRefundsInput) ([]string, error) {
@@ -241,7 +242,7 @@ func twoRefunds(ctx workflow.Context, in TwoRefundsInput) ([]string, error) {
 // code before events were matched by key (a scratch recorder at 9ebb7c4:
 // events naming no key, the first call's late event taken by the second
 // call and ending it, no version marker), and
-// webhook_two_keys_history_v2.json, recorded by internal/cmd/histgen with
+// webhook_two_keys_history_v2.json, recorded by harness/histgen with
 // today's (the marker; events naming their key; the first call's late
 // event naming its key refused, so not in history; one naming no key
 // taken but ending nothing; the second call ended by its own). Today's

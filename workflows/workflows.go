@@ -30,12 +30,16 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/loglevel"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
-
-// DefaultTaskQueue is the task queue the worker and the starter use by default.
-const DefaultTaskQueue = "idempotent-http"
 
 // WorkflowName is the name the ready workflow [HTTPCallWorkflow] is registered under.
 const WorkflowName = "IdempotentHTTPCall"
@@ -56,31 +60,27 @@ const WorkflowName = "IdempotentHTTPCall"
 //     not count;
 //   - Jitter spreads the waits within that bound.
 //
-// It is declared in internal/request as Backoff, the activity input's
-// form of it; go doc internal/request.Backoff documents each field in
+// It is declared in internal/backoff as Backoff, the activity input's
+// form of it; go doc internal/backoff.Backoff documents each field in
 // full.
-type RetryOptions = request.Backoff
+type RetryOptions = backoff.Backoff
 
 // Jitter selects how the activity spreads the retries of a failure that
 // carries no Retry-After: one of the Jitter constants below.
-type Jitter = request.Jitter
+type Jitter = backoff.Jitter
 
 // The jitter strategies, after Marc Brooker, "Exponential Backoff And
-// Jitter" (AWS Architecture Blog, 2015); internal/request/backoff.go
+// Jitter" (AWS Architecture Blog, 2015); internal/backoff
 // computes them. With ceiling(n) = min(MaximumInterval, InitialInterval ×
 // BackoffCoefficient^(n−1)) after attempt n:
 const (
 	// JitterFull (the default, also for ""): uniform in [0, ceiling(n)].
-	JitterFull Jitter = request.JitterFull
+	JitterFull Jitter = backoff.JitterFull
 	// JitterEqual: ceiling(n)/2 + uniform in [0, ceiling(n)/2].
-	JitterEqual Jitter = request.JitterEqual
+	JitterEqual Jitter = backoff.JitterEqual
 	// JitterDecorrelated: d(n) = min(MaximumInterval, uniform in
 	// [InitialInterval, 3 × d(n−1)]), d(0) = InitialInterval.
-	JitterDecorrelated Jitter = request.JitterDecorrelated
-	// JitterNone leaves the interval to Temporal: ceiling(n), every
-	// client in lockstep. It is the benchmarks' baseline; do not use it
-	// against a shared API.
-	JitterNone Jitter = request.JitterNone
+	JitterDecorrelated Jitter = backoff.JitterDecorrelated
 )
 
 // Request is one idempotent HTTP operation, as a business workflow asks for it
@@ -171,7 +171,7 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 // each period gets its own key.
 func Key(ctx workflow.Context, operation string) string {
 	info := workflow.GetInfo(ctx)
-	return request.DeriveKey(info.Namespace, info.WorkflowExecution.ID, operation)
+	return idemkey.Derive(info.Namespace, info.WorkflowExecution.ID, operation)
 }
 
 // Post sends body (encoded with encoding/json; a json.RawMessage or []byte is
@@ -205,7 +205,7 @@ func encodeBody(v any) (json.RawMessage, error) {
 			return nil, invalid("request body does not encode as JSON: %v; pass a value encoding/json accepts", err)
 		}
 	}
-	if err := request.Body(raw); err != nil {
+	if err := rules.Body(raw); err != nil {
 		return nil, invalid("%v", err)
 	}
 	return raw, nil
@@ -226,7 +226,7 @@ func Call(ctx workflow.Context, req Request) (*Response, error) {
 
 // execute runs the activity with in, the input prepare made of req, under
 // ao, and logs a final failure.
-func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.ActivityOptions) (*Response, error) {
+func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.ActivityOptions) (*Response, error) {
 	owns, err := refuseRepeat(ctx, in.IdempotencyKey, req)
 	if err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func execute(ctx workflow.Context, req Request, in request.Input, ao workflow.Ac
 		}
 	}
 	var resp Response
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), request.ActivityName, in).Get(ctx, &resp); err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), input.ActivityName, in).Get(ctx, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
 		if hook != nil && hook.decided() {
 			// The start failed (every attempt unanswered, say), but what
@@ -284,24 +284,24 @@ func requestKey(ctx workflow.Context, req Request) string {
 // --shared-rate; a worker of your own that serves origin queues needs
 // this name to poll them (it is public for that).
 func OriginTaskQueue(base, rawURL string) (string, error) {
-	origin, err := request.Origin(rawURL)
+	origin, err := httpurl.Origin(rawURL)
 	if err != nil {
 		return "", err
 	}
-	return request.OriginQueue(base, origin), nil
+	return httpurl.OriginQueue(base, origin), nil
 }
 
 // prepare validates req (the only place the workflow side does, see
 // validate) and returns the activity input and options for it.
-func prepare(ctx workflow.Context, req Request) (request.Input, workflow.ActivityOptions, error) {
+func prepare(ctx workflow.Context, req Request) (input.Input, workflow.ActivityOptions, error) {
 	key := requestKey(ctx, req)
 	method, err := validate(req, key)
 	if err != nil {
-		return request.Input{}, workflow.ActivityOptions{}, err
+		return input.Input{}, workflow.ActivityOptions{}, err
 	}
 	ao := workflow.GetActivityOptions(ctx)
 	r := retryOptions(req.Retry, ao.RetryPolicy)
-	in := request.Input{
+	in := input.Input{
 		Operation: req.Operation, Method: method, URL: req.URL, Body: req.Body,
 		Headers: req.Headers, IdempotencyKey: key, MaximumAttempts: r.MaximumAttempts,
 		Backoff: r, Follow: req.Follow != nil,
@@ -310,13 +310,13 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
 	if req.OriginQueue {
 		// validate has parsed the URL.
-		_, origin, _ := request.ParseURL(req.URL)
-		ao.TaskQueue = request.OriginQueue(cmp.Or(ao.TaskQueue, workflow.GetInfo(ctx).TaskQueueName), origin)
+		_, origin, _ := httpurl.Parse(req.URL)
+		ao.TaskQueue = httpurl.OriginQueue(cmp.Or(ao.TaskQueue, workflow.GetInfo(ctx).TaskQueueName), origin)
 		// The server does not rate-limit eager activities.
 		ao.DisableEagerExecution = true
 	}
-	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, request.DefaultStartToCloseTimeout)
-	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, request.DefaultScheduleToCloseTimeout)
+	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, defaults.StartToCloseTimeout)
+	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, defaults.ScheduleToCloseTimeout)
 	ao.RetryPolicy = &temporal.RetryPolicy{
 		InitialInterval:    r.InitialInterval,
 		BackoffCoefficient: r.BackoffCoefficient,
@@ -324,10 +324,10 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 		// The activity counts the attempts itself (in.MaximumAttempts),
 		// so that waiting for a request still in flight at the server does
 		// not use up the budget; Temporal's count is only a ceiling.
-		MaximumAttempts:        request.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
+		MaximumAttempts:        backoff.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
 		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
-	ao.Summary = request.Summary(method, req.URL, req.Operation)
+	ao.Summary = input.Summary(method, req.URL, req.Operation)
 	return in, ao, nil
 }
 
@@ -341,7 +341,7 @@ func prepare(ctx workflow.Context, req Request) (request.Input, workflow.Activit
 func (r Request) Validate() error {
 	key := r.IdempotencyKey
 	if key == "" && strings.TrimSpace(r.Operation) != "" {
-		key = request.DeriveKey("", "", r.Operation)
+		key = idemkey.Derive("", "", r.Operation)
 	}
 	_, err := validate(r, key)
 	return err
@@ -354,21 +354,21 @@ func validate(req Request, key string) (string, error) {
 	if key == "" {
 		return "", invalid(operationRequired)
 	}
-	method, err := request.Method(req.Method)
+	method, err := rules.Method(req.Method)
 	if err == nil {
-		_, _, err = request.ParseURL(req.URL)
+		_, _, err = httpurl.Parse(req.URL)
 	}
 	if err == nil {
-		err = request.Operation(req.Operation)
+		err = rules.Operation(req.Operation)
 	}
 	if err == nil {
-		err = request.Key(key)
+		err = idemkey.Check(key)
 	}
 	if err == nil {
-		err = request.Body(req.Body)
+		err = rules.Body(req.Body)
 	}
 	if err == nil {
-		err = request.Headers(req.Headers)
+		err = rules.Headers(req.Headers)
 	}
 	if err == nil && req.Follow != nil {
 		err = req.Follow.validate()
@@ -390,7 +390,7 @@ func validate(req Request, key string) (string, error) {
 
 // retryOptions fills the zero fields of r from the retry policy already on
 // the workflow context (workflow.WithActivityOptions), then from the
-// defaults (those of the backoff from request.Backoff.WithDefaults, which
+// defaults (those of the backoff from backoff.Backoff.WithDefaults, which
 // the activity applies too).
 func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions {
 	var p temporal.RetryPolicy
@@ -403,7 +403,7 @@ func retryOptions(r RetryOptions, ctxPolicy *temporal.RetryPolicy) RetryOptions 
 		r.BackoffCoefficient = p.BackoffCoefficient
 	}
 	r = r.WithDefaults()
-	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), request.DefaultMaximumAttempts)
+	r.MaximumAttempts = cmp.Or(max(r.MaximumAttempts, 0), max(p.MaximumAttempts, 0), defaults.MaximumAttempts)
 	return r
 }
 
@@ -416,10 +416,10 @@ func invalid(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeInvalidRequest, nil, Failure{})
 }
 
-func logFailure(ctx workflow.Context, in request.Input, err error) {
+func logFailure(ctx workflow.Context, in input.Input, err error) {
 	kv := []any{
 		"operation", in.Operation, "key", in.IdempotencyKey, "method", in.Method,
-		"url", request.RedactURL(in.URL), "body_sha256", request.BodyHash(in.Body), "error", err,
+		"url", redact.URL(in.URL), "body_sha256", rules.BodyHash(in.Body), "error", err,
 	}
 	d, ok := AsFailure(err)
 	if ok {
@@ -430,7 +430,7 @@ func logFailure(ctx workflow.Context, in request.Input, err error) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
 	log := workflow.GetLogger(ctx).Error
-	if ok && appErr != nil && request.CallerHandles(d.Status, appErr.Type() == ErrTypeHTTPClientError, d.OutcomeUnknown) {
+	if ok && appErr != nil && loglevel.CallerHandles(d.Status, appErr.Type() == ErrTypeHTTPClientError, d.OutcomeUnknown) {
 		// The activity has logged it at Warn: once is enough.
 		log = workflow.GetLogger(ctx).Info
 	}
@@ -477,7 +477,7 @@ func ExecuteChild(ctx workflow.Context, req Request) (*Response, error) {
 	}
 	cwo := workflow.ChildWorkflowOptions{
 		WorkflowID:    workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + req.Operation,
-		StaticSummary: request.Summary(method, req.URL, req.Operation),
+		StaticSummary: input.Summary(method, req.URL, req.Operation),
 	}
 	var resp Response
 	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, cwo), WorkflowName, req).Get(ctx, &resp); err != nil {

@@ -24,7 +24,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	idemtest "github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -63,13 +67,13 @@ func TestSeedScenario(t *testing.T) {
 	assert.Equal(t, 201, resp.Status)
 	assert.Equal(t, int32(3), resp.Attempt)
 	assert.False(t, resp.Replayed)
-	want := request.DeriveKey(testNamespace, "order-1", "charge")
+	want := idemkey.Derive(testNamespace, "order-1", "charge")
 	assert.Equal(t, []string{want, want, want}, h.keys, "one key for every attempt")
 	for _, l := range srv.Log() {
 		assert.Equal(t, want, l.IdempotencyKey)
 	}
 	require.Len(t, h.starts, 3)
-	assert.LessOrEqual(t, h.starts[1].Sub(h.starts[0]), request.DefaultInitialInterval, "first wait is full jitter in [0, base]")
+	assert.LessOrEqual(t, h.starts[1].Sub(h.starts[0]), backoff.DefaultInitialInterval, "first wait is full jitter in [0, base]")
 	assert.Equal(t, time.Second, h.starts[2].Sub(h.starts[1]), "second wait is the server's Retry-After")
 
 	// Then a 400 fails immediately.
@@ -102,7 +106,7 @@ func TestRetryPolicyLimits(t *testing.T) {
 			opts:         idemtest.Options{FailureRate: 1},
 			req:          func(r workflows.Request) workflows.Request { return r },
 			wantType:     workflows.ErrTypeHTTPRetryableStatus,
-			wantRequests: request.DefaultMaximumAttempts,
+			wantRequests: defaults.MaximumAttempts,
 			maxElapsed:   time.Minute,
 		},
 		{
@@ -158,8 +162,8 @@ func TestKeys(t *testing.T) {
 	assert.Equal(t, "rec_1", id)
 	require.Len(t, h.keys, 2)
 	assert.NotEqual(t, h.keys[0], h.keys[1], "two operations, two keys")
-	assert.Equal(t, request.DeriveKey(testNamespace, "order-7", "charge"), h.keys[0])
-	assert.Equal(t, request.DeriveKey(testNamespace, "order-7", "receipt"), h.keys[1])
+	assert.Equal(t, idemkey.Derive(testNamespace, "order-7", "charge"), h.keys[0])
+	assert.Equal(t, idemkey.Derive(testNamespace, "order-7", "receipt"), h.keys[1])
 	assert.Equal(t, 2, srv.Stats().Records)
 
 	// A re-run of the same business workflow ID gets the same keys and the
@@ -319,7 +323,7 @@ func TestTokenNeverInInputResultOrError(t *testing.T) {
 			h := newHarness(t, srv, cfg, "")
 			var inputs []string
 			h.env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
-				var in request.Input
+				var in input.Input
 				_ = args.Get(&in)
 				b, _ := json.Marshal(in)
 				inputs = append(inputs, string(b))
@@ -373,14 +377,14 @@ type keyOutbound struct {
 }
 
 func (k *keyOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if in, ok := args[0].(request.Input); ok {
+	if in, ok := args[0].(input.Input); ok {
 		*k.keys = append(*k.keys, in.IdempotencyKey)
 	}
 	return k.Next.ExecuteActivity(ctx, activityType, args...)
 }
 
 // TestReplayKeepsKey replays histories recorded on a real dev server (made
-// by internal/cmd/histgen): seed_history.json with the input format before
+// by harness/histgen): seed_history.json with the input format before
 // (durations as nanoseconds, the body as JSON) and seed_history_v2.json with
 // today's (durations as strings, the body as its exact text). The current
 // code replays both without non-determinism, derives the key each recorded
@@ -399,7 +403,7 @@ func TestReplayKeepsKey(t *testing.T) {
 			var recorded, replayed []string
 			for _, ev := range hist.Events {
 				if attrs := ev.GetActivityTaskScheduledEventAttributes(); attrs != nil {
-					var in request.Input
+					var in input.Input
 					require.NoError(t, json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &in))
 					recorded = append(recorded, in.IdempotencyKey)
 					assert.Equal(t, tt.wantBody, string(in.Body), "the body as the caller gave it")
@@ -411,7 +415,7 @@ func TestReplayKeepsKey(t *testing.T) {
 				}
 			}
 			wfID := "histgen-seed-order-1"
-			require.Equal(t, []string{request.DeriveKey("default", wfID, "charge")}, recorded)
+			require.Equal(t, []string{idemkey.Derive("default", wfID, "charge")}, recorded)
 
 			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
 				Interceptors: []interceptor.WorkerInterceptor{&keyRecorder{keys: &replayed}},
@@ -452,10 +456,10 @@ func TestFinalFailureLogsOnce(t *testing.T) {
 	}
 	require.Len(t, lines, 1, "logged once")
 	l := lines[0]
-	assert.Equal(t, request.BodyHash(req.Body), l["body_sha256"])
+	assert.Equal(t, rules.BodyHash(req.Body), l["body_sha256"])
 	assert.Equal(t, req.URL, l["url"])
 	assert.Equal(t, "POST", l["method"])
-	assert.Equal(t, request.DeriveKey(testNamespace, "default-test-workflow-id", "charge"), l["key"])
+	assert.Equal(t, idemkey.Derive(testNamespace, "default-test-workflow-id", "charge"), l["key"])
 	assert.EqualValues(t, 3, l["attempts"])
 	assert.EqualValues(t, 503, l["last_status"])
 	assert.Equal(t, workflows.ErrTypeHTTPRetryableStatus, l["error_type"])
@@ -483,13 +487,13 @@ func TestExecuteChild(t *testing.T) {
 	require.NoError(t, h.env.GetWorkflowError())
 	var key string
 	require.NoError(t, h.env.GetWorkflowResult(&key))
-	assert.Equal(t, request.DeriveKey(testNamespace, "order-11", "charge"), key, "the parent's key, not the child's")
+	assert.Equal(t, idemkey.Derive(testNamespace, "order-11", "charge"), key, "the parent's key, not the child's")
 	assert.Equal(t, []string{"order-11/charge"}, childIDs)
 	assert.Equal(t, 1, srv.Stats().Records)
 }
 
 // TestReplayReadsRecordedFailure replays a call the API declined with a
-// 402, recorded by internal/cmd/histgen: declined_history.json with the code
+// 402, recorded by harness/histgen: declined_history.json with the code
 // before API v1 (when the details type was activities.FailureDetails),
 // declined_history_v2.json with today's. The workflow replays without
 // non-determinism, and AsFailure reads the recorded failure, from the
@@ -524,7 +528,7 @@ func replayDeclined(t *testing.T, file string) {
 		assert.Equal(t, http.StatusPaymentRequired, f.Status)
 		assert.Equal(t, int32(1), f.Attempt)
 		assert.Equal(t, "charge", f.Operation)
-		assert.Equal(t, request.DeriveKey("default", wfID, "charge"), f.IdempotencyKey)
+		assert.Equal(t, idemkey.Derive("default", wfID, "charge"), f.IdempotencyKey)
 		assert.Contains(t, f.Message, "402")
 		assert.Contains(t, f.Body, "Payment Required")
 		assert.False(t, f.OutcomeUnknown)

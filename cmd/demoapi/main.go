@@ -53,10 +53,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/serverflag"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -210,12 +210,16 @@ func (a asyncFlags) async() (*testsuite.Async, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--async: %w", err)
 	}
+	out := &testsuite.Async{Style: style, Duration: *a.duration, RetryAfter: *a.retryAfter, FlakyPolls: *a.flaky}
 	switch workflows.State(*a.outcome) {
-	case workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled, testsuite.NeverEnds:
+	case workflows.StateSucceeded, workflows.StateFailed, workflows.StateCanceled:
+		out.State = workflows.State(*a.outcome)
+	case "never":
+		out.Endless = true
 	default:
 		return nil, fmt.Errorf("--async-outcome %q: want succeeded, failed, canceled or never", *a.outcome)
 	}
-	return &testsuite.Async{Style: style, Duration: *a.duration, RetryAfter: *a.retryAfter, Outcome: workflows.State(*a.outcome), FlakyPolls: *a.flaky}, nil
+	return out, nil
 }
 
 // webhookFlags are the --webhook-* flags; any of them turns webhooks on.
@@ -230,7 +234,7 @@ type webhookFlags struct {
 func addWebhookFlags(fs *flag.FlagSet) webhookFlags {
 	return webhookFlags{
 		url:        fs.String("webhook-url", "", "send each operation's signed webhooks to this URL (a start request's \"callback_url\" overrides it); any --webhook-* flag turns webhooks on"),
-		scheme:     fs.String("webhook-scheme", string(testsuite.SchemeStandardWebhooks), "webhook signature scheme: "+named.List(signature.Names()...)),
+		scheme:     fs.String("webhook-scheme", string("standard-webhooks"), "webhook signature scheme: "+named.List(signature.Names()...)),
 		secretEnv:  fs.String("webhook-secret-env", "WEBHOOK_SECRET", "the environment variable holding the webhook signing secret (whsec_ and base64 for standard-webhooks)"),
 		duration:   fs.Duration("webhook-duration", 0, "how long each operation runs before its outcome webhook"),
 		outcome:    fs.String("webhook-outcome", string(workflows.StateSucceeded), "how operations end: succeeded, failed or canceled"),
@@ -253,8 +257,8 @@ func (w webhookFlags) webhooks(fs *flag.FlagSet, async bool) (*testsuite.Webhook
 		return nil, nil
 	}
 	webhooks := &testsuite.Webhooks{
-		URL: *w.url, Scheme: testsuite.Scheme(*w.scheme), Secret: os.Getenv(*w.secretEnv), Duration: *w.duration,
-		Outcome: workflows.State(*w.outcome), Deliveries: *w.deliveries, Progress: *w.progress, Shuffle: *w.shuffle,
+		URL: *w.url, Scheme: *w.scheme, Secret: os.Getenv(*w.secretEnv), Duration: *w.duration,
+		State: workflows.State(*w.outcome), Deliveries: *w.deliveries, Progress: *w.progress, Shuffle: *w.shuffle,
 		Jitter: *w.jitter, Forged: *w.forged, Stale: *w.stale, DropRate: *w.dropRate,
 	}
 	switch {
@@ -301,7 +305,7 @@ func run() error {
 	logger.Info("reference API listening", "url", scheme+ln.Addr().String(), "dialect", d.Name,
 		"key_header", d.KeyHeader, "script", cfg.script, "failure_rate", cfg.opts.FailureRate, "requires", cfg.requires())
 	if w := cfg.opts.Webhooks; w != nil {
-		logger.Info("webhooks on", "url", w.URL, "scheme", w.Scheme, "duration", w.Duration, "outcome", w.Outcome,
+		logger.Info("webhooks on", "url", w.URL, "scheme", w.Scheme, "duration", w.Duration, "outcome", w.State,
 			"deliveries", w.Deliveries, "forged", w.Forged, "stale", w.Stale, "drop_rate", w.DropRate)
 	}
 	if err := serve(hs, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

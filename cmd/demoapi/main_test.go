@@ -110,7 +110,7 @@ func TestParseFlagsAsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := testsuite.Async{Style: testsuite.AsyncOperationLocation, Duration: 5 * time.Second, RetryAfter: 1, Outcome: workflows.StateFailed, FlakyPolls: 3}
+	want := testsuite.Async{Style: testsuite.AsyncOperationLocation, Duration: 5 * time.Second, RetryAfter: 1, State: workflows.StateFailed, FlakyPolls: 3}
 	if cfg.opts.Async == nil || !reflect.DeepEqual(*cfg.opts.Async, want) {
 		t.Errorf("async %+v, want %+v", cfg.opts.Async, want)
 	}
@@ -132,20 +132,20 @@ func TestParseFlagsWebhooks(t *testing.T) {
 		{nil, nil},
 		{[]string{"--async", "azure"}, nil},
 		{[]string{"--webhook-url", "http://127.0.0.1:9/hooks"}, &testsuite.Webhooks{
-			URL: "http://127.0.0.1:9/hooks", Scheme: testsuite.SchemeStandardWebhooks, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==",
-			Outcome: workflows.StateSucceeded, Deliveries: 1,
+			URL: "http://127.0.0.1:9/hooks", Scheme: "standard-webhooks", Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==",
+			State: workflows.StateSucceeded, Deliveries: 1,
 		}},
 		{[]string{
 			"--webhook-url", "https://example.test/h?x=1", "--webhook-scheme", "hmac", "--webhook-secret-env", "OTHER_SECRET",
 			"--webhook-duration", "5s", "--webhook-outcome", "canceled", "--webhook-deliveries", "3", "--webhook-progress",
 			"--webhook-shuffle", "--webhook-jitter", "20ms", "--webhook-forged", "2", "--webhook-stale", "1", "--webhook-drop-rate", "0.25",
 		}, &testsuite.Webhooks{
-			URL: "https://example.test/h?x=1", Scheme: testsuite.SchemeHMAC, Secret: "plain", Duration: 5 * time.Second,
-			Outcome: workflows.StateCanceled, Deliveries: 3, Progress: true, Shuffle: true, Jitter: 20 * time.Millisecond,
+			URL: "https://example.test/h?x=1", Scheme: "hmac", Secret: "plain", Duration: 5 * time.Second,
+			State: workflows.StateCanceled, Deliveries: 3, Progress: true, Shuffle: true, Jitter: 20 * time.Millisecond,
 			Forged: 2, Stale: 1, DropRate: 0.25,
 		}},
 		{[]string{"--webhook-scheme", "stripe"}, &testsuite.Webhooks{
-			Scheme: testsuite.SchemeStripe, Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", Outcome: workflows.StateSucceeded, Deliveries: 1,
+			Scheme: "stripe", Secret: "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", State: workflows.StateSucceeded, Deliveries: 1,
 		}},
 	}
 	for _, tt := range tests {
@@ -173,7 +173,7 @@ func TestParseFlagsWebhooksErrors(t *testing.T) {
 		{[]string{"--webhook-url", "http://x/h", "--webhook-secret-env", "EMPTY_SECRET"}, "EMPTY_SECRET"},
 		{[]string{"--webhook-url", "http://x/h", "--async", "location"}, "pick one"},
 		{[]string{"--webhook-scheme", "svix"}, `Scheme "svix"`},
-		{[]string{"--webhook-outcome", "never"}, `Outcome "never"`},
+		{[]string{"--webhook-outcome", "never"}, `State "never"`},
 		{[]string{"--webhook-drop-rate", "2"}, "DropRate"},
 		{[]string{"--webhook-deliveries", "0"}, "--webhook-deliveries 0"},
 		{[]string{"--webhook-url", "x/h"}, "absolute"},

@@ -48,7 +48,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/internal/telemetry"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -153,21 +156,21 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	fs.StringVar(&cfg.workflowID, "workflow-id", "", "business workflow ID (default: a new one); the same ID and operation give the same key")
 	fs.StringVar(&cfg.operation, "operation", "call", "operation name, part of the idempotency key")
 	fs.StringVar(&cfg.key, "key", "", "explicit idempotency key (default: derived from namespace, workflow ID and operation)")
-	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue of the worker (env TASK_QUEUE)")
-	fs.IntVar(&cfg.attempts, "max-attempts", request.DefaultMaximumAttempts, "maximum attempts")
-	fs.DurationVar(&cfg.perAttempt, "start-to-close", request.DefaultStartToCloseTimeout, "timeout of each attempt")
-	fs.DurationVar(&cfg.overall, "schedule-to-close", request.DefaultScheduleToCloseTimeout, "deadline of the whole operation")
+	fs.StringVar(&cfg.taskQueue, "task-queue", cliutil.Env("TASK_QUEUE", defaults.TaskQueue), "task queue of the worker (env TASK_QUEUE)")
+	fs.IntVar(&cfg.attempts, "max-attempts", defaults.MaximumAttempts, "maximum attempts")
+	fs.DurationVar(&cfg.perAttempt, "start-to-close", defaults.StartToCloseTimeout, "timeout of each attempt")
+	fs.DurationVar(&cfg.overall, "schedule-to-close", defaults.ScheduleToCloseTimeout, "deadline of the whole operation")
 	fs.StringVar(&cfg.jitter, "jitter", "full", "backoff jitter: full, equal, decorrelated or none (Temporal's own)")
 	fs.StringVar(&cfg.uiURL, "ui", cliutil.Env("TEMPORAL_UI_URL", ""), "Temporal Web UI base URL, for the workflow's link (env TEMPORAL_UI_URL; default: Temporal Cloud's for a Cloud address, else a dev server's, the frontend's port + 1000, if it answers)")
 	fs.DurationVar(&cfg.wait, "wait", 10*time.Minute, "how long to wait for the result")
 	fs.BoolVar(&cfg.follow, "follow", false, "follow a long-running operation: when the server answers with a status monitor (a 202 with Location, or what the worker's --convention names), poll it to the operation's end and print the final result")
-	fs.DurationVar(&cfg.followTimeout, "follow-timeout", request.DefaultFollowTimeout, "how long to follow the operation, all polls included (with --follow)")
+	fs.DurationVar(&cfg.followTimeout, "follow-timeout", poll.DefaultFollowTimeout, "how long to follow the operation, all polls included (with --follow)")
 	fs.BoolVar(&cfg.originQueue, "origin-queue", cliutil.Env("ORIGIN_QUEUE", "") == "on", "run the request on its origin's own task queue, whose rate the Temporal server keeps for every worker (the repository's worker polls it, and with its shared rate, on by default, runs every request there without this flag; env ORIGIN_QUEUE=on)")
 	cliutil.ListVar(fs, &cfg.awaitWebhook, "await-webhook", "", "event `TYPE`s that mean the operation succeeded: await the provider's signed webhook (the worker's --webhook-addr receives it); the body gets \"metadata\": {\"workflow_id\", \"operation\"} for the provider to copy into its events")
 	cliutil.ListVar(fs, &cfg.webhookFail, "webhook-failed", "", "event `TYPE`s that mean the operation failed (with --await-webhook)")
 	fs.StringVar(&cfg.webhookPoll, "webhook-poll", "", "the fallback: GET this resource URL when no webhook came within --webhook-poll-after, {field} filled from the start answer, e.g. http://127.0.0.1:8081/resources/{id}; its \"status\" succeeded, failed or canceled ends the wait (with --await-webhook)")
-	fs.DurationVar(&cfg.webhookPollAfter, "webhook-poll-after", request.DefaultPollAfter, "how long to wait for a webhook before polling (with --webhook-poll)")
-	fs.DurationVar(&cfg.webhookT, "webhook-timeout", request.DefaultWebhookTimeout, "how long to await the outcome, polls included (with --await-webhook)")
+	fs.DurationVar(&cfg.webhookPollAfter, "webhook-poll-after", defaults.PollAfter, "how long to wait for a webhook before polling (with --webhook-poll)")
+	fs.DurationVar(&cfg.webhookT, "webhook-timeout", defaults.WebhookTimeout, "how long to await the outcome, polls included (with --await-webhook)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false // the flag set printed it
 	}
@@ -241,7 +244,7 @@ func (cfg config) startOptions() client.StartWorkflowOptions {
 		ID:                       cfg.workflowID,
 		TaskQueue:                cfg.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            request.Summary(strings.ToUpper(cfg.method), cfg.url, cfg.operation),
+		StaticSummary:            input.Summary(strings.ToUpper(cfg.method), cfg.url, cfg.operation),
 	}
 }
 
@@ -251,7 +254,7 @@ func (cfg config) expectedKey(ns, workflowID string) string {
 	if cfg.key != "" {
 		return cfg.key
 	}
-	return request.DeriveKey(ns, workflowID, cfg.operation)
+	return idemkey.Derive(ns, workflowID, cfg.operation)
 }
 
 // clientOptions loads the client options from the environment or a profile,

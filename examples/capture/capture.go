@@ -82,12 +82,12 @@ func Capture(ctx workflow.Context, p Payment) (Receipt, error) {
 // /webhooks/standard. Each verified event goes to the workflow its
 // metadata names, once; a forged or stale one never reaches Temporal.
 func Receivers(c client.Client) (http.Handler, error) {
-	stripe, err := webhooks.Stripe(os.Getenv("STRIPE_WEBHOOK_SECRET"))
+	stripe, err := webhooks.StripeVerifier(os.Getenv("STRIPE_WEBHOOK_SECRET"))
 	if err != nil {
 		return nil, err
 	}
 	// Several secrets, newest first, while one is rotated out.
-	standard, err := webhooks.StandardWebhooks(strings.Split(os.Getenv("WEBHOOK_SECRETS"), ",")...)
+	standard, err := webhooks.StandardWebhooksVerifier(strings.Split(os.Getenv("WEBHOOK_SECRETS"), ",")...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/idemhttp/temporal-idempotent-http/examples/capture"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -25,7 +25,7 @@ func TestCapture(t *testing.T) {
 	secret := newSecret()
 	t.Setenv("WEBHOOK_SECRETS", secret)
 	t.Setenv("STRIPE_WEBHOOK_SECRET", "whsec_stripe_test_2b7f")
-	c := devServer(t) // a Temporal dev server (internal/testing/itest)
+	c := devServer(t) // a Temporal dev server (harness/itest)
 	hooks, err := capture.Receivers(c)
 	require.NoError(t, err)
 	receiver := httptest.NewServer(hooks)
@@ -62,8 +62,8 @@ func TestCaptureDeclined(t *testing.T) {
 	receiver := httptest.NewServer(hooks)
 	defer receiver.Close()
 	api := testsuite.StartServer(t, testsuite.Options{Webhooks: &testsuite.Webhooks{
-		URL: receiver.URL + "/webhooks/stripe", Scheme: testsuite.SchemeStripe, Secret: "whsec_stripe_test_2b7f",
-		Outcome: workflows.StateFailed, Deliveries: 2, Forged: 1,
+		URL: receiver.URL + "/webhooks/stripe", Scheme: "stripe", Secret: "whsec_stripe_test_2b7f",
+		State: workflows.StateFailed, Deliveries: 2, Forged: 1,
 	}})
 	w := worker.New(c, "payments-declined", worker.Options{})
 	require.NoError(t, capture.Register(w, api.URL))

@@ -79,7 +79,7 @@ func Send(ctx workflow.Context, t Transfer) (Settlement, error) {
 // that reports transfers as Azure-style operations (Operation-Location and
 // a status document); the default is RFC 9110's 202 with Location.
 func Register(w worker.Registry, apiOrigin string) error {
-	conv := activities.IETF()
+	conv := activities.IETFConvention()
 	conv.LongRunning = activities.OperationLocation()
 	acts, err := activities.New(activities.Config{
 		AllowedOrigins: []string{apiOrigin},

@@ -36,7 +36,7 @@ func TestSendRejected(t *testing.T) {
 	t.Setenv("BANK_API_TOKEN", "bk_test_9a8b7c6d5e4f")
 	env := testsuite.NewEnv(t)
 	api := testsuite.StartServer(t, testsuite.Options{Now: env.Now, Async: &testsuite.Async{
-		Style: testsuite.AsyncOperationLocation, Duration: time.Hour, RetryAfter: 60, Outcome: workflows.StateFailed,
+		Style: testsuite.AsyncOperationLocation, Duration: time.Hour, RetryAfter: 60, State: workflows.StateFailed,
 	}})
 	require.NoError(t, transfer.Register(env, api.URL))
 	env.ExecuteWorkflow(transfer.Send, transfer.Transfer{ID: "t-2", Cents: 1, IBAN: "DE89370400440532013000", APIURL: api.URL})

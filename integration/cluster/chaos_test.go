@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/chaos"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/chaos"
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // chaosSeed seeds the campaign's schedule; a failure names it, and
@@ -22,7 +22,7 @@ var chaosSeed = flag.Uint64("chaos.seed", 33, "seed of TestChaosCampaign's sched
 const chaosOperations = 200
 
 // TestChaosCampaign is the chaos campaign's smaller form (package
-// internal/testing/chaos): 200 operations on the cluster with three
+// harness/chaos): 200 operations on the cluster with three
 // worker processes (their defaults: the shared rate on, each request
 // routed to its origin's queue by the worker),
 // the API behind Toxiproxy with toxics coming and going, a worker

@@ -1,7 +1,7 @@
 // Package cluster_test runs the repository's real binaries, two worker
 // processes and the reference API, against a production-shaped Temporal
-// service (temporal-server on PostgreSQL, from internal/testing/cluster; processes,
-// builds and waits from internal/testing/itest), and checks
+// service (temporal-server on PostgreSQL, from harness/cluster; processes,
+// builds and waits from harness/itest), and checks
 // what issue 5 promises: idempotency holds across processes and machines,
 // when a worker dies in the middle of a request, and under load shared by
 // several workers.
@@ -23,9 +23,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -113,7 +113,7 @@ func (s *stack) seed(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatalf("workflow %s: %v", id, err)
 	}
-	wantKey := request.DeriveKey(s.c.Namespace(), id, "seed")
+	wantKey := idemkey.Derive(s.c.Namespace(), id, "seed")
 	if resp.Status != http.StatusCreated || resp.Attempt != 3 || resp.Replayed || resp.IdempotencyKey != wantKey {
 		t.Errorf("response: status %d, attempt %d, replayed %v, key %s; want 201, 3, false, %s",
 			resp.Status, resp.Attempt, resp.Replayed, resp.IdempotencyKey, wantKey)
@@ -179,7 +179,7 @@ func (s *stack) killInFlight(ctx context.Context, t *testing.T) {
 	if err := run.Get(ctx, &resp); err != nil {
 		t.Fatalf("workflow %s: %v", id, err)
 	}
-	wantKey := request.DeriveKey(s.c.Namespace(), id, "charge")
+	wantKey := idemkey.Derive(s.c.Namespace(), id, "charge")
 	if resp.Status != http.StatusCreated || !resp.Replayed || resp.Attempt != 2 || resp.IdempotencyKey != wantKey {
 		t.Errorf("response: status %d, replayed %v, attempt %d, key %s; want 201, true (the stored response), 2, %s",
 			resp.Status, resp.Replayed, resp.Attempt, resp.IdempotencyKey, wantKey)

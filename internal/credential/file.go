@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 )
 
 // checkEvery is how often, at most, a header file is looked at (stat) for a
@@ -77,7 +77,7 @@ func NewHeaderFiles(files map[string]string, r Redactor, logf func(msg string, k
 	for name, path := range files {
 		canon := http.CanonicalHeaderKey(name)
 		field := "HeaderFiles[" + name + "]"
-		if !request.ValidHeaderName(canon) {
+		if !httpheader.ValidName(canon) {
 			return nil, fmt.Errorf("%s: invalid header name %q", n.head(field), name)
 		}
 		f := &headerFile{name: canon, path: path, what: "the header's value", setting: n.Of(field)}

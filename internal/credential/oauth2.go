@@ -17,7 +17,8 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
+	"github.com/idemhttp/temporal-idempotent-http/internal/retryafter"
 )
 
 // The OAuth 2.0 client-credentials source's timing.
@@ -429,7 +430,7 @@ func (s *oauth2Source) accept(tok *oauth2.Token, start time.Time) (*bearer, *Err
 		// Never quoted: it could not be redacted.
 		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token of %d bytes, shorter than %d: it could not be redacted from results and logs, so it is not sent; check %s", len(tok.AccessToken), MinSecretBytes, s.names.Of("OAuth2.TokenURL"))}
 	}
-	if err := request.HeaderValue("Authorization", "Bearer "+tok.AccessToken); err != nil {
+	if err := httpheader.CheckValue("Authorization", "Bearer "+tok.AccessToken); err != nil {
 		// Never quoted: net/http would refuse every request carrying it.
 		return nil, &Error{Scheme: "oauth2", Err: fmt.Errorf("the token endpoint issued an access token that no request can carry (%w), so it is not sent; check %s", err, s.names.Of("OAuth2.TokenURL"))}
 	}
@@ -504,7 +505,7 @@ func (s *oauth2Source) oauth2Error(err error, start time.Time) *Error {
 	case e.Status == http.StatusTooManyRequests || e.Status >= 500:
 		e.Retryable = true
 		if re.Response != nil {
-			e.RetryAfter, _ = request.ParseRetryAfter(re.Response.Header.Get("Retry-After"), start)
+			e.RetryAfter, _ = retryafter.Parse(re.Response.Header.Get("Retry-After"), start)
 		}
 		e.Err = errors.New(what + ": the authorization server is unavailable; the attempt may be retried")
 	case e.Status >= 300 && e.Status <= 399:

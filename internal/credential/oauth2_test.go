@@ -16,7 +16,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 const (
@@ -434,9 +434,9 @@ func TestOAuth2Refusals(t *testing.T) {
 			if !strings.Contains(msg, tc.says) {
 				t.Errorf("err %q does not say %q", msg, tc.says)
 			}
-			// The activity reports it through request.RedactErr, which
+			// The activity reports it through redact.Err, which
 			// hides what follows a "?" as a URL's query: it must read the same.
-			if got := request.RedactErr(err); got != msg {
+			if got := redact.Err(err); got != msg {
 				t.Errorf("err %q reads %q once its queries are redacted: write no \"?\" in it", msg, got)
 			}
 			if strings.Contains(msg, "ECHOED") || strings.Contains(msg, testClientSecret[:8]) || strings.Contains(msg, "tok-") {

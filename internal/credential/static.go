@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 )
 
 // MinSecretBytes is the shortest secret a Source accepts: a shorter one
@@ -30,7 +30,7 @@ func NewStatic(h http.Header, r Redactor, n Names) (Source, error) {
 	for name, vs := range h {
 		canon := http.CanonicalHeaderKey(name)
 		field := n.head("Header[" + canon + "]")
-		if !request.ValidHeaderName(canon) {
+		if !httpheader.ValidName(canon) {
 			return nil, fmt.Errorf("%s: invalid header name %q", field, name)
 		}
 		for _, v := range vs {
@@ -78,7 +78,7 @@ func SecretParts(name, v string) ([]string, error) {
 	short := func(what string, n int) error {
 		return fmt.Errorf("%s is %d bytes long, shorter than %d bytes: a shorter one cannot be redacted from results and logs without rewriting unrelated text; use a longer secret; is the token missing?", what, n, MinSecretBytes)
 	}
-	if err := request.HeaderValue(name, v); err != nil {
+	if err := httpheader.CheckValue(name, v); err != nil {
 		// net/http would refuse every request that carries it.
 		return nil, err
 	}
@@ -122,5 +122,5 @@ func isToken(s string) bool {
 	if s == "" || len(s) > 32 {
 		return false
 	}
-	return request.ValidHeaderName(s)
+	return httpheader.ValidName(s)
 }

@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
 // record makes TestReplayHistory record historyFile first, on a dev

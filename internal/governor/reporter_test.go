@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // fakeClient records SignalWithStartWorkflow calls and answers

@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
 )
 
 // t0 is the workflow clock's start in these tests.

@@ -3,7 +3,7 @@ package longrunning
 import (
 	"net/http"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/jsonfield"
 )
 
 // Document reads a status document by its state field: Azure Resource
@@ -27,7 +27,7 @@ func (d Document) Read(a Answer) Reading {
 	if r, ok := seeOther(a); ok {
 		return r
 	}
-	s, ok := request.StringField(a.Body, d.Field)
+	s, ok := jsonfield.String(a.Body, d.Field)
 	if !ok {
 		return stillRunning(Reading{}, a.Status)
 	}

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/jsonfield"
 )
 
 // Done reads Google's long-running operations (AIP-151,
@@ -24,12 +24,12 @@ func (d Done) Read(a Answer) Reading {
 	if r, ok := seeOther(a); ok {
 		return r
 	}
-	v, ok := request.Field(a.Body, d.Field)
+	v, ok := jsonfield.Value(a.Body, d.Field)
 	var done bool
 	if ok && json.Unmarshal(v, &done) != nil || json.Unmarshal(a.Body, new(map[string]json.RawMessage)) != nil {
 		return stillRunning(Reading{}, a.Status)
 	}
-	e, failed := request.Field(a.Body, d.Error)
+	e, failed := jsonfield.Value(a.Body, d.Error)
 	switch {
 	case !done:
 		return Reading{State: Running, Name: d.Field + ": false"}
@@ -54,7 +54,7 @@ func (d Done) Document() (string, bool) { return d.Field, true }
 // followed by the string at field (Google's "name"), false when the body
 // names none.
 func Named(body []byte, field, base string) (string, bool) {
-	name, ok := request.StringField(body, field)
+	name, ok := jsonfield.String(body, field)
 	if !ok || name == "" {
 		return "", false
 	}

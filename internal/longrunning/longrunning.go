@@ -27,7 +27,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/jsonfield"
 )
 
 // Answer is one answer of the server as a style reads it. Body is the
@@ -122,7 +122,7 @@ func stillRunning(r Reading, status int) Reading {
 
 // field is the value at path in body, nil when it has none.
 func field(body []byte, path string) json.RawMessage {
-	if v, ok := request.Field(body, path); ok {
+	if v, ok := jsonfield.Value(body, path); ok {
 		return v
 	}
 	return nil

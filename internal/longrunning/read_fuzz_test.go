@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/jsonfield"
 )
 
 // FuzzRead: the status-document readers never panic, read a terminal
@@ -35,7 +35,7 @@ func FuzzRead(f *testing.F) {
 			r := googleDone.Read(Answer{Status: status, Body: body})
 			if r.State == Succeeded || r.State == Failed || r.State == Canceled {
 				var done bool
-				v, _ := request.Field(body, googleDone.Field)
+				v, _ := jsonfield.Value(body, googleDone.Field)
 				if json.Unmarshal(v, &done) != nil || !done {
 					t.Fatalf("ended without done: true in %q", body)
 				}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 )
 
 // The readers of the presets of activities/longrunning.go, with their
@@ -16,7 +16,7 @@ var (
 	azureDocument = Document{Field: "status", Succeeded: []string{"Succeeded"}, Failed: []string{"Failed"},
 		Canceled: []string{"Canceled"}, Error: "error", Result: "result"}
 	googleDone = Done{Field: "done", Error: "error", Result: "response"}
-	webhook    = Rule(request.StatusRule{StatusField: "state", Succeeded: []string{"paid"}, Failed: []string{"declined"}})
+	webhook    = Rule(poll.StatusRule{StatusField: "state", Succeeded: []string{"paid"}, Failed: []string{"declined"}})
 )
 
 func header(kv ...string) http.Header {

@@ -167,7 +167,7 @@ func tracesExporter(getenv func(string) string) (string, error) {
 
 // secondsBuckets are the histogram buckets, in seconds, of every histogram
 // (the SDK's latencies and the activity's durations and waits, up to
-// request.DefaultMaxRetryAfter). OpenTelemetry's default buckets are
+// defaults.MaxRetryAfter). OpenTelemetry's default buckets are
 // meant for milliseconds.
 var secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 

@@ -11,7 +11,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
-// inner has its own MarshalJSON, as request.Accepted does: promoted to
+// inner has its own MarshalJSON, as poll.Accepted does: promoted to
 // a struct that embeds it, it would write that struct as "promoted".
 type inner struct {
 	Name  string        `json:"name"`
@@ -20,7 +20,7 @@ type inner struct {
 
 func (i inner) MarshalJSON() ([]byte, error) { return []byte(`"promoted"`), nil }
 
-// outer embeds inner, as request.Monitor embeds request.Accepted: its
+// outer embeds inner, as poll.Monitor embeds poll.Accepted: its
 // fields must not be dropped by inner's promoted methods.
 type outer struct {
 	inner
@@ -70,8 +70,8 @@ func TestEmbeddedStructs(t *testing.T) {
 	assert.Equal(t, "2s", m["wait"])
 }
 
-// twoShapes travels in two shapes, as request.WebhookPoll does: its own,
-// and its "rule" view (request.StatusRule).
+// twoShapes travels in two shapes, as poll.WebhookPoll does: its own,
+// and its "rule" view (poll.StatusRule).
 type twoShapes struct {
 	URL    string        `json:"url"`
 	Field  string        `json:"status_field,omitempty" rule:"field"`

@@ -134,7 +134,7 @@ func Marshal(v any) ([]byte, error) { return MarshalView(v, "") }
 // MarshalView is Marshal with each field's JSON name and options taken
 // from its struct tag named view instead of json (a field without one is
 // left out); view "" is Marshal. For one declaration that travels in two
-// shapes, as request.WebhookPoll does (request.StatusRule, its rule, in
+// shapes, as poll.WebhookPoll does (poll.StatusRule, its rule, in
 // the poll activity's input).
 func MarshalView(v any, view string) ([]byte, error) {
 	rv := reflect.ValueOf(v)
@@ -146,8 +146,8 @@ func MarshalView(v any, view string) ([]byte, error) {
 // MarshalOrdered is Marshal with the object's members named in first
 // written first, in that order, and the others after them, in their
 // order: for a type whose histories hold its members in an order other
-// than its fields' (a struct that embeds another, as request.Monitor
-// embeds request.Accepted). The members' bytes are Marshal's.
+// than its fields' (a struct that embeds another, as poll.Monitor
+// embeds poll.Accepted). The members' bytes are Marshal's.
 func MarshalOrdered(v any, first ...string) ([]byte, error) {
 	data, err := Marshal(v)
 	if err != nil {

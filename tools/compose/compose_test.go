@@ -1026,7 +1026,9 @@ func TestComposeCommands(t *testing.T) {
 			// The worker's -h names every variable it reads (its settings
 			// are declared with them: host/settings.go); the reference
 			// API's are read by name in its source.
-			reads := func(key string) bool { return strings.Contains(string(help), "(env "+key+")") || regexp.MustCompile(`(?m)^\s+`+key+`$`).Match(help) }
+			reads := func(key string) bool {
+				return strings.Contains(string(help), "(env "+key+")") || regexp.MustCompile(`(?m)^\s+`+key+`$`).Match(help)
+			}
 			if target != "worker" {
 				src := sourceText(t, filepath.Join(d.root, packages[target]), filepath.Join(d.root, "internal", "cliutil"))
 				reads = func(key string) bool { return strings.Contains(src, `"`+key+`"`) }

@@ -3,7 +3,7 @@
 // files are loaded by compose-go, the loader Docker Compose v2 itself uses
 // (schema validation, interpolation, the consistency checks of depends_on,
 // volumes and networks); the loaded project is checked against the
-// topology that internal/testing/cluster tests without Docker, and its commands
+// topology that harness/cluster tests without Docker, and its commands
 // against the binaries built from this repository.
 //
 // Run with `make compose-test` (part of `make test`).

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/chaos"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/chaos"
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
 // ChaosSVG is the chaos plot's file name, next to RESULTS.md.
@@ -21,7 +21,7 @@ const ChaosSVG = "chaos.svg"
 var defaultChaos = chaos.Plan{Seed: 33, Operations: 1000}
 
 // ChaosResult is the chaos section: the campaign of package
-// internal/testing/chaos at full size on the PostgreSQL-backed cluster,
+// harness/chaos at full size on the PostgreSQL-backed cluster,
 // three worker processes with their default flags (the shared rate on).
 type ChaosResult struct {
 	// WorkerArgs are the workers' flags beyond the task queue and origin.

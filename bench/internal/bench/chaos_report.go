@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/chaos"
+	"github.com/idemhttp/temporal-idempotent-http/harness/chaos"
 )
 
 // WriteChaosSVG draws the chaos section of r as an SVG: the requests at
@@ -67,7 +67,7 @@ func writeChaos(b *strings.Builder, r *Results) {
 	c := r.Chaos.Campaign
 	v := c.Verdict
 	p("## Chaos campaign at scale\n\n")
-	p("`internal/testing/chaos` (its smaller form, 200 operations, is `TestChaosCampaign` in `integration/cluster`, run by `make test`): %d operations (the ready workflow, one business workflow ID each, one POST through the proxy) started at %.0f/s on the PostgreSQL-backed cluster, three worker processes (`%s`: each request routed to its origin's queue, the shared rate on), the reference API behind Toxiproxy (Shopify's fault proxy, `toxiproxy-server` built from tools/go.mod, driven by its API). Seed %d; the faults, as carried out:\n\n",
+	p("`harness/chaos` (its smaller form, 200 operations, is `TestChaosCampaign` in `integration/cluster`, run by `make test`): %d operations (the ready workflow, one business workflow ID each, one POST through the proxy) started at %.0f/s on the PostgreSQL-backed cluster, three worker processes (`%s`: each request routed to its origin's queue, the shared rate on), the reference API behind Toxiproxy (Shopify's fault proxy, `toxiproxy-server` built from tools/go.mod, driven by its API). Seed %d; the faults, as carried out:\n\n",
 		v.Operations, c.Plan.StartRate, strings.TrimSpace("worker "+strings.Join(r.Chaos.WorkerArgs, " ")), c.Plan.Seed)
 	for _, e := range c.Events {
 		p("- %.1f s: %s\n", e.At.Seconds(), firstLine(e.What))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/chaos"
+	"github.com/idemhttp/temporal-idempotent-http/harness/chaos"
 )
 
 // chaosResults is a synthetic chaos section: a campaign of 4 operations

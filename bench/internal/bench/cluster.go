@@ -12,8 +12,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/cluster"
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -21,7 +21,7 @@ import (
 // 33 (kept to render them; the section now writes ClusterShared): the
 // contention experiment on the cluster with two workers (issue 11, "across
 // workers"): temporal-server on PostgreSQL
-// (internal/testing/cluster), one reference server, and two worker processes (the
+// (harness/cluster), one reference server, and two worker processes (the
 // worker binary, as a user runs it) polling one task queue, each with its
 // own admission limiter. The two share no state: each learns the target's
 // capacity from its own answers alone, as AWS SDK clients do. The run is

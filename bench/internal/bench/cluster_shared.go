@@ -20,7 +20,7 @@ const clusterThroughputWorkflows = 200
 
 // ClusterShared is the cluster section (issue 33: many workers, one
 // client of the API). On temporal-server with PostgreSQL
-// (internal/testing/cluster) and the worker binary, as a user runs it:
+// (harness/cluster) and the worker binary, as a user runs it:
 //   - Contention: the contention experiment (Params) with two and three
 //     worker processes and the shared rate on, Runs consecutive runs each
 //     on fresh workers and a fresh task queue, then one run each with every

@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -54,9 +54,9 @@ const (
 	temporalMinDelay   = time.Second
 )
 
-// backoff is the strategy's request.Backoff for these parameters.
-func (p ContentionParams) backoff(j workflows.Jitter) request.Backoff {
-	return request.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: j}
+// backoff is the strategy's backoff.Backoff for these parameters.
+func (p ContentionParams) backoff(j workflows.Jitter) backoff.Backoff {
+	return backoff.Backoff{InitialInterval: p.Base, BackoffCoefficient: p.Coefficient, MaximumInterval: p.Cap, Jitter: j}
 }
 
 // simConfig is the pure in-process simulation of the experiment with

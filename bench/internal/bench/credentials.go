@@ -12,6 +12,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
 )
 
 // The credentials of the credential rows: a static bearer token, and an
@@ -93,7 +94,7 @@ func (o *overhead) credentialed(c activities.Credential) (*activities.Activities
 
 // doWith is one attempt of a's Do with o's request, which must succeed.
 func doWith(ctx context.Context, a *activities.Activities, o *overhead) error {
-	resp, err := a.Do(ctx, o.req)
+	resp, err := registered.Of(a).Do(ctx, o.req)
 	if err != nil {
 		return err
 	}

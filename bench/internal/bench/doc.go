@@ -33,7 +33,7 @@
 //     delivery mechanisms, Update and Signal (and SignalWithStart), to a
 //     running workflow: latency, throughput, history events per delivery
 //     and per duplicate;
-//   - chaos: the chaos campaign of internal/testing/chaos at full size
+//   - chaos: the chaos campaign of harness/chaos at full size
 //     (1000 operations, three workers, Toxiproxy's toxics, worker and
 //     server SIGKILLs, the API down 30 s) on the PostgreSQL-backed
 //     cluster: every operation exactly once with its full answer, and the

@@ -26,7 +26,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -296,15 +299,15 @@ type BackoffRow struct {
 	Outside int `json:"outside"`
 }
 
-// backoffRows groups gaps by poll against backoff b (request.PollBackoff).
-func backoffRows(gaps []PollGap, b request.Backoff) []BackoffRow {
+// backoffRows groups gaps by poll against backoff b (poll.Backoff).
+func backoffRows(gaps []PollGap, b backoff.Backoff) []BackoffRow {
 	byPoll := map[int32]*BackoffRow{}
 	var rows []*BackoffRow
 	for _, g := range gaps {
 		r := byPoll[g.Poll]
 		if r == nil {
 			ceil := b.Ceiling(g.Poll)
-			r = &BackoffRow{Poll: g.Poll, Ceiling: ceil, Lo: max(ceil/2, request.MinPollInterval), Hi: max(ceil, request.MinPollInterval),
+			r = &BackoffRow{Poll: g.Poll, Ceiling: ceil, Lo: max(ceil/2, poll.MinInterval), Hi: max(ceil, poll.MinInterval),
 				AskedMin: g.Asked, AskedMax: g.Asked, GapMin: g.Gap, GapMax: g.Gap}
 			byPoll[g.Poll] = r
 			rows = append(rows, r)
@@ -485,9 +488,9 @@ func classifyGoroutines(profile string) map[string]int {
 			continue
 		}
 		switch {
-		case strings.Contains(block, "activities.(*Activities).Poll"):
+		case strings.Contains(block, "activities.(*Activities).pollActivity"):
 			kinds[kindPoll] += n
-		case strings.Contains(block, "activities.(*Activities).Do"):
+		case strings.Contains(block, "activities.(*Activities).requestActivity"):
 			kinds[kindStart] += n
 		case strings.Contains(block, "go.temporal.io/sdk/internal.(*coroutineState)"):
 			kinds[kindWorkflow] += n
@@ -542,11 +545,11 @@ type askedDelays struct {
 	m  map[string][]attemptRec
 }
 
-// wrap returns poll recording its attempts.
-func (a *askedDelays) wrap(poll func(context.Context, request.Monitor) (*workflows.Response, error)) func(context.Context, request.Monitor) (*workflows.Response, error) {
-	return func(ctx context.Context, in request.Monitor) (*workflows.Response, error) {
+// wrap returns the poll activity next recording its attempts.
+func (a *askedDelays) wrap(next func(context.Context, poll.Monitor) (*workflows.Response, error)) func(context.Context, poll.Monitor) (*workflows.Response, error) {
+	return func(ctx context.Context, in poll.Monitor) (*workflows.Response, error) {
 		began := time.Now()
-		resp, err := poll(ctx, in)
+		resp, err := next(ctx, in)
 		rec := attemptRec{Started: activity.GetInfo(ctx).StartedTime, Began: began, Ended: time.Now()}
 		var ae *temporal.ApplicationError
 		if errors.As(err, &ae) {
@@ -603,8 +606,9 @@ func lroWorker(h *harness, tq string, origins []string) (*lroRun, error) {
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: request.ActivityName})
-	r.w.RegisterActivityWithOptions(r.asked.wrap(acts.Poll), activity.RegisterOptions{Name: request.PollActivityName})
+	reg := registered.Of(acts)
+	r.w.RegisterActivityWithOptions(reg.Do, activity.RegisterOptions{Name: input.ActivityName})
+	r.w.RegisterActivityWithOptions(r.asked.wrap(reg.Poll), activity.RegisterOptions{Name: poll.ActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sleepWorkflow, workflow.RegisterOptions{Name: sleepWorkflowName})
 	if err := r.w.Start(); err != nil {
@@ -906,7 +910,7 @@ func runLongRunning(ctx context.Context, h *harness, p LongRunningParams, logDir
 	if err := errors.Join(errRA, errBackoff); err != nil {
 		return res, err
 	}
-	res.BackoffRows = backoffRows(res.Backoff.Gaps, request.PollBackoff(0, 0))
+	res.BackoffRows = backoffRows(res.Backoff.Gaps, poll.Backoff(0, 0))
 	for _, s := range []PollSeries{res.RetryAfter, res.Backoff} {
 		logf("longrunning: %-32s %d operations, %d failed, polls %.1f (%d–%d), gap ÷ asked p50 %.3f p95 %.3f max %.3f (%d gaps), first poll %s after the acceptance",
 			s.Name, s.Operations, s.Failed, s.Polls.Mean, s.Polls.Min, s.Polls.Max, s.Ratios.P50, s.Ratios.P95, s.Ratios.Max, s.Ratios.N, s.FirstPollMedian.Round(time.Millisecond))

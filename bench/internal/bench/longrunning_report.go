@@ -72,7 +72,7 @@ func writeLongRunning(b *strings.Builder, lr *LongRunningResult) {
 	}
 	p("\nThe first poll waits for the 202's `Retry-After` (a workflow timer; at least 1 s): it went %s after the acceptance (median) in the `Retry-After: %d` series, whose ideal is %s ÷ %d s polls.\n\n", gap(lr.RetryAfter.FirstPollMedian), lp.RetryAfter, durS(lp.Duration), lp.RetryAfter)
 	if len(lr.BackoffRows) > 0 {
-		p("Without Retry-After, the wait after poll n is drawn with equal jitter under min(1 s × 2^(n−1), 1 min), at least 1 s (`request.PollBackoff`); the series' operations end before the cap is reached:\n\n")
+		p("Without Retry-After, the wait after poll n is drawn with equal jitter under min(1 s × 2^(n−1), 1 min), at least 1 s (`poll.Backoff`); the series' operations end before the cap is reached:\n\n")
 		p("| After poll | Ceiling | Documented range | Drawn: min – max | Gap at the server: min – max | Operations | Draws outside the range |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range lr.BackoffRows {
 			p("| %d | %s | %s – %s | %s – %s | %s – %s | %d | %d |\n", r.Poll, gap(r.Ceiling), gap(r.Lo), gap(r.Hi), gap(r.AskedMin), gap(r.AskedMax), gap(r.GapMin), gap(r.GapMax), r.N, r.Outside)

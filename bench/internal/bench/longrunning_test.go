@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )
 
@@ -129,7 +129,7 @@ func TestBackoffRows(t *testing.T) {
 		{Poll: 3, Asked: 1500 * time.Millisecond, Gap: 1520 * time.Millisecond}, // below 2 s: outside
 		{Poll: 8, Asked: 45 * s, Gap: 45 * s},
 	}
-	rows := backoffRows(gaps, request.PollBackoff(0, 0))
+	rows := backoffRows(gaps, poll.Backoff(0, 0))
 	if len(rows) != 4 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -160,7 +160,7 @@ func TestClassifyGoroutines(t *testing.T) {
 #	0x4	net/http.(*conn).serve+0x4	/go/src/net/http/server.go:1
 
 1 @ 0x5
-#	0x5	github.com/idemhttp/temporal-idempotent-http/activities.(*Activities).Poll+0x5	/x/poll.go:1
+#	0x5	github.com/idemhttp/temporal-idempotent-http/activities.(*Activities).pollActivity+0x5	/x/poll.go:1
 
 4 @ 0x6
 #	0x6	google.golang.org/grpc.(*addrConn).resetTransport+0x6	/mod/grpc.go:1
@@ -280,7 +280,7 @@ func longRunningResults(maxRatio float64, followGoroutines int) *Results {
 		Ratios: RatioStats{N: 100, Min: 1.001, P50: 1.004, P95: 1.04, Max: 1.07}}
 	return &Results{LongRunning: &LongRunningResult{
 		Params: defaultLongRunning, RetryAfter: ra, Backoff: bo,
-		BackoffRows: backoffRows([]PollGap{{Poll: 1, Asked: s, Gap: 1010 * time.Millisecond}}, request.PollBackoff(0, 0)),
+		BackoffRows: backoffRows([]PollGap{{Poll: 1, Asked: s, Gap: 1010 * time.Millisecond}}, poll.Backoff(0, 0)),
 		Waiting: &WaitingResult{Operations: 1000, Duration: 60 * s, RetryAfter: 5, Started: 14 * s, Accepted: 20 * s,
 			Idle: ResourcePhase{Name: "idle", Samples: 10, Window: 10 * s, Goroutines: 120, Kinds: map[string]int{kindOther: 100, kindHTTP: 20}},
 			Follow: ResourcePhase{Name: "following", Workflows: 1000, Samples: 30, Window: 30 * s, Goroutines: followGoroutines + 70, NoPool: followGoroutines, Polls: 6000,

@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -156,7 +157,7 @@ var outageSimRuns = []struct {
 	j               workflows.Jitter
 	adm, breakerOff bool
 }{
-	{workflows.JitterNone, false, false},
+	{backoff.JitterNone, false, false},
 	{workflows.JitterFull, false, false},
 	{workflows.JitterFull, true, false},
 	{workflows.JitterFull, true, true},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -19,12 +20,12 @@ func outageResults(base, adm int, recovery time.Duration, failed int) *Results {
 	return &Results{
 		OutageParams: defaultContention,
 		Outage: []OutageRun{
-			{Strategy: workflows.JitterNone, Outage: defaultOutage, DuringOutage: base, After: 884, Successes: 100, RecoveryToLast: 160 * time.Second, Log: log},
+			{Strategy: backoff.JitterNone, Outage: defaultOutage, DuringOutage: base, After: 884, Successes: 100, RecoveryToLast: 160 * time.Second, Log: log},
 			{Strategy: workflows.JitterFull, Outage: defaultOutage, DuringOutage: 1320, After: 216, Successes: 100, RecoveryToLast: 22 * time.Second, Log: log[:3]},
 			{Strategy: workflows.JitterFull, Admission: true, Breaker: true, Outage: defaultOutage, DuringOutage: adm, After: 120, Successes: 100 - failed, Failed: failed, RecoveryToLast: recovery, Log: log[2:]},
 		},
 		OutageSim: []OutageSim{
-			{Strategy: workflows.JitterNone, Runs: 100, DuringOutage: 700, RecoveryToLast: 162 * time.Second},
+			{Strategy: backoff.JitterNone, Runs: 100, DuringOutage: 700, RecoveryToLast: 162 * time.Second},
 			{Strategy: workflows.JitterFull, Runs: 100, DuringOutage: 1326, RecoveryToLast: 23 * time.Second},
 			{Strategy: workflows.JitterFull, Admission: true, Runs: 100, DuringOutage: 35.2, RecoveryToLast: 19900 * time.Millisecond},
 			{Strategy: workflows.JitterFull, Admission: true, BreakerOff: true, Runs: 100, DuringOutage: 609, RecoveryToLast: 18900 * time.Millisecond},
@@ -158,7 +159,7 @@ func TestOutageSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := buf.String()
-	for _, want := range []string{html.EscapeString(strategyName(workflows.JitterNone)), strategyName(workflows.JitterFull), "adaptive admission, breaker on", "recovery", "35 requests during the outage"} {
+	for _, want := range []string{html.EscapeString(strategyName(backoff.JitterNone)), strategyName(workflows.JitterFull), "adaptive admission, breaker on", "recovery", "35 requests during the outage"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
 		}
@@ -175,7 +176,7 @@ func TestOutageSVG(t *testing.T) {
 func TestOutageSimBreaker(t *testing.T) {
 	const runs = 10
 	p := defaultContention
-	none := simulateOutage(p.outageSimConfig(workflows.JitterNone, false, false, defaultOutage, 1), runs)
+	none := simulateOutage(p.outageSimConfig(backoff.JitterNone, false, false, defaultOutage, 1), runs)
 	on := simulateOutage(p.outageSimConfig(workflows.JitterFull, true, false, defaultOutage, 1), runs)
 	off := simulateOutage(p.outageSimConfig(workflows.JitterFull, true, true, defaultOutage, 1), runs)
 	if !on.Admission || on.BreakerOff || !off.BreakerOff {

@@ -14,7 +14,8 @@ import (
 	sdktestsuite "go.temporal.io/sdk/testsuite"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -34,8 +35,9 @@ type stopwatch interface {
 type overhead struct {
 	srv       *httptest.Server
 	acts      *activities.Activities
+	attempt   func(context.Context, input.Input) (*workflows.Response, error) // acts' HTTP activity
 	rawClient *http.Client
-	req       request.Input
+	req       input.Input
 	url       string
 	body      []byte
 }
@@ -58,8 +60,9 @@ func newOverhead() (*overhead, error) {
 		o.srv.Close()
 		return nil, err
 	}
+	o.attempt = registered.Of(o.acts).Do
 	o.rawClient = &http.Client{Transport: newTransport()}
-	o.req = request.Input{
+	o.req = input.Input{
 		Operation: "charge", Method: http.MethodPost, URL: o.url, Body: o.body,
 		IdempotencyKey: "5f0c2f3e-8a55-5d2c-9a77-2b1f3c4d5e6f",
 	}
@@ -111,7 +114,7 @@ func (o *overhead) rawPost(ctx context.Context) error {
 }
 
 func (o *overhead) do(ctx context.Context) error {
-	resp, err := o.acts.Do(ctx, o.req)
+	resp, err := o.attempt(ctx, o.req)
 	if err != nil {
 		return err
 	}
@@ -183,7 +186,7 @@ func (o *overhead) doPerExecution(sw stopwatch, n int) error {
 	o.acts.Register(env)
 	sw.ResetTimer()
 	for range n {
-		v, err := env.ExecuteActivity(request.ActivityName, o.req)
+		v, err := env.ExecuteActivity(input.ActivityName, o.req)
 		if err != nil {
 			return err
 		}

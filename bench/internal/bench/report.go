@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -87,7 +88,7 @@ var (
 
 // brookerPublished are the calls at 100 clients from Brooker's post, for comparison.
 var brookerPublished = map[workflows.Jitter]float64{
-	workflows.JitterNone: 1846, workflows.JitterFull: 796, workflows.JitterDecorrelated: 998,
+	backoff.JitterNone: 1846, workflows.JitterFull: 796, workflows.JitterDecorrelated: 998,
 }
 
 func met(ok bool) string {
@@ -183,7 +184,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 			len(t.AdmissionRatios), t.AdmissionRatio, t.AdmissionPerSecond, t.OursPerSecond, targetAdmissionThroughput, met(t.AdmissionRatio >= targetAdmissionThroughput))
 	}
 	if a, ok := r.outageRun(workflows.JitterFull, true); ok {
-		if base, ok := r.outageRun(workflows.JitterNone, false); ok {
+		if base, ok := r.outageRun(backoff.JitterNone, false); ok {
 			rq := float64(a.DuringOutage) / float64(max(base.DuringOutage, 1))
 			p("| 7a | Outage: requests during the outage, adaptive admission with the circuit breaker ÷ Temporal's own backoff's | %.2f (%d ÷ %d) | ≤ %.2f | %s |\n",
 				rq, a.DuringOutage, base.DuringOutage, targetOutageRequests, met(base.DuringOutage > 0 && rq <= targetOutageRequests))
@@ -265,7 +266,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 
 	if len(r.SimBrooker) > 0 || len(r.SimCapacity) > 0 {
 		p("## 1b. Simulation (no Temporal)\n\n")
-		p("A discrete-event simulation in virtual time (`simulate` in `bench/internal/bench`), deterministic per seed, with the strategies' delays from `request.Backoff.Delay` in `internal/request` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
+		p("A discrete-event simulation in virtual time (`simulate` in `bench/internal/bench`), deterministic per seed, with the strategies' delays from `backoff.Backoff.Delay` in `internal/backoff` (Temporal's own backoff = `Backoff.Ceiling`).\n\n")
 		if len(r.SimBrooker) > 0 {
 			p("**Brooker's model** (his simulator: optimistic concurrency on one row, a read and a write per attempt, network delay |N(10 ms, 2 ms)|, base 5 ms, cap 2 s; his backoff(n) = min(cap, base × 2^n) is our Ceiling with InitialInterval 10 ms). Mean of 100 runs (20 at 1000 clients).\n\n")
 			writeSimTable(&b, r.SimBrooker, true)
@@ -309,7 +310,7 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if cl := r.Cluster; cl != nil && len(cl.Runs) > 0 {
 		cp := cl.Params
 		p("## 1e. Across workers: the PostgreSQL-backed cluster\n\n")
-		p("The contention setup (%d workflows, %d requests per %s) on temporal-server with PostgreSQL (`internal/testing/cluster`) and two or three worker processes (the `worker` binary) polling one task queue, started without eager start so matching hands every task to any worker. Without a shared rate each worker has its own limiter and shares nothing with the others: each learns the API's capacity from its own answers (as the AWS SDKs' adaptive mode does), and the sum must stay near the capacity. With `--shared-rate` the requests run on the origin's own task queue (`Request.OriginQueue`) and one governor workflow sets that queue's rate limit on the server from every worker's reports (`internal/governor`: a throttle cuts it to 0.9 × the rate the API accepted, at most every 5 s; a raise of 20 %% after 30 s without one); while it is in force the server paces every worker's attempts and the workers' own limiters only apply the breaker and the retry budget (claims 8a-8d). Fresh workers and task queue per run; full jitter. The limit is %.1f s.\n\n",
+		p("The contention setup (%d workflows, %d requests per %s) on temporal-server with PostgreSQL (`harness/cluster`) and two or three worker processes (the `worker` binary) polling one task queue, started without eager start so matching hands every task to any worker. Without a shared rate each worker has its own limiter and shares nothing with the others: each learns the API's capacity from its own answers (as the AWS SDKs' adaptive mode does), and the sum must stay near the capacity. With `--shared-rate` the requests run on the origin's own task queue (`Request.OriginQueue`) and one governor workflow sets that queue's rate limit on the server from every worker's reports (`internal/governor`: a throttle cuts it to 0.9 × the rate the API accepted, at most every 5 s; a raise of 20 %% after 30 s without one); while it is in force the server paces every worker's attempts and the workers' own limiters only apply the breaker and the retry budget (claims 8a-8d). Fresh workers and task queue per run; full jitter. The limit is %.1f s.\n\n",
 			cp.Clients, cp.Capacity, cp.Window, cp.limitSeconds())
 		p("| Run | Requests | Requests per success | Last success | ÷ limit | Failed | First attempts spread over |\n|---|---|---|---|---|---|---|\n")
 		for _, run := range cl.Runs {
@@ -424,7 +425,7 @@ func writeSimTable(b *strings.Builder, rows []SimSummary, brooker bool) {
 	}
 	var base SimSummary
 	for _, s := range rows {
-		if s.Strategy == workflows.JitterNone {
+		if s.Strategy == backoff.JitterNone {
 			base = s
 		}
 		fmt.Fprintf(b, "| %d | %s | %.0f | %.2f | %s | %.3f |", s.Clients, strategyName(s.Strategy), s.Requests, s.Requests/base.Requests,
@@ -538,7 +539,7 @@ func writeOutage(b *strings.Builder, r *Results) {
 	}
 	p("![Requests per second over the outage](%s)\n\n", OutageSVG)
 	p("| Strategy | Requests during the outage | ÷ Temporal's backoff | Requests after | Recovery to the last success | ÷ Temporal's backoff | Failed | Simulated requests during the outage | Simulated recovery |\n|---|---|---|---|---|---|---|---|---|\n")
-	base, _ := r.outageRun(workflows.JitterNone, false)
+	base, _ := r.outageRun(backoff.JitterNone, false)
 	for _, o := range r.Outage {
 		simReq, simRec := "—", "—"
 		if s, ok := r.outageSim(o.Strategy, o.Admission); ok {

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -56,9 +56,9 @@ type gapCase struct {
 func retryAfterCases() []gapCase {
 	return []gapCase{
 		{Name: "Retry-After: 1 (NextRetryDelay 1 s)", Want: time.Second, Status: http.StatusServiceUnavailable, RetryAfter: "1"},
-		{Name: "Retry-After: 0 (NextRetryDelay 1 ms)", Want: request.MinRetryDelay, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
+		{Name: "Retry-After: 0 (NextRetryDelay 1 ms)", Want: backoff.MinRetryDelay, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
 		{Name: "Temporal's own interval 200 ms (JitterNone)", Want: 200 * time.Millisecond, Status: http.StatusServiceUnavailable,
-			Retry: workflows.RetryOptions{InitialInterval: 200 * time.Millisecond, Jitter: workflows.JitterNone}},
+			Retry: workflows.RetryOptions{InitialInterval: 200 * time.Millisecond, Jitter: backoff.JitterNone}},
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/testing/itest"
+	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -291,7 +292,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		for _, c := range []struct {
 			j   workflows.Jitter
 			adm bool
-		}{{workflows.JitterNone, false}, {workflows.JitterFull, false}, {workflows.JitterFull, true}} {
+		}{{backoff.JitterNone, false}, {workflows.JitterFull, false}, {workflows.JitterFull, true}} {
 			do := func(hh *harness) (OutageRun, error) {
 				return runOutage(ctx, hh, contention, c.j, defaultOutage, fmt.Sprintf("%s-%s-%v", tag, c.j, c.adm))
 			}
@@ -425,7 +426,7 @@ func runAdmissionSimulations(p ContentionParams) []SimSummary {
 			runs = 20
 		}
 		out = append(out,
-			simulateMean(p.temporalSimConfig(n, workflows.JitterNone, 1), runs),
+			simulateMean(p.temporalSimConfig(n, backoff.JitterNone, 1), runs),
 			simulateMean(p.temporalSimConfig(n, workflows.JitterFull, 1), runs),
 			simulateMean(p.admissionSimConfig(n, 1, 1), runs),
 			simulateMean(p.admissionSimConfig(n, 2, 1), runs),

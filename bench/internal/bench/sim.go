@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -17,7 +17,7 @@ import (
 // own deterministic exponential backoff first (the baseline), then the
 // jittered ones the activity computes.
 var strategies = []workflows.Jitter{
-	workflows.JitterNone, workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated,
+	backoff.JitterNone, workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated,
 }
 
 // runName is the label of a run in tables and plots: its strategy, or
@@ -32,7 +32,7 @@ func runName(j workflows.Jitter, admission bool) string {
 // strategyName is the label of a strategy in tables and plots.
 func strategyName(j workflows.Jitter) string {
 	switch j {
-	case workflows.JitterNone:
+	case backoff.JitterNone:
 		return "none (Temporal's backoff)"
 	case workflows.JitterFull:
 		return "full jitter"
@@ -108,7 +108,7 @@ func (m *capacityModel) needsRead() bool { return false }
 // retry policy computes it).
 type simConfig struct {
 	Clients int
-	Backoff request.Backoff
+	Backoff backoff.Backoff
 	// NewModel returns a fresh contended resource.
 	NewModel func() model
 	// NetMean and NetSD are the one-way network delay, drawn as
@@ -345,7 +345,7 @@ func simulate(cfg simConfig) simResult {
 		attempts[e.client]++
 		b := cfg.Backoff
 		delay := b.Delay(attempts[e.client], uniform, seeds[e.client])
-		if b.Jitter == request.JitterNone {
+		if b.Jitter == backoff.JitterNone {
 			delay = b.Ceiling(attempts[e.client])
 		}
 		if limiters != nil && e.t >= cfg.Outage {
@@ -628,7 +628,7 @@ func simulateMean(cfg simConfig, runs int) SimSummary {
 func brookerConfig(n int, j workflows.Jitter, seed uint64) simConfig {
 	return simConfig{
 		Clients: n,
-		Backoff: request.Backoff{
+		Backoff: backoff.Backoff{
 			InitialInterval: 10 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 2 * time.Second, Jitter: j,
 		},

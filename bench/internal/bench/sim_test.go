@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -46,7 +47,7 @@ func TestCapacityModel(t *testing.T) {
 // through per round, so the requests are N + (N−K) + … exactly.
 func TestNoJitterIsLockstep(t *testing.T) {
 	p := defaultContention
-	cfg := p.simConfig(20, workflows.JitterNone, 1)
+	cfg := p.simConfig(20, backoff.JitterNone, 1)
 	cfg.NetMean, cfg.NetSD = 0, 0
 	r := simulate(cfg)
 	want := 0
@@ -60,7 +61,7 @@ func TestNoJitterIsLockstep(t *testing.T) {
 	var wantDur time.Duration
 	rounds := (20 + p.Capacity - 1) / p.Capacity
 	for a := int32(1); a < int32(rounds); a++ {
-		wantDur += p.backoff(workflows.JitterNone).Ceiling(a)
+		wantDur += p.backoff(backoff.JitterNone).Ceiling(a)
 	}
 	if r.Duration != wantDur {
 		t.Errorf("duration = %s, want %s", r.Duration, wantDur)
@@ -77,7 +78,7 @@ func TestFullJitterBeatsNoJitter(t *testing.T) {
 	}
 	for name, cfg := range models {
 		t.Run(name, func(t *testing.T) {
-			none := simulateMean(cfg(workflows.JitterNone), runs)
+			none := simulateMean(cfg(backoff.JitterNone), runs)
 			for _, j := range []workflows.Jitter{workflows.JitterFull, workflows.JitterEqual, workflows.JitterDecorrelated} {
 				s := simulateMean(cfg(j), runs)
 				if s.Requests < n {
@@ -102,7 +103,7 @@ func TestFullJitterBeatsNoJitter(t *testing.T) {
 // jitter cuts the calls by about half against exponential backoff without
 // jitter and finishes many times sooner.
 func TestBrookerShape(t *testing.T) {
-	none := simulateMean(brookerConfig(100, workflows.JitterNone, 1), 10)
+	none := simulateMean(brookerConfig(100, backoff.JitterNone, 1), 10)
 	full := simulateMean(brookerConfig(100, workflows.JitterFull, 1), 10)
 	if r := full.Requests / none.Requests; r < 0.3 || r > 0.6 {
 		t.Errorf("full/none calls = %.2f (%.0f/%.0f), Brooker reports 796/1846 = 0.43", r, full.Requests, none.Requests)
@@ -143,7 +144,7 @@ func TestContentionSVG(t *testing.T) {
 
 	// WriteContentionSVG plots the first two contention runs of a result.
 	r := &Results{Contention: &ContentionResult{Params: defaultContention, Runs: []ContentionRun{
-		{Strategy: workflows.JitterNone, Log: log}, {Strategy: workflows.JitterFull, Log: log[:2]},
+		{Strategy: backoff.JitterNone, Log: log}, {Strategy: workflows.JitterFull, Log: log[:2]},
 	}}}
 	buf.Reset()
 	if err := WriteContentionSVG(&buf, r); err != nil {
@@ -182,7 +183,7 @@ func TestWriteMarkdown(t *testing.T) {
 	r := &Results{
 		SimBrooker: brooker, SimCapacity: capacity,
 		Contention: &ContentionResult{Params: defaultContention, Runs: []ContentionRun{
-			{Strategy: workflows.JitterNone, Requests: 800, Successes: 100, ToLastSuccess: 150 * time.Second},
+			{Strategy: backoff.JitterNone, Requests: 800, Successes: 100, ToLastSuccess: 150 * time.Second},
 			{Strategy: workflows.JitterFull, Requests: 300, Successes: 100, ToLastSuccess: 20 * time.Second},
 		}},
 		Throughput: &ThroughputResult{OursPerSecond: 90, MinimalPerSec: 100, Ratio: 0.9, Rounds: []ThroughputRound{{Kind: "ours"}, {Kind: "minimal"}}},

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -38,9 +38,9 @@ const (
 // workflows.Call's defaults.
 func minimalWorkflow(ctx workflow.Context, url string, body []byte) (int, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    request.DefaultStartToCloseTimeout,
-		ScheduleToCloseTimeout: request.DefaultScheduleToCloseTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: request.DefaultMaximumAttempts},
+		StartToCloseTimeout:    defaults.StartToCloseTimeout,
+		ScheduleToCloseTimeout: defaults.ScheduleToCloseTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: defaults.MaximumAttempts},
 	})
 	var status int
 	err := workflow.ExecuteActivity(ctx, minimalActivityName, url, body).Get(ctx, &status)

@@ -27,7 +27,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/request"
+	"github.com/idemhttp/temporal-idempotent-http/harness/registered"
+	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -132,11 +133,11 @@ func signWebhook(scheme, id string, ts int64, body []byte) (http.Header, error) 
 func benchVerifier(scheme string) (webhooks.Verifier, error) {
 	switch scheme {
 	case "stripe":
-		return webhooks.Stripe(whStripeSecret)
+		return webhooks.StripeVerifier(whStripeSecret)
 	case "standard-webhooks":
-		return webhooks.StandardWebhooks(whStandardSecret)
+		return webhooks.StandardWebhooksVerifier(whStandardSecret)
 	case "hmac":
-		return webhooks.HMAC(webhooks.HMACOptions{Secrets: []string{whHMACSecret}})
+		return webhooks.HMACVerifier(webhooks.HMACOptions{Secrets: []string{whHMACSecret}})
 	}
 	return nil, fmt.Errorf("unknown scheme %q", scheme)
 }
@@ -632,7 +633,7 @@ func startWebhooksWorker(h *harness, tq string, logf func(string, ...any)) (*whR
 		return nil, err
 	}
 	r.w = worker.New(h.Client, tq, workerOptions)
-	r.w.RegisterActivityWithOptions(acts.Do, activity.RegisterOptions{Name: request.ActivityName})
+	r.w.RegisterActivityWithOptions(registered.Of(acts).Do, activity.RegisterOptions{Name: input.ActivityName})
 	workflows.Register(r.w)
 	r.w.RegisterWorkflowWithOptions(sinkWorkflow, workflow.RegisterOptions{Name: sinkWorkflowName})
 	if err := r.w.Start(); err != nil {

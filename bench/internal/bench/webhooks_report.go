@@ -106,7 +106,7 @@ func writeWebhooks(b *strings.Builder, wh *WebhooksResult) {
 		}
 		if cs, ok := v.row(rowClientSecret); ok {
 			if st, ok := v.schemeRow("stripe"); ok && st.MedianNs > 0 {
-				p("\nThe body with a `client_secret` (%d bytes) takes the redaction path (the member's value replaced in place, request.RedactFields): %.2f × the Stripe row without one.", cs.BodyBytes, cs.MedianNs/st.MedianNs)
+				p("\nThe body with a `client_secret` (%d bytes) takes the redaction path (the member's value replaced in place, redact.Fields): %.2f × the Stripe row without one.", cs.BodyBytes, cs.MedianNs/st.MedianNs)
 			}
 		}
 		p("\n\n")

@@ -1,0 +1,104 @@
+// Package input holds what the workflow side hands the HTTP activity
+// through Temporal: its input (Input), the names the activities, the
+// callback-URL local activity and the webhook updates are registered
+// under, and the activity's one-line summary in the Web UI.
+package input
+
+import (
+	"encoding/json"
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
+	"net/url"
+)
+
+// Input is the activity's input: one HTTP operation as the workflow side
+// (workflows.Call) writes it to Temporal's history and the HTTP activity
+// (activities.Activities.requestActivity) reads it back. It is the wire
+// type between the two, not public API: users describe an operation with workflows.Request.
+// Its JSON is what histories hold (field names, bodies byte for byte,
+// durations as strings such as "10s"): never rename a field.
+//
+// It is stored in Temporal's history, so it must never hold credentials: the
+// activity refuses Authorization, Cookie, X-Api-Key and every other header
+// that looks like a credential (the worker adds those, from
+// Config.Credentials).
+type Input struct {
+	// Operation names the operation for logs and metrics (e.g. "charge").
+	Operation string `json:"operation,omitempty"`
+	// Method is POST (the default), PUT, PATCH or DELETE.
+	Method string `json:"method,omitempty"`
+	// URL is the absolute http or https URL. Its origin must be allowed by the worker.
+	URL string `json:"url"`
+	// Body is the JSON request body (at most MaxBodyBytes), sent byte for
+	// byte with Content-Type: application/json.
+	Body json.RawMessage `json:"body,omitempty"`
+	// Headers are extra, non-secret request headers.
+	Headers map[string]string `json:"headers,omitempty"`
+	// IdempotencyKey is sent in the origin's key header (Idempotency-Key
+	// unless its Convention says otherwise). Required.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Backoff holds the retry policy's intervals and the jitter strategy. The
+	// activity reads the intervals from the activity's RetryPolicy when the
+	// server sends one and from here otherwise (Temporal's test environment).
+	Backoff backoff.Backoff `json:"backoff,omitzero"`
+	// MaximumAttempts is the attempt budget for failures: attempts that end
+	// in a retryable failure count, waits for a request with this key that
+	// the server is still processing do not. 0 falls back to the activity's
+	// RetryPolicy.MaximumAttempts, where every attempt counts; if that is 0
+	// too, only the schedule-to-close deadline bounds the attempts. The
+	// workflow side sets it and leaves Temporal's own MaximumAttempts at
+	// backoff.AttemptCeiling.
+	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+	// Follow: the caller will follow a long-running operation, so a 2xx
+	// that names a status monitor (by the origin's
+	// activities.LongRunning) is returned with its
+	// workflows.Response.Operation set.
+	Follow bool `json:"follow,omitempty"`
+}
+
+// MarshalJSON encodes in as package wire does: bodies byte for byte
+// (Temporal's JSON converter would compact them and escape <, > and &),
+// durations as strings such as "10s".
+func (in Input) MarshalJSON() ([]byte, error) {
+	type plain Input
+	return wire.Marshal(plain(in))
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and bodies as plain JSON
+// and durations as nanoseconds (histories written before, or input typed
+// by hand).
+func (in *Input) UnmarshalJSON(data []byte) error {
+	type plain Input
+	return wire.Unmarshal(data, (*plain)(in))
+}
+
+// ActivityName is the name the HTTP activity is registered under
+// (activities.Activities.Register), which workflows.Call schedules.
+const ActivityName = "IdempotentHTTPRequest"
+
+// Summary is the activity's one-line summary in the Web UI, e.g.
+// "POST api.example.com/payments (charge)".
+func Summary(method, rawURL, operation string) string {
+	s := method + " " + rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		s = method + " " + u.Host + u.Path
+	}
+	if operation != "" {
+		s += " (" + operation + ")"
+	}
+	return s
+}
+
+// WebhookUpdate is the name of the Temporal Update that delivers verified
+// notifications of operation to the workflow awaiting them (a workflows
+// call with Request.Webhook registers its handler; webhooks.Receiver sends
+// it): one name per operation, so that a workflow awaits several at once.
+func WebhookUpdate(operation string) string { return "IdempotentHTTPWebhook:" + operation }
+
+// CallbackActivityName is the local activity that builds a call's
+// callback URL with its token (webhooks.Callbacks registers it;
+// workflows.CallbackURL runs it). Its input is the operation and the
+// digest of the call's key (idemkey.Digest; "" for none); the workflow ID and
+// namespace come from the activity's info, so a workflow can only get
+// tokens for itself.
+const CallbackActivityName = "IdempotentHTTPCallbackURL"

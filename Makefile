@@ -34,7 +34,7 @@ apidiff:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/retryafter/... ./internal/loglevel/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
@@ -128,7 +128,7 @@ bench-test:
 ## replays it on every run.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./internal/retryafter -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/backoff -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/httpurl -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/redact -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./harness/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)

@@ -17,7 +17,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
-	"github.com/idemhttp/temporal-idempotent-http/internal/loglevel"
 	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
@@ -252,7 +251,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if v.kind == kindFinal {
 		d.OutcomeUnknown = prev.hint() || v.unknown
 		log := logger.Error
-		if loglevel.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
+		if rules.CallerHandles(ans.status, v.errType == workflows.ErrTypeHTTPClientError, d.OutcomeUnknown) {
 			log = logger.Warn
 		}
 		log("HTTP request failed, not retrying", "key", req.IdempotencyKey, "status", ans.status, "attempt", info.Attempt, "error_type", v.errType, "outcome_unknown", d.OutcomeUnknown, "error", a.redact.string(msg))

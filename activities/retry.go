@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
-	"github.com/idemhttp/temporal-idempotent-http/internal/retryafter"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -370,7 +369,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	var best time.Duration
 	found := false
 	for _, v := range h.Values("Retry-After") {
-		if d, ok := retryafter.Parse(v, now); ok && (!found || d > best) {
+		if d, ok := backoff.RetryAfter(v, now); ok && (!found || d > best) {
 			best, found = d, true
 		}
 	}

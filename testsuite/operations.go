@@ -3,11 +3,12 @@ package testsuite
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // AsyncStyle is a convention the reference server plays for long-running

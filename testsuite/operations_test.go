@@ -2,11 +2,12 @@ package testsuite_test
 
 import (
 	"encoding/json"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/signature"

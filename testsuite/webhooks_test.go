@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -35,7 +35,6 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
-	"github.com/idemhttp/temporal-idempotent-http/internal/loglevel"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
@@ -430,7 +429,7 @@ func logFailure(ctx workflow.Context, in input.Input, err error) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
 	log := workflow.GetLogger(ctx).Error
-	if ok && appErr != nil && loglevel.CallerHandles(d.Status, appErr.Type() == ErrTypeHTTPClientError, d.OutcomeUnknown) {
+	if ok && appErr != nil && rules.CallerHandles(d.Status, appErr.Type() == ErrTypeHTTPClientError, d.OutcomeUnknown) {
 		// The activity has logged it at Warn: once is enough.
 		log = workflow.GetLogger(ctx).Info
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/idemhttp/temporal-idempotent-http/workflows"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 )

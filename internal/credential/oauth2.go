@@ -17,8 +17,8 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
-	"github.com/idemhttp/temporal-idempotent-http/internal/retryafter"
 )
 
 // The OAuth 2.0 client-credentials source's timing.
@@ -505,7 +505,7 @@ func (s *oauth2Source) oauth2Error(err error, start time.Time) *Error {
 	case e.Status == http.StatusTooManyRequests || e.Status >= 500:
 		e.Retryable = true
 		if re.Response != nil {
-			e.RetryAfter, _ = retryafter.Parse(re.Response.Header.Get("Retry-After"), start)
+			e.RetryAfter, _ = backoff.RetryAfter(re.Response.Header.Get("Retry-After"), start)
 		}
 		e.Err = errors.New(what + ": the authorization server is unavailable; the attempt may be retried")
 	case e.Status >= 300 && e.Status <= 399:

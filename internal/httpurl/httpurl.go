@@ -6,11 +6,12 @@ package httpurl
 
 import (
 	"fmt"
-	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"net"
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 )
 
 // Parse parses an absolute http or https URL and returns it, without its

@@ -9,8 +9,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/google/uuid"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // keyNamespace is the UUID namespace of derived keys (a UUIDv5 of the name

@@ -6,9 +6,10 @@ package input
 
 import (
 	"encoding/json"
+	"net/url"
+
 	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
-	"net/url"
 )
 
 // Input is the activity's input: one HTTP operation as the workflow side

@@ -2,10 +2,11 @@ package input
 
 import (
 	"encoding/json"
-	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 )
 
 // The JSON of the activity input as activities.Request encoded it before

@@ -7,9 +7,10 @@
 package poll
 
 import (
+	"time"
+
 	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
-	"time"
 )
 
 // ActivityName is the name the poll activity is registered under

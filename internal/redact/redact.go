@@ -7,11 +7,12 @@ package redact
 import (
 	"encoding/json"
 	"errors"
-	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 	"net/url"
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 )
 
 // IsCredential reports whether a name, a header's or a JSON object

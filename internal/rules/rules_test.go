@@ -1,9 +1,10 @@
 package rules
 
 import (
-	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"strings"
 	"testing"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 )
 
 func TestHeaders(t *testing.T) {

@@ -1,4 +1,4 @@
-package loglevel
+package rules
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package retryafter
+package backoff
 
 import (
 	"github.com/stretchr/testify/assert"
@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Parse(tt.value, now)
+			got, ok := RetryAfter(tt.value, now)
 			assert.Equal(t, tt.wantOK, ok)
 			assert.Equal(t, tt.want, got)
 		})
@@ -53,7 +53,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := Parse(s, now)
+		d, ok := RetryAfter(s, now)
 		if d < 0 {
 			t.Fatalf("ParseRetryAfter(%q) = %v: negative", s, d)
 		}

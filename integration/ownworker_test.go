@@ -9,9 +9,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -413,25 +411,7 @@ func (g *introspectGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // active asks the provider whether tok is an active token of the
 // worker's client.
 func (g *introspectGate) active(ctx context.Context, tok string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.issuer+"/token/introspection", strings.NewReader(url.Values{"token": {tok}}.Encode()))
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("payments-api", g.apiSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Active   bool   `json:"active"`
-		ClientID string `json:"client_id"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&v); err != nil {
-		return false
-	}
-	return resp.StatusCode == http.StatusOK && v.Active && v.ClientID == "payments-worker"
+	return interop.Introspect(ctx, http.DefaultClient, g.issuer, g.apiSecret, tok) == "payments-worker"
 }
 
 func (g *introspectGate) close() { g.h.Close() }

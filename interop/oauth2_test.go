@@ -2,10 +2,8 @@ package interop_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -126,7 +124,7 @@ func introspectingAPI(t *testing.T, issuer string, rejected *atomic.Int64) *http
 	hc := &http.Client{Timeout: 10 * time.Second}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok && introspect(r.Context(), hc, issuer, tok) {
+		if ok && interop.Introspect(r.Context(), hc, issuer, oauthAPIKey, tok) == oauthWorkerID {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
@@ -136,28 +134,6 @@ func introspectingAPI(t *testing.T, issuer string, rejected *atomic.Int64) *http
 	}))
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-func introspect(ctx context.Context, hc *http.Client, issuer, tok string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, issuer+"/token/introspection", strings.NewReader(url.Values{"token": {tok}}.Encode()))
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("payments-api", oauthAPIKey)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Active   bool   `json:"active"`
-		ClientID string `json:"client_id"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&v); err != nil {
-		return false
-	}
-	return resp.StatusCode == http.StatusOK && v.Active && v.ClientID == oauthWorkerID
 }
 
 // setRedactor records every secret it is told.

@@ -5,9 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,36 +47,11 @@ func errorNotLast(fset *token.FileSet, f *ast.File) []string {
 func TestErrorsLast(t *testing.T) {
 	fset := token.NewFileSet()
 	var bad []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root {
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir // another module
-				}
-			}
-			switch d.Name() {
-			case "testdata", "node", "node_modules", "bin":
-				return filepath.SkipDir
-			}
-			if path != root && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	for _, path := range goFiles(t, ".go") {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+		require.NoError(t, err)
 		bad = append(bad, errorNotLast(fset, f)...)
-		return nil
-	})
-	require.NoError(t, err)
+	}
 	assert.Empty(t, bad, "these functions return an error before their last result: put the error last")
 }
 

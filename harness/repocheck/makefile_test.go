@@ -48,45 +48,20 @@ func recipes(t *testing.T, path string) map[string][]string {
 // (relative to the root, "./x/y") and name.
 type fuzzTarget struct{ dir, name string }
 
-// fuzzTargets lists the module's fuzz functions, skipping the directories
-// of other modules (bench, tools) and testdata.
+// fuzzTargets lists the module's fuzz functions.
 func fuzzTargets(t *testing.T) []fuzzTarget {
 	t.Helper()
 	fn := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(\w+ \*testing\.F\)`)
 	var out []fuzzTarget
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root {
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir // another module
-				}
-			}
-			switch d.Name() {
-			case "testdata", "node", "node_modules", ".git", "bin":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	for _, path := range goFiles(t, "_test.go") {
 		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+		require.NoError(t, err)
 		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
+		require.NoError(t, err)
 		for _, m := range fn.FindAllSubmatch(b, -1) {
 			out = append(out, fuzzTarget{dir: "./" + filepath.ToSlash(rel), name: string(m[1])})
 		}
-		return nil
-	})
-	require.NoError(t, err)
+	}
 	require.NotEmpty(t, out, "no fuzz target found under %s", root)
 	return out
 }
@@ -119,4 +94,36 @@ func TestMakeFuzzCoversEveryTarget(t *testing.T) {
 		}
 		require.True(t, found, "make fuzz does not fuzz %s in %s: add\n\t$(GO) test %s -run '^$$' -fuzz '^%s$$' -fuzztime $(FUZZTIME)", ft.name, ft.dir, ft.dir, ft.name)
 	}
+}
+
+// goFiles lists the module's files whose names end in suffix, skipping
+// the directories of other modules (bench, tools), testdata, node
+// packages, bin and hidden directories.
+func goFiles(t *testing.T, suffix string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == root {
+				return nil
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module
+			}
+			switch name := d.Name(); {
+			case name == "testdata", name == "node", name == "node_modules", name == "bin", strings.HasPrefix(name, "."):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, suffix) {
+			out = append(out, path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
 }

@@ -145,6 +145,7 @@ fuzz:
 	$(GO) test ./webhooks -run '^$$' -fuzz '^FuzzHMAC$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./host -run '^$$' -fuzz '^FuzzLoadOrigins$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./host -run '^$$' -fuzz '^FuzzOriginsPlaces$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./host -run '^$$' -fuzz '^FuzzParseSetting$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./internal/seal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.

@@ -3,7 +3,7 @@ package host
 import (
 	"errors"
 	"flag"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,19 +107,19 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 // what a running Start pushes after Close is stopped at once (it ran on).
 func TestHostCloseStopsAll(t *testing.T) {
 	h := &Host{}
-	var stopped sync.WaitGroup
-	stopped.Add(1)
-	require.NoError(t, h.push(func() { time.Sleep(200 * time.Millisecond); stopped.Done() }))
-	done := make(chan struct{})
-	go func() { h.Close(); close(done) }()
+	var stopped atomic.Bool
+	require.NoError(t, h.push(func() { time.Sleep(200 * time.Millisecond); stopped.Store(true) }))
+	done := make(chan bool)
+	go func() { h.Close(); done <- stopped.Load() }()
 	time.Sleep(20 * time.Millisecond)
-	h.Close() // waits for the first
+	h.Close() // the second or the first: either way it returns once all is stopped
+	assert.True(t, stopped.Load(), "a Close returned before everything was stopped")
 	select {
-	case <-done:
-	default:
-		t.Fatal("the second Close returned before the first had stopped everything")
+	case all := <-done:
+		assert.True(t, all, "the other Close returned before everything was stopped")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other Close did not return")
 	}
-	stopped.Wait()
 	ran := false
 	err := h.push(func() { ran = true })
 	assert.True(t, ran, "a stop pushed after Close runs at once")

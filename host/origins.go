@@ -607,63 +607,18 @@ func and(names []string) string {
 // activities.Admission.Validate refuses (each key alone, then min_rate
 // with initial_rate), saying what to write.
 func (l *loader) admission(at key, t *admissionTable) error {
-	if t == nil {
-		return nil
-	}
-	n := len(at) // k[n] is the key in the admission table
-	check := func(k key, one func(*admissionTable)) error {
-		var a activities.Admission
-		var only admissionTable
-		one(&only)
-		only.apply(&a)
-		if a.Validate() == nil {
-			return nil
-		}
-		name := k[len(k)-1]
-		write := admissionAdvice(name)
+	if s, ok := t.outOfRange(); ok {
+		k := at.with(s.key...)
 		off := "; off = true turns admission off"
 		switch {
-		case name == "throttles":
+		case s.key[len(s.key)-1] == "throttles":
 			off = ""
-		case k[n] == "breaker":
+		case s.key[0] == "breaker":
 			off = "; off = true in " + at.with("breaker").table() + " turns the breaker off"
 		}
-		f, _ := fieldByTag(reflect.TypeFor[admissionTable](), k[n])
-		if k[n] == "breaker" {
-			f, _ = fieldByTag(reflect.TypeFor[breakerTable](), name)
-		}
-		return l.fail(k, true, "%s: out of range: %s%s%s", k, write, eg(k, f.Type, f.Tag.Get("example")), off)
+		return l.fail(k, true, "%s: out of range: %s%s%s", k, admissionAdvice(s.key[len(s.key)-1]), eg(k, s.field.Type, s.field.Tag.Get("example")), off)
 	}
-	// Each key set, alone.
-	for _, part := range []struct {
-		k key
-		v reflect.Value
-	}{{at, reflect.ValueOf(t).Elem()}, {at.with("breaker"), reflect.ValueOf(t.Breaker)}} {
-		if part.v.Kind() == reflect.Pointer {
-			if part.v.IsNil() {
-				continue
-			}
-			part.v = part.v.Elem()
-		}
-		for i, f := range slices.Collect(part.v.Type().Fields()) {
-			x := part.v.Field(i)
-			if x.IsZero() || f.Name == "Breaker" {
-				continue
-			}
-			err := check(part.k.with(f.Tag.Get("toml")), func(only *admissionTable) {
-				dst := reflect.ValueOf(only).Elem()
-				if len(part.k) == n+1 {
-					only.Breaker = &breakerTable{}
-					dst = reflect.ValueOf(only.Breaker).Elem()
-				}
-				dst.Field(i).Set(x)
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	if t.MinRate != nil && t.InitialRate != nil && *t.MinRate > 0 && *t.InitialRate > 0 && *t.MinRate > *t.InitialRate {
+	if t.minAboveInitial() {
 		return l.fail(at.with("min_rate"), true, "%s %g is above initial_rate %g: write a lowest rate at most the first", at.with("min_rate"), *t.MinRate, *t.InitialRate)
 	}
 	return nil
@@ -1100,25 +1055,86 @@ func (s originSettings) admissions(worker activities.Admission) (map[string]acti
 // apply sets on a what t sets (nil: nothing), field by field of the same
 // name.
 func (t *admissionTable) apply(a *activities.Admission) {
-	if t == nil {
-		return
-	}
-	var into func(dst, src reflect.Value)
-	into = func(dst, src reflect.Value) {
-		for i, f := range reflectFields(src.Type()) {
-			sv, dv := src.Field(i), dst.FieldByName(f.Name)
-			switch {
-			case sv.IsNil():
-			case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct:
-				into(dv, sv.Elem())
-			case f.Type.Kind() == reflect.Pointer:
-				dv.Set(sv.Elem())
-			default:
-				dv.Set(sv)
-			}
+	for _, s := range t.each() {
+		dst := reflect.ValueOf(a).Elem()
+		for _, name := range s.path {
+			dst = dst.FieldByName(name)
+		}
+		if s.value.Kind() == reflect.Pointer {
+			dst.Set(s.value.Elem())
+		} else {
+			dst.Set(s.value)
 		}
 	}
-	into(reflect.ValueOf(a).Elem(), reflect.ValueOf(t).Elem())
+}
+
+// tableSetting is one setting an admissionTable sets: its field, the
+// field names from the table down to it (path: "Breaker", "OpenTime"),
+// its key in the table ("breaker", "open_time") and its value.
+type tableSetting struct {
+	field reflect.StructField
+	path  []string
+	key   []string
+	value reflect.Value
+}
+
+// each lists the settings t sets (a pointer or a list that is not nil),
+// in the order they are declared.
+func (t *admissionTable) each() []tableSetting {
+	var out []tableSetting
+	var walk func(v reflect.Value, path, key []string)
+	walk = func(v reflect.Value, path, key []string) {
+		for i, f := range reflectFields(v.Type()) {
+			fv := v.Field(i)
+			if fv.IsNil() {
+				continue
+			}
+			p, k := append(slices.Clone(path), f.Name), append(slices.Clone(key), f.Tag.Get("toml"))
+			if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+				walk(fv.Elem(), p, k)
+				continue
+			}
+			out = append(out, tableSetting{field: f, path: p, key: k, value: fv})
+		}
+	}
+	if t != nil {
+		walk(reflect.ValueOf(t).Elem(), nil, nil)
+	}
+	return out
+}
+
+// set sets s on t, making the breaker's table when s is in it.
+func (t *admissionTable) set(s tableSetting) {
+	v := reflect.ValueOf(t).Elem()
+	for _, name := range s.path[:len(s.path)-1] {
+		f := v.FieldByName(name)
+		if f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+		v = f.Elem()
+	}
+	v.FieldByName(s.path[len(s.path)-1]).Set(s.value)
+}
+
+// outOfRange is the first setting of t that activities.Admission.Validate
+// refuses on its own, if any.
+func (t *admissionTable) outOfRange() (tableSetting, bool) {
+	for _, s := range t.each() {
+		var only admissionTable
+		only.set(s)
+		var a activities.Admission
+		only.apply(&a)
+		if a.Validate() != nil {
+			return s, true
+		}
+	}
+	return tableSetting{}, false
+}
+
+// minAboveInitial reports whether t sets a min_rate above its
+// initial_rate (both above 0: 0 takes the default).
+func (t *admissionTable) minAboveInitial() bool {
+	return t != nil && t.MinRate != nil && t.InitialRate != nil && *t.MinRate > 0 && *t.InitialRate > 0 && *t.MinRate > *t.InitialRate
 }
 
 // fieldByTag returns the field of struct type typ whose toml tag is name.

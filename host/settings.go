@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -138,25 +137,11 @@ func parseWith(fs *flag.FlagSet, args []string, getenv func(string) string) (con
 // check refuses an admission setting out of range, naming the flag or
 // variable that set it, as the origins file's loader names its keys.
 func (t *admissionTable) check(given map[string]string) error {
-	set := settings{Admission: *t}
-	for _, d := range settingsOf(reflect.ValueOf(&set)) {
-		if d.toml == nil || d.v.IsNil() {
-			continue
-		}
-		var one settings
-		for _, o := range settingsOf(reflect.ValueOf(&one)) {
-			if o.flagName() == d.flagName() {
-				o.v.Set(d.v)
-			}
-		}
-		var a activities.Admission
-		one.Admission.apply(&a)
-		if a.Validate() != nil {
-			fv := fieldValue{v: d.v, invert: d.field.Tag.Get("invert") == "true"}
-			return fmt.Errorf("%s %s: out of range: %s", given[d.flagName()], fv.String(), admissionAdvice(d.toml[len(d.toml)-1]))
-		}
+	if s, ok := t.outOfRange(); ok {
+		fv := fieldValue{v: s.value, invert: s.field.Tag.Get("invert") == "true"}
+		return fmt.Errorf("%s %s: out of range: %s", given[s.field.Tag.Get("flag")], fv.String(), admissionAdvice(s.key[len(s.key)-1]))
 	}
-	if t.MinRate != nil && t.InitialRate != nil && *t.MinRate > 0 && *t.InitialRate > 0 && *t.MinRate > *t.InitialRate {
+	if t.minAboveInitial() {
 		return fmt.Errorf("%s %g is above %s %g: give a lowest rate at most the first", given["admission-min-rate"], *t.MinRate, given["admission-initial-rate"], *t.InitialRate)
 	}
 	return nil
@@ -174,40 +159,13 @@ func envLookup(getenv func(string) string) environ {
 // settings': a key the table sets that a flag or variable set too
 // (given) is refused.
 func (t *admissionTable) under(file *admissionTable, given map[string]string, path string) error {
-	if file == nil {
-		return nil
+	for _, s := range file.each() {
+		if by, ok := given[s.field.Tag.Get("flag")]; ok {
+			return fmt.Errorf("%s and admission.%s in --origins %s set the same: give it in one place", by, strings.Join(s.key, "."), path)
+		}
+		t.set(s)
 	}
-	var err error
-	overlay(reflect.ValueOf(t).Elem(), reflect.ValueOf(file).Elem(), func(f reflect.StructField, key []string) {
-		if by, ok := given[f.Tag.Get("flag")]; ok && err == nil {
-			err = fmt.Errorf("%s and %s in --origins %s set the same: give it in one place", by, strings.Join(key, "."), path)
-		}
-	}, []string{"admission"})
-	return err
-}
-
-// overlay sets each field of dst that src sets (a pointer that is not
-// nil, a list that is), calling set for each, with its key.
-func overlay(dst, src reflect.Value, set func(f reflect.StructField, key []string), key []string) {
-	for i, f := range reflectFields(src.Type()) {
-		sv, dv := src.Field(i), dst.Field(i)
-		k := append(append([]string(nil), key...), f.Tag.Get("toml"))
-		if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
-			if sv.IsNil() {
-				continue
-			}
-			if dv.IsNil() {
-				dv.Set(reflect.New(f.Type.Elem()))
-			}
-			overlay(dv.Elem(), sv.Elem(), set, k)
-			continue
-		}
-		if sv.IsNil() {
-			continue
-		}
-		set(f, k)
-		dv.Set(sv)
-	}
+	return nil
 }
 
 // newActivities makes the activity cfg asks for and the origins' task

@@ -40,10 +40,14 @@ type token struct {
 	expires time.Time
 }
 
-// Validate reports settings that cannot work together: the paths and
-// state of Async, the webhooks' (Webhooks.Validate) and the credential scheme's.
-// NewServer panics with its error.
+// Validate reports settings that cannot work together: the key place of
+// the Dialect (Dialect.KeyIn), the paths and state of Async, the webhooks'
+// (Webhooks.Validate) and the credential scheme's. NewServer panics with
+// its error.
 func (o Options) Validate() error {
+	if err := o.Dialect.validate(); err != nil {
+		return err
+	}
 	if a := o.Async; a != nil {
 		if err := a.validate(); err != nil {
 			return err
@@ -162,7 +166,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if !refused {
 		return true
 	}
-	key, keyErr := s.opts.Dialect.headerKey(r.Header.Get(s.opts.Dialect.KeyHeader))
+	key, keyErr := s.readKey(r, body)
 	s.mu.Lock()
 	s.stats.Requests++
 	s.stats.Unauthorized++

@@ -479,6 +479,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"sigv4 scope without credentials", testsuite.Options{SigV4Service: "s3", SigV4Region: "eu-west-1"}, "SigV4Credentials"},
 		{"sigv4 without secret", testsuite.Options{SigV4Credentials: &aws.Credentials{AccessKeyID: akid}, SigV4Service: "s3", SigV4Region: "eu-west-1"}, "SecretAccessKey"},
 		{"oauth and sigv4", testsuite.Options{OAuthClients: map[string]string{"a": "b"}, SigV4Credentials: creds, SigV4Service: "s3", SigV4Region: "eu-west-1"}, "one"},
+		{"key in the body", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "body:metadata.idempotency_key"}}, ""},
+		{"key place without its kind", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "idempotency_key"}}, "Dialect.KeyIn"},
+		{"key place of another kind", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "cookie:k"}}, "Dialect.KeyIn"},
+		{"key path with an empty member", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "body:a..b"}}, "Dialect.KeyIn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 )
 
 // Shape is the body shape of the answers the server makes up itself: in
@@ -25,20 +27,33 @@ const (
 	ShapePlainText
 )
 
-// Dialect is the convention the server plays: which header carries the key,
-// what it answers while a key is in flight, on misuse and without a key, and
-// how it marks a replay. The zero Dialect is [IETFDialect]; any other Dialect is
-// taken as written, except that an empty KeyHeader is Idempotency-Key and a
-// zero status is the IETF one (409, 422, 400). Start from a preset and change
-// fields:
+// Dialect is the convention the server plays: where the request carries the
+// key, what it answers while a key is in flight, on misuse and without a
+// key, and how it marks a replay. The zero Dialect is [IETFDialect]; any
+// other Dialect is taken as written, except that an empty KeyHeader is
+// Idempotency-Key and a zero status is the IETF one (409, 422, 400). Start
+// from a preset and change fields:
 //
 //	d := testsuite.IETFDialect()
 //	d.KeyHeader, d.ReplayHeader = "PayPal-Request-Id", ""
+//	d.KeyIn = "body:metadata.idempotency_key" // or the key in the body
 type Dialect struct {
 	// Name names the dialect in logs ("ietf", "stripe", "express").
 	Name string
-	// KeyHeader is the request header carrying the key (default Idempotency-Key).
+	// KeyHeader is the request header carrying the key (default
+	// Idempotency-Key), unless KeyIn says otherwise.
 	KeyHeader string
+	// KeyIn is where the request carries the key, as the library's key
+	// places write it (default "": KeyHeader): "header:NAME" is KeyHeader
+	// NAME; "body:PATH" is the string member at PATH, a dotted path of
+	// member names ("idempotency_key", "metadata.idempotency_key"), of the
+	// JSON request body; "query:NAME" is the query parameter NAME. A body
+	// or query parameter without the key (a member that is absent, not a
+	// string, or "") is a missing key. The body's SHA-256 that binds a key
+	// to its request is of the body as received, key member included. Its
+	// name stands for KeyHeader in the made-up answers. NewServer panics if
+	// it does not parse (Options.Validate).
+	KeyIn string
 	// KeyString reads the key header as the IETF draft "The Idempotency-Key
 	// HTTP Header Field" defines it, an RFC 8941 Item whose value is a
 	// String, while still taking the bare key that most clients send: a
@@ -55,6 +70,8 @@ type Dialect struct {
 	// even when KeyOptional, and counted in Stats.MissingKey. Without
 	// KeyString the value is the key as written, quotes included, as Stripe
 	// and express-idempotency take it: "k1" (quoted) and k1 are two keys.
+	// A key in the body or a query parameter (KeyIn) is always taken as
+	// written.
 	KeyString bool
 	// KeyOptional: a request without the key is processed without
 	// idempotency, every time, as Stripe and express-idempotency do.
@@ -140,10 +157,14 @@ func ExpressDialect() Dialect {
 	}
 }
 
-// normalized fills the defaults documented on Dialect.
+// normalized fills the defaults documented on Dialect. d.KeyIn has been
+// checked (Options.Validate).
 func (d Dialect) normalized() Dialect {
 	if d == (Dialect{}) {
 		return IETFDialect()
+	}
+	if p := d.place(); p.In == keyplace.Header && p.Name != "" {
+		d.KeyHeader = p.Name
 	}
 	if d.KeyHeader == "" {
 		d.KeyHeader = "Idempotency-Key"
@@ -158,6 +179,34 @@ func (d Dialect) normalized() Dialect {
 		d.MissingKeyStatus = http.StatusBadRequest
 	}
 	return d
+}
+
+// validate checks KeyIn (Options.Validate).
+func (d Dialect) validate() error {
+	if _, err := keyplace.Parse(d.KeyIn); err != nil {
+		return fmt.Errorf("testsuite: Options.Dialect.KeyIn: %w", err)
+	}
+	return nil
+}
+
+// place is where d reads the key: KeyIn parsed (the zero Place, the key
+// header, if it does not parse: Options.Validate refuses it).
+func (d Dialect) place() keyplace.Place {
+	p, _ := keyplace.Parse(d.KeyIn)
+	return p
+}
+
+// keyName names the key in the made-up answers: KeyHeader, or the body
+// member's path or the query parameter of KeyIn; what says which it is
+// ("header", "body member", "query parameter").
+func (d Dialect) keyName() (name, what string) {
+	switch p := d.place(); p.In {
+	case keyplace.Body:
+		return p.Name, "body member"
+	case keyplace.Query:
+		return p.Name, "query parameter"
+	}
+	return d.KeyHeader, "header"
 }
 
 // errInvalidKey is the answer of headerKey to a value that starts with a
@@ -256,6 +305,7 @@ func (d Dialect) body(m message) (ctype string, body []byte) {
 
 // inFlightBody is the body of the in-flight answer.
 func (d Dialect) inFlightBody() (ctype string, body []byte) {
+	key, _ := d.keyName()
 	return d.body(message{
 		stripe: stripeErrorBody{
 			Type:    "idempotency_error",
@@ -263,30 +313,32 @@ func (d Dialect) inFlightBody() (ctype string, body []byte) {
 			Message: "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice at the same time). Try again later.",
 		},
 		plain:  "A previous request is still in progress for this key.",
-		title:  "A request is outstanding for this " + d.KeyHeader,
-		detail: "A request with the same " + d.KeyHeader + " for the same operation is being processed or is outstanding.",
+		title:  "A request is outstanding for this " + key,
+		detail: "A request with the same " + key + " for the same operation is being processed or is outstanding.",
 	})
 }
 
 // misuseBody is the body of the answer to a key reused for another request.
 func (d Dialect) misuseBody(key string) (ctype string, body []byte) {
+	name, _ := d.keyName()
 	return d.body(message{
 		stripe: stripeErrorBody{
 			Type:    "idempotency_error",
 			Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '" + key + "' if you meant to execute a different request.",
 		},
 		plain:  "Misuse of the idempotency key. Please check your request.",
-		title:  d.KeyHeader + " is already used",
+		title:  name + " is already used",
 		detail: "This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation.",
 	})
 }
 
 // missingKeyBody is the body of the answer to a request without the key.
 func (d Dialect) missingKeyBody() (ctype string, body []byte) {
+	key, what := d.keyName()
 	return d.body(message{
-		stripe: stripeErrorBody{Type: "invalid_request_error", Message: "Missing required header: " + d.KeyHeader + "."},
-		plain:  "Missing " + d.KeyHeader + " header.",
-		title:  d.KeyHeader + " is missing",
+		stripe: stripeErrorBody{Type: "invalid_request_error", Message: "Missing required " + what + ": " + key + "."},
+		plain:  "Missing " + key + " " + what + ".",
+		title:  key + " is missing",
 		detail: "This operation is idempotent and it requires correct usage of Idempotency Key.",
 	})
 }

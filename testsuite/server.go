@@ -62,6 +62,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 )
 
 // defaultWindow is how long the reference server remembers a key.
@@ -340,6 +342,7 @@ type Server struct {
 	// Register gives it the activity's; fixed says Options.Now was set.
 	clock atomic.Pointer[func() time.Time]
 	fixed bool
+	key   keyplace.Place // where the key is read (Dialect.KeyIn)
 }
 
 // NewServer returns the reference server as an http.Handler. It panics if
@@ -371,7 +374,7 @@ func NewServer(opts Options) *Server {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	s := &Server{opts: opts, entries: map[string]*entry{}, seen: map[uint64]struct{}{}, closed: make(chan struct{}), fixed: fixed}
+	s := &Server{opts: opts, entries: map[string]*entry{}, seen: map[uint64]struct{}{}, closed: make(chan struct{}), fixed: fixed, key: opts.Dialect.place()}
 	s.clock.Store(&opts.Now)
 	if w := opts.Webhooks; w != nil && opts.Async == nil {
 		s.wh = newSender(*w)
@@ -506,7 +509,7 @@ func (s *Server) serveInfo(w http.ResponseWriter, path string) bool {
 type call struct {
 	r       *http.Request
 	key     string // the key as read, or the header as received when invalid
-	keyErr  error  // the key header is not a valid key
+	keyErr  error  // the key header is not a valid key (Dialect.KeyString)
 	now     time.Time
 	body    []byte
 	readErr error
@@ -514,13 +517,30 @@ type call struct {
 	logged  int    // index of the request in s.log, -1 if not logged
 }
 
-// read reads the key and the body (up to one byte past maxBody) of r.
+// read reads the body (up to one byte past maxBody) and the key of r.
 func (s *Server) read(r *http.Request) *call {
-	d := s.opts.Dialect
-	key, keyErr := d.headerKey(r.Header.Get(d.KeyHeader))
 	now := s.now()
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	key, keyErr := s.readKey(r, body)
 	return &call{r: r, key: key, keyErr: keyErr, now: now, body: body, readErr: readErr, logged: -1}
+}
+
+// readKey reads the key of r, whose body is body, where the dialect says
+// (Dialect.KeyIn): "" is a missing key; an invalid key header
+// (Dialect.KeyString) is the header as received with errInvalidKey.
+func (s *Server) readKey(r *http.Request, body []byte) (string, error) {
+	switch s.key.In {
+	case keyplace.Body:
+		if len(body) > maxBody {
+			return "", nil // too large: refused before the key is looked at
+		}
+		key, _ := keyplace.BodyKey(body, s.key.Name)
+		return key, nil
+	case keyplace.Query:
+		return r.URL.Query().Get(s.key.Name), nil
+	}
+	d := s.opts.Dialect
+	return d.headerKey(r.Header.Get(d.KeyHeader))
 }
 
 // verdict is what the server decided to do with a request.
@@ -611,19 +631,23 @@ func (s *Server) judge(c *call) decision {
 
 // reject reports whether c cannot be processed, and how it is answered: a
 // method that is no operation, a missing or invalid key, an unreadable or
-// too large body. s.mu is held.
+// too large body (before the key when the key is in the body). s.mu is
+// held.
 func (s *Server) reject(c *call) (decision, bool) {
 	d := s.opts.Dialect
+	unreadable := c.readErr != nil || len(c.body) > maxBody
 	switch {
 	case c.r.Method != http.MethodPost && c.r.Method != http.MethodPut && c.r.Method != http.MethodPatch && c.r.Method != http.MethodDelete:
 		return decision{verdict: badMethod, status: http.StatusMethodNotAllowed}, true
+	case unreadable && s.key.In == keyplace.Body:
+		return decision{verdict: tooLarge, status: http.StatusRequestEntityTooLarge}, true
 	case c.keyErr != nil:
 		s.stats.MissingKey++
 		return decision{verdict: invalidKey, status: d.MissingKeyStatus}, true
 	case c.key == "" && !d.KeyOptional:
 		s.stats.MissingKey++
 		return decision{verdict: missingKey, status: d.MissingKeyStatus}, true
-	case c.readErr != nil || len(c.body) > maxBody:
+	case unreadable:
 		return decision{verdict: tooLarge, status: http.StatusRequestEntityTooLarge}, true
 	}
 	return decision{}, false

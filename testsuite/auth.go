@@ -20,6 +20,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 )
 
 const (
@@ -41,12 +43,17 @@ type token struct {
 }
 
 // Validate reports settings that cannot work together: the key place of
-// the Dialect (Dialect.KeyIn), the paths and state of Async, the webhooks'
+// the Dialect (Dialect.KeyIn), the path of Lookup, the paths and state of Async, the webhooks'
 // (Webhooks.Validate) and the credential scheme's. NewServer panics with
 // its error.
 func (o Options) Validate() error {
 	if err := o.Dialect.validate(); err != nil {
 		return err
+	}
+	if o.Lookup != "" {
+		if _, err := keyplace.Parse("body:" + o.Lookup); err != nil {
+			return fmt.Errorf("testsuite: Options.Lookup %q: want a dotted path of body member names, e.g. metadata.ref: %w", o.Lookup, err)
+		}
 	}
 	if a := o.Async; a != nil {
 		if err := a.validate(); err != nil {

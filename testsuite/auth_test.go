@@ -483,6 +483,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"key place without its kind", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "idempotency_key"}}, "Dialect.KeyIn"},
 		{"key place of another kind", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "cookie:k"}}, "Dialect.KeyIn"},
 		{"key path with an empty member", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "body:a..b"}}, "Dialect.KeyIn"},
+		{"lookup", testsuite.Options{Lookup: "metadata.ref"}, ""},
+		{"lookup path with an empty member", testsuite.Options{Lookup: "metadata..ref"}, "Options.Lookup"},
+		{"lookup path with a space", testsuite.Options{Lookup: "client reference"}, "Options.Lookup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,7 +38,7 @@ const (
 //	d.KeyHeader, d.ReplayHeader = "PayPal-Request-Id", ""
 //	d.KeyIn = "body:metadata.idempotency_key" // or the key in the body
 type Dialect struct {
-	// Name names the dialect in logs ("ietf", "stripe", "express").
+	// Name names the dialect in logs ("ietf", "stripe", "express", "plain").
 	Name string
 	// KeyHeader is the request header carrying the key (default
 	// Idempotency-Key), unless KeyIn says otherwise.
@@ -77,6 +77,14 @@ type Dialect struct {
 	// idempotency, every time, as Stripe and express-idempotency do.
 	// Otherwise it is answered MissingKeyStatus.
 	KeyOptional bool
+	// IgnoreKeys makes a server that knows nothing of idempotency
+	// ([PlainDialect]): every request is processed and makes a new
+	// record, whatever key it carries; there is no replay, no in-flight,
+	// misuse or missing-key answer, and the fields that shape them are
+	// unused. The key is still read where KeyIn says (taken as written
+	// unless KeyString), for Record.IdempotencyKey, Log and
+	// Stats.DistinctKeys; Stats.MissingKey stays 0.
+	IgnoreKeys bool
 	// Shape is the body shape of the in-flight, misuse and missing-key answers.
 	Shape Shape
 	// InFlightStatus answers a request whose key is still being processed,
@@ -155,6 +163,15 @@ func ExpressDialect() Dialect {
 		MisuseStatus:     http.StatusExpectationFailed,
 		MissingKeyStatus: http.StatusBadRequest,
 	}
+}
+
+// PlainDialect is a server that knows nothing of idempotency (IgnoreKeys):
+// every request with a valid JSON body (or none) makes a new record, and a
+// retry with the same key makes another, as an API that ignores keys does.
+// Its records keep their request bodies (Record.Request); Options.Lookup
+// lets a client find what an earlier request made.
+func PlainDialect() Dialect {
+	return Dialect{Name: "plain", KeyHeader: "Idempotency-Key", IgnoreKeys: true}
 }
 
 // normalized fills the defaults documented on Dialect. d.KeyIn has been

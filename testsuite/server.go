@@ -27,6 +27,12 @@
 //   - A key expires Window (default 24 h) after it was first seen; after that
 //     the same key is new again. Expired keys are trimmed on traffic.
 //
+// Where the key goes and whether it counts are the dialect's: a header, a
+// member of the JSON body or a query parameter ([Dialect.KeyIn]); or a
+// server that ignores keys ([PlainDialect]), making a record per request,
+// where a client finds what an earlier request made by a lookup on a body
+// member ([Options.Lookup]: GET /payments?client_reference=r1).
+//
 // Transient failures can be scripted ([Server.Script]) or drawn at random
 // ([Options.FailureRate]); they happen in front of the key logic, as a load
 // balancer or an overloaded upstream would answer, and are never stored.
@@ -55,6 +61,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,7 +135,8 @@ type Options struct {
 	// Webhooks.DropRate (default math/rand/v2).
 	Rand func() float64
 	// Work, if set, is the work for a new key instead of the default (which
-	// answers 201 with the record). It is called once per new key; a 2xx
+	// answers 201 with the record). It is called once per new key (per
+	// request without a key, or with Dialect.IgnoreKeys); a 2xx
 	// answer creates a record, a nil respBody answers with the record. It
 	// is not called for a path Async covers (Async.Paths), nor with
 	// Webhooks.
@@ -139,6 +147,22 @@ type Options struct {
 	// monitor reports the operation's state until it ends (see Async).
 	// Work is not called for those paths.
 	Async *Async
+	// Lookup, if set, is the dotted path of a member of the request body
+	// ("client_reference", "metadata.ref") by which a client finds the
+	// records, as an API that ignores keys lets it find what an earlier
+	// request made (default "": no lookup). GET PATH?LOOKUP=VALUE (the
+	// query parameter is named by the path itself, as json-server filters
+	// nested members: ?metadata.ref=r1) answers 200 application/json
+	// with the array of the answers of the records made at PATH by a
+	// request whose body had the string VALUE at Lookup, in the order
+	// made; [] when none. An answer is the work's (the record as JSON, or
+	// Options.Work's answer; one that is not JSON is put in as a JSON
+	// string), for the first 131072 records with the member. It works in
+	// every dialect. A lookup is counted in Stats.Requests and
+	// Stats.Lookups and logged, and is subject to Script, FailureRate and
+	// Capacity as any request is; any other GET is answered as without
+	// Lookup. NewServer panics if it is not a path (Options.Validate).
+	Lookup string
 	// Webhooks, if set and Async is not, makes the work an operation that
 	// reports its outcome by signed webhooks: the record is made at once,
 	// the answer is 201 {"id": "op_N", "status": "processing"}, GET
@@ -210,17 +234,20 @@ func Fail(status int, retryAfter ...string) Step {
 	return s
 }
 
-// Record is one unit of work done by the server: one per distinct key.
+// Record is one unit of work done by the server: one per distinct key (one
+// per request without a key, or with Dialect.IgnoreKeys).
 type Record struct {
 	// ID is the record's own ID ("rec_1", "rec_2", …), in the order made.
 	ID string `json:"id"`
-	// IdempotencyKey is the key the record was made under ("" without one);
+	// IdempotencyKey is the key the record was made under ("" without one;
+	// with Dialect.IgnoreKeys, the key the request carried, unused);
 	// BodySHA256 the hex SHA-256 of the request body that made it.
 	IdempotencyKey string `json:"idempotency_key"`
 	BodySHA256     string `json:"body_sha256"`
 	// Request is the request body. It is kept while the key is stored and
 	// dropped when the key expires (never kept for a request without a key),
-	// so that memory follows the live keys.
+	// so that memory follows the live keys; with Dialect.IgnoreKeys it is
+	// always kept, as the records are (the first 131072).
 	Request json.RawMessage `json:"request,omitempty"`
 	// Method, Path and Created are the request's method and path and when
 	// the record was made.
@@ -268,7 +295,8 @@ type Stats struct {
 	InFlight int `json:"in_flight"`
 	// MissingKey is how many requests had no key (answered 400, or processed
 	// without idempotency when the dialect's key is optional) or an invalid
-	// one (answered 400; see Dialect.KeyString).
+	// one (answered 400; see Dialect.KeyString); never with
+	// Dialect.IgnoreKeys.
 	MissingKey int `json:"missing_key"`
 	// Failures is how many scripted, random or over-capacity failures were sent.
 	Failures int `json:"failures"`
@@ -277,6 +305,9 @@ type Stats struct {
 	// Expired is how many stored keys were trimmed after their window or
 	// lock expired.
 	Expired int `json:"expired"`
+	// Lookups is how many requests the lookup route answered
+	// (Options.Lookup; also counted in Requests).
+	Lookups int `json:"lookups,omitempty"`
 	// Operations is how many long-running operations were accepted
 	// (Options.Async or Options.Webhooks), Polls how many requests their
 	// monitors, results and resources got, Cancels how many asked to
@@ -316,7 +347,8 @@ type entry struct {
 
 // Server is the reference idempotent server, an http.Handler safe for
 // concurrent use. Any POST, PUT, PATCH or DELETE path is the operation;
-// GET /stats answers the Stats as JSON and GET /healthz answers 200.
+// GET /stats answers the Stats as JSON and GET /healthz answers 200; with
+// Options.Lookup, GET PATH?LOOKUP=VALUE lists the records found.
 type Server struct {
 	// URL is the base URL when the server was started with StartServer.
 	URL string
@@ -330,6 +362,7 @@ type Server struct {
 	script    []Step
 	stats     Stats
 	records   []Record
+	found     []found // the records Options.Lookup can find
 	log       []RequestLog
 	winAt     time.Time
 	winN      int
@@ -559,6 +592,7 @@ const (
 	workNewKey                    // a new key: its entry is claimed, the work is due
 	orphaned                      // a new key whose work is abandoned (Options.Orphan)
 	worked                        // the work was done: its response is the answer
+	listed                        // a lookup (Options.Lookup): the records found
 )
 
 // decision is a verdict with what its answer needs.
@@ -566,7 +600,7 @@ type decision struct {
 	verdict verdict
 	status  int    // the status answered, when answered
 	step    Step   // failed: the failure
-	ctype   string // replay, worked: the response
+	ctype   string // replay, worked, listed: the response
 	body    []byte
 	header  http.Header
 	entry   *entry // workNewKey: the entry claimed
@@ -609,19 +643,27 @@ func (s *Server) see(key string) {
 }
 
 // judge decides what to do with c: a failure in front of the key logic, a
-// rejection, the work without a key, or what the key's entry calls for.
+// lookup, a rejection, the work without a key (or with a key ignored), or
+// what the key's entry calls for.
 // s.mu is held.
 func (s *Server) judge(c *call) decision {
 	if step, ok := s.nextFailure(c.now); ok {
 		s.stats.Failures++
 		return decision{verdict: failed, status: step.Status, step: step}
 	}
+	if s.opts.Lookup != "" && c.r.Method == http.MethodGet && c.r.URL.Query().Has(s.opts.Lookup) {
+		return s.list(c.r)
+	}
 	if d, ok := s.reject(c); ok {
 		return d
 	}
 	sum := sha256.Sum256(c.body)
 	c.hash = hex.EncodeToString(sum[:])
-	if c.key == "" {
+	switch {
+	case s.opts.Dialect.IgnoreKeys:
+		// A server that knows nothing of keys: the work every time.
+		return decision{verdict: workWithoutKey}
+	case c.key == "":
 		// The dialect's key is optional: no idempotency, the work every time.
 		s.stats.MissingKey++
 		return decision{verdict: workWithoutKey}
@@ -630,21 +672,22 @@ func (s *Server) judge(c *call) decision {
 }
 
 // reject reports whether c cannot be processed, and how it is answered: a
-// method that is no operation, a missing or invalid key, an unreadable or
-// too large body (before the key when the key is in the body). s.mu is
-// held.
+// method that is no operation, a missing or invalid key (unless the
+// dialect ignores keys), an unreadable or too large body (before the key
+// when the key is in the body). s.mu is held.
 func (s *Server) reject(c *call) (decision, bool) {
 	d := s.opts.Dialect
 	unreadable := c.readErr != nil || len(c.body) > maxBody
+	keyed := !d.IgnoreKeys
 	switch {
 	case c.r.Method != http.MethodPost && c.r.Method != http.MethodPut && c.r.Method != http.MethodPatch && c.r.Method != http.MethodDelete:
 		return decision{verdict: badMethod, status: http.StatusMethodNotAllowed}, true
 	case unreadable && s.key.In == keyplace.Body:
 		return decision{verdict: tooLarge, status: http.StatusRequestEntityTooLarge}, true
-	case c.keyErr != nil:
+	case c.keyErr != nil && keyed:
 		s.stats.MissingKey++
 		return decision{verdict: invalidKey, status: d.MissingKeyStatus}, true
-	case c.key == "" && !d.KeyOptional:
+	case c.key == "" && !d.KeyOptional && keyed:
 		s.stats.MissingKey++
 		return decision{verdict: missingKey, status: d.MissingKeyStatus}, true
 	case unreadable:
@@ -782,7 +825,7 @@ func (s *Server) answer(c *call, d decision) response {
 		}
 		return a
 	}
-	// replay, worked: the stored or the fresh response.
+	// replay, worked, listed: the stored or the fresh response.
 	return response{status: d.status, ctype: d.ctype, body: d.body, replayed: d.verdict == replay, header: d.header}
 }
 
@@ -886,30 +929,86 @@ func (s *Server) work(r *http.Request, body []byte, key, hash string, now time.T
 			return st, b, -1
 		}
 	}
-	rec = s.keep(&record)
+	rec, n := s.keep(&record)
 	if b == nil {
 		b, _ = json.Marshal(record)
+	}
+	if s.opts.Lookup != "" {
+		s.index(n, r.URL.Path, body, b)
 	}
 	return st, b, rec
 }
 
 // keep counts the work of record, names it and keeps it in s.records,
-// without the request body when there is no key to expire with; it returns
-// its index, -1 if not kept.
-func (s *Server) keep(record *Record) int {
+// without the request body when there is no key to expire with (unless
+// the dialect ignores keys); it returns its index, -1 if not kept, and
+// its number n (rec_n).
+func (s *Server) keep(record *Record) (i, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Records++
-	record.ID = fmt.Sprintf("rec_%d", s.stats.Records)
+	n = s.stats.Records
+	record.ID = fmt.Sprintf("rec_%d", n)
 	if len(s.records) >= maxLog {
-		return -1
+		return -1, n
 	}
 	kept := *record
-	if kept.IdempotencyKey == "" {
+	if kept.IdempotencyKey == "" && !s.opts.Dialect.IgnoreKeys {
 		kept.Request = nil // no key to expire with
 	}
 	s.records = append(s.records, kept)
-	return len(s.records) - 1
+	return len(s.records) - 1, n
+}
+
+// found is a record that Options.Lookup can find.
+type found struct {
+	n      int    // the record's number (rec_n): the order made
+	path   string // the path of the request that made it
+	ref    string // the string at Options.Lookup in its body
+	answer []byte // the work's answer, as JSON
+}
+
+// index keeps the n-th record, made at path by a request with body, with
+// b, the work's answer, for Options.Lookup if the body has a string at its
+// path (the first maxLog such records).
+func (s *Server) index(n int, path string, body, b []byte) {
+	ref, ok := keyplace.BodyKey(body, s.opts.Lookup)
+	if !ok {
+		return
+	}
+	if b = bytes.TrimSpace(b); !json.Valid(b) {
+		b, _ = json.Marshal(string(b))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.found) < maxLog {
+		s.found = append(s.found, found{n: n, path: path, ref: ref, answer: b})
+	}
+}
+
+// list answers the lookup r (Options.Lookup): the answers of the records
+// made at r's path whose body had the value r asks for, in the order
+// made. s.mu is held.
+func (s *Server) list(r *http.Request) decision {
+	s.stats.Lookups++
+	ref := r.URL.Query().Get(s.opts.Lookup)
+	var hits []found
+	for _, f := range s.found {
+		if f.path == r.URL.Path && f.ref == ref {
+			hits = append(hits, f)
+		}
+	}
+	// s.found is in the order indexed, which concurrent work may swap.
+	slices.SortFunc(hits, func(a, b found) int { return a.n - b.n })
+	b := []byte{'['}
+	for i, f := range hits {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f.answer...)
+	}
+	b = append(b, "]\n"...)
+	return decision{verdict: listed, status: http.StatusOK, ctype: "application/json", body: b}
 }
 
 // expired reports whether e is past its window or, not done, past its lock.

@@ -43,12 +43,15 @@ type token struct {
 }
 
 // Validate reports settings that cannot work together: the key place of
-// the Dialect (Dialect.KeyIn), the path of Lookup, the paths and state of Async, the webhooks'
+// the Dialect (Dialect.KeyIn), CutRate, the path of Lookup, the paths and state of Async, the webhooks'
 // (Webhooks.Validate) and the credential scheme's. NewServer panics with
 // its error.
 func (o Options) Validate() error {
 	if err := o.Dialect.validate(); err != nil {
 		return err
+	}
+	if !(o.CutRate >= 0 && o.CutRate <= 1) { // NaN too
+		return fmt.Errorf("testsuite: Options.CutRate %v: want a fraction in [0, 1]", o.CutRate)
 	}
 	if o.Lookup != "" {
 		if _, err := keyplace.Parse("body:" + o.Lookup); err != nil {

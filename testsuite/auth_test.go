@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -484,6 +485,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"key place of another kind", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "cookie:k"}}, "Dialect.KeyIn"},
 		{"key path with an empty member", testsuite.Options{Dialect: testsuite.Dialect{KeyIn: "body:a..b"}}, "Dialect.KeyIn"},
 		{"lookup", testsuite.Options{Lookup: "metadata.ref"}, ""},
+		{"cut rate", testsuite.Options{CutRate: 1}, ""},
+		{"negative cut rate", testsuite.Options{CutRate: -0.1}, "Options.CutRate"},
+		{"cut rate over 1", testsuite.Options{CutRate: 1.5}, "Options.CutRate"},
+		{"cut rate NaN", testsuite.Options{CutRate: math.NaN()}, "Options.CutRate"},
 		{"lookup path with an empty member", testsuite.Options{Lookup: "metadata..ref"}, "Options.Lookup"},
 		{"lookup path with a space", testsuite.Options{Lookup: "client reference"}, "Options.Lookup"},
 	}

@@ -36,6 +36,9 @@
 // Transient failures can be scripted ([Server.Script]) or drawn at random
 // ([Options.FailureRate]); they happen in front of the key logic, as a load
 // balancer or an overloaded upstream would answer, and are never stored.
+// So can unknown outcomes ([CutAfterWork], [Options.CutRate]): the request
+// is processed as any other, then its connection is cut without an answer,
+// as when the answer is lost on its way back.
 //
 // The work of a new key can also be a long-running operation, followed at
 // a status monitor ([Options.Async], on every path or on some:
@@ -123,6 +126,12 @@ type Options struct {
 	FailureStatus int
 	// FailureRetryAfter, if set, is sent as Retry-After with random failures.
 	FailureRetryAfter string
+	// CutRate is the fraction of requests, in [0, 1], that are processed
+	// and then cut, as by a scripted CutAfterWork (default 0: none), for
+	// chaos runs: drawn for every request that neither a scripted step
+	// nor a failure answered. NewServer panics if it is out of range
+	// (Options.Validate).
+	CutRate float64
 	// Capacity, if positive, is how many requests the server accepts per
 	// CapacityWindow (default 1 s); the rest are answered CapacityStatus
 	// (default 429 Too Many Requests, as a rate-limited API answers)
@@ -131,8 +140,9 @@ type Options struct {
 	Capacity       int
 	CapacityWindow time.Duration
 	CapacityStatus int // the status of an answer over capacity
-	// Rand returns a uniform number in [0, 1) for FailureRate and
-	// Webhooks.DropRate (default math/rand/v2).
+	// Rand returns a uniform number in [0, 1) for FailureRate, CutRate
+	// and Webhooks.DropRate (default math/rand/v2). A request draws for
+	// FailureRate, then, if not failed, for CutRate.
 	Rand func() float64
 	// Work, if set, is the work for a new key instead of the default (which
 	// answers 201 with the record). It is called once per new key (per
@@ -219,11 +229,28 @@ type Options struct {
 
 // Step is one scripted answer. Status 0 or any 2xx lets the request through
 // to normal processing; any other status is answered as is, with RetryAfter
-// as the Retry-After header when set.
+// as the Retry-After header when set; Cut lets it through and loses the
+// answer.
 type Step struct {
 	Status     int    // the status to answer; 0 or a 2xx: process the request
 	RetryAfter string // the Retry-After header's value, if any
+	// Cut, if set, makes an unknown outcome ([CutAfterWork]): the request
+	// is processed as without a step (the record made, the key stored, a
+	// replay or a refusal decided), then its connection is closed without
+	// an answer, as when the answer is lost on its way back; the client
+	// sees EOF or a reset. Status and RetryAfter are unused. Counted in
+	// Stats.Cut. Note that Go's http.Transport sends a request cut on a
+	// reused connection again, on its own, when the request is a GET or
+	// carries an Idempotency-Key or X-Idempotency-Key header and its body
+	// can be sent again: a client that must see the cut uses a connection
+	// of its own (Transport.DisableKeepAlives).
+	Cut bool
 }
+
+// CutAfterWork is a Step that processes the request, then cuts its
+// connection without an answer (Step.Cut): the request's outcome is
+// unknown to the client, though the work was done.
+func CutAfterWork() Step { return Step{Cut: true} }
 
 // Fail is a Step answering status, with an optional Retry-After value.
 func Fail(status int, retryAfter ...string) Step {
@@ -264,8 +291,12 @@ type RequestLog struct {
 	// quoted key, see Dialect.KeyString), or the header as received when it
 	// is an invalid key.
 	IdempotencyKey string `json:"idempotency_key"`
-	// Status is the status answered; 0 for an orphaned request (never answered).
+	// Status is the status answered; 0 for an orphaned request (never
+	// answered); for a request cut (Cut), the status it was not answered.
 	Status int `json:"status"`
+	// Cut is true when the request was processed and its connection cut
+	// instead of answering it (Step.Cut, Options.CutRate).
+	Cut bool `json:"cut,omitempty"`
 	// Replayed is true when the answer was a stored response.
 	Replayed bool `json:"replayed,omitempty"`
 	// Authorization is true when the request carried an Authorization
@@ -300,6 +331,10 @@ type Stats struct {
 	MissingKey int `json:"missing_key"`
 	// Failures is how many scripted, random or over-capacity failures were sent.
 	Failures int `json:"failures"`
+	// Cut is how many requests were processed and then cut: their
+	// connection closed without an answer (Step.Cut, Options.CutRate), an
+	// unknown outcome for the client.
+	Cut int `json:"cut,omitempty"`
 	// Orphaned is how many first requests were orphaned ([Options.Orphan]).
 	Orphaned int `json:"orphaned"`
 	// Expired is how many stored keys were trimmed after their window or
@@ -492,8 +527,8 @@ func (s *Server) Log() []RequestLog {
 
 // ServeHTTP implements http.Handler. The request is read, then decided on
 // under the lock (counted, logged, looked up and, for a new key, claimed);
-// the work, if due, runs outside the lock, and the answer is written outside
-// it.
+// the work, if due, runs outside the lock, and the answer is written (or
+// the connection cut) outside it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && s.serveInfo(w, r.URL.Path) {
 		return
@@ -513,6 +548,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := s.read(r)
 	d := s.decide(c)
+	cut := d.cut
 	switch d.verdict {
 	case orphaned:
 		s.hold(r)
@@ -520,7 +556,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case workWithoutKey, workNewKey:
 		d = s.process(c, d.entry)
 	}
+	if cut {
+		hangUp(w)
+		return
+	}
 	s.answer(c, d).write(w, s.opts.Dialect)
+}
+
+// hangUp closes the connection of w without an answer (Step.Cut): the
+// client sees EOF. Where the connection cannot be hijacked (HTTP/2), the
+// handler is aborted: the stream is reset.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = conn.Close()
 }
 
 // serveInfo answers GET /stats and GET /healthz; it reports whether path
@@ -598,6 +649,7 @@ const (
 // decision is a verdict with what its answer needs.
 type decision struct {
 	verdict verdict
+	cut     bool   // the connection is cut instead of answering (Step.Cut)
 	status  int    // the status answered, when answered
 	step    Step   // failed: the failure
 	ctype   string // replay, worked, listed: the response
@@ -622,6 +674,12 @@ func (s *Server) decide(c *call) decision {
 	if d.answered() {
 		s.logAnswer(c, d.status, d.verdict == replay)
 	}
+	if d.cut {
+		s.stats.Cut++
+		if c.logged >= 0 {
+			s.log[c.logged].Cut = true
+		}
+	}
 	return d
 }
 
@@ -642,15 +700,24 @@ func (s *Server) see(key string) {
 	}
 }
 
-// judge decides what to do with c: a failure in front of the key logic, a
-// lookup, a rejection, the work without a key (or with a key ignored), or
-// what the key's entry calls for.
-// s.mu is held.
+// judge decides what to do with c: a failure in front of the key logic,
+// or what handle decides, its answer cut if a step says so (an orphaned
+// request is never answered anyway). s.mu is held.
 func (s *Server) judge(c *call) decision {
-	if step, ok := s.nextFailure(c.now); ok {
+	step, fail := s.nextStep(c.now)
+	if fail {
 		s.stats.Failures++
 		return decision{verdict: failed, status: step.Status, step: step}
 	}
+	d := s.handle(c)
+	d.cut = step.Cut && d.verdict != orphaned
+	return d
+}
+
+// handle decides what to do with c past the failures: a lookup, a
+// rejection, the work without a key (or with a key ignored), or what the
+// key's entry calls for. s.mu is held.
+func (s *Server) handle(c *call) decision {
 	if s.opts.Lookup != "" && c.r.Method == http.MethodGet && c.r.URL.Query().Has(s.opts.Lookup) {
 		return s.list(c.r)
 	}
@@ -880,13 +947,17 @@ func (s *Server) hold(r *http.Request) {
 	}
 }
 
-// nextFailure pops a scripted step, or draws a random or capacity failure.
-// s.mu is held.
-func (s *Server) nextFailure(now time.Time) (Step, bool) {
+// nextStep pops a scripted step, or draws a capacity or random failure,
+// or a random cut; fail says the step is a failure, answered in front of
+// the key logic. s.mu is held.
+func (s *Server) nextStep(now time.Time) (step Step, fail bool) {
 	if len(s.script) > 0 {
 		step := s.script[0]
 		s.script = s.script[1:]
-		if step.Status != 0 && (step.Status < 200 || step.Status > 299) {
+		switch {
+		case step.Cut:
+			return Step{Cut: true}, false
+		case step.Status != 0 && (step.Status < 200 || step.Status > 299):
 			return step, true
 		}
 		return Step{}, false
@@ -902,6 +973,9 @@ func (s *Server) nextFailure(now time.Time) (Step, bool) {
 	}
 	if s.opts.FailureRate > 0 && s.opts.Rand() < s.opts.FailureRate {
 		return Step{Status: s.opts.FailureStatus, RetryAfter: s.opts.FailureRetryAfter}, true
+	}
+	if s.opts.CutRate > 0 && s.opts.Rand() < s.opts.CutRate {
+		return Step{Cut: true}, false
 	}
 	return Step{}, false
 }

@@ -57,8 +57,9 @@ func TestAPI(t *testing.T) {
 // maxTopLevel is the most exported top-level identifiers the public
 // packages may have together (issue 40: "at most 120, with no capability
 // lost"). A new one is a reason to take one out, or to raise this with
-// the reason in CHANGELOG.md: 121 for testsuite.PlainDialect.
-const maxTopLevel = 121
+// the reason in CHANGELOG.md: 122 for testsuite.PlainDialect and
+// CutAfterWork.
+const maxTopLevel = 122
 
 // TestAPIBudget counts the exported top-level identifiers of the public
 // packages (the header of api/v1.txt states the count) against

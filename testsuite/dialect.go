@@ -36,7 +36,9 @@ const (
 //
 //	d := testsuite.IETFDialect()
 //	d.KeyHeader, d.ReplayHeader = "PayPal-Request-Id", ""
-//	d.KeyIn = "body:metadata.idempotency_key" // or the key in the body
+//
+//	b := testsuite.IETFDialect()
+//	b.KeyIn = "body:metadata.idempotency_key" // the key in the JSON body
 type Dialect struct {
 	// Name names the dialect in logs ("ietf", "stripe", "express", "plain").
 	Name string

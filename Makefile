@@ -130,6 +130,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./internal/backoff -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/httpurl -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/keyplace -run '^$$' -fuzz '^FuzzInsertBody$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/reconcile -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/redact -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./harness/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)

@@ -17,6 +17,7 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
@@ -193,6 +194,11 @@ func (a *Activities) requestActivity(ctx context.Context, req input.Input) (*wor
 // prev is the progress of the attempts before this one.
 func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*workflows.Response, int, error) {
 	req := p.req
+	if !p.rec.IsZero() && prev.Unknown {
+		if resp, status, send, err := a.settle(ctx, info, p, m, &prev); !send {
+			return resp, status, err
+		}
+	}
 	start := time.Now()
 	ans := a.exchange(ctx, info.TaskQueue, p)
 	m.Timer(metricAttemptDuration).Record(time.Since(start))
@@ -313,6 +319,18 @@ func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*pre
 	if err := rules.Body(req.Body); err != nil {
 		return nil, invalid(err)
 	}
+	if err := p.placeKey(); err != nil {
+		return nil, invalid(err)
+	}
+	if p.rec = req.Reconcile; p.rec.IsZero() {
+		p.rec = p.o.conv.Reconcile
+	}
+	if err := p.rec.Validate("Reconcile", req.URL); err != nil {
+		return nil, invalid(err)
+	}
+	if err := p.rec.CheckPlace("Reconcile", p.place); err != nil {
+		return nil, invalid(err)
+	}
 	if len(req.Headers) == 0 {
 		// Nothing more to check.
 		return p, nil
@@ -322,7 +340,7 @@ func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*pre
 	}
 	for name := range req.Headers {
 		canon := http.CanonicalHeaderKey(name)
-		if p.o.set[canon] || canon == p.o.conv.KeyHeader {
+		if p.o.set[canon] || p.place.In == keyplace.Header && canon == p.place.Name {
 			return nil, invalid(fmt.Errorf("header %s may not be set in the request: the worker sets it (from its credentials or as this origin's key header)", canon))
 		}
 		if a.traceHeaders[canon] {
@@ -330,4 +348,43 @@ func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*pre
 		}
 	}
 	return p, nil
+}
+
+// placeKey puts the key where the call's KeyIn, else its origin's
+// Convention.KeyIn, says: p.place, and p.body or p.url with the key in
+// them (a header is set by setHeaders).
+func (p *prepared) placeKey() error {
+	p.body, p.place = p.req.Body, p.o.conv.place
+	if p.req.KeyIn != "" {
+		place, err := keyplace.Parse(p.req.KeyIn)
+		if err != nil {
+			return fmt.Errorf("KeyIn: %w", err)
+		}
+		p.place = place
+	}
+	key := p.req.IdempotencyKey
+	switch p.place.In {
+	case keyplace.Header:
+		if p.place.Name == "" {
+			p.place.Name = p.o.conv.KeyHeader
+		}
+		p.place.Name = http.CanonicalHeaderKey(p.place.Name)
+		return checkKeyHeader(p.place.Name)
+	case keyplace.Body:
+		if len(p.body) == 0 {
+			return fmt.Errorf("the key goes in the body member %s, but the request has no body: send a JSON object", p.place.Name)
+		}
+		body, err := keyplace.InsertBody(p.body, p.place.Name, key)
+		if err != nil {
+			return fmt.Errorf("the key goes in the body member %s (KeyIn %s): %w", p.place.Name, p.place, err)
+		}
+		p.body = body
+	case keyplace.Query:
+		u, err := keyplace.InsertQuery(p.url, p.place.Name, key)
+		if err != nil {
+			return fmt.Errorf("the key goes in the query parameter %s (KeyIn %s): %w", p.place.Name, p.place, err)
+		}
+		p.url, p.raw = u, u.String()
+	}
+	return nil
 }

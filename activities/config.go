@@ -318,6 +318,9 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 		if o.conv, err = c.withDefaults(); err != nil {
 			return nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
 		}
+		if err := o.conv.Reconcile.Validate("Reconcile", s); err != nil {
+			return nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
+		}
 	}
 	for _, o := range origins {
 		names := cfg.ResultHeaders

@@ -10,8 +10,10 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // IdempotencyKeyHeader is the default key header, as in the IETF draft "The
@@ -41,6 +43,22 @@ type Convention struct {
 	// KeyHeader is the request header that carries the key (default
 	// "Idempotency-Key").
 	KeyHeader string
+	// KeyIn is where the server reads the key when not in KeyHeader:
+	// "body:PATH", a string member of the JSON body, inserted byte for
+	// byte before a signature is computed (Square's "body:idempotency_key",
+	// AWS JSON APIs' "body:ClientToken"); "query:NAME", a query parameter
+	// (Google Cloud's "query:requestId"); "header:NAME" is KeyHeader NAME.
+	// A call's workflows.Request.KeyIn wins. Default "": KeyHeader.
+	KeyIn string
+	// Reconcile is what calls to this origin do after an attempt of
+	// unknown outcome when the server does not honour keys: ask a Lookup
+	// on this origin, or wait AtMostOnce for a person's decision
+	// (docs/unknown-outcomes.md). A call's workflows.Request.Reconcile
+	// wins. Default zero: send again, which only a server that honours
+	// the key makes safe. An AtMostOnce origin's calls need no
+	// ScheduleToCloseTimeout under an hour: set Request.Reconcile on them
+	// too, whose defaults wait.
+	Reconcile workflows.Reconcile
 	// ReplayedHeaders name response headers whose value "true" marks a
 	// stored response replayed for a key the server had seen (default
 	// "Idempotent-Replayed"). workflows.Response.Replayed reports it.
@@ -100,6 +118,9 @@ type Convention struct {
 	// both): an API whose operations take days and that asks for an hour
 	// between polls.
 	MaxRetryAfter time.Duration
+
+	// place is KeyIn read, with KeyHeader for a header (withDefaults).
+	place keyplace.Place
 }
 
 // Signal matches an answer: its status and, when Body is set, a
@@ -186,11 +207,44 @@ func StripeConvention() Convention {
 	}
 }
 
-// The presets the worker's --convention flag names: a preset registered
-// here is one the flag accepts and lists in its help.
+// squareConvention is Square's: the key in the body member
+// idempotency_key (at most 45 characters), a 400 IDEMPOTENCY_KEY_REUSED
+// for a key reused with another request.
+func squareConvention() Convention {
+	c := IETFConvention()
+	c.KeyIn, c.KeyMaxBytes = "body:idempotency_key", 45
+	c.KeyReused = append(c.KeyReused, Signal{Status: 400, Body: "IDEMPOTENCY_KEY_REUSED"})
+	return c
+}
+
+// awsJSONConvention is that of AWS's JSON-protocol APIs: the key in the
+// body member ClientToken (at most 64 characters), a 400
+// IdempotentParameterMismatch for a key reused with other parameters.
+func awsJSONConvention() Convention {
+	c := IETFConvention()
+	c.KeyIn, c.KeyMaxBytes = "body:ClientToken", 64
+	c.KeyReused = append(c.KeyReused, Signal{Status: 400, Body: "IdempotentParameterMismatch"})
+	return c
+}
+
+// googleConvention is Google Cloud's requestId: the key in the query
+// parameter requestId, a UUID.
+func googleConvention() Convention {
+	c := IETFConvention()
+	c.KeyIn, c.KeyUUID = "query:requestId", true
+	return c
+}
+
+// The presets the worker's --convention flag and the origins file's
+// convention name: a preset registered here is one they accept and list
+// in their help. Go code starts from IETFConvention or StripeConvention
+// and sets KeyIn.
 func init() {
 	named.Register("ietf", IETFConvention)
 	named.Register("stripe", StripeConvention)
+	named.Register("square", squareConvention)
+	named.Register("aws-json", awsJSONConvention)
+	named.Register("google", googleConvention)
 }
 
 // withDefaults fills the zero fields of c and checks it.
@@ -199,11 +253,27 @@ func (c Convention) withDefaults() (Convention, error) {
 		c.KeyHeader = IdempotencyKeyHeader
 	}
 	c.KeyHeader = http.CanonicalHeaderKey(c.KeyHeader)
-	if !httpheader.ValidName(c.KeyHeader) {
-		return c, fmt.Errorf("KeyHeader %q is not a valid header name", c.KeyHeader)
+	if err := checkKeyHeader(c.KeyHeader); err != nil {
+		return c, err
 	}
-	if redact.IsCredential(c.KeyHeader) {
-		return c, fmt.Errorf("KeyHeader %s looks like a credential header: the key is stored in Temporal's history and logged", c.KeyHeader)
+	var err error
+	if c.place, err = keyplace.Parse(c.KeyIn); err != nil {
+		return c, fmt.Errorf("KeyIn: %w", err)
+	}
+	if c.place.In == keyplace.Header {
+		if c.place.Name != "" {
+			if c.KeyHeader != IdempotencyKeyHeader && c.KeyHeader != http.CanonicalHeaderKey(c.place.Name) {
+				return c, fmt.Errorf("KeyIn %s and KeyHeader %s name two headers: set one", c.KeyIn, c.KeyHeader)
+			}
+			c.KeyHeader = http.CanonicalHeaderKey(c.place.Name)
+			if err := checkKeyHeader(c.KeyHeader); err != nil {
+				return c, err
+			}
+		}
+		c.place.Name = c.KeyHeader
+	}
+	if err := c.Reconcile.CheckPlace("Reconcile", c.place); err != nil {
+		return c, err
 	}
 	if c.ReplayedHeaders == nil {
 		c.ReplayedHeaders = []string{ReplayedHeader}
@@ -217,7 +287,6 @@ func (c Convention) withDefaults() (Convention, error) {
 	if c.BareConflictWait <= 0 {
 		c.BareConflictWait = defaultBareConflictWait
 	}
-	var err error
 	if c.LongRunning, err = c.LongRunning.withDefaults(); err != nil {
 		return c, err
 	}
@@ -227,6 +296,18 @@ func (c Convention) withDefaults() (Convention, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkKeyHeader checks a key header's name: a valid one, not named like
+// a credential (the key is in history and logs).
+func checkKeyHeader(name string) error {
+	if !httpheader.ValidName(name) {
+		return fmt.Errorf("key header %q is not a valid header name", name)
+	}
+	if redact.IsCredential(name) {
+		return fmt.Errorf("key header %s looks like a credential header: the key is stored in Temporal's history and logged", name)
+	}
+	return nil
 }
 
 // keyValue is the value of the key header for key: key itself, or, with

@@ -76,6 +76,10 @@ type progress struct {
 	// (Credential.RetryRefused counts from it).
 	Credential   int32     `json:"credential,omitempty"`
 	RefusedSince time.Time `json:"refused_since,omitzero"`
+	// PausedAt is the attempt that paused the activity for a person's
+	// decision (Reconcile.AtMostOnce): the attempt right after it was
+	// started by a person's unpause, which means "send again".
+	PausedAt int32 `json:"paused_at,omitempty"`
 }
 
 // retryAfterCap is the longest Retry-After honoured for a request of

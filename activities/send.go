@@ -23,6 +23,8 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
+	"github.com/idemhttp/temporal-idempotent-http/internal/reconcile"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 )
@@ -43,8 +45,15 @@ type prepared struct {
 	// headers (set by requestActivity: false only when the default propagator, W3C
 	// Trace Context, would write nothing, the span context being invalid).
 	inject bool
-	// noKey: the request carries no idempotency key (a poll's GET).
+	// noKey: the request carries no idempotency key (a poll's GET, a
+	// lookup).
 	noKey bool
+	// place is where the key goes (prepared.placeKey); body is the body
+	// sent: the request's, with the key when it goes there.
+	place keyplace.Place
+	body  []byte
+	// rec is the call's Reconcile, else its origin's.
+	rec reconcile.Reconcile
 	// prev is requestActivity's progress of the attempts before this one, which admit
 	// updates (asking.prev points here).
 	prev progress
@@ -144,7 +153,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		}
 		a.setHeaders(ctx, hr, p)
 		// Last, so that a signature covers every header set above.
-		if err := p.o.apply(ctx, hr, p.req.Body); err != nil {
+		if err := p.o.apply(ctx, hr, p.body); err != nil {
 			return answer{from: target, err: err}
 		}
 		resp, err := client.Do(hr)
@@ -175,7 +184,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 			// No new secret: when the source cannot give one (its token
 			// endpoint is down or refuses), that is the error, retryable
 			// as it says, not the API's final 401 to the stale one.
-			if err := p.o.apply(ctx, hr.Clone(ctx), p.req.Body); err != nil {
+			if err := p.o.apply(ctx, hr.Clone(ctx), p.body); err != nil {
 				return answer{from: target, err: err}
 			}
 		}
@@ -268,13 +277,20 @@ func (a *Activities) setHeaders(ctx context.Context, hr *http.Request, p *prepar
 	// client and transports only read a request's header (a
 	// RoundTripper may not modify its request), as with credentials.
 	h := hr.Header
-	if len(p.req.Body) > 0 {
-		body := p.req.Body
+	if len(p.body) > 0 {
+		body := p.body
 		// A NopCloser of a bytes.Reader, which net/http knows to be in
 		// memory: it writes the headers and the body in one packet
 		// (any other type costs a write of its own to the headers).
 		hr.Body = io.NopCloser(bytes.NewReader(body))
-		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if p.rec.IsZero() {
+			// GetBody lets net/http's transport send the request again
+			// by itself when a reused connection breaks, which it does
+			// for a request with an Idempotency-Key header. A call that
+			// reconciles (Reconcile) must see every unknown outcome: its
+			// requests are never sent again behind its back.
+			hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
 		hr.ContentLength = int64(len(body))
 		h["Content-Type"] = jsonValue
 	}
@@ -290,8 +306,18 @@ func (a *Activities) setHeaders(ctx context.Context, hr *http.Request, p *prepar
 	for k, v := range p.req.Headers {
 		h[http.CanonicalHeaderKey(k)] = []string{v}
 	}
-	if !p.noKey {
-		h[p.o.conv.KeyHeader] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
+	if !p.noKey && p.place.In == keyplace.Header {
+		name := p.place.Name
+		if !p.rec.IsZero() {
+			// net/http's transport sends a request with an
+			// Idempotency-Key header again by itself when its reused
+			// connection breaks, body or none (see GetBody above); it
+			// looks for the canonical name only. Header names are
+			// case-insensitive: the lower-case name carries the key
+			// without that mark.
+			name = strings.ToLower(name)
+		}
+		h[name] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
 	}
 	if p.inject {
 		a.inject(ctx, propagation.HeaderCarrier(hr.Header))

@@ -25,8 +25,10 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpheader"
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 	"github.com/idemhttp/temporal-idempotent-http/internal/named"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // originsFile is the TOML file worker --origins reads (ORIGINS_FILE): one
@@ -42,10 +44,15 @@ type originsFile struct {
 type originTable struct {
 	// Convention is a preset (--convention's PRESET); KeyHeader,
 	// KeyQuoted and LongRunning are its modifiers.
-	Convention  string `toml:"convention" example:"stripe"`
-	KeyHeader   string `toml:"key_header" example:"PayPal-Request-Id"`
-	KeyQuoted   bool   `toml:"key_quoted" example:"true"`
+	Convention string `toml:"convention" example:"stripe"`
+	KeyHeader  string `toml:"key_header" example:"PayPal-Request-Id"`
+	KeyQuoted  bool   `toml:"key_quoted" example:"true"`
+	// KeyIn is activities.Convention.KeyIn: "body:PATH" or "query:NAME".
+	KeyIn       string `toml:"key_in" example:"body:idempotency_key"`
 	LongRunning string `toml:"long_running" example:"azure"`
+	// Reconcile is activities.Convention.Reconcile, the table
+	// [origin."ORIGIN".reconcile]: lookup and items, or at_most_once.
+	Reconcile *reconcileTable `toml:"reconcile"`
 	// Headers maps a header name to its value: a string (inline, only in
 	// a private file), { env = "VAR", prefix = "Bearer " } or
 	// { file = "/path" }.
@@ -61,6 +68,13 @@ type originTable struct {
 	// Admission is the origin's own admission, laid over the worker's
 	// (activities.Config.OriginAdmission): the keys of [admission].
 	Admission *admissionTable `toml:"admission"`
+}
+
+// reconcileTable is an origin's [origin."ORIGIN".reconcile] table.
+type reconcileTable struct {
+	Lookup     string `toml:"lookup" example:"https://api.example.com/payments?client_reference={key}"`
+	Items      string `toml:"items" example:"data"`
+	AtMostOnce bool   `toml:"at_most_once" example:"true"`
 }
 
 // oauth2Table is an origin's [origin."ORIGIN".oauth2] table.
@@ -639,7 +653,7 @@ func admissionAdvice(name string) string {
 // origin adds the settings of the table t of the origin o, at the key k,
 // to s.
 func (l *loader) origin(s *originSettings, k key, o string, t originTable) error {
-	if t.Convention != "" || t.KeyHeader != "" || t.KeyQuoted || t.LongRunning != "" || t.MaxRetryAfter != 0 {
+	if t.Convention != "" || t.KeyHeader != "" || t.KeyQuoted || t.KeyIn != "" || t.Reconcile != nil || t.LongRunning != "" || t.MaxRetryAfter != 0 {
 		c, err := l.convention(k, o, t)
 		if err != nil {
 			return err
@@ -799,6 +813,26 @@ func (l *loader) convention(k key, o string, t originTable) (activities.Conventi
 		c.KeyHeader = t.KeyHeader
 	}
 	c.KeyQuoted = t.KeyQuoted
+	if t.KeyIn != "" {
+		place, err := keyplace.Parse(t.KeyIn)
+		if err != nil {
+			return c, l.fail(k.with("key_in"), true, "key_in = %s: %v", shown(t.KeyIn), err)
+		}
+		if place.In == keyplace.Header && t.KeyHeader != "" {
+			return c, l.fail(k.with("key_in"), true, "key_in = %s and key_header = %s both name the key's header: keep one", shown(t.KeyIn), shown(t.KeyHeader))
+		}
+		c.KeyIn = t.KeyIn
+	}
+	if r := t.Reconcile; r != nil {
+		c.Reconcile = workflows.Reconcile{Lookup: r.Lookup, Items: r.Items, AtMostOnce: r.AtMostOnce}
+		if err := c.Reconcile.Validate("reconcile", o); err != nil {
+			return c, l.fail(k.with("reconcile"), false, "%s: %v", k.with("reconcile"), err)
+		}
+		place, _ := keyplace.Parse(c.KeyIn)
+		if err := c.Reconcile.CheckPlace("reconcile", place); err != nil {
+			return c, l.fail(k.with("reconcile"), false, "%s: %v (key_in = \"body:client_reference\", say)", k.with("reconcile"), err)
+		}
+	}
 	if t.MaxRetryAfter < 0 {
 		return c, l.fail(k.with("max_retry_after"), true, "max_retry_after = %q: write the longest Retry-After of this origin to honour, e.g. max_retry_after = \"1h\", or leave it out for the worker's --max-retry-after", t.MaxRetryAfter.String())
 	}

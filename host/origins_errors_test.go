@@ -74,7 +74,7 @@ func TestOriginsFileErrors(t *testing.T) {
 			[]string{`:1:9: [origin."ftp://x.example"]: `, `unsupported scheme "ftp"`, "write the origin as scheme://host[:port]"}, nil},
 		{"unknown preset",
 			"[origin.\"https://x.example\"]\nconvention = \"paypal\"\n", 0o644,
-			[]string{`:2:14: origin "https://x.example": convention = "paypal": want ietf or stripe`}, nil},
+			[]string{`:2:14: origin "https://x.example": convention = "paypal": want ietf, stripe, square, aws-json or google`}, nil},
 		{"unknown long_running",
 			"[origin.\"https://x.example\"]\nlong_running = \"aws\"\n", 0o644,
 			[]string{`:2:16: origin "https://x.example": long_running = "aws": want azure, operation-location or google`}, nil},

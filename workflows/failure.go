@@ -262,6 +262,32 @@ const (
 	// configuration, then run the same workflow ID again (the same key
 	// gets the stored answer, and the operation is followed).
 	ErrTypeMonitorNotFollowed = "MonitorNotFollowed"
+
+	// Types of reconciling an attempt of unknown outcome with an API that
+	// does not honour keys (Request.Reconcile, docs/unknown-outcomes.md).
+
+	// ErrTypeLookupFailed: the lookup that asks whether an earlier attempt
+	// went through failed (no answer, a 429 or 5xx: retried, counted
+	// against the budget; another status, or an answer that is not a
+	// lookup's: final). Nothing was sent again: the outcome is still
+	// unknown. Fix the lookup (Reconcile.Lookup, Items) or check by hand,
+	// then run the same workflow ID again.
+	ErrTypeLookupFailed = "LookupFailed"
+	// ErrTypeLookupAmbiguous: the lookup found more than one record for
+	// the key: none is taken as the result, and nothing is sent again.
+	// Settle it by hand with the API's owner.
+	ErrTypeLookupAmbiguous = "LookupAmbiguous"
+	// ErrTypeAwaitingDecision: an attempt of an AtMostOnce call may have
+	// reached the API and no answer says what it did: the call is paused
+	// until a person decides (temporal activity unpause: send again;
+	// temporal activity complete: it went through, or give up). Final
+	// only where the activity cannot pause itself (Temporal's test
+	// environment).
+	ErrTypeAwaitingDecision = "AwaitingDecision"
+	// ErrTypeGaveUp: a person decided to give up an AtMostOnce call whose
+	// outcome was unknown (Failure.Reason says why); the API may have done
+	// the work (OutcomeUnknown).
+	ErrTypeGaveUp = "GaveUp"
 )
 
 // errorTypes are the ErrType constants, each with whether it is final
@@ -288,6 +314,12 @@ var errorTypes = []struct {
 	{ErrTypeCredentialUnavailable, false},
 	{ErrTypeIdempotencyKeyLocked, true},
 	{ErrTypeIdempotencyKeyReused, true},
+	// Final or not as its answer says.
+	{ErrTypeLookupFailed, false},
+	{ErrTypeLookupAmbiguous, true},
+	// Retried while paused; final where the activity cannot pause.
+	{ErrTypeAwaitingDecision, false},
+	{ErrTypeGaveUp, true},
 	{ErrTypeOperationRunning, false},
 	{ErrTypeOperationStillRunning, true},
 	{ErrTypeOperationFailed, true},

@@ -62,6 +62,16 @@ type Response struct {
 	// names it, and the final Response carries it with its last State and
 	// Polls. Nil for an answer that was the result at once.
 	Accepted *Accepted `json:"accepted,omitempty"`
+	// Reconciled says how the call settled an attempt of unknown outcome
+	// (Request.Reconcile): "lookup" (Body is the one record the lookup
+	// found: the request went through, its own answer never came) or
+	// "operator" (a person completed the call with this result). Empty
+	// for the answer to the request itself.
+	Reconciled string `json:"reconciled,omitempty"`
+	// GaveUp is what a person who gave up an AtMostOnce call wrote
+	// (temporal activity complete --result '{"gave_up": "why"}'): Call
+	// returns an ErrTypeGaveUp failure instead of such a Response.
+	GaveUp string `json:"gave_up,omitempty"`
 	// Outcome is set on the result of Webhook.Await: how the operation
 	// ended, and whether a notification or the fallback poll said so.
 	Outcome *Outcome `json:"outcome,omitempty"`

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/internal/httpurl"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
+	"github.com/idemhttp/temporal-idempotent-http/internal/reconcile"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
@@ -63,6 +66,10 @@ const WorkflowName = "IdempotentHTTPCall"
 // form of it; go doc internal/backoff.Backoff documents each field in
 // full.
 type RetryOptions = backoff.Backoff
+
+// Reconcile is what a call does before it sends again after an attempt
+// whose outcome is unknown (Request.Reconcile, activities.Convention.Reconcile).
+type Reconcile = reconcile.Reconcile
 
 // Jitter selects how the activity spreads the retries of a failure that
 // carries no Retry-After: one of the Jitter constants below.
@@ -101,6 +108,19 @@ type Request struct {
 	// IdempotencyKey overrides the derived key, e.g. a key the business already
 	// has (an order ID). It must stay the same for the same operation.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// KeyIn is where the API reads the key, when not in the origin's key
+	// header: "body:PATH", a string member of the JSON body inserted byte
+	// for byte (e.g. "body:idempotency_key", "body:metadata.idempotency_key",
+	// "body:ClientToken"); "query:NAME", a query parameter (e.g.
+	// "query:requestId"); or "header:NAME". Default "": the origin's
+	// activities.Convention.KeyIn (the key header unless it says otherwise).
+	KeyIn string `json:"key_in,omitempty"`
+	// Reconcile is what the call does before it sends again after an
+	// attempt of unknown outcome, for an API that does not honour keys:
+	// ask a Lookup, or, AtMostOnce, wait for a person's decision (see
+	// Reconcile and docs/unknown-outcomes.md). Default: the origin's
+	// activities.Convention.Reconcile; zero there too, it sends again.
+	Reconcile Reconcile `json:"reconcile,omitzero"`
 	// Retry configures the retry policy.
 	Retry RetryOptions `json:"retry,omitzero"`
 	// StartToCloseTimeout bounds each attempt (default 10 seconds).
@@ -256,6 +276,14 @@ func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.Acti
 		logFailure(ctx, in, err)
 		return nil, err
 	}
+	if resp.IdempotencyKey == "" || resp.GaveUp != "" {
+		// No activity made this: a person completed the call
+		// (Reconcile.AtMostOnce).
+		if err := decided(&resp, in); err != nil {
+			logFailure(ctx, in, err)
+			return nil, err
+		}
+	}
 	if req.Follow != nil {
 		// The start succeeded: its key stays used whatever the following
 		// gives (a call again would get the stored start answer; resume
@@ -266,6 +294,23 @@ func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.Acti
 		return hook.await(ctx, ao, &resp)
 	}
 	return &resp, nil
+}
+
+// decided reads a result a person completed the activity with
+// (Reconcile.AtMostOnce): {"gave_up": "why"} is an ErrTypeGaveUp
+// failure; any other is the API's answer as the person found it, marked
+// Reconciled "operator", with the call's key.
+func decided(resp *Response, in input.Input) error {
+	if resp.GaveUp != "" {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s %s: a person gave up the call after an attempt of unknown outcome: %s; the API may have done the work: check it before calling again", in.Method, redact.URL(in.URL), resp.GaveUp),
+			ErrTypeGaveUp, nil, Failure{
+				Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey,
+				Attempt: resp.Attempt, OutcomeUnknown: true, Reason: "gave up by a person: " + resp.GaveUp,
+			})
+	}
+	resp.IdempotencyKey, resp.Reconciled = in.IdempotencyKey, cmp.Or(resp.Reconciled, "operator")
+	return nil
 }
 
 // requestKey is req's explicit key, else the key derived from its
@@ -303,7 +348,7 @@ func prepare(ctx workflow.Context, req Request) (input.Input, workflow.ActivityO
 	in := input.Input{
 		Operation: req.Operation, Method: method, URL: req.URL, Body: req.Body,
 		Headers: req.Headers, IdempotencyKey: key, MaximumAttempts: r.MaximumAttempts,
-		Backoff: r, Follow: req.Follow != nil,
+		Backoff: r, Follow: req.Follow != nil, KeyIn: req.KeyIn, Reconcile: req.Reconcile,
 	}
 	in.Backoff.MaximumAttempts = 0 // the input's own MaximumAttempts
 	ao.TaskQueue = cmp.Or(req.TaskQueue, ao.TaskQueue)
@@ -315,7 +360,19 @@ func prepare(ctx workflow.Context, req Request) (input.Input, workflow.ActivityO
 		ao.DisableEagerExecution = true
 	}
 	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, defaults.StartToCloseTimeout)
-	ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, defaults.ScheduleToCloseTimeout)
+	var ceiling int32
+	if req.Reconcile.AtMostOnce {
+		// A person's decision has no deadline unless the call gives one,
+		// and the attempts that wait for it are not counted.
+		if ao.ScheduleToCloseTimeout > 0 && ao.ScheduleToCloseTimeout < reconcile.MinDecisionWait {
+			return input.Input{}, workflow.ActivityOptions{}, invalid("Request.Reconcile.AtMostOnce waits for a person's decision, which the ScheduleToCloseTimeout %s on the workflow context cannot: set Request.ScheduleToCloseTimeout to 0 (no bound) or at least %s", ao.ScheduleToCloseTimeout, reconcile.MinDecisionWait)
+		}
+		ao.ScheduleToCloseTimeout = req.ScheduleToCloseTimeout
+		ceiling = 0
+	} else {
+		ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, defaults.ScheduleToCloseTimeout)
+		ceiling = backoff.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout)
+	}
 	ao.RetryPolicy = &temporal.RetryPolicy{
 		InitialInterval:    r.InitialInterval,
 		BackoffCoefficient: r.BackoffCoefficient,
@@ -323,7 +380,7 @@ func prepare(ctx workflow.Context, req Request) (input.Input, workflow.ActivityO
 		// The activity counts the attempts itself (in.MaximumAttempts),
 		// so that waiting for a request still in flight at the server does
 		// not use up the budget; Temporal's count is only a ceiling.
-		MaximumAttempts:        backoff.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout),
+		MaximumAttempts:        ceiling,
 		NonRetryableErrorTypes: slices.Clone(nonRetryableErrorTypes),
 	}
 	ao.Summary = input.Summary(method, req.URL, req.Operation)
@@ -369,6 +426,9 @@ func validate(req Request, key string) (string, error) {
 	if err == nil {
 		err = rules.Headers(req.Headers)
 	}
+	if err == nil {
+		err = checkKeyIn(req, key)
+	}
 	if err == nil && req.Follow != nil {
 		err = req.Follow.validate()
 	}
@@ -385,6 +445,46 @@ func validate(req Request, key string) (string, error) {
 		return "", invalid("%v", err)
 	}
 	return method, nil
+}
+
+// checkKeyIn checks, for a call whose key goes in its body or query
+// (KeyIn), that the key can go there, and the call's Reconcile.
+func checkKeyIn(req Request, key string) error {
+	place, err := keyplace.Parse(req.KeyIn)
+	if err != nil {
+		return fmt.Errorf("Request.KeyIn: %w", err)
+	}
+	switch place.In {
+	case keyplace.Body:
+		if len(req.Body) == 0 {
+			return fmt.Errorf("Request.KeyIn %s needs a JSON object body to carry the key: Request.Body is empty", req.KeyIn)
+		}
+		if _, err := keyplace.InsertBody(req.Body, place.Name, key); err != nil {
+			return fmt.Errorf("Request.KeyIn %s: %w", req.KeyIn, err)
+		}
+	case keyplace.Query:
+		u, _ := url.Parse(req.URL)
+		if _, err := keyplace.InsertQuery(u, place.Name, key); err != nil {
+			return fmt.Errorf("Request.KeyIn %s: %w", req.KeyIn, err)
+		}
+	}
+	r := req.Reconcile
+	if err := r.Validate("Request.Reconcile", req.URL); err != nil {
+		return err
+	}
+	if req.KeyIn != "" {
+		// Else the origin's KeyIn, which the activity checks.
+		if err := r.CheckPlace("Request.Reconcile", place); err != nil {
+			return err
+		}
+	}
+	if !r.IsZero() && (req.Follow != nil || req.Webhook != nil) {
+		return errors.New("Request.Reconcile goes with a call that is its own result: it cannot be combined with Follow or Webhook yet")
+	}
+	if r.AtMostOnce && req.ScheduleToCloseTimeout > 0 && req.ScheduleToCloseTimeout < reconcile.MinDecisionWait {
+		return fmt.Errorf("Request.Reconcile.AtMostOnce waits for a person's decision, which Request.ScheduleToCloseTimeout %s cannot: leave it 0 (no bound) or give at least %s", req.ScheduleToCloseTimeout, reconcile.MinDecisionWait)
+	}
+	return nil
 }
 
 // retryOptions fills the zero fields of r from the retry policy already on

@@ -58,8 +58,9 @@ func TestAPI(t *testing.T) {
 // packages may have together (issue 40: "at most 120, with no capability
 // lost"). A new one is a reason to take one out, or to raise this with
 // the reason in CHANGELOG.md: 122 for testsuite.PlainDialect and
-// CutAfterWork.
-const maxTopLevel = 122
+// CutAfterWork, 127 for workflows.Reconcile and the four error types of
+// reconciling (issue 41).
+const maxTopLevel = 127
 
 // TestAPIBudget counts the exported top-level identifiers of the public
 // packages (the header of api/v1.txt states the count) against

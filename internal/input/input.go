@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/reconcile"
 	"github.com/idemhttp/temporal-idempotent-http/internal/wire"
 )
 
@@ -50,6 +51,11 @@ type Input struct {
 	// workflow side sets it and leaves Temporal's own MaximumAttempts at
 	// backoff.AttemptCeiling.
 	MaximumAttempts int32 `json:"maximum_attempts,omitempty"`
+	// KeyIn is where the key goes (workflows.Request.KeyIn, read by
+	// package keyplace); "" for the origin's.
+	KeyIn string `json:"key_in,omitempty"`
+	// Reconcile is workflows.Request.Reconcile; zero for the origin's.
+	Reconcile reconcile.Reconcile `json:"reconcile,omitzero"`
 	// Follow: the caller will follow a long-running operation, so a 2xx
 	// that names a status monitor (by the origin's
 	// activities.LongRunning) is returned with its

@@ -1,0 +1,421 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
+	"github.com/idemhttp/temporal-idempotent-http/testsuite"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
+)
+
+// unkeyedAPI is an API that knows nothing of idempotency keys: every POST
+// makes a payment, and GET ?client_reference= lists the payments that
+// carry it. Its script says what each POST gets: "ok", "cut" (processed,
+// then the connection closed without an answer) or "drop" (closed before
+// anything was done); the lookups' script says what each lookup gets:
+// "" (the list) or a status.
+type unkeyedAPI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	payments []json.RawMessage
+	posts    []string
+	lookups  []int
+	raw      [][]byte
+	urls     []string
+	nLookups int
+}
+
+func newUnkeyedAPI(t *testing.T, posts []string, lookups ...int) *unkeyedAPI {
+	api := &unkeyedAPI{posts: posts, lookups: lookups}
+	api.Server = httptest.NewServer(http.HandlerFunc(api.serve))
+	t.Cleanup(api.Close)
+	return api
+}
+
+func (api *unkeyedAPI) serve(w http.ResponseWriter, r *http.Request) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if r.Method == http.MethodGet {
+		api.nLookups++
+		if len(api.lookups) > 0 {
+			st := api.lookups[0]
+			api.lookups = api.lookups[1:]
+			if st != 0 {
+				w.WriteHeader(st)
+				return
+			}
+		}
+		ref := r.URL.Query().Get("client_reference")
+		list := []json.RawMessage{}
+		for _, p := range api.payments {
+			var m map[string]any
+			_ = json.Unmarshal(p, &m)
+			if m["client_reference"] == ref {
+				list = append(list, p)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(list)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	api.raw = append(api.raw, b)
+	api.urls = append(api.urls, r.URL.String())
+	step := "ok"
+	if len(api.posts) > 0 {
+		step, api.posts = api.posts[0], api.posts[1:]
+	}
+	if step == "drop" {
+		hijackClose(w)
+		return
+	}
+	m := map[string]any{}
+	_ = json.Unmarshal(b, &m)
+	m["id"] = "pay_" + string(rune('0'+len(api.payments)+1))
+	rec, _ := json.Marshal(m)
+	api.payments = append(api.payments, rec)
+	if step == "cut" {
+		hijackClose(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(rec)
+}
+
+func hijackClose(w http.ResponseWriter) {
+	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		_ = conn.Close()
+	}
+}
+
+func (api *unkeyedAPI) count() (payments, lookups int) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return len(api.payments), api.nLookups
+}
+
+// callUnkeyed runs one call of req through workflows.Call in Temporal's
+// test environment, its origin's convention conv.
+func callUnkeyed(t *testing.T, api *unkeyedAPI, conv *activities.Convention, req workflows.Request) (*workflows.Response, error) {
+	t.Helper()
+	env := testsuite.NewEnv(t)
+	cfg := activities.Config{AllowedOrigins: []string{api.URL}, Uniform: func() float64 { return 0.5 }}
+	if conv != nil {
+		cfg.Conventions = map[string]activities.Convention{api.URL: *conv}
+	}
+	testsuite.Register(t, env, nil, cfg)
+	wf := func(ctx workflow.Context) (*workflows.Response, error) { return workflows.Call(ctx, req) }
+	env.RegisterWorkflow(wf)
+	env.ExecuteWorkflow(wf)
+	require.True(t, env.IsWorkflowCompleted())
+	var resp *workflows.Response
+	err := env.GetWorkflowError()
+	if err == nil {
+		require.NoError(t, env.GetWorkflowResult(&resp))
+	}
+	return resp, err
+}
+
+// TestKeyWhereTheAPIReadsIt (#41 item 1): the key goes in a header, a
+// body member or a query parameter, by the origin's convention or the
+// call's KeyIn; the body is sent byte for byte but for the inserted
+// member, and every attempt carries the same key in the same place.
+func TestKeyWhereTheAPIReadsIt(t *testing.T) {
+	body := "{\"amount\": 4200,\n \"metadata\": {\"order\": \"o<1>\"}}"
+	for _, tt := range []struct {
+		name, convIn, callIn string
+		wantBody, wantQuery  string
+		wantHeader           string
+	}{
+		{"header by default", "", "", body, "", "Idempotency-Key"},
+		{"another header by the call", "", "header:PayPal-Request-Id", body, "", "Paypal-Request-Id"},
+		{"top-level member by the origin", "body:idempotency_key", "", "{\"amount\": 4200,\n \"metadata\": {\"order\": \"o<1>\"},\"idempotency_key\":\"KEY\"}", "", ""},
+		{"nested member by the call", "", "body:metadata.idempotency_key", "{\"amount\": 4200,\n \"metadata\": {\"order\": \"o<1>\",\"idempotency_key\":\"KEY\"}}", "", ""},
+		{"call wins over origin", "body:idempotency_key", "body:ClientToken", "{\"amount\": 4200,\n \"metadata\": {\"order\": \"o<1>\"},\"ClientToken\":\"KEY\"}", "", ""},
+		{"query parameter", "query:requestId", "", body, "requestId=KEY", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newUnkeyedAPI(t, []string{"drop", "ok"})
+			var conv *activities.Convention
+			if tt.convIn != "" {
+				c := activities.IETFConvention()
+				c.KeyIn = tt.convIn
+				conv = &c
+			}
+			resp, err := callUnkeyed(t, api, conv, workflows.Request{
+				Operation: "charge", URL: api.URL + "/payments?mode=x", Body: json.RawMessage(body), KeyIn: tt.callIn,
+			})
+			require.NoError(t, err)
+			key := resp.IdempotencyKey
+			require.Len(t, api.raw, 2, "a dropped attempt, then one that went through")
+			for i := range api.raw {
+				assert.Equal(t, strings.ReplaceAll(tt.wantBody, "KEY", key), string(api.raw[i]), "attempt %d", i+1)
+				wantURL := "/payments?mode=x"
+				if tt.wantQuery != "" {
+					wantURL += "&" + strings.ReplaceAll(tt.wantQuery, "KEY", key)
+				}
+				assert.Equal(t, wantURL, api.urls[i], "attempt %d", i+1)
+			}
+		})
+	}
+}
+
+// TestKeyInBadInput (#41, done when): a body key on a call without a
+// body, a path the body does not have, a member the body already sets,
+// and a query parameter the URL already has are refused before anything
+// is sent, naming what to change.
+func TestKeyInBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		name, body, url, keyIn, want string
+	}{
+		{"no body", "", "/payments", "body:idempotency_key", "needs a JSON object body"},
+		{"array body", `[1]`, "/payments", "body:idempotency_key", "not a JSON object"},
+		{"missing path", `{"a":1}`, "/payments", "body:metadata.idempotency_key", "has no member metadata"},
+		{"member already set", `{"idempotency_key":"mine"}`, "/payments", "body:idempotency_key", "already has idempotency_key"},
+		{"parameter already set", `{}`, "/payments?requestId=mine", "query:requestId", "already has the query parameter requestId"},
+		{"bad place", `{}`, "/payments", "cookie:k", "is not header, body or query"},
+		{"lookup with a header key", `{}`, "/payments", "header:X-Ref", "Lookup needs the key where the API keeps it"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newUnkeyedAPI(t, nil)
+			r := workflows.Request{Operation: "charge", URL: api.URL + tt.url, KeyIn: tt.keyIn}
+			if tt.body != "" {
+				r.Body = json.RawMessage(tt.body)
+			}
+			if strings.HasPrefix(tt.name, "lookup") {
+				r.Reconcile.Lookup = api.URL + "/payments?client_reference={key}"
+			}
+			_, err := callUnkeyed(t, api, nil, r)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Contains(t, err.Error(), workflows.ErrTypeInvalidRequest)
+			n, _ := api.count()
+			assert.Zero(t, n, "nothing sent")
+		})
+	}
+}
+
+// TestReconcileByLookup (#41 item 2): against an API that ignores keys,
+// an attempt whose answer was cut after the API made the payment is
+// followed by the lookup, not by a second POST: found, its record is the
+// result; not found, the POST is sent again; more than one, no result;
+// a failing lookup is retried, never the POST. Without Reconcile, the
+// same script makes two payments (the defect the lookup prevents).
+func TestReconcileByLookup(t *testing.T) {
+	lookup := func(url string) workflows.Reconcile {
+		return workflows.Reconcile{Lookup: url + "/payments?client_reference={key}"}
+	}
+	for _, tt := range []struct {
+		name        string
+		posts       []string
+		lookups     []int
+		noReconcile bool
+		payments    int
+		lookupsMade int
+		reconciled  string
+		errType     string
+		preexisting int
+	}{
+		{"without reconcile: a second payment", []string{"cut", "ok"}, nil, true, 2, 0, "", "", 0},
+		{"found after a cut answer", []string{"cut"}, nil, false, 1, 1, "lookup", "", 0},
+		{"not found after a dropped request", []string{"drop", "ok"}, nil, false, 1, 1, "", "", 0},
+		{"lookup fails, then finds", []string{"cut"}, []int{503, 0}, false, 1, 2, "lookup", "", 0},
+		{"lookup refused: final, nothing sent again", []string{"cut"}, []int{403}, false, 1, 1, "", workflows.ErrTypeLookupFailed, 0},
+		{"two records: ambiguous", []string{"cut"}, nil, false, 2, 1, "", workflows.ErrTypeLookupAmbiguous, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newUnkeyedAPI(t, tt.posts, tt.lookups...)
+			r := workflows.Request{
+				Operation: "charge", URL: api.URL + "/payments", Body: json.RawMessage(`{"amount":4200}`),
+				KeyIn: "body:client_reference", ScheduleToCloseTimeout: time.Minute,
+			}
+			if !tt.noReconcile {
+				r.Reconcile = lookup(api.URL)
+			}
+			env := testsuite.NewEnv(t)
+			testsuite.Register(t, env, nil, activities.Config{AllowedOrigins: []string{api.URL}, Uniform: func() float64 { return 0.5 }})
+			wf := func(ctx workflow.Context) (*workflows.Response, error) {
+				if tt.preexisting > 0 {
+					// Another payment already carries the key (made by hand).
+					k := workflows.Key(ctx, "charge")
+					api.mu.Lock()
+					api.payments = append(api.payments, json.RawMessage(`{"id":"pay_hand","client_reference":"`+k+`"}`))
+					api.mu.Unlock()
+				}
+				return workflows.Call(ctx, r)
+			}
+			env.RegisterWorkflow(wf)
+			env.ExecuteWorkflow(wf)
+			require.True(t, env.IsWorkflowCompleted())
+			payments, lookups := api.count()
+			assert.Equal(t, tt.payments, payments, "payments at the API")
+			assert.Equal(t, tt.lookupsMade, lookups, "lookups")
+			err := env.GetWorkflowError()
+			if tt.errType != "" {
+				require.Error(t, err)
+				d, ok := workflows.AsFailure(err)
+				require.True(t, ok)
+				assert.Equal(t, tt.errType, d.Type, err.Error())
+				assert.True(t, d.OutcomeUnknown)
+				return
+			}
+			require.NoError(t, err)
+			var resp workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			assert.Equal(t, tt.reconciled, resp.Reconciled)
+			k, ok := keyplace.BodyKey(resp.Body, "client_reference")
+			assert.True(t, ok, "the result is the payment: %s", resp.Body)
+			assert.Equal(t, resp.IdempotencyKey, k)
+		})
+	}
+}
+
+// TestAtMostOnceWithoutPause (#41 item 3): an AtMostOnce call never sends
+// again after an attempt of unknown outcome: where the activity cannot
+// pause (Temporal's test environment) it ends as AwaitingDecision with
+// the outcome unknown; an attempt that sent nothing (connection refused)
+// is still retried on its own.
+func TestAtMostOnceWithoutPause(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		posts    []string
+		payments int
+		posted   int
+		errType  string
+	}{
+		{"cut after the payment", []string{"cut", "ok"}, 1, 1, workflows.ErrTypeAwaitingDecision},
+		{"a 503 may be a gateway's after the work", nil, 0, 1, workflows.ErrTypeAwaitingDecision},
+		{"first try succeeds", []string{"ok"}, 1, 1, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newUnkeyedAPI(t, tt.posts)
+			url := api.URL
+			if tt.posts == nil {
+				gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					api.mu.Lock()
+					api.raw = append(api.raw, nil)
+					api.mu.Unlock()
+					w.WriteHeader(503)
+				}))
+				t.Cleanup(gw.Close)
+				url = gw.URL
+			}
+			env := testsuite.NewEnv(t)
+			testsuite.Register(t, env, nil, activities.Config{AllowedOrigins: []string{url}, Uniform: func() float64 { return 0.5 }})
+			r := workflows.Request{Operation: "charge", URL: url + "/payments", Body: json.RawMessage(`{"amount":1}`), Reconcile: workflows.Reconcile{AtMostOnce: true}}
+			wf := func(ctx workflow.Context) (*workflows.Response, error) { return workflows.Call(ctx, r) }
+			env.RegisterWorkflow(wf)
+			env.ExecuteWorkflow(wf)
+			payments, _ := api.count()
+			assert.Equal(t, tt.payments, payments)
+			assert.Len(t, api.raw, tt.posted, "requests sent")
+			err := env.GetWorkflowError()
+			if tt.errType == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			d, ok := workflows.AsFailure(err)
+			require.True(t, ok)
+			assert.Equal(t, tt.errType, d.Type)
+			assert.True(t, d.OutcomeUnknown)
+			assert.Contains(t, err.Error(), "temporal activity unpause")
+		})
+	}
+}
+
+// TestKeyInBodySigned (#41 item 1): a key inserted into the body or the
+// query is in place before the AWS Signature V4 is computed: the
+// reference server, which verifies with AWS's own Go signer, accepts
+// every attempt and stores the body with the key.
+func TestKeyInBodySigned(t *testing.T) {
+	creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
+	for _, keyIn := range []string{"body:ClientToken", "query:ClientToken"} {
+		t.Run(keyIn, func(t *testing.T) {
+			srv := testsuite.StartServer(t, testsuite.Options{
+				Dialect: testsuite.StripeDialect(), SigV4Credentials: &creds, SigV4Service: "execute-api", SigV4Region: "eu-west-1",
+			})
+			srv.Script(testsuite.Fail(503))
+			env := testsuite.NewEnv(t)
+			testsuite.Register(t, env, srv, activities.Config{
+				AllowedOrigins: []string{srv.URL},
+				Credentials: map[string]activities.Credential{srv.URL: {SigV4: &activities.SigV4{
+					Service: "execute-api", Region: "eu-west-1",
+					Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
+				}}},
+			})
+			r := workflows.Request{Operation: "launch", URL: srv.URL + "/instances", Body: json.RawMessage(`{"ImageId":"ami-1"}`), KeyIn: keyIn}
+			wf := func(ctx workflow.Context) (*workflows.Response, error) { return workflows.Call(ctx, r) }
+			env.RegisterWorkflow(wf)
+			env.ExecuteWorkflow(wf)
+			require.NoError(t, env.GetWorkflowError())
+			var resp workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			assert.Equal(t, 201, resp.Status)
+			st := srv.Stats()
+			assert.Zero(t, st.Unauthorized, "every attempt's signature verified")
+			require.Len(t, srv.Records(), 1)
+			if keyIn == "body:ClientToken" {
+				want := `{"ImageId":"ami-1","ClientToken":"` + resp.IdempotencyKey + `"}`
+				assert.Equal(t, hexSHA256([]byte(want)), srv.Records()[0].BodySHA256, "the body with the key, as signed")
+			}
+		})
+	}
+}
+
+// TestReconcileSeesEveryCut: net/http's transport sends a request again by
+// itself when a reused connection breaks and the request is replayable,
+// which a POST with an Idempotency-Key header and a body it can read again
+// is: a call that reconciles would never see the cut, and an API without
+// keys would make a second payment. Its requests are never replayable: the
+// second call's cut ends as AwaitingDecision with one payment made.
+func TestReconcileSeesEveryCut(t *testing.T) {
+	for _, body := range []string{`{"amount":1}`, ""} {
+		t.Run("body "+body, func(t *testing.T) { seesEveryCut(t, json.RawMessage(body)) })
+	}
+}
+
+func seesEveryCut(t *testing.T, body json.RawMessage) {
+	if len(body) == 0 {
+		body = nil
+	}
+	api := newUnkeyedAPI(t, []string{"ok", "cut", "ok"})
+	env := testsuite.NewEnv(t)
+	testsuite.Register(t, env, nil, activities.Config{AllowedOrigins: []string{api.URL}})
+	wf := func(ctx workflow.Context) (string, error) {
+		for _, op := range []string{"first", "second"} {
+			_, err := workflows.Call(ctx, workflows.Request{
+				Operation: op, URL: api.URL + "/payments", Body: body,
+				Reconcile: workflows.Reconcile{AtMostOnce: true},
+			})
+			if err != nil {
+				d, _ := workflows.AsFailure(err)
+				return op + ": " + d.Type, nil
+			}
+		}
+		return "both succeeded", nil
+	}
+	env.RegisterWorkflow(wf)
+	env.ExecuteWorkflow(wf)
+	require.NoError(t, env.GetWorkflowError())
+	var got string
+	require.NoError(t, env.GetWorkflowResult(&got))
+	payments, _ := api.count()
+	assert.Equal(t, "second: "+workflows.ErrTypeAwaitingDecision, got)
+	assert.Equal(t, 2, payments, "the cut request was not sent again behind the call's back")
+}

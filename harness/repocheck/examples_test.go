@@ -41,6 +41,7 @@ func TestDocsShowExampleCode(t *testing.T) {
 		{"transfer", []string{"test", "worker", "workflow"}},            // docs/long-running.md
 		{"capture", []string{"receiver", "test", "workflow"}},           // docs/webhooks.md
 		{"ownworker", []string{"main"}},                                 // README.md
+		{"ledger", []string{"test", "workflow"}},                        // docs/unknown-outcomes.md
 	} {
 		t.Run(tt.example, func(t *testing.T) {
 			files, err := filepath.Glob(filepath.Join(root, "examples", tt.example, "*.go"))

@@ -816,7 +816,7 @@ func (l *loader) convention(k key, o string, t originTable) (activities.Conventi
 	if t.KeyIn != "" {
 		place, err := keyplace.Parse(t.KeyIn)
 		if err != nil {
-			return c, l.fail(k.with("key_in"), true, "key_in = %s: %v", shown(t.KeyIn), err)
+			return c, l.fail(k.with("key_in"), true, "key_in = %q: %v", t.KeyIn, err)
 		}
 		if place.In == keyplace.Header && t.KeyHeader != "" {
 			return c, l.fail(k.with("key_in"), true, "key_in = %s and key_header = %s both name the key's header: keep one", shown(t.KeyIn), shown(t.KeyHeader))

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
 // writeOrigins writes text as an origins file of the given mode.
@@ -395,4 +396,32 @@ func TestOriginsPerOriginCaps(t *testing.T) {
 			assert.Equal(t, tt.retryRefused, s.Credentials["https://api.example.com"].RetryRefused)
 		})
 	}
+}
+
+// TestOriginsKeyInAndReconcile (#41): an origin's key_in and its
+// [reconcile] table become its Convention's KeyIn and Reconcile, over
+// the preset's; the result is a valid activities.Config.
+func TestOriginsKeyInAndReconcile(t *testing.T) {
+	const ledger, square, legacy = "https://ledger.internal.example", "https://connect.squareup.com", "https://legacy.internal.example"
+	path := writeOrigins(t, `[origin."https://ledger.internal.example"]
+key_in = "body:reference"
+
+[origin."https://ledger.internal.example".reconcile]
+lookup = "https://ledger.internal.example/entries?reference={key}"
+items = "data"
+
+[origin."https://connect.squareup.com"]
+convention = "square"
+
+[origin."https://legacy.internal.example".reconcile]
+at_most_once = true
+`, 0o644)
+	s, err := loadOrigins(path, envOf(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "body:reference", s.Conventions[ledger].KeyIn)
+	assert.Equal(t, workflows.Reconcile{Lookup: ledger + "/entries?reference={key}", Items: "data"}, s.Conventions[ledger].Reconcile)
+	assert.Equal(t, "body:idempotency_key", s.Conventions[square].KeyIn)
+	assert.Equal(t, workflows.Reconcile{AtMostOnce: true}, s.Conventions[legacy].Reconcile)
+	_, err = activities.New(activities.Config{AllowedOrigins: s.Origins, Conventions: s.Conventions})
+	require.NoError(t, err)
 }

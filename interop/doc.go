@@ -44,5 +44,10 @@
 // alert, in TLS 1.2 and 1.3: the refusal must end the workflow at the
 // first attempt with a final CredentialUnavailable of known outcome.
 //
+// The check-keys rows (checkkeys_test.go) run the starter's check-keys,
+// the binary, against both middlewares: a replay, and the key reused with
+// a changed body refused (417, 422); told to read another header, each
+// makes a second record.
+//
 // The package has tests only.
 package interop

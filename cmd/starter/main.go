@@ -19,6 +19,13 @@
 // its spans are exported with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or
 // OTEL_TRACES_EXPORTER=otlp) is set, and then the trace ID is printed on
 // stderr ("Trace: ID").
+//
+// The subcommand check-keys asks whether an API honours idempotency keys,
+// without Temporal: it sends one request twice with one fresh key and
+// reports whether the second answer was a replay, a conflict or a second
+// record (starter check-keys -h; run it against a sandbox).
+//
+//	go run ./cmd/starter check-keys --url https://sandbox.api.example.com/payments --body '{"amount":42}'
 package main
 
 import (
@@ -82,7 +89,12 @@ func main() {
 
 // run starts the workflow cfg asks for, waits for it and prints its result;
 // it returns the exit code: 2 for a bad flag, 1 for any other failure.
+// "check-keys" as the first argument runs that subcommand instead
+// (runCheckKeys, its own exit codes).
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check-keys" {
+		return runCheckKeys(args[1:], stdout, stderr)
+	}
 	cfg, ok := parseFlags(args, stderr)
 	if !ok {
 		return 2
@@ -125,6 +137,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// starterUsage heads the starter's help.
+const starterUsage = `Usage: starter --url URL [flags]
+       starter check-keys --url URL [flags]
+
+starter starts the ready idempotent HTTP workflow, waits for it and prints
+its result (Temporal's client settings come from TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE, TEMPORAL_API_KEY or TEMPORAL_PROFILE).
+
+starter check-keys checks whether an API honours idempotency keys, without
+Temporal: it sends one request twice with one fresh key and reports a
+replay, a conflict or a second record; run it against a sandbox (starter
+check-keys -h).
+
+Flags:
+`
+
 // config is what the flags ask for.
 type config struct {
 	url, method, body          string // the call
@@ -150,6 +178,10 @@ func parseFlags(args []string, stderr io.Writer) (config, bool) {
 	var cfg config
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), starterUsage)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&cfg.url, "url", "", "URL to call (required), e.g. http://127.0.0.1:8081/payments")
 	fs.StringVar(&cfg.method, "method", "POST", "POST, PUT, PATCH or DELETE")
 	fs.StringVar(&cfg.body, "body", "", "JSON request body")

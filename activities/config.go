@@ -321,6 +321,9 @@ func newOrigins(cfg Config, red *redactor) (map[string]*origin, error) {
 		if err := o.conv.Reconcile.Validate("Reconcile", s); err != nil {
 			return nil, fmt.Errorf("Config.Conventions for %s: %w", s, err)
 		}
+		if o.conv.Reconcile.LookupActivity != "" {
+			return nil, fmt.Errorf("Config.Conventions for %s: Reconcile.LookupActivity is set per call (workflows.Request.Reconcile): the workflow runs it", s)
+		}
 	}
 	for _, o := range origins {
 		names := cfg.ResultHeaders

@@ -37,6 +37,12 @@ func (a *Activities) settle(ctx context.Context, info activity.Info, p *prepared
 		Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
 		Attempt: info.Attempt, OutcomeUnknown: true,
 	}
+	if p.rec.LookupActivity != "" {
+		// The workflow side runs the call's own lookup activity.
+		activity.GetLogger(ctx).Warn("HTTP attempt of unknown outcome left to the call's lookup activity", "key", p.req.IdempotencyKey, "lookup_activity", p.rec.LookupActivity)
+		return nil, 0, false, a.fail(fmt.Sprintf("%s %s: %s; the call's lookup activity %s is asked before anything is sent again",
+			p.method, p.shown, prev.earlier(), p.rec.LookupActivity), reconcile.NeedsLookup, d)
+	}
 	if p.rec.AtMostOnce {
 		if prev.PausedAt != 0 && prev.PausedAt == prev.Attempt {
 			// The attempt before paused itself, and Temporal started this

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
@@ -418,4 +420,71 @@ func seesEveryCut(t *testing.T, body json.RawMessage) {
 	payments, _ := api.count()
 	assert.Equal(t, "second: "+workflows.ErrTypeAwaitingDecision, got)
 	assert.Equal(t, 2, payments, "the cut request was not sent again behind the call's back")
+}
+
+// TestReconcileByLookupActivity (#41 item 2): for an API without a lookup
+// route, the call's own activity finds the record: found, it is the
+// result; not found, the request is sent again; failing, the call fails
+// LookupFailed and nothing is sent again.
+func TestReconcileByLookupActivity(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		posts      []string
+		fail       bool
+		payments   int
+		posted     int
+		reconciled string
+		errType    string
+	}{
+		{"found", []string{"cut"}, false, 1, 1, "lookup", ""},
+		{"not found: sent again", []string{"drop", "ok"}, false, 1, 2, "", ""},
+		{"the lookup fails", []string{"cut"}, true, 1, 1, "", workflows.ErrTypeLookupFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newUnkeyedAPI(t, tt.posts)
+			env := testsuite.NewEnv(t)
+			testsuite.Register(t, env, nil, activities.Config{AllowedOrigins: []string{api.URL}})
+			// FindPayment is the user's own lookup: here it reads the API's
+			// store, as a user's would read a database or a report.
+			find := func(_ context.Context, key string) (*workflows.Response, error) {
+				if tt.fail {
+					return nil, errors.New("the report is not ready")
+				}
+				api.mu.Lock()
+				defer api.mu.Unlock()
+				for _, p := range api.payments {
+					if k, _ := keyplace.BodyKey(p, "client_reference"); k == key {
+						return &workflows.Response{Status: 200, Body: p}, nil
+					}
+				}
+				return nil, nil
+			}
+			env.RegisterActivityWithOptions(find, activity.RegisterOptions{Name: "FindPayment"})
+			r := workflows.Request{
+				Operation: "charge", URL: api.URL + "/payments", Body: json.RawMessage(`{"amount":4200}`),
+				KeyIn: "body:client_reference", Reconcile: workflows.Reconcile{LookupActivity: "FindPayment"},
+				Retry: workflows.RetryOptions{MaximumAttempts: 3},
+			}
+			wf := func(ctx workflow.Context) (*workflows.Response, error) { return workflows.Call(ctx, r) }
+			env.RegisterWorkflow(wf)
+			env.ExecuteWorkflow(wf)
+			payments, _ := api.count()
+			assert.Equal(t, tt.payments, payments, "payments at the API")
+			assert.Len(t, api.raw, tt.posted, "requests sent")
+			err := env.GetWorkflowError()
+			if tt.errType != "" {
+				require.Error(t, err)
+				d, ok := workflows.AsFailure(err)
+				require.True(t, ok, "%v", err)
+				assert.Equal(t, tt.errType, d.Type)
+				assert.True(t, d.OutcomeUnknown)
+				return
+			}
+			require.NoError(t, err)
+			var resp workflows.Response
+			require.NoError(t, env.GetWorkflowResult(&resp))
+			assert.Equal(t, tt.reconciled, resp.Reconciled)
+			assert.NotEmpty(t, resp.IdempotencyKey)
+		})
+	}
 }

@@ -258,7 +258,7 @@ func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.Acti
 		}
 	}
 	var resp Response
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), input.ActivityName, in).Get(ctx, &resp); err != nil {
+	if err := callActivity(ctx, ao, in, req.Reconcile, &resp); err != nil {
 		// Calling again with this key retries the same operation: allowed.
 		if hook != nil && hook.decided() {
 			// The start failed (every attempt unanswered, say), but what
@@ -294,6 +294,45 @@ func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.Acti
 		return hook.await(ctx, ao, &resp)
 	}
 	return &resp, nil
+}
+
+// callActivity runs the HTTP activity for in under ao into resp. With
+// rec.LookupActivity, an attempt of unknown outcome ends the activity
+// (reconcile.NeedsLookup): the lookup activity is asked with the key,
+// and its record is the result, or the activity runs again, at most
+// MaximumAttempts times in all.
+func callActivity(ctx workflow.Context, ao workflow.ActivityOptions, in input.Input, rec Reconcile, resp *Response) error {
+	actx := workflow.WithActivityOptions(ctx, ao)
+	for round := int32(1); ; round++ {
+		err := workflow.ExecuteActivity(actx, input.ActivityName, in).Get(ctx, resp)
+		var appErr *temporal.ApplicationError
+		if err == nil || rec.LookupActivity == "" || !errors.As(err, &appErr) || appErr.Type() != reconcile.NeedsLookup {
+			return err
+		}
+		var found *Response
+		lao := ao
+		lao.Summary = "lookup " + input.Summary(in.Method, in.URL, in.Operation)
+		lao.RetryPolicy = &temporal.RetryPolicy{InitialInterval: ao.RetryPolicy.InitialInterval, BackoffCoefficient: ao.RetryPolicy.BackoffCoefficient,
+			MaximumInterval: ao.RetryPolicy.MaximumInterval, MaximumAttempts: max(in.MaximumAttempts, 1)}
+		if lerr := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, lao), rec.LookupActivity, in.IdempotencyKey).Get(ctx, &found); lerr != nil {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: an attempt's outcome is unknown and the lookup activity %s failed: %v; nothing was sent again: check by hand, then run the same workflow ID again",
+				in.Method, redact.URL(in.URL), rec.LookupActivity, lerr), ErrTypeLookupFailed, lerr, Failure{
+				Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey, OutcomeUnknown: true,
+			})
+		}
+		if found != nil {
+			*resp = *found
+			resp.IdempotencyKey, resp.Reconciled = in.IdempotencyKey, "lookup"
+			return nil
+		}
+		if in.MaximumAttempts > 0 && round >= in.MaximumAttempts {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: %d times the outcome was unknown and the lookup activity %s found no record: giving up; the last attempt may still have gone through: check by hand",
+				in.Method, redact.URL(in.URL), round, rec.LookupActivity), ErrTypeLookupFailed, err, Failure{
+				Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey, OutcomeUnknown: true,
+			})
+		}
+		workflow.GetLogger(ctx).Warn("the lookup activity found no record of an attempt of unknown outcome: sending again", "operation", in.Operation, "key", in.IdempotencyKey, "round", round)
+	}
 }
 
 // decided reads a result a person completed the activity with

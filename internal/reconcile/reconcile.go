@@ -37,6 +37,14 @@ type Reconcile struct {
 	// object answer is the record). One match is the result; none sends
 	// again; more than one is never taken as the result.
 	Items string `json:"items,omitempty"`
+	// LookupActivity, for an API with no lookup route, names an activity
+	// of your own, registered on the workers, that finds the record an
+	// earlier attempt made: it takes the call's key (a string) and returns
+	// a *workflows.Response, nil when there is no record (an error is
+	// retried by the call's retry policy). Found, it is the result
+	// (Reconciled "lookup"); not found, the request is sent again. Per
+	// call only (workflows.Request.Reconcile).
+	LookupActivity string `json:"lookup_activity,omitempty"`
 	// AtMostOnce: never send again on its own. The call waits, paused,
 	// for a person's decision (docs/unknown-outcomes.md): "it went
 	// through" (temporal activity complete, with the result), "send
@@ -44,6 +52,12 @@ type Reconcile struct {
 	// {"gave_up": "why"}). Attempts that sent nothing still retry.
 	AtMostOnce bool `json:"at_most_once,omitempty"`
 }
+
+// NeedsLookup is the error type of the HTTP activity's attempt that
+// leaves an unknown outcome to the call's LookupActivity: the workflow
+// side runs it, then the request again if it found nothing. It never
+// reaches the caller.
+const NeedsLookup = "IdempotentHTTPNeedsLookup"
 
 // KeyToken is the placeholder of the key in Lookup.
 const KeyToken = "{key}"
@@ -61,8 +75,14 @@ func (r Reconcile) Validate(field, callURL string) error {
 	if r.IsZero() {
 		return nil
 	}
-	if r.Lookup != "" && r.AtMostOnce {
-		return fmt.Errorf("%s: Lookup and AtMostOnce exclude each other: a lookup settles an unknown outcome itself, AtMostOnce asks a person", field)
+	set := 0
+	for _, on := range []bool{r.Lookup != "", r.LookupActivity != "", r.AtMostOnce} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		return fmt.Errorf("%s: Lookup, LookupActivity and AtMostOnce exclude each other: set the one way this API's unknown outcomes are settled", field)
 	}
 	if r.Lookup == "" {
 		if r.Items != "" {

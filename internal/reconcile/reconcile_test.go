@@ -55,6 +55,8 @@ func TestValidate(t *testing.T) {
 		{"lookup", Reconcile{Lookup: "https://api.example.com/payments?client_reference={key}"}, body, ""},
 		{"at most once with a header key", Reconcile{AtMostOnce: true}, keyplace.Place{}, ""},
 		{"both", Reconcile{Lookup: "https://api.example.com/p?r={key}", AtMostOnce: true}, body, "exclude each other"},
+		{"lookup and its activity", Reconcile{Lookup: "https://api.example.com/p?r={key}", LookupActivity: "FindPayment"}, body, "exclude each other"},
+		{"lookup activity with a header key", Reconcile{LookupActivity: "FindPayment"}, keyplace.Place{}, ""},
 		{"no placeholder", Reconcile{Lookup: "https://api.example.com/payments"}, body, "exactly once"},
 		{"two placeholders", Reconcile{Lookup: "https://api.example.com/{key}?r={key}"}, body, "exactly once"},
 		{"other origin", Reconcile{Lookup: "https://other.example.com/p?r={key}"}, body, "the call on https://api.example.com"},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
+	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
@@ -79,10 +81,14 @@ func FuzzDo(f *testing.F) {
 		cur     fuzzAnswer
 		sent    int
 		answers []fuzzAnswer
+		// gotBody and gotURL are what the last request carried.
+		gotBody []byte
+		gotURL  string
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
+		gotBody, gotURL = b, r.URL.String()
 		a := cur
 		sent++
 		if !strings.HasPrefix(r.URL.Path, "/hop/") {
@@ -171,6 +177,11 @@ func FuzzDo(f *testing.F) {
 		{1, "hop/pay", "", "", "", "", `{}`, 503, "", "", 0, 0},
 		{1, "hop/pay", "", "", "", "", `{}`, 201, "Location: /r/1?sig=$QV\nContent-Location: https://cdn.example.net/o?X-Amz-Signature=$QV", "", 0, 0},
 		{1, "p", "", "", "", "", `{}`, 302, "Location: https://elsewhere.example/x?X-Amz-Credential=$QV", "", 0, 0},
+		// Keys in the body or the query (issue 41).
+		{1, "p", "", "keyin:body:idempotency_key", "", "", `{"amount":1}`, 201, "", `{"id":"rec_1"}`, 0, 0},
+		{1, "p", "", "keyin:body:meta.ref", "", "k-2", "{\"meta\": {\"a\":[1]} }", 503, "", "", 0, 0},
+		{1, "p", "a=1", "keyin:query:requestId", "", "", `{}`, 201, "", "", 0, 0},
+		{1, "p", "", "keyin:body:idempotency_key", "", "", `[1]`, 201, "", "", 0, 0},
 	} {
 		f.Add(s.method, s.path, s.query, s.hName, s.hVal, s.key, []byte(s.body), s.status, s.headers, []byte(s.respBody), s.echoAt, s.echoMode)
 	}
@@ -193,7 +204,11 @@ func FuzzDo(f *testing.F) {
 		if query != "" {
 			r.URL += "?" + query
 		}
-		if hName != "" {
+		if place, ok := strings.CutPrefix(hName, "keyin:"); ok {
+			// The key where the API reads it (Request.KeyIn): every
+			// request that leaves carries it there.
+			r.KeyIn = place
+		} else if hName != "" {
 			r.Headers = map[string]string{hName: hVal}
 		}
 		mu.Lock()
@@ -220,8 +235,20 @@ func FuzzDo(f *testing.F) {
 			}
 		}
 		mu.Lock()
-		n, got := sent-before, append([]fuzzAnswer(nil), answers...)
+		n, got, lastBody, lastURL := sent-before, append([]fuzzAnswer(nil), answers...), gotBody, gotURL
 		mu.Unlock()
+		if place, perr := keyplace.Parse(r.KeyIn); perr == nil && n > 0 && !strings.HasPrefix(path, "hop/") {
+			switch place.In {
+			case keyplace.Body:
+				if k, ok := keyplace.BodyKey(lastBody, place.Name); !ok || k != r.IdempotencyKey {
+					t.Fatalf("KeyIn %s: the request's body %q does not carry the key %q there", r.KeyIn, lastBody, r.IdempotencyKey)
+				}
+			case keyplace.Query:
+				if u, uerr := url.Parse(lastURL); uerr != nil || u.Query().Get(place.Name) != r.IdempotencyKey {
+					t.Fatalf("KeyIn %s: the request's URL %q does not carry the key %q there", r.KeyIn, lastURL, r.IdempotencyKey)
+				}
+			}
+		}
 		text := logs.take()
 
 		secrets := []string{tok, digits}

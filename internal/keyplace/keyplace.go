@@ -113,6 +113,10 @@ var ErrNotObject = errors.New("not a JSON object")
 // key as its value is returned as it is; with another value, it is an
 // error: the body would carry two keys.
 func InsertBody(body []byte, path, key string) ([]byte, error) {
+	if !json.Valid(body) {
+		// locate reads only as far as the path: the rest is checked here.
+		return nil, errors.New("the body is not valid JSON")
+	}
 	segs := strings.Split(path, ".")
 	at, empty, have, err := locate(body, segs)
 	if err != nil {

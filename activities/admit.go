@@ -95,6 +95,7 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	delay = max(delay, backoff.MinInFlightWait)
 	next := *prev
 	next.Attempt, next.Ticket = info.Attempt, d.Ticket
+	next.PausedAt = prev.unpausedAt(info.Attempt)
 	fd := q.d
 	fd.NextRetryDelay = delay
 	why := fmt.Sprintf("its rate is %.2g requests/s", d.Rate)

@@ -117,6 +117,16 @@ func loadProgress(ctx context.Context, attempt int32) progress {
 	return p
 }
 
+// unpausedAt is the PausedAt an attempt (attempt) that sent nothing
+// leaves for the next: a person's unpause that started it holds for the
+// next, as if the unpause had started that one; else none.
+func (p progress) unpausedAt(attempt int32) int32 {
+	if p.PausedAt != 0 && p.PausedAt == p.Attempt {
+		return attempt
+	}
+	return 0
+}
+
 // hint reports whether the key may be in flight at the server because of
 // this activity's own earlier attempts.
 func (p progress) hint() bool { return p.Unknown || p.InFlightCount > 0 }
@@ -210,6 +220,7 @@ func (f *failure) next(now time.Time) progress {
 	case f.v.credential:
 		// Nothing was sent: a wait for the credential, not an attempt.
 		next.Credential++
+		next.PausedAt = prev.unpausedAt(f.info.Attempt)
 		if f.v.refused && next.RefusedSince.IsZero() {
 			next.RefusedSince = now
 		}

@@ -49,5 +49,15 @@
 // a changed body refused (417, 422); told to read another header, each
 // makes a second record.
 //
+// The rows of an API without keys (unkeyed_test.go) run workflows.Call
+// against json-server (npm), a plain REST server that makes a record of
+// every POST and knows nothing of idempotency keys, behind Toxiproxy,
+// which loses answers after json-server made the record and requests
+// before it saw them: 30 calls with the key in the body, three ways.
+// Plain retries must make duplicates (the baseline); a Reconcile.Lookup
+// on the same origin exactly one record per call, the record json-server
+// stores as each result; AtMostOnce no duplicate, each call succeeding or
+// ending AwaitingDecision.
+//
 // The package has tests only.
 package interop

@@ -74,7 +74,7 @@ func run(m *testing.M) int {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "interop: Temporal dev server log (end):\n%s\n", dev.LogTail(16<<10))
 	}
-	table := results.markdown() + lroResults.markdown() + webhookMarkdown() + oauthMarkdown() + sigv4Markdown() + mtlsMarkdown()
+	table := results.markdown() + lroResults.markdown() + webhookMarkdown() + oauthMarkdown() + sigv4Markdown() + mtlsMarkdown() + unkeyedMarkdown()
 	fmt.Println(table)
 	if *tableOut != "" {
 		if err := os.WriteFile(*tableOut, []byte(table), 0o644); err != nil {

@@ -138,6 +138,7 @@ func New(cfg Config) (*Activities, error) {
 // Their inputs are internal: workflows build them, users do not.
 func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.requestActivity, activity.RegisterOptions{Name: input.ActivityName})
+	r.RegisterActivityWithOptions(a.requestActivity, activity.RegisterOptions{Name: input.ActivityNameV2})
 	r.RegisterActivityWithOptions(a.pollActivity, activity.RegisterOptions{Name: poll.ActivityName})
 }
 
@@ -194,7 +195,10 @@ func (a *Activities) requestActivity(ctx context.Context, req input.Input) (*wor
 // prev is the progress of the attempts before this one.
 func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev progress) (*workflows.Response, int, error) {
 	req := p.req
-	if !p.rec.IsZero() && prev.Unknown {
+	if p.rec.Lookup != "" || !p.rec.IsZero() && prev.Unknown {
+		// A lookup comes before every request, the first of a run too:
+		// an earlier run of the workflow, or the run before a reset, may
+		// have made the record.
 		if resp, status, send, err := a.settle(ctx, info, p, m, &prev); !send {
 			return resp, status, err
 		}
@@ -330,6 +334,9 @@ func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*pre
 	}
 	if err := p.rec.CheckPlace("Reconcile", p.place); err != nil {
 		return nil, invalid(err)
+	}
+	if req.Follow && !p.rec.IsZero() {
+		return nil, invalid(fmt.Errorf("the origin's Convention.Reconcile cannot be combined with Request.Follow yet: a lookup's record, or a person's answer, is no operation to follow; call this origin without Follow"))
 	}
 	if len(req.Headers) == 0 {
 		// Nothing more to check.

@@ -167,7 +167,7 @@ func decide(ans *answer, conv *Convention, prev progress) verdict {
 	}
 	if adviceSet {
 		if advice {
-			return verdict{kind: kindRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: status >= 500, reason: fmt.Sprintf("the server advised %s: true", adviceName)}
+			return verdict{kind: kindRetry, errType: workflows.ErrTypeHTTPRetryableStatus, unknown: unknownStatus(status), reason: fmt.Sprintf("the server advised %s: true", adviceName)}
 		}
 		return verdict{kind: kindFinal, errType: statusType(status), unknown: unknownStatus(status), reason: fmt.Sprintf("the server advised %s: false", adviceName)}
 	}

@@ -21,10 +21,13 @@ import (
 // Reconciled values of workflows.Response.Reconciled.
 const reconciledByLookup = "lookup"
 
-// pauseRetryDelay is the wait after an attempt that paused itself (the
-// next starts only once a person unpauses the activity) or that could
-// not pause (it tries again).
+// pauseRetryDelay is the wait after an attempt that paused itself: the
+// next starts only once a person unpauses the activity.
 const pauseRetryDelay = time.Second
+
+// maxPauseTries bounds the attempts that could not pause the activity
+// (credentialBackoff apart: 1 s doubling to 1 min, about 15 minutes).
+const maxPauseTries = 20
 
 // settle runs before an attempt sends again after one whose outcome is
 // unknown, for a call that reconciles (p.rec): it asks the lookup, or
@@ -35,7 +38,7 @@ const pauseRetryDelay = time.Second
 func (a *Activities) settle(ctx context.Context, info activity.Info, p *prepared, m client.MetricsHandler, prev *progress) (resp *workflows.Response, status int, send bool, err error) {
 	d := workflows.Failure{
 		Operation: p.req.Operation, Method: p.method, URL: p.shown, IdempotencyKey: p.req.IdempotencyKey,
-		Attempt: info.Attempt, OutcomeUnknown: true,
+		Attempt: info.Attempt, OutcomeUnknown: prev.hint(),
 	}
 	if p.rec.LookupActivity != "" {
 		// The workflow side runs the call's own lookup activity.
@@ -68,8 +71,11 @@ func (a *Activities) lookup(ctx context.Context, info activity.Info, p *prepared
 		method: http.MethodGet, url: pu.url, raw: pu.raw, shown: a.redact.string(pu.shown), origin: pu.origin, o: p.o,
 		noKey: true, inject: p.inject,
 	}
+	// The call's own headers (an account, a tenant, an API version) scope
+	// the records the lookup searches.
+	lp.req.Headers = p.req.Headers
 	ans := a.exchange(ctx, info.TaskQueue, lp)
-	found, record, n := reconcile.Read(ans.status, ans.body, p.rec.Items)
+	found, record, n := reconcile.Read(ans.status, ans.body, p.rec.Items, p.req.IdempotencyKey, p.rec.KeyInPath())
 	if ans.err != nil {
 		found = reconcile.Unreadable
 	}
@@ -77,8 +83,10 @@ func (a *Activities) lookup(ctx context.Context, info activity.Info, p *prepared
 	where := fmt.Sprintf("lookup GET %s", lp.shown)
 	switch {
 	case found == reconcile.NotFound:
-		logger.Info("HTTP lookup found no record of the earlier attempt: sending again", "key", p.req.IdempotencyKey, "attempt", info.Attempt, "lookup_status", ans.status)
-		prev.Unknown, prev.UnknownGot = false, ""
+		// prev keeps its unknown outcome: a failure after the request
+		// sent now still says the first may have gone through (a
+		// lookup that lags says "not found" for it).
+		logger.Info("HTTP lookup found no record: sending", "key", p.req.IdempotencyKey, "attempt", info.Attempt, "lookup_status", ans.status, "earlier_unknown", prev.Unknown)
 		return nil, 0, true, nil
 	case found == reconcile.One:
 		one := answer{status: ans.status, header: ans.header, body: record, size: int64(len(record)), from: lp.url}
@@ -87,27 +95,36 @@ func (a *Activities) lookup(ctx context.Context, info activity.Info, p *prepared
 		logger.Info("HTTP request found by lookup: an earlier attempt went through", "key", p.req.IdempotencyKey, "attempt", info.Attempt, "lookup_status", ans.status)
 		return r, ans.status, false, nil
 	case found == reconcile.Many:
-		d.Status = ans.status
+		// Records carry the key: the work was done, more than once.
+		d.Status, d.OutcomeUnknown = ans.status, true
 		logger.Error("HTTP lookup found more than one record for the key", "key", p.req.IdempotencyKey, "records", n)
-		return nil, ans.status, false, a.fail(fmt.Sprintf("%s found %d records for idempotency key %s after an attempt of unknown outcome (%s): none is taken as the result, and nothing is sent again; settle it by hand with the API's owner",
-			where, n, p.req.IdempotencyKey, prev.earlier()), workflows.ErrTypeLookupAmbiguous, d)
+		return nil, ans.status, false, a.fail(fmt.Sprintf("%s found %d records carrying idempotency key %s (%s): none is taken as the result, and nothing is sent; settle it by hand with the API's owner",
+			where, n, p.req.IdempotencyKey, lookupWhy(prev)), workflows.ErrTypeLookupAmbiguous, d)
 	}
 	// Unreadable: no answer, or not a lookup's.
 	d.Status = ans.status
 	var msg string
 	if ans.err != nil {
-		msg = fmt.Sprintf("%s failed: %s; nothing was sent again (%s)", where, a.redact.string(ans.err.Error()), prev.earlier())
+		msg = fmt.Sprintf("%s failed: %s; nothing was sent (%s)", where, a.redact.string(ans.err.Error()), lookupWhy(prev))
 	} else {
 		d.Body = a.redact.snippet(ans.body)
-		msg = fmt.Sprintf("%s answered %d, which is not a lookup's answer (a 2xx with the list%s, or a 404); nothing was sent again (%s)",
-			where, ans.status, itemsNote(p.rec.Items), prev.earlier())
+		msg = fmt.Sprintf("%s answered %d, from which nothing can be concluded: a lookup answers a 2xx with the list of records%s (or a per-record route the record, or a 404), and a record matches only when it carries the key %s (others' records mean the route ignored its filter); nothing was sent (%s)",
+			where, ans.status, itemsNote(p.rec.Items), p.req.IdempotencyKey, lookupWhy(prev))
 	}
 	if ans.err == nil && !retryableStatus[ans.status] {
 		logger.Error("HTTP lookup failed, not retrying", "key", p.req.IdempotencyKey, "status", ans.status)
-		return nil, ans.status, false, a.fail(msg+"; fix Reconcile.Lookup or Items, then run the same workflow ID again", workflows.ErrTypeLookupFailed, d)
+		return nil, ans.status, false, a.fail(msg+"; fix Reconcile.Lookup or Items, then run the same workflow ID again (it asks the lookup before it sends)", workflows.ErrTypeLookupFailed, d)
 	}
 	v := verdict{kind: kindRetry, errType: workflows.ErrTypeLookupFailed, reason: "the lookup failed"}
 	return nil, ans.status, false, a.retry(ctx, &failure{info: info, p: p, m: m, prev: *prev, v: v, d: d, msg: msg, header: ans.header})
+}
+
+// lookupWhy says, for messages, why the lookup was asked.
+func lookupWhy(prev *progress) string {
+	if prev.Unknown {
+		return prev.earlier()
+	}
+	return "a lookup comes before every request: an earlier run of the workflow may have made the record"
 }
 
 // itemsNote names the lookup's list for a message.
@@ -125,10 +142,10 @@ func itemsNote(items string) string {
 func (a *Activities) pause(ctx context.Context, info activity.Info, p *prepared, prev progress, d workflows.Failure) error {
 	logger := activity.GetLogger(ctx)
 	what := prev.earlier()
-	decide := "decide what it did: `temporal activity unpause` to send it again, `temporal activity complete --result` with the API's answer if it went through, or with {\"gave_up\": \"why\"} to give up"
+	decide := "decide what it did: `temporal activity unpause` to send it again, `temporal activity complete --result` with the API's answer if it went through, or with {\"gave_up\": \"why\"} to give up (a new run of the workflow would send at once: decide here)"
 	if info.ScheduleToCloseTimeout > 0 && info.ScheduleToCloseTimeout < reconcile.MinDecisionWait {
 		logger.Error("HTTP call at most once cannot wait for a decision", "key", p.req.IdempotencyKey, "schedule_to_close", info.ScheduleToCloseTimeout)
-		return a.fail(fmt.Sprintf("%s %s: at most once, and %s; its ScheduleToCloseTimeout (%s) cannot wait for a person's decision, so it ends here without sending again: set Request.Reconcile.AtMostOnce on the call (no bound by default) or a ScheduleToCloseTimeout of at least %s",
+		return a.fail(fmt.Sprintf("%s %s: at most once, and %s; its ScheduleToCloseTimeout (%s) cannot wait for a person's decision, so it ends here without sending again: check with the API's owner what the request did before running the workflow again (its first attempt sends at once); set Request.Reconcile.AtMostOnce on the call (no bound by default) or a ScheduleToCloseTimeout of at least %s",
 			p.method, p.shown, what, info.ScheduleToCloseTimeout, reconcile.MinDecisionWait), workflows.ErrTypeAwaitingDecision, d)
 	}
 	svc := workflowService(ctx)
@@ -149,11 +166,20 @@ func (a *Activities) pause(ctx context.Context, info activity.Info, p *prepared,
 	opts := temporal.ApplicationErrorOptions{NextRetryDelay: pauseRetryDelay}
 	d.NextRetryDelay = pauseRetryDelay
 	if err != nil {
-		// Not paused: the next attempt tries again, sending nothing.
-		logger.Warn("HTTP call at most once could not pause for a decision, trying again", "key", p.req.IdempotencyKey, "error", err)
+		// Not paused: the next attempt tries again, sending nothing, on
+		// a backoff of its own, a bounded number of times.
+		next.PauseTries++
+		if next.PauseTries >= maxPauseTries {
+			logger.Error("HTTP call at most once could not pause for a decision", "key", p.req.IdempotencyKey, "tries", next.PauseTries, "error", err)
+			return a.fail(fmt.Sprintf("%s %s: at most once, and %s; pausing the activity for a person's decision failed %d times (last: %v), so the call ends here, sending nothing again: give the worker's Temporal identity the right to pause activities (the workflow service's PauseActivity), check with the API's owner what the request did, and only then run the workflow again (its first attempt sends at once)",
+				p.method, p.shown, what, next.PauseTries, err), workflows.ErrTypeAwaitingDecision, d)
+		}
+		delay := credentialBackoff(next.PauseTries)
+		opts.NextRetryDelay, d.NextRetryDelay = delay, delay
+		logger.Warn("HTTP call at most once could not pause for a decision, trying again", "key", p.req.IdempotencyKey, "tries", next.PauseTries, "delay", delay, "error", err)
 		opts.Details = []any{a.scrub(d)}
 		activity.RecordHeartbeat(ctx, next)
-		return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s %s: at most once, and %s; pausing the activity for a decision failed (%v): trying again, nothing sent", p.method, p.shown, what, err)), workflows.ErrTypeAwaitingDecision, opts)
+		return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s %s: at most once, and %s; pausing the activity for a decision failed (%v): trying again in %s, nothing sent", p.method, p.shown, what, err, delay)), workflows.ErrTypeAwaitingDecision, opts)
 	}
 	// Recorded only once paused: an attempt that finds it knows a person
 	// unpaused the activity (a pause lost with its worker pauses again).

@@ -80,6 +80,8 @@ type progress struct {
 	// decision (Reconcile.AtMostOnce): the attempt right after it was
 	// started by a person's unpause, which means "send again".
 	PausedAt int32 `json:"paused_at,omitempty"`
+	// PauseTries counts the attempts that could not pause the activity.
+	PauseTries int32 `json:"pause_tries,omitempty"`
 }
 
 // retryAfterCap is the longest Retry-After honoured for a request of

@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -124,12 +123,10 @@ func TestReview41LookupEnvelopeIsNotARecord(t *testing.T) {
 	api := newScriptedAPI(t, []string{"drop", "ok"}, func(_ *http.Request, ps []map[string]any) (int, any) {
 		return 200, map[string]any{"object": "list", "data": []any{}, "has_more": false}
 	})
-	resp, err := runCall(t, api.URL, lookupCall(api.URL))
+	_, err := runCall(t, api.URL, lookupCall(api.URL))
 	payments, _ := api.count()
-	if err == nil {
-		assert.NotEqual(t, "lookup", resp.Reconciled, "an empty list envelope was taken as the record: %s", resp.Body)
-	}
-	assert.Equal(t, 1, payments, "the POST that was dropped before the API did anything must be sent again (or the call fail), never reported done")
+	assertLookupFailed(t, err)
+	assert.Zero(t, payments, "a lookup that cannot be read stops the call before its first POST")
 }
 
 // TestReview41LookupRecordOfAnotherKey: the lookup route ignores the
@@ -146,10 +143,10 @@ func TestReview41LookupRecordOfAnotherKey(t *testing.T) {
 		return 200, list
 	})
 	api.payments = append(api.payments, map[string]any{"id": "pay_other", "client_reference": "someone-else", "amount": 1})
-	resp, err := runCall(t, api.URL, lookupCall(api.URL))
-	require.NoError(t, err)
-	k, _ := keyplace.BodyKey(resp.Body, "client_reference")
-	assert.Equal(t, resp.IdempotencyKey, k, "the result is a record of another key: %s", resp.Body)
+	_, err := runCall(t, api.URL, lookupCall(api.URL))
+	assertLookupFailed(t, err)
+	payments, _ := api.count()
+	assert.Equal(t, 1, payments, "only the other customer's payment: none taken as this call's, none made blind")
 }
 
 // TestReview41Lookup404RouteIsNotNotFound: a lookup URL with a typo
@@ -166,10 +163,11 @@ func TestReview41Lookup404RouteIsNotNotFound(t *testing.T) {
 	})
 	r := lookupCall(api.URL)
 	r.Reconcile.Lookup = api.URL + "/payment?client_reference={key}"
-	_, _ = runCall(t, api.URL, r)
+	_, err := runCall(t, api.URL, r)
 	payments, lookups := api.count()
+	assertLookupFailed(t, err)
 	assert.Equal(t, 1, lookups)
-	assert.Equal(t, 1, payments, "a 404 from a route that does not exist sent the payment again")
+	assert.Zero(t, payments, "a 404 from a route that does not exist is no \"not found\": nothing is sent")
 }
 
 // TestReview41AdvisedRetryOf408IsUnknown: a 408 may come from a gateway
@@ -375,4 +373,14 @@ func TestReview41UnknownOutcomeSurvivesANotFound(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, 1, made)
 	assert.True(t, d.OutcomeUnknown, "the first attempt's payment was made; the failure says the outcome is known: %s (%v)", d.Type, err)
+}
+
+// assertLookupFailed: err is the call's final LookupFailed.
+func assertLookupFailed(t *testing.T, err error) {
+	t.Helper()
+	require.Error(t, err)
+	d, ok := workflows.AsFailure(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, workflows.ErrTypeLookupFailed, d.Type, err.Error())
+	assert.False(t, d.Retryable)
 }

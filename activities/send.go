@@ -191,6 +191,12 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		loc := resp.Header.Get("Location")
 		if (ans.status == http.StatusTemporaryRedirect || ans.status == http.StatusPermanentRedirect) && hop < maxRedirects && loc != "" {
 			if next, err := target.Parse(loc); err == nil && next.User == nil {
+				if p.place.In == keyplace.Query && !p.noKey {
+					// The key goes with the request, wherever it is sent.
+					if next, err = keyplace.InsertQuery(next, p.place.Name, p.req.IdempotencyKey); err != nil {
+						return ans
+					}
+				}
 				if _, o, err := httpurl.Parse(next.String()); err == nil && o == p.origin {
 					target = next
 					continue
@@ -304,7 +310,12 @@ func (a *Activities) setHeaders(ctx context.Context, hr *http.Request, p *prepar
 	// Content-Encoding, hiding a second one from redaction.
 	h["Accept-Encoding"] = codingsValue
 	for k, v := range p.req.Headers {
-		h[http.CanonicalHeaderKey(k)] = []string{v}
+		k = http.CanonicalHeaderKey(k)
+		if !p.rec.IsZero() && (k == "Idempotency-Key" || k == "X-Idempotency-Key") {
+			// The mark net/http re-sends by (see below).
+			k = strings.ToLower(k)
+		}
+		h[k] = []string{v}
 	}
 	if !p.noKey && p.place.In == keyplace.Header {
 		name := p.place.Name

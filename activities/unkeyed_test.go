@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,11 +215,12 @@ func TestKeyInBadInput(t *testing.T) {
 }
 
 // TestReconcileByLookup (#41 item 2): against an API that ignores keys,
-// an attempt whose answer was cut after the API made the payment is
-// followed by the lookup, not by a second POST: found, its record is the
-// result; not found, the POST is sent again; more than one, no result;
-// a failing lookup is retried, never the POST. Without Reconcile, the
-// same script makes two payments (the defect the lookup prevents).
+// a lookup comes before every request: an attempt whose answer was cut
+// after the API made the payment is followed by the lookup, not by a
+// second POST: found, its record is the result; not found, the POST is
+// sent; more than one, no result; a failing lookup is retried, never the
+// POST. Without Reconcile, the same script makes two payments (the
+// defect the lookup prevents).
 func TestReconcileByLookup(t *testing.T) {
 	lookup := func(url string) workflows.Reconcile {
 		return workflows.Reconcile{Lookup: url + "/payments?client_reference={key}"}
@@ -231,14 +234,16 @@ func TestReconcileByLookup(t *testing.T) {
 		lookupsMade int
 		reconciled  string
 		errType     string
+		unknown     bool
 		preexisting int
 	}{
-		{"without reconcile: a second payment", []string{"cut", "ok"}, nil, true, 2, 0, "", "", 0},
-		{"found after a cut answer", []string{"cut"}, nil, false, 1, 1, "lookup", "", 0},
-		{"not found after a dropped request", []string{"drop", "ok"}, nil, false, 1, 1, "", "", 0},
-		{"lookup fails, then finds", []string{"cut"}, []int{503, 0}, false, 1, 2, "lookup", "", 0},
-		{"lookup refused: final, nothing sent again", []string{"cut"}, []int{403}, false, 1, 1, "", workflows.ErrTypeLookupFailed, 0},
-		{"two records: ambiguous", []string{"cut"}, nil, false, 2, 1, "", workflows.ErrTypeLookupAmbiguous, 1},
+		{"without reconcile: a second payment", []string{"cut", "ok"}, nil, true, 2, 0, "", "", false, 0},
+		{"found after a cut answer", []string{"cut"}, nil, false, 1, 2, "lookup", "", false, 0},
+		{"not found after a dropped request", []string{"drop", "ok"}, nil, false, 1, 2, "", "", false, 0},
+		{"lookup fails, then finds", []string{"cut"}, []int{503, 0}, false, 1, 3, "lookup", "", false, 0},
+		{"lookup refused: final, nothing sent again", []string{"cut"}, []int{0, 403}, false, 1, 2, "", workflows.ErrTypeLookupFailed, true, 0},
+		{"an earlier run's payment: found first", nil, nil, false, 1, 1, "lookup", "", false, 1},
+		{"two records: ambiguous", nil, nil, false, 2, 1, "", workflows.ErrTypeLookupAmbiguous, true, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			api := newUnkeyedAPI(t, tt.posts, tt.lookups...)
@@ -252,13 +257,14 @@ func TestReconcileByLookup(t *testing.T) {
 			env := testsuite.NewEnv(t)
 			testsuite.Register(t, env, nil, activities.Config{AllowedOrigins: []string{api.URL}, Uniform: func() float64 { return 0.5 }})
 			wf := func(ctx workflow.Context) (*workflows.Response, error) {
-				if tt.preexisting > 0 {
-					// Another payment already carries the key (made by hand).
-					k := workflows.Key(ctx, "charge")
-					api.mu.Lock()
-					api.payments = append(api.payments, json.RawMessage(`{"id":"pay_hand","client_reference":"`+k+`"}`))
-					api.mu.Unlock()
+				// Payments already carrying the key (an earlier run's, or
+				// made by hand).
+				k := workflows.Key(ctx, "charge")
+				api.mu.Lock()
+				for i := range tt.preexisting {
+					api.payments = append(api.payments, json.RawMessage(fmt.Sprintf(`{"id":"pay_hand%d","client_reference":%q}`, i, k)))
 				}
+				api.mu.Unlock()
 				return workflows.Call(ctx, r)
 			}
 			env.RegisterWorkflow(wf)
@@ -273,7 +279,7 @@ func TestReconcileByLookup(t *testing.T) {
 				d, ok := workflows.AsFailure(err)
 				require.True(t, ok)
 				assert.Equal(t, tt.errType, d.Type, err.Error())
-				assert.True(t, d.OutcomeUnknown)
+				assert.Equal(t, tt.unknown, d.OutcomeUnknown)
 				return
 			}
 			require.NoError(t, err)
@@ -423,8 +429,9 @@ func seesEveryCut(t *testing.T, body json.RawMessage) {
 }
 
 // TestReconcileByLookupActivity (#41 item 2): for an API without a lookup
-// route, the call's own activity finds the record: found, it is the
-// result; not found, the request is sent again; failing, the call fails
+// route, the call's own activity finds the record, asked before the
+// first request and after each of unknown outcome: found, it is the
+// result; not found, the request is sent; failing, the call fails
 // LookupFailed and nothing is sent again.
 func TestReconcileByLookupActivity(t *testing.T) {
 	for _, tt := range []struct {
@@ -446,8 +453,11 @@ func TestReconcileByLookupActivity(t *testing.T) {
 			testsuite.Register(t, env, nil, activities.Config{AllowedOrigins: []string{api.URL}})
 			// FindPayment is the user's own lookup: here it reads the API's
 			// store, as a user's would read a database or a report.
+			var calls atomic.Int32
 			find := func(_ context.Context, key string) (*workflows.Response, error) {
-				if tt.fail {
+				// The first lookup, before the first request, answers;
+				// the one after the cut fails.
+				if calls.Add(1) > 1 && tt.fail {
 					return nil, errors.New("the report is not ready")
 				}
 				api.mu.Lock()

@@ -84,7 +84,7 @@ func (r *routing) route(taskQueue, wfQueue, activityType string, args []any) (st
 	}
 	var urls []string
 	switch activityType {
-	case input.ActivityName:
+	case input.ActivityName, input.ActivityNameV2:
 		switch in := args[0].(type) {
 		case input.Input:
 			urls = []string{in.URL}

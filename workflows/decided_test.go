@@ -33,7 +33,7 @@ func TestOperatorDecision(t *testing.T) {
 			env := testsuite.NewEnv(t)
 			env.RegisterActivityWithOptions(func(context.Context, input.Input) (json.RawMessage, error) {
 				return json.RawMessage(tt.result), nil
-			}, activity.RegisterOptions{Name: input.ActivityName})
+			}, activity.RegisterOptions{Name: input.ActivityNameV2})
 			wf := func(ctx workflow.Context) (*workflows.Response, error) {
 				return workflows.Call(ctx, workflows.Request{Operation: "charge", URL: "https://api.example.com/payments", Reconcile: workflows.Reconcile{AtMostOnce: true}})
 			}

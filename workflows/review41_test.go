@@ -35,7 +35,7 @@ func TestReview41OperatorResultMustBeAnAnswer(t *testing.T) {
 			env := testsuite.NewEnv(t)
 			env.RegisterActivityWithOptions(func(context.Context, input.Input) (json.RawMessage, error) {
 				return json.RawMessage(tt.result), nil
-			}, activity.RegisterOptions{Name: input.ActivityName})
+			}, activity.RegisterOptions{Name: input.ActivityNameV2})
 			wf := func(ctx workflow.Context) (*workflows.Response, error) {
 				return workflows.Call(ctx, workflows.Request{Operation: "charge", URL: "https://api.example.com/payments", Reconcile: workflows.Reconcile{AtMostOnce: true}})
 			}
@@ -63,8 +63,8 @@ func TestReview41OperatorResultMustBeAnAnswer(t *testing.T) {
 func TestReview41AtMostOnceRequestTimeoutWinsOverContext(t *testing.T) {
 	env := testsuite.NewEnv(t)
 	env.RegisterActivityWithOptions(func(context.Context, input.Input) (*workflows.Response, error) {
-		return &workflows.Response{Status: 201, IdempotencyKey: "k"}, nil
-	}, activity.RegisterOptions{Name: input.ActivityName})
+		return &workflows.Response{Status: 201, IdempotencyKey: "k", Attempt: 1}, nil
+	}, activity.RegisterOptions{Name: input.ActivityNameV2})
 	wf := func(ctx workflow.Context) (*workflows.Response, error) {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, ScheduleToCloseTimeout: 10 * time.Minute})
 		return workflows.Call(ctx, workflows.Request{Operation: "charge", URL: "https://api.example.com/payments",

@@ -276,9 +276,11 @@ func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.Acti
 		logFailure(ctx, in, err)
 		return nil, err
 	}
-	if resp.IdempotencyKey == "" || resp.GaveUp != "" {
-		// No activity made this: a person completed the call
-		// (Reconcile.AtMostOnce).
+	if resp.GaveUp != "" || resp.Attempt == 0 && resp.Reconciled != "lookup" {
+		// No attempt made this (each sets its number), nor a lookup
+		// activity: a person completed the call (Reconcile.AtMostOnce).
+		// The recorded key is not compared with the call's otherwise:
+		// a replay under another namespace derives another.
 		if err := decided(&resp, in); err != nil {
 			logFailure(ctx, in, err)
 			return nil, err
@@ -303,27 +305,41 @@ func execute(ctx workflow.Context, req Request, in input.Input, ao workflow.Acti
 // MaximumAttempts times in all.
 func callActivity(ctx workflow.Context, ao workflow.ActivityOptions, in input.Input, rec Reconcile, resp *Response) error {
 	actx := workflow.WithActivityOptions(ctx, ao)
-	for round := int32(1); ; round++ {
-		err := workflow.ExecuteActivity(actx, input.ActivityName, in).Get(ctx, resp)
-		var appErr *temporal.ApplicationError
-		if err == nil || rec.LookupActivity == "" || !errors.As(err, &appErr) || appErr.Type() != reconcile.NeedsLookup {
-			return err
-		}
+	if rec.LookupActivity == "" {
+		return workflow.ExecuteActivity(actx, in.Name(), in).Get(ctx, resp)
+	}
+	lookup := func(unknown bool) (bool, error) {
 		var found *Response
 		lao := ao
 		lao.Summary = "lookup " + input.Summary(in.Method, in.URL, in.Operation)
 		lao.RetryPolicy = &temporal.RetryPolicy{InitialInterval: ao.RetryPolicy.InitialInterval, BackoffCoefficient: ao.RetryPolicy.BackoffCoefficient,
 			MaximumInterval: ao.RetryPolicy.MaximumInterval, MaximumAttempts: max(in.MaximumAttempts, 1)}
 		if lerr := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, lao), rec.LookupActivity, in.IdempotencyKey).Get(ctx, &found); lerr != nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: an attempt's outcome is unknown and the lookup activity %s failed: %v; nothing was sent again: check by hand, then run the same workflow ID again",
+			return false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: the lookup activity %s failed: %v; nothing was sent: fix it, then run the same workflow ID again (it asks the lookup before it sends)",
 				in.Method, redact.URL(in.URL), rec.LookupActivity, lerr), ErrTypeLookupFailed, lerr, Failure{
-				Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey, OutcomeUnknown: true,
+				Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey, OutcomeUnknown: unknown,
 			})
 		}
-		if found != nil {
-			*resp = *found
-			resp.IdempotencyKey, resp.Reconciled = in.IdempotencyKey, "lookup"
-			return nil
+		if found == nil {
+			return false, nil
+		}
+		*resp = *found
+		resp.IdempotencyKey, resp.Reconciled = in.IdempotencyKey, "lookup"
+		return true, nil
+	}
+	// A lookup before the first request too: an earlier run of the
+	// workflow, or the run before a reset, may have made the record.
+	if done, err := lookup(false); done || err != nil {
+		return err
+	}
+	for round := int32(1); ; round++ {
+		err := workflow.ExecuteActivity(actx, in.Name(), in).Get(ctx, resp)
+		var appErr *temporal.ApplicationError
+		if err == nil || !errors.As(err, &appErr) || appErr.Type() != reconcile.NeedsLookup {
+			return err
+		}
+		if done, lerr := lookup(true); done || lerr != nil {
+			return lerr
 		}
 		if in.MaximumAttempts > 0 && round >= in.MaximumAttempts {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: %d times the outcome was unknown and the lookup activity %s found no record: giving up; the last attempt may still have gone through: check by hand",
@@ -340,6 +356,18 @@ func callActivity(ctx workflow.Context, ao workflow.ActivityOptions, in input.In
 // failure; any other is the API's answer as the person found it, marked
 // Reconciled "operator", with the call's key.
 func decided(resp *Response, in input.Input) error {
+	f := Failure{Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey, OutcomeUnknown: true}
+	notDecision := func(why string) error {
+		f.Reason = "a person's completion that is no decision"
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s: the call was completed by hand with a result that is no decision: %s; the outcome is still unknown: check with the API's owner what the request did before running the workflow again (its first attempt sends at once)",
+			in.Method, redact.URL(in.URL), why), ErrTypeAwaitingDecision, nil, f)
+	}
+	switch {
+	case resp.GaveUp == "" && resp.IdempotencyKey != "" && resp.IdempotencyKey != in.IdempotencyKey:
+		return notDecision(fmt.Sprintf("it carries the idempotency key %s, another call's (this call's is %s)", resp.IdempotencyKey, in.IdempotencyKey))
+	case resp.GaveUp == "" && (resp.Status < 200 || resp.Status > 299):
+		return notDecision(fmt.Sprintf(`its status is %d; complete with {"status": 201, "body": …} (the API's answer, if it went through) or {"gave_up": "why"}`, resp.Status))
+	}
 	if resp.GaveUp != "" {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s %s: a person gave up the call after an attempt of unknown outcome: %s; the API may have done the work: check it before calling again", in.Method, redact.URL(in.URL), resp.GaveUp),
@@ -401,13 +429,13 @@ func prepare(ctx workflow.Context, req Request) (input.Input, workflow.ActivityO
 	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, defaults.StartToCloseTimeout)
 	var ceiling int32
 	if req.Reconcile.AtMostOnce {
-		// A person's decision has no deadline unless the call gives one,
-		// and the attempts that wait for it are not counted.
-		if ao.ScheduleToCloseTimeout > 0 && ao.ScheduleToCloseTimeout < reconcile.MinDecisionWait {
-			return input.Input{}, workflow.ActivityOptions{}, invalid("Request.Reconcile.AtMostOnce waits for a person's decision, which the ScheduleToCloseTimeout %s on the workflow context cannot: set Request.ScheduleToCloseTimeout to 0 (no bound) or at least %s", ao.ScheduleToCloseTimeout, reconcile.MinDecisionWait)
+		// A person's decision has no deadline unless the call (or its
+		// context) gives one, and the attempts that wait for it are not
+		// counted.
+		ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout)
+		if err := canWait(workflow.GetInfo(ctx), ao.ScheduleToCloseTimeout, r.MaximumAttempts); err != nil {
+			return input.Input{}, workflow.ActivityOptions{}, err
 		}
-		ao.ScheduleToCloseTimeout = req.ScheduleToCloseTimeout
-		ceiling = 0
 	} else {
 		ao.ScheduleToCloseTimeout = cmp.Or(req.ScheduleToCloseTimeout, ao.ScheduleToCloseTimeout, defaults.ScheduleToCloseTimeout)
 		ceiling = backoff.AttemptCeiling(r.MaximumAttempts, ao.ScheduleToCloseTimeout)
@@ -522,6 +550,30 @@ func checkKeyIn(req Request, key string) error {
 	}
 	if r.AtMostOnce && req.ScheduleToCloseTimeout > 0 && req.ScheduleToCloseTimeout < reconcile.MinDecisionWait {
 		return fmt.Errorf("Request.Reconcile.AtMostOnce waits for a person's decision, which Request.ScheduleToCloseTimeout %s cannot: leave it 0 (no bound) or give at least %s", req.ScheduleToCloseTimeout, reconcile.MinDecisionWait)
+	}
+	return nil
+}
+
+// canWait refuses an AtMostOnce call that cannot wait for a person's
+// decision: a schedule-to-close (the call's, else its context's) or a
+// workflow timeout under reconcile.MinDecisionWait (the server bounds an
+// activity by the workflow's), or one attempt in all (the pause comes on
+// the attempt after the unknown outcome).
+func canWait(info *workflow.Info, scheduleToClose time.Duration, attempts int32) error {
+	const want = "a call AtMostOnce waits for a person's decision"
+	if scheduleToClose > 0 && scheduleToClose < reconcile.MinDecisionWait {
+		return invalid("%s, which a ScheduleToCloseTimeout of %s (the request's, else the workflow context's) cannot: set Request.ScheduleToCloseTimeout to 0 (no bound) or at least %s", want, scheduleToClose, reconcile.MinDecisionWait)
+	}
+	for _, wt := range []struct {
+		name string
+		d    time.Duration
+	}{{"execution", info.WorkflowExecutionTimeout}, {"run", info.WorkflowRunTimeout}} {
+		if wt.d > 0 && wt.d < reconcile.MinDecisionWait {
+			return invalid("%s, which the workflow's %s timeout of %s cannot (it bounds the activity): start the workflow without one, or with at least %s", want, wt.name, wt.d, reconcile.MinDecisionWait)
+		}
+	}
+	if attempts == 1 {
+		return invalid("%s after an attempt of unknown outcome, on the next attempt, which RetryOptions.MaximumAttempts 1 leaves none of: leave it 0 or set 2 or more", want)
 	}
 	return nil
 }

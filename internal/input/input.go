@@ -83,6 +83,22 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 // (activities.Activities.Register), which workflows.Call schedules.
 const ActivityName = "IdempotentHTTPRequest"
 
+// ActivityNameV2 is the HTTP activity's second name, which workflows.Call
+// schedules a call that puts its key elsewhere (KeyIn) or reconciles
+// (Reconcile) under: only workers that know those fields register it, so
+// that an older worker, which would ignore them (sending the key in a
+// header, retrying blind), never runs such a call.
+const ActivityNameV2 = "IdempotentHTTPRequestV2"
+
+// Name is the activity type in is scheduled under: ActivityNameV2 when
+// it uses a field older workers do not know, else ActivityName.
+func (in *Input) Name() string {
+	if in.KeyIn != "" || !in.Reconcile.IsZero() {
+		return ActivityNameV2
+	}
+	return ActivityName
+}
+
 // Summary is the activity's one-line summary in the Web UI, e.g.
 // "POST api.example.com/payments (charge)".
 func Summary(method, rawURL, operation string) string {

@@ -7,7 +7,6 @@ package reconcile
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -133,20 +132,31 @@ const (
 	// Many: more than one record matches; none is the result.
 	Many
 	// Unreadable: the answer is not what a lookup answers (not JSON, no
-	// list at Items): nothing can be concluded.
+	// list at Items, records that do not carry the key, a 404 from a list
+	// route): nothing can be concluded.
 	Unreadable
 )
 
-// ErrStatus is Read's error for an answer that is not a lookup's: a status
-// other than 2xx and 404.
-var ErrStatus = errors.New("not a lookup's answer")
+// KeyInPath reports whether the key goes in the lookup URL's path (a
+// per-record route such as /payments/by-reference/{key}, whose 404 means
+// "no such record"), not in its query (a list route, whose 404 means the
+// route is wrong).
+func (r Reconcile) KeyInPath() bool {
+	before, _, _ := strings.Cut(r.Lookup, "?")
+	return strings.Contains(before, KeyToken)
+}
 
-// Read reads a lookup's answer: a 404 is NotFound; a 2xx's body is the
-// list of matches (at items, or the whole body), or, when it is an object
-// and items is "", the record. It returns the record for One and the
-// number of matches.
-func Read(status int, body []byte, items string) (Found, json.RawMessage, int) {
-	if status == 404 {
+// Read reads a lookup's answer for key: a list of records (the whole
+// body, or its member at items), or, when items is "", one record (an
+// object). Only records that carry key as a string value (at any depth)
+// match: a record that does not is another's, which a route that
+// ignored its filter listed. No match in an empty list is NotFound; in
+// a list of others' records, or in an object without the key (a list's
+// envelope, say), it is Unreadable: nothing can be concluded. A 404 is
+// NotFound only for a per-record route (keyInPath). It returns the one
+// matching record for One and the number of matches.
+func Read(status int, body []byte, items, key string, keyInPath bool) (Found, json.RawMessage, int) {
+	if status == 404 && keyInPath {
 		return NotFound, nil, 0
 	}
 	if status < 200 || status > 299 {
@@ -159,27 +169,67 @@ func Read(status int, body []byte, items string) (Found, json.RawMessage, int) {
 			return Unreadable, nil, 0
 		}
 	}
-	if !json.Valid(v) {
+	if !json.Valid(v) || len(v) == 0 {
 		return Unreadable, nil, 0
 	}
+	var list []json.RawMessage
 	switch {
-	case len(v) > 0 && v[0] == '[':
-		var list []json.RawMessage
+	case v[0] == '[':
 		if json.Unmarshal(v, &list) != nil {
 			return Unreadable, nil, 0
 		}
-		switch len(list) {
-		case 0:
+		if len(list) == 0 {
 			return NotFound, nil, 0
-		case 1:
-			if r := bytes.TrimSpace(list[0]); len(r) > 0 && r[0] == '{' {
-				return One, r, 1
-			}
-			return Unreadable, nil, 1
 		}
-		return Many, nil, len(list)
-	case len(v) > 0 && v[0] == '{' && items == "":
-		return One, v, 1
+	case v[0] == '{' && items == "":
+		list = []json.RawMessage{v}
+	default:
+		return Unreadable, nil, 0
 	}
-	return Unreadable, nil, 0
+	var match json.RawMessage
+	n := 0
+	for _, rec := range list {
+		rec = bytes.TrimSpace(rec)
+		if len(rec) > 0 && rec[0] == '{' && carries(rec, key) {
+			match = rec
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return Unreadable, nil, 0
+	case 1:
+		return One, match, 1
+	}
+	return Many, nil, n
+}
+
+// carries reports whether the JSON value v holds s as a string value, at
+// any depth.
+func carries(v json.RawMessage, s string) bool {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(x any) bool {
+		switch x := x.(type) {
+		case string:
+			return x == s
+		case []any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[string]any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(x)
 }

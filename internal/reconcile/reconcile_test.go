@@ -11,36 +11,47 @@ import (
 
 func TestRead(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		status int
-		body   string
-		items  string
-		want   Found
-		record string
-		n      int
+		name      string
+		status    int
+		body      string
+		items     string
+		keyInPath bool
+		want      Found
+		record    string
+		n         int
 	}{
-		{"404", 404, `{"error":"not found"}`, "", NotFound, "", 0},
-		{"empty list", 200, `[]`, "", NotFound, "", 0},
-		{"one", 200, ` [ {"id":"p1","client_reference":"k"} ] `, "", One, `{"id":"p1","client_reference":"k"}`, 1},
-		{"two", 200, `[{"id":"p1"},{"id":"p2"}]`, "", Many, "", 2},
-		{"object is the record", 200, `{"id":"p1"}`, "", One, `{"id":"p1"}`, 1},
-		{"items one", 200, `{"object":"list","data":[{"id":"p1"}]}`, "data", One, `{"id":"p1"}`, 1},
-		{"items none", 200, `{"data":[]}`, "data", NotFound, "", 0},
-		{"items many", 200, `{"data":[{"id":1},{"id":2},{"id":3}]}`, "data", Many, "", 3},
-		{"items missing", 200, `{"list":[]}`, "data", Unreadable, "", 0},
-		{"items an object", 200, `{"data":{"id":1}}`, "data", Unreadable, "", 0},
-		{"not JSON", 200, `<html>`, "", Unreadable, "", 0},
-		{"list of strings", 200, `["p1"]`, "", Unreadable, "", 1},
-		{"500", 500, `[]`, "", Unreadable, "", 0},
-		{"string", 200, `"p1"`, "", Unreadable, "", 0},
+		{"404 of a per-record route", 404, `{"error":"not found"}`, "", true, NotFound, "", 0},
+		{"404 of a list route", 404, `{"error":"no route"}`, "", false, Unreadable, "", 0},
+		{"empty list", 200, `[]`, "", false, NotFound, "", 0},
+		{"one", 200, ` [ {"id":"p1","client_reference":"k"} ] `, "", false, One, `{"id":"p1","client_reference":"k"}`, 1},
+		{"one, the key nested", 200, `[{"id":"p1","metadata":{"refs":["x","k"]}}]`, "", false, One, `{"id":"p1","metadata":{"refs":["x","k"]}}`, 1},
+		{"two", 200, `[{"id":"p1","r":"k"},{"id":"p2","r":"k"}]`, "", false, Many, "", 2},
+		{"others' records: the filter ignored", 200, `[{"id":"p1","r":"other"}]`, "", false, Unreadable, "", 0},
+		{"ours among others'", 200, `[{"id":"p1","r":"other"},{"id":"p2","r":"k"}]`, "", false, One, `{"id":"p2","r":"k"}`, 1},
+		{"object is the record", 200, `{"id":"p1","r":"k"}`, "", true, One, `{"id":"p1","r":"k"}`, 1},
+		{"an envelope is not a record", 200, `{"object":"list","data":[],"has_more":false}`, "", false, Unreadable, "", 0},
+		{"items one", 200, `{"object":"list","data":[{"id":"p1","r":"k"}]}`, "data", false, One, `{"id":"p1","r":"k"}`, 1},
+		{"items none", 200, `{"data":[]}`, "data", false, NotFound, "", 0},
+		{"items many", 200, `{"data":[{"r":"k"},{"r":"k"},{"r":"k"}]}`, "data", false, Many, "", 3},
+		{"items missing", 200, `{"list":[]}`, "data", false, Unreadable, "", 0},
+		{"items an object", 200, `{"data":{"id":1,"r":"k"}}`, "data", false, Unreadable, "", 0},
+		{"not JSON", 200, `<html>`, "", false, Unreadable, "", 0},
+		{"list of strings", 200, `["k"]`, "", false, Unreadable, "", 0},
+		{"500", 500, `[]`, "", false, Unreadable, "", 0},
+		{"string", 200, `"k"`, "", false, Unreadable, "", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, rec, n := Read(tt.status, []byte(tt.body), tt.items)
+			f, rec, n := Read(tt.status, []byte(tt.body), tt.items, "k", tt.keyInPath)
 			assert.Equal(t, tt.want, f)
 			assert.Equal(t, tt.record, string(rec))
 			assert.Equal(t, tt.n, n)
 		})
 	}
+}
+
+func TestKeyInPath(t *testing.T) {
+	assert.True(t, Reconcile{Lookup: "https://api.example.com/payments/by-ref/{key}"}.KeyInPath())
+	assert.False(t, Reconcile{Lookup: "https://api.example.com/payments?ref={key}"}.KeyInPath())
 }
 
 func TestValidate(t *testing.T) {
@@ -85,17 +96,18 @@ func TestURL(t *testing.T) {
 	assert.Equal(t, "https://api.example.com/payments?client_reference=a+b%26c", r.URL("a b&c"))
 }
 
-// FuzzRead: whatever a lookup answers, One comes with a JSON object and
-// Many with more than one match: an ambiguous answer is never a record.
+// FuzzRead: whatever a lookup answers, One comes with a JSON object that
+// carries the key, and Many with more than one match: an ambiguous
+// answer, or another's record, is never a result.
 func FuzzRead(f *testing.F) {
-	f.Add(200, []byte(`[{"id":1}]`), "")
-	f.Add(200, []byte(`{"data":[{"id":1},{"id":2}]}`), "data")
-	f.Add(404, []byte(``), "")
-	f.Fuzz(func(t *testing.T, status int, body []byte, items string) {
-		found, rec, n := Read(status, body, items)
+	f.Add(200, []byte(`[{"id":1,"r":"k"}]`), "", "k", false)
+	f.Add(200, []byte(`{"data":[{"id":1,"r":"k"},{"id":2}]}`), "data", "k", false)
+	f.Add(404, []byte(``), "", "k", true)
+	f.Fuzz(func(t *testing.T, status int, body []byte, items, key string, keyInPath bool) {
+		found, rec, n := Read(status, body, items, key, keyInPath)
 		switch found {
 		case One:
-			if n != 1 || len(rec) == 0 || rec[0] != '{' {
+			if n != 1 || len(rec) == 0 || rec[0] != '{' || !carries(rec, key) {
 				t.Fatalf("Read(%d, %q, %q) = One with %q, %d", status, body, items, rec, n)
 			}
 		case Many:

@@ -266,12 +266,12 @@ const (
 	// Types of reconciling an attempt of unknown outcome with an API that
 	// does not honour keys (Request.Reconcile, docs/unknown-outcomes.md).
 
-	// ErrTypeLookupFailed: the lookup that asks whether an earlier attempt
-	// went through failed (no answer, a 429 or 5xx: retried, counted
-	// against the budget; another status, or an answer that is not a
-	// lookup's: final). Nothing was sent again: the outcome is still
-	// unknown. Fix the lookup (Reconcile.Lookup, Items) or check by hand,
-	// then run the same workflow ID again.
+	// ErrTypeLookupFailed: the lookup asked before a request (whether an
+	// earlier attempt or run went through) failed (no answer, a 429 or
+	// 5xx: retried, counted against the budget; another status, or an
+	// answer from which nothing can be concluded: final). Nothing was
+	// sent after it. Fix the lookup (Reconcile.Lookup, Items) or check by
+	// hand, then run the same workflow ID again: it asks the lookup first.
 	ErrTypeLookupFailed = "LookupFailed"
 	// ErrTypeLookupAmbiguous: the lookup found more than one record for
 	// the key: none is taken as the result, and nothing is sent again.
@@ -281,8 +281,11 @@ const (
 	// reached the API and no answer says what it did: the call is paused
 	// until a person decides (temporal activity unpause: send again;
 	// temporal activity complete: it went through, or give up). Final
-	// only where the activity cannot pause itself (Temporal's test
-	// environment).
+	// where the call cannot wait (Temporal's test environment, which
+	// cannot pause; a schedule-to-close under an hour; a pause refused 20
+	// times) and for a completion that is no decision: the outcome is
+	// unknown; check with the API's owner before running the workflow
+	// again, whose first attempt sends at once.
 	ErrTypeAwaitingDecision = "AwaitingDecision"
 	// ErrTypeGaveUp: a person decided to give up an AtMostOnce call whose
 	// outcome was unknown (Failure.Reason says why); the API may have done

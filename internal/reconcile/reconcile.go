@@ -25,11 +25,13 @@ import (
 // again, which only an API that honours the key makes safe.
 type Reconcile struct {
 	// Lookup is the URL of a GET that finds the record an earlier attempt
-	// made, with {key} where the idempotency key goes (query-escaped),
-	// e.g. "https://api.example.com/payments?client_reference={key}". It
-	// is on the call's origin. The key must reach the API where it keeps
-	// it, so the call's key goes in its body or query (KeyIn
-	// "body:client_reference"), not in a header the API ignores.
+	// (or run) made, with {key} where the idempotency key goes
+	// (query-escaped), e.g.
+	// "https://api.example.com/payments?client_reference={key}"; it is
+	// asked before every request. It is on the call's origin. The key
+	// must reach the API where it keeps it, so the call's key goes in its
+	// body or query (KeyIn "body:client_reference"), not in a header the
+	// API ignores; a record matches only when it carries the key.
 	Lookup string `json:"lookup,omitempty"`
 	// Items is the dotted path of the list of matches in the lookup's
 	// answer, e.g. "data" (default "": the answer is the list itself; an

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,20 +27,26 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// unkeyedAPI is an API that knows nothing of idempotency keys: every POST
-// makes a payment, and GET ?client_reference= lists the payments that
-// carry it. Its script says what each POST gets: "ok", "cut" (processed,
-// then the connection closed without an answer) or "drop" (closed before
-// anything was done); the lookups' script says what each lookup gets:
-// "" (the list) or a status.
+// unkeyedAPI is a payments API that knows nothing of idempotency keys:
+// every POST it processes makes a payment, and GET ?client_reference=
+// lists the payments that carry it. posts scripts what each POST gets:
+// "ok" (201 and the payment), "drop" (closed before anything was done),
+// "cut" (processed, then closed without an answer), "408" (processed,
+// then a 408 with X-Should-Retry: true) or "409" (refused, nothing done:
+// the reference is already used); past the script, "ok". lookups scripts
+// what each lookup gets: 0 (the answer) or a status without a body. The
+// answer is the list above, or what get returns if a test set it with
+// answerLookups (an envelope, a route that ignores its filter, a search
+// that lags).
 type unkeyedAPI struct {
 	*httptest.Server
 	mu       sync.Mutex
-	payments []json.RawMessage
+	payments []map[string]any
 	posts    []string
 	lookups  []int
-	raw      [][]byte
-	urls     []string
+	get      func(r *http.Request, payments []map[string]any) (int, any)
+	raw      [][]byte // every POST's body, as received
+	urls     []string // every POST's URL
 	nLookups int
 }
 
@@ -48,6 +55,21 @@ func newUnkeyedAPI(t *testing.T, posts []string, lookups ...int) *unkeyedAPI {
 	api.Server = httptest.NewServer(http.HandlerFunc(api.serve))
 	t.Cleanup(api.Close)
 	return api
+}
+
+// answerLookups makes get the answer to every lookup past the scripted
+// statuses: its status, and its value in JSON unless nil.
+func (api *unkeyedAPI) answerLookups(get func(r *http.Request, payments []map[string]any) (int, any)) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.get = get
+}
+
+// add stores a payment made elsewhere (by hand, by an earlier run).
+func (api *unkeyedAPI) add(p map[string]any) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.payments = append(api.payments, p)
 }
 
 func (api *unkeyedAPI) serve(w http.ResponseWriter, r *http.Request) {
@@ -63,17 +85,18 @@ func (api *unkeyedAPI) serve(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		ref := r.URL.Query().Get("client_reference")
-		list := []json.RawMessage{}
-		for _, p := range api.payments {
-			var m map[string]any
-			_ = json.Unmarshal(p, &m)
-			if m["client_reference"] == ref {
-				list = append(list, p)
-			}
+		var st int
+		var v any
+		if api.get != nil {
+			st, v = api.get(r, api.payments)
+		} else {
+			st, v = http.StatusOK, withReference(api.payments, r.URL.Query().Get("client_reference"))
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
+		w.WriteHeader(st)
+		if v != nil {
+			_ = json.NewEncoder(w).Encode(v)
+		}
 		return
 	}
 	b, _ := io.ReadAll(r.Body)
@@ -83,22 +106,42 @@ func (api *unkeyedAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if len(api.posts) > 0 {
 		step, api.posts = api.posts[0], api.posts[1:]
 	}
-	if step == "drop" {
+	switch step {
+	case "drop":
 		hijackClose(w)
+		return
+	case "409":
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"error":"client_reference already used"}`))
 		return
 	}
 	m := map[string]any{}
 	_ = json.Unmarshal(b, &m)
 	m["id"] = "pay_" + string(rune('0'+len(api.payments)+1))
-	rec, _ := json.Marshal(m)
-	api.payments = append(api.payments, rec)
-	if step == "cut" {
+	api.payments = append(api.payments, m)
+	switch step {
+	case "cut":
 		hijackClose(w)
+		return
+	case "408":
+		w.Header().Set("X-Should-Retry", "true")
+		w.WriteHeader(http.StatusRequestTimeout)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(rec)
+	_ = json.NewEncoder(w).Encode(m)
+}
+
+// withReference returns the payments whose client_reference is ref.
+func withReference(payments []map[string]any, ref string) []map[string]any {
+	list := []map[string]any{}
+	for _, p := range payments {
+		if p["client_reference"] == ref {
+			list = append(list, p)
+		}
+	}
+	return list
 }
 
 func hijackClose(w http.ResponseWriter) {
@@ -113,14 +156,14 @@ func (api *unkeyedAPI) count() (payments, lookups int) {
 	return len(api.payments), api.nLookups
 }
 
-// callUnkeyed runs one call of req through workflows.Call in Temporal's
-// test environment, its origin's convention conv.
-func callUnkeyed(t *testing.T, api *unkeyedAPI, conv *activities.Convention, req workflows.Request) (*workflows.Response, error) {
+// runCall runs one call of req through workflows.Call in Temporal's test
+// environment, origin allowed, with conv as its convention if not nil.
+func runCall(t *testing.T, origin string, conv *activities.Convention, req workflows.Request) (*workflows.Response, error) {
 	t.Helper()
 	env := testsuite.NewEnv(t)
-	cfg := activities.Config{AllowedOrigins: []string{api.URL}, Uniform: func() float64 { return 0.5 }}
+	cfg := activities.Config{AllowedOrigins: []string{origin}, Uniform: func() float64 { return 0.5 }}
 	if conv != nil {
-		cfg.Conventions = map[string]activities.Convention{api.URL: *conv}
+		cfg.Conventions = map[string]activities.Convention{origin: *conv}
 	}
 	testsuite.Register(t, env, nil, cfg)
 	wf := func(ctx workflow.Context) (*workflows.Response, error) { return workflows.Call(ctx, req) }
@@ -133,6 +176,26 @@ func callUnkeyed(t *testing.T, api *unkeyedAPI, conv *activities.Convention, req
 		require.NoError(t, env.GetWorkflowResult(&resp))
 	}
 	return resp, err
+}
+
+// lookupCall is a charge whose key is the body's client_reference,
+// reconciled by the lookup GET /payments?client_reference={key}.
+func lookupCall(url string) workflows.Request {
+	return workflows.Request{
+		Operation: "charge", URL: url + "/payments", Body: json.RawMessage(`{"amount":4200}`),
+		KeyIn: "body:client_reference", ScheduleToCloseTimeout: time.Minute,
+		Reconcile: workflows.Reconcile{Lookup: url + "/payments?client_reference={key}"},
+	}
+}
+
+// assertLookupFailed: err is the call's final LookupFailed.
+func assertLookupFailed(t *testing.T, err error) {
+	t.Helper()
+	require.Error(t, err)
+	d, ok := workflows.AsFailure(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, workflows.ErrTypeLookupFailed, d.Type, err.Error())
+	assert.False(t, d.Retryable)
 }
 
 // TestKeyWhereTheAPIReadsIt (#41 item 1): the key goes in a header, a
@@ -161,7 +224,7 @@ func TestKeyWhereTheAPIReadsIt(t *testing.T) {
 				c.KeyIn = tt.convIn
 				conv = &c
 			}
-			resp, err := callUnkeyed(t, api, conv, workflows.Request{
+			resp, err := runCall(t, api.URL, conv, workflows.Request{
 				Operation: "charge", URL: api.URL + "/payments?mode=x", Body: json.RawMessage(body), KeyIn: tt.callIn,
 			})
 			require.NoError(t, err)
@@ -204,7 +267,7 @@ func TestKeyInBadInput(t *testing.T) {
 			if strings.HasPrefix(tt.name, "lookup") {
 				r.Reconcile.Lookup = api.URL + "/payments?client_reference={key}"
 			}
-			_, err := callUnkeyed(t, api, nil, r)
+			_, err := runCall(t, api.URL, nil, r)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 			assert.Contains(t, err.Error(), workflows.ErrTypeInvalidRequest)
@@ -262,7 +325,7 @@ func TestReconcileByLookup(t *testing.T) {
 				k := workflows.Key(ctx, "charge")
 				api.mu.Lock()
 				for i := range tt.preexisting {
-					api.payments = append(api.payments, json.RawMessage(fmt.Sprintf(`{"id":"pay_hand%d","client_reference":%q}`, i, k)))
+					api.payments = append(api.payments, map[string]any{"id": fmt.Sprintf("pay_hand%d", i), "client_reference": k})
 				}
 				api.mu.Unlock()
 				return workflows.Call(ctx, r)
@@ -462,10 +525,9 @@ func TestReconcileByLookupActivity(t *testing.T) {
 				}
 				api.mu.Lock()
 				defer api.mu.Unlock()
-				for _, p := range api.payments {
-					if k, _ := keyplace.BodyKey(p, "client_reference"); k == key {
-						return &workflows.Response{Status: 200, Body: p}, nil
-					}
+				if found := withReference(api.payments, key); len(found) > 0 {
+					b, err := json.Marshal(found[0])
+					return &workflows.Response{Status: 200, Body: b}, err
 				}
 				return nil, nil
 			}
@@ -497,4 +559,227 @@ func TestReconcileByLookupActivity(t *testing.T) {
 			assert.NotEmpty(t, resp.IdempotencyKey)
 		})
 	}
+}
+
+// The tests below come from the review of #41 (found by review); each
+// states what is now guaranteed.
+
+// TestLookupEnvelopeIsNotARecord: a lookup's answer is a record only if
+// it carries the call's key: a list envelope ({"data": [], "has_more":
+// false}, Stripe's and most APIs' shape) read without Items is no
+// record, and no "not found" either: the call fails LookupFailed, final,
+// before its first POST, never reporting a payment that was not made.
+func TestLookupEnvelopeIsNotARecord(t *testing.T) {
+	api := newUnkeyedAPI(t, []string{"drop", "ok"})
+	api.answerLookups(func(*http.Request, []map[string]any) (int, any) {
+		return 200, map[string]any{"object": "list", "data": []any{}, "has_more": false}
+	})
+	_, err := runCall(t, api.URL, nil, lookupCall(api.URL))
+	payments, _ := api.count()
+	assertLookupFailed(t, err)
+	assert.Zero(t, payments, "a lookup that cannot be read stops the call before its first POST")
+}
+
+// TestLookupRecordOfAnotherKeyIsRefused: a lookup route that ignores its
+// filter (a misspelt or unsupported query parameter) and answers another
+// customer's payment fails the call LookupFailed, final: that payment is
+// never taken for this call's result, and no payment is made blind.
+func TestLookupRecordOfAnotherKeyIsRefused(t *testing.T) {
+	api := newUnkeyedAPI(t, []string{"drop", "ok"})
+	api.answerLookups(func(_ *http.Request, ps []map[string]any) (int, any) {
+		return 200, append([]map[string]any{}, ps...) // the filter is ignored
+	})
+	api.add(map[string]any{"id": "pay_other", "client_reference": "someone-else", "amount": 1})
+	_, err := runCall(t, api.URL, nil, lookupCall(api.URL))
+	assertLookupFailed(t, err)
+	payments, _ := api.count()
+	assert.Equal(t, 1, payments, "only the other customer's payment: none taken as this call's, none made blind")
+}
+
+// TestLookup404RouteIsNotNotFound: a 404 is "not found" only from a
+// per-record route ({key} in the path); from a list route it means the
+// route is wrong (a typo, /payment for /payments): the call fails
+// LookupFailed, final, after one lookup, and no POST is sent.
+func TestLookup404RouteIsNotNotFound(t *testing.T) {
+	api := newUnkeyedAPI(t, []string{"cut", "ok"})
+	api.answerLookups(func(r *http.Request, _ []map[string]any) (int, any) {
+		if r.URL.Path != "/payments" {
+			return 404, map[string]any{"error": "no route " + r.URL.Path}
+		}
+		return 200, []any{}
+	})
+	r := lookupCall(api.URL)
+	r.Reconcile.Lookup = api.URL + "/payment?client_reference={key}"
+	_, err := runCall(t, api.URL, nil, r)
+	payments, lookups := api.count()
+	assertLookupFailed(t, err)
+	assert.Equal(t, 1, lookups)
+	assert.Zero(t, payments, "a 404 from a route that does not exist is no \"not found\": nothing is sent")
+}
+
+// TestAdvisedRetryOf408IsUnknown: a 408 may come from a gateway while the
+// API goes on, so a 408 the server advises to retry (X-Should-Retry:
+// true) is an attempt of unknown outcome, as a 5xx is: an AtMostOnce
+// call does not send again and ends AwaitingDecision.
+func TestAdvisedRetryOf408IsUnknown(t *testing.T) {
+	api := newUnkeyedAPI(t, []string{"408", "ok"})
+	_, err := runCall(t, api.URL, nil, workflows.Request{
+		Operation: "charge", URL: api.URL + "/payments", Body: json.RawMessage(`{"amount":1}`),
+		Reconcile: workflows.Reconcile{AtMostOnce: true},
+	})
+	payments, _ := api.count()
+	assert.Equal(t, 1, payments, "AtMostOnce sent again after a 408 (outcome unknown) because of a retry advice header")
+	if assert.Error(t, err) {
+		d, _ := workflows.AsFailure(err)
+		assert.Equal(t, workflows.ErrTypeAwaitingDecision, d.Type)
+	}
+}
+
+// TestRunAgainAsksTheLookupFirst: a reconciling call's final error
+// (here LookupFailed) advises to "run the same workflow ID again"; the
+// run that follows the advice asks the lookup before its first request,
+// so for an API without keys it finds the payment the first run's cut
+// attempt made instead of making a second one.
+func TestRunAgainAsksTheLookupFirst(t *testing.T) {
+	// The first lookup is refused (the lookup's scope missing); the
+	// lookups after it answer.
+	api := newUnkeyedAPI(t, []string{"cut", "ok"}, 403)
+	_, err := runCall(t, api.URL, nil, lookupCall(api.URL))
+	require.Error(t, err)
+	d, _ := workflows.AsFailure(err)
+	require.Equal(t, workflows.ErrTypeLookupFailed, d.Type)
+	require.Contains(t, err.Error(), "run the same workflow ID again")
+	// The operator fixes the lookup's scope and follows the advice.
+	_, err = runCall(t, api.URL, nil, lookupCall(api.URL))
+	payments, lookups := api.count()
+	assert.NoError(t, err)
+	assert.Equal(t, 1, payments, "the run the error advised made a second payment without asking the lookup (lookups: %d)", lookups)
+}
+
+// TestRedirectKeepsQueryKey: a key the activity puts in the query (KeyIn
+// "query:…") is on the request a 307 redirects to as well, so the API
+// never takes the redirected request without its key.
+func TestRedirectKeepsQueryKey(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.String())
+		mu.Unlock()
+		if r.URL.Path == "/v1/payments" {
+			w.Header().Set("Location", "/v2/payments")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"pay_1"}`))
+	}))
+	t.Cleanup(srv.Close)
+	resp, err := runCall(t, srv.URL, nil, workflows.Request{
+		Operation: "charge", URL: srv.URL + "/v1/payments", Body: json.RawMessage(`{"amount":1}`), KeyIn: "query:requestId",
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.True(t, strings.Contains(got[1], "requestId="+resp.IdempotencyKey), "the redirected request carries no key: %s", got[1])
+}
+
+// TestFollowWithOriginReconcileIsNotReportedDone: an origin's
+// Convention.Reconcile on a Follow call (refused, as Request.Reconcile
+// with Follow is) never turns the lookup's record of an operation still
+// running, after an answer cut once it was started, into the call's
+// final result.
+func TestFollowWithOriginReconcileIsNotReportedDone(t *testing.T) {
+	api := newUnkeyedAPI(t, []string{"cut"})
+	api.answerLookups(func(r *http.Request, ps []map[string]any) (int, any) {
+		list := []map[string]any{}
+		for _, p := range withReference(ps, r.URL.Query().Get("client_reference")) {
+			q := map[string]any{"status": "running"}
+			for k, v := range p {
+				q[k] = v
+			}
+			list = append(list, q)
+		}
+		return 200, list
+	})
+	conv := activities.IETFConvention()
+	conv.KeyIn = "body:client_reference"
+	conv.Reconcile = workflows.Reconcile{Lookup: api.URL + "/payments?client_reference={key}"}
+	resp, err := runCall(t, api.URL, &conv, workflows.Request{
+		Operation: "export", URL: api.URL + "/payments", Body: json.RawMessage(`{"amount":1}`), Follow: &workflows.FollowOptions{},
+	})
+	if err != nil {
+		return // refused or failed: not reported done
+	}
+	assert.Fail(t, "a followed operation still running was returned as the final result", "%s (Reconciled %q)", resp.Body, resp.Reconciled)
+}
+
+// TestLookupCarriesTheCallsHeaders: the lookup carries the call's own
+// headers, which may scope the API's records (Stripe-Account for a
+// connected account, a tenant or API-version header): it searches the
+// account the payment was made in, finds it after a cut answer, and the
+// payment is not made again.
+func TestLookupCarriesTheCallsHeaders(t *testing.T) {
+	var mu sync.Mutex
+	type pay struct{ account, ref string }
+	var payments []pay
+	posts := []string{"cut", "ok"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		acct := r.Header.Get("X-Account")
+		if r.Method == http.MethodGet {
+			list := []map[string]any{}
+			for _, p := range payments {
+				if p.account == acct && p.ref == r.URL.Query().Get("client_reference") {
+					list = append(list, map[string]any{"id": "pay", "client_reference": p.ref})
+				}
+			}
+			_ = json.NewEncoder(w).Encode(list)
+			return
+		}
+		var m map[string]any
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &m)
+		ref, _ := m["client_reference"].(string)
+		payments = append(payments, pay{acct, ref})
+		step := posts[0]
+		posts = posts[1:]
+		if step == "cut" {
+			hijackClose(w)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"pay"}`))
+	}))
+	t.Cleanup(srv.Close)
+	r := lookupCall(srv.URL)
+	r.Headers = map[string]string{"X-Account": "acct_connected"}
+	_, err := runCall(t, srv.URL, nil, r)
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Len(t, payments, 1, "the lookup asked without the call's X-Account header, found nothing, and paid again")
+}
+
+// TestUnknownOutcomeSurvivesANotFound: a lookup's "not found" does not
+// make an earlier attempt's outcome known: a lookup that lags (an
+// eventually consistent search, which docs/unknown-outcomes.md warns
+// of) says "not found" for the payment the cut attempt made, the POST
+// sent again is refused by the API's unique reference (409), and the
+// call's failure still says OutcomeUnknown, so that no caller takes the
+// payment for not made and pays another way.
+func TestUnknownOutcomeSurvivesANotFound(t *testing.T) {
+	// The cut attempt makes the payment; every POST after is refused,
+	// its client_reference already used.
+	api := newUnkeyedAPI(t, append([]string{"cut"}, slices.Repeat([]string{"409"}, 100)...))
+	api.answerLookups(func(*http.Request, []map[string]any) (int, any) {
+		return 200, []any{} // the search index lags
+	})
+	_, err := runCall(t, api.URL, nil, lookupCall(api.URL))
+	require.Error(t, err)
+	d, ok := workflows.AsFailure(err)
+	require.True(t, ok)
+	payments, _ := api.count()
+	assert.Equal(t, 1, payments)
+	assert.True(t, d.OutcomeUnknown, "the first attempt's payment was made; the failure says the outcome is known: %s (%v)", d.Type, err)
 }

@@ -19,15 +19,25 @@ import (
 // TestOperatorDecision (#41 item 3): a result a person completed a paused
 // AtMostOnce call with (temporal activity complete --result) is the
 // call's Response marked Reconciled "operator" with the call's key;
-// {"gave_up": "…"} is an ErrTypeGaveUp failure of unknown outcome.
+// {"gave_up": "…"} is an ErrTypeGaveUp failure of unknown outcome. A
+// completion that is no decision (found by review: an empty object,
+// null, a give-up with an empty reason or misspelt, another call's
+// Response with its key) is never returned as the call's success: it
+// could only be one as a 2xx marked "operator" with the call's own key.
 func TestOperatorDecision(t *testing.T) {
 	for _, tt := range []struct {
 		name, result string
 		reconciled   string
 		gaveUp       bool
+		noDecision   bool
 	}{
-		{"went through", `{"status":201,"body":{"id":"pay_9"}}`, "operator", false},
-		{"gave up", `{"gave_up":"refunded by phone"}`, "", true},
+		{"went through", `{"status":201,"body":{"id":"pay_9"}}`, "operator", false, false},
+		{"gave up", `{"gave_up":"refunded by phone"}`, "", true, false},
+		{"no decision: empty object", `{}`, "", false, true},
+		{"no decision: null", `null`, "", false, true},
+		{"no decision: give up without a reason", `{"gave_up":""}`, "", false, true},
+		{"no decision: give up misspelt", `{"gaveup":"refunded"}`, "", false, true},
+		{"no decision: another call's response", `{"status":201,"idempotency_key":"k-of-another-call","body":{"id":"pay_other"}}`, "", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env := testsuite.NewEnv(t)
@@ -40,6 +50,16 @@ func TestOperatorDecision(t *testing.T) {
 			env.RegisterWorkflow(wf)
 			env.ExecuteWorkflow(wf)
 			err := env.GetWorkflowError()
+			if tt.noDecision {
+				if err != nil {
+					return // refused: fine
+				}
+				var resp workflows.Response
+				_ = env.GetWorkflowResult(&resp)
+				ok := resp.Status >= 200 && resp.Status <= 299 && resp.Reconciled == "operator" && resp.IdempotencyKey != "k-of-another-call"
+				assert.True(t, ok, "operator completion %s returned as a success: %+v", tt.result, resp)
+				return
+			}
 			if tt.gaveUp {
 				require.Error(t, err)
 				d, ok := workflows.AsFailure(err)
@@ -57,6 +77,25 @@ func TestOperatorDecision(t *testing.T) {
 			assert.JSONEq(t, `{"id":"pay_9"}`, string(resp.Body))
 		})
 	}
+}
+
+// TestAtMostOnceRequestTimeoutWinsOverContext (found by review): an
+// AtMostOnce call's Request.ScheduleToCloseTimeout (48h) wins over the
+// workflow context's activity options (10 minutes, for its other
+// activities): the call is not refused for a bound it did not set.
+func TestAtMostOnceRequestTimeoutWinsOverContext(t *testing.T) {
+	env := testsuite.NewEnv(t)
+	env.RegisterActivityWithOptions(func(context.Context, input.Input) (*workflows.Response, error) {
+		return &workflows.Response{Status: 201, IdempotencyKey: "k", Attempt: 1}, nil
+	}, activity.RegisterOptions{Name: input.ActivityNameV2})
+	wf := func(ctx workflow.Context) (*workflows.Response, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, ScheduleToCloseTimeout: 10 * time.Minute})
+		return workflows.Call(ctx, workflows.Request{Operation: "charge", URL: "https://api.example.com/payments",
+			ScheduleToCloseTimeout: 48 * time.Hour, Reconcile: workflows.Reconcile{AtMostOnce: true}})
+	}
+	env.RegisterWorkflow(wf)
+	env.ExecuteWorkflow(wf)
+	assert.NoError(t, env.GetWorkflowError())
 }
 
 // TestReconcileValidate (#41, done when): Request.Validate refuses a

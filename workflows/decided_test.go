@@ -51,13 +51,13 @@ func TestOperatorDecision(t *testing.T) {
 			env.ExecuteWorkflow(wf)
 			err := env.GetWorkflowError()
 			if tt.noDecision {
-				if err != nil {
-					return // refused: fine
-				}
-				var resp workflows.Response
-				_ = env.GetWorkflowResult(&resp)
-				ok := resp.Status >= 200 && resp.Status <= 299 && resp.Reconciled == "operator" && resp.IdempotencyKey != "k-of-another-call"
-				assert.True(t, ok, "operator completion %s returned as a success: %+v", tt.result, resp)
+				// Never a success: the outcome is still unknown.
+				require.Error(t, err, "operator completion %s returned as a success", tt.result)
+				d, ok := workflows.AsFailure(err)
+				require.True(t, ok)
+				assert.Equal(t, workflows.ErrTypeAwaitingDecision, d.Type)
+				assert.False(t, d.Retryable)
+				assert.True(t, d.OutcomeUnknown)
 				return
 			}
 			if tt.gaveUp {

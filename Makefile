@@ -103,6 +103,11 @@ soak:
 ## none of the peers' dependencies. Section chaos, last, is the chaos
 ## campaign at 1000 operations on the PostgreSQL-backed cluster (about 5
 ## minutes; alone: go run ./cmd/bench -only chaos -out results/chaos).
+## Section unkeyed, after it, runs that campaign against an API without
+## keys three ways (plain retries, lookup, at most once with an operator
+## using the CLI) at 1000 operations each, then keys in the body and in
+## the query at 200 (about 16.5 minutes; alone: go run ./cmd/bench -only
+## unkeyed -out results/unkeyed).
 bench:
 	cd bench && GOWORK=off $(GO) run ./cmd/bench -out results
 

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,7 +50,15 @@ func (a *Activities) settle(ctx context.Context, info activity.Info, p *prepared
 	if p.rec.AtMostOnce {
 		if prev.PausedAt != 0 && prev.PausedAt == prev.Attempt {
 			// The attempt before paused itself, and Temporal started this
-			// one: a person unpaused the activity, which means "send again".
+			// one: a person unpaused the activity, which means "send
+			// again", unless the activity is still paused: temporal-server
+			// 1.29.1, in the seconds after a restart, started attempts of
+			// paused activities no one had unpaused (logging "Activity is
+			// paused, but new task was schedulled"), and only the
+			// activity's state tells an unpause from that.
+			if err := a.stillPaused(ctx, info); err != nil {
+				return nil, 0, false, a.awaitAgain(ctx, info, p, *prev, d, err)
+			}
 			activity.GetLogger(ctx).Warn("HTTP request sent again at a person's decision (the activity was unpaused)", "key", p.req.IdempotencyKey, "attempt", info.Attempt)
 			prev.Unknown, prev.UnknownGot, prev.PausedAt = false, "", 0
 			return nil, 0, true, nil
@@ -204,4 +213,48 @@ func workflowService(ctx context.Context) workflowservice.WorkflowServiceClient 
 		return nil
 	}
 	return svc
+}
+
+// errStillPaused is stillPaused's answer for an activity still paused.
+var errStillPaused = errors.New("the activity is still paused: no one unpaused it")
+
+// stillPaused returns nil when the activity of info is no longer paused
+// (a person unpaused it), errStillPaused when it is, or the error that
+// kept it from asking the server.
+func (a *Activities) stillPaused(ctx context.Context, info activity.Info) error {
+	svc := workflowService(ctx)
+	if svc == nil {
+		return errors.New("no Temporal service to ask")
+	}
+	resp, err := svc.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: info.WorkflowNamespace,
+		Execution: &commonpb.WorkflowExecution{WorkflowId: info.WorkflowExecution.ID, RunId: info.WorkflowExecution.RunID},
+	})
+	if err != nil {
+		return fmt.Errorf("describing the workflow: %w", err)
+	}
+	for _, pa := range resp.GetPendingActivities() {
+		if pa.GetActivityId() == info.ActivityID && pa.GetPaused() {
+			return errStillPaused
+		}
+	}
+	return nil
+}
+
+// awaitAgain ends an attempt that Temporal started after a pause while
+// no one has unpaused the activity (why: errStillPaused, or the error
+// that kept it from knowing): it sends nothing, and the next attempt,
+// which only an unpause starts, asks again.
+func (a *Activities) awaitAgain(ctx context.Context, info activity.Info, p *prepared, prev progress, d workflows.Failure, why error) error {
+	activity.GetLogger(ctx).Warn("HTTP call at most once started while waiting for a decision: not sending", "key", p.req.IdempotencyKey, "attempt", info.Attempt, "why", why.Error())
+	next := prev
+	next.Attempt, next.PausedAt = info.Attempt, info.Attempt
+	d.NextRetryDelay = pauseRetryDelay
+	opts := temporal.ApplicationErrorOptions{NextRetryDelay: pauseRetryDelay, Details: []any{a.scrub(d)}}
+	if errors.Is(why, errStillPaused) {
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+	}
+	activity.RecordHeartbeat(ctx, next)
+	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s %s: at most once, and %s; started again while waiting for a decision (%v): nothing sent; `temporal activity unpause` sends it again",
+		p.method, p.shown, prev.earlier(), why)), workflows.ErrTypeAwaitingDecision, opts)
 }

@@ -78,7 +78,8 @@ type progress struct {
 	RefusedSince time.Time `json:"refused_since,omitzero"`
 	// PausedAt is the attempt that paused the activity for a person's
 	// decision (Reconcile.AtMostOnce): the attempt right after it was
-	// started by a person's unpause, which means "send again".
+	// started by a person's unpause, which means "send again", if the
+	// activity is no longer paused (see Activities.settle).
 	PausedAt int32 `json:"paused_at,omitempty"`
 	// PauseTries counts the attempts that could not pause the activity.
 	PauseTries int32 `json:"pause_tries,omitempty"`

@@ -27,6 +27,23 @@
 // body is the stored response byte for byte), none failed. The requests
 // the API received, per success, are the campaign's cost.
 //
+// Config.Way plays an API that ignores idempotency keys
+// (testsuite.PlainDialect, a lookup on the body member client_reference)
+// with each operation's key in its body (KeyInBody), and Plan.AnswerCuts
+// makes every toxic one that loses the answer after the API did the work
+// (reset_peer, timeout and limit_data, downstream), so attempts end with
+// an unknown outcome. The ways: [WayPlain], retries as against an API
+// with keys, every lost answer a duplicate (the baseline, which must show
+// some); [WayLookup], Reconcile.Lookup before sending again; and
+// [WayAtMostOnce], Reconcile.AtMostOnce: the activity pauses itself, and
+// an operator in the campaign lists the waiting calls with the Temporal
+// CLI ([PausedQuery]), asks the API directly and completes the activity
+// with the record found or unpauses it ([OperatorOptions],
+// [OperatorReport]). [Result.Problems] says where a campaign fell short of
+// its way's promise. Config.KeyIn puts the key of the keyed way (the
+// reference server honouring keys, [WayKeyed]) in the body or the query,
+// where the server reads it.
+//
 // The same seed gives the same schedule; what the faults hit (which
 // request, which attempt) depends on timing and is not replayed.
 package chaos

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -21,6 +20,9 @@ import (
 // waiters is how many operations are waited for at once (in start order).
 const waiters = 32
 
+// maxHistories bounds the histories kept per list of a Verdict.
+const maxHistories = 20
+
 // operation is one operation of the campaign.
 type operation struct {
 	id      string
@@ -31,25 +33,15 @@ type operation struct {
 }
 
 // operations returns the campaign's operations: the ready workflow under
-// a business workflow ID of its own, one POST each through the proxy.
+// a business workflow ID of its own, one POST each through the proxy
+// (Config.request).
 func (c *campaign) operations() []*operation {
 	ns := c.cfg.Cluster.Namespace()
 	ops := make([]*operation, len(c.schedule.Starts))
 	for i, at := range c.schedule.Starts {
-		id := fmt.Sprintf("chaos-%d-order-%04d", c.cfg.Plan.Seed, i)
-		ops[i] = &operation{id: id, at: at, started: make(chan struct{}),
-			req: workflows.Request{
-				Operation: operationName, URL: c.px.URL + "/payments",
-				Body: json.RawMessage(fmt.Sprintf(`{"order":%d,"amount":%d}`, i, 100+i)),
-				// Every failed attempt waits at most 5 s: the operations
-				// outlive the outage and the server's restart on retries,
-				// not on luck.
-				Retry:                  workflows.RetryOptions{MaximumInterval: 5 * time.Second, MaximumAttempts: 1000},
-				ScheduleToCloseTimeout: c.cfg.ScheduleToClose,
-				OriginQueue:            c.cfg.OriginQueue,
-			},
-			outcome: Outcome{WorkflowID: id, Key: idemkey.Derive(ns, id, operationName)},
-		}
+		id := fmt.Sprintf("%s-order-%04d", c.cfg.prefix(), i)
+		ops[i] = &operation{id: id, at: at, started: make(chan struct{}), req: c.cfg.request(c.px.URL, i),
+			outcome: Outcome{WorkflowID: id, Key: idemkey.Derive(ns, id, operationName)}}
 	}
 	return ops
 }
@@ -143,15 +135,23 @@ func (c *campaign) waitOne(ctx context.Context, op *operation) {
 }
 
 // collect reads what the API did, checks the outcomes and gathers the
-// close times, and the histories of the operations that went wrong.
-func (c *campaign) collect(ctx context.Context, ops []*operation) (*Result, error) {
-	r := &Result{Plan: c.cfg.Plan, Schedule: c.schedule, Stats: c.api.Stats(), Histories: map[string][]string{}}
+// close times, the histories of the operations that went wrong and, with
+// an operator (halted), what it did and what waited.
+func (c *campaign) collect(ctx context.Context, ops []*operation, opr *operator) (*Result, error) {
+	r := &Result{Way: c.cfg.Way, KeyIn: c.cfg.KeyIn, Plan: c.cfg.Plan, Schedule: c.schedule, Stats: c.api.Stats(), Histories: map[string][]string{}}
 	outcomes := make([]Outcome, len(ops))
 	for i, op := range ops {
 		outcomes[i] = op.outcome
 	}
 	r.Verdict = Verify(outcomes, c.api.Records())
 	r.Requests = r.Stats.Requests
+	if opr != nil {
+		r.Operator = opr.report()
+		waited, pauses, notSent := c.waited(ctx, ops)
+		opr.finish(r.Operator, waited, pauses, notSent, r.Verdict)
+		// The operator's lookups went to the API directly.
+		r.Requests -= r.Operator.Lookups
+	}
 	if r.Verdict.Succeeded > 0 {
 		r.RequestsPerSuccess = float64(r.Requests) / float64(r.Verdict.Succeeded)
 	}
@@ -170,8 +170,13 @@ func (c *campaign) collect(ctx context.Context, ops []*operation) (*Result, erro
 		}
 	}
 	sort.Slice(r.Completions, func(i, j int) bool { return r.Completions[i] < r.Completions[j] })
-	for _, list := range [][]string{r.Verdict.Failed, r.Verdict.Lost, r.Verdict.Duplicated} {
-		for _, id := range list {
+	lists := [][]string{r.Verdict.Failed, r.Verdict.Lost, r.Verdict.Duplicated}
+	if r.Operator != nil {
+		lists = append(lists, r.Operator.Unlisted)
+	}
+	for _, list := range lists {
+		// The plain way's duplicates are many and alike: a few tell.
+		for _, id := range list[:min(len(list), maxHistories)] {
 			r.Histories[id] = c.history(ctx, id)
 		}
 	}

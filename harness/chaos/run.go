@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,21 +46,41 @@ type Config struct {
 	// 500 ms, a payment API's pace): the faults then find requests in
 	// flight, whose work is done while their answer is lost.
 	APIProcessingTime time.Duration
+	// Way is how the operations meet the API (default WayKeyed: an API
+	// that honours keys); the others play an API that ignores them.
+	Way Way
+	// KeyIn is where the operations carry their key (Request.KeyIn) and
+	// where the API reads it: "" the Idempotency-Key header, KeyInBody or
+	// KeyInQuery. The ways without keys need KeyInBody (their default).
+	KeyIn string
+	// APICutRate is the share of requests the API processes and then cuts
+	// without an answer (testsuite.Options.CutRate), beyond what the
+	// toxics cut (default 0).
+	APICutRate float64
+	// Operator paces the person who decides, with the Temporal CLI, what
+	// the calls waiting for a decision did (WayAtMostOnce only).
+	Operator OperatorOptions
 	// Logf, if not nil, gets progress lines.
 	Logf func(string, ...any)
 }
 
 // Result is what a campaign did and found.
 type Result struct {
+	// Way and KeyIn are the campaign's Config.Way and Config.KeyIn.
+	Way      Way      `json:"way,omitempty"`
+	KeyIn    string   `json:"key_in,omitempty"`
 	Plan     Plan     `json:"plan"`
 	Schedule Schedule `json:"schedule"`
 	Verdict  Verdict  `json:"verdict"`
-	// Stats is the API's counters at the end; Requests its requests (what
-	// reached it: the proxy refuses the rest during the outage) and
+	// Stats is the API's counters at the end; Requests the requests the
+	// workers sent (what reached it through the proxy, which refuses the
+	// rest during the outage; lookups included, the operator's not) and
 	// RequestsPerSuccess those per operation that succeeded.
 	Stats              testsuite.Stats `json:"api_stats"`
 	Requests           int             `json:"requests"`
 	RequestsPerSuccess float64         `json:"requests_per_success"`
+	// Operator is what the operator did (WayAtMostOnce).
+	Operator *OperatorReport `json:"operator,omitempty"`
 	// Duration is from the first start to the last operation's end.
 	Duration time.Duration `json:"duration_ns"`
 	// Events is what the campaign did, when (faults as carried out).
@@ -92,6 +113,9 @@ func (c *Config) withDefaults() error {
 	if c.Cluster == nil || c.WorkerBin == "" || c.ToxiproxyBin == "" || c.WorkDir == "" {
 		return errors.New("chaos: Config needs Cluster, WorkerBin, ToxiproxyBin and WorkDir")
 	}
+	if err := c.checkWay(); err != nil {
+		return err
+	}
 	c.Plan = c.Plan.withDefaults()
 	if c.Plan.Operations <= 0 {
 		return errors.New("chaos: Plan.Operations must be positive")
@@ -108,6 +132,10 @@ func (c *Config) withDefaults() error {
 	if c.APIProcessingTime <= 0 {
 		c.APIProcessingTime = 500 * time.Millisecond
 	}
+	if !(c.APICutRate >= 0 && c.APICutRate <= 1) {
+		return fmt.Errorf("chaos: Config.APICutRate %v: want a fraction in [0, 1]", c.APICutRate)
+	}
+	c.Operator = c.Operator.withDefaults(c.APIProcessingTime)
 	return nil
 }
 
@@ -121,7 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	api := testsuite.NewServer(testsuite.Options{ProcessingTime: cfg.APIProcessingTime})
+	api := testsuite.NewServer(cfg.apiOptions())
 	hs := httptest.NewServer(api)
 	defer hs.Close()
 	defer api.Close()
@@ -135,8 +163,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("chaos: dialling the cluster: %w", err)
 	}
 	defer cl.Close()
-	c := &campaign{cfg: cfg, cl: cl, api: api, px: px, schedule: NewSchedule(cfg.Plan),
-		taskQueue: fmt.Sprintf("chaos-%d", cfg.Plan.Seed)}
+	c := &campaign{cfg: cfg, cl: cl, api: api, apiURL: hs.URL, px: px, schedule: NewSchedule(cfg.Plan),
+		taskQueue: cfg.prefix()}
 	if err := c.startWorkers(ctx); err != nil {
 		return nil, err
 	}
@@ -149,6 +177,7 @@ type campaign struct {
 	cfg       Config
 	cl        client.Client
 	api       *testsuite.Server
+	apiURL    string // the API's own URL, not through the proxy
 	px        *proxy
 	schedule  Schedule
 	taskQueue string
@@ -175,7 +204,7 @@ func (c *campaign) event(format string, args ...any) {
 func (c *campaign) run(ctx context.Context) (*Result, error) {
 	ops := c.operations()
 	c.start = time.Now()
-	c.event("campaign: %d operations, %d faults, chaos until %.0f s (seed %d)", len(ops), len(c.schedule.Faults), c.schedule.End.Seconds(), c.schedule.Seed)
+	c.event("campaign: %d operations, %d faults, chaos until %.0f s (seed %d, way %s, key in %s)", len(ops), len(c.schedule.Faults), c.schedule.End.Seconds(), c.schedule.Seed, c.cfg.Way, cmp.Or(c.cfg.KeyIn, "the Idempotency-Key header"))
 	wctx, cancel := context.WithDeadline(ctx, c.start.Add(c.schedule.End+c.cfg.Drain))
 	defer cancel()
 	fctx, cancelFaults := context.WithCancel(ctx)
@@ -187,13 +216,20 @@ func (c *campaign) run(ctx context.Context) (*Result, error) {
 		}
 		faultErr <- err
 	}()
+	var op *operator
+	if c.cfg.Way == WayAtMostOnce {
+		op = c.startOperator(wctx, ops)
+	}
 	c.startAndWait(wctx, ops)
 	c.event("every operation ended or the wait ran out")
+	if op != nil {
+		op.halt()
+	}
 	// The whole schedule runs, even when the operations ended sooner.
 	<-chaosOver
 	cancelFaults()
 	if err := <-faultErr; err != nil {
 		return nil, err
 	}
-	return c.collect(ctx, ops)
+	return c.collect(ctx, ops, op)
 }

@@ -22,10 +22,12 @@ const (
 )
 
 // Toxiproxy's toxic types the campaign uses. The first four are in every
-// schedule; the campaign adds the last two when there is time.
+// schedule; the campaign adds the last two when there is time. A plan
+// with AnswerCuts uses cutToxics alone, all three in every schedule.
 var (
 	requiredToxics = []string{"reset_peer", "latency", "bandwidth", "timeout"}
 	optionalToxics = []string{"limit_data", "slicer"}
+	cutToxics      = []string{"reset_peer", "timeout", "limit_data"}
 )
 
 // Toxic is one toxic as Toxiproxy's API takes it.
@@ -83,6 +85,13 @@ type Plan struct {
 	WorkerKillEvery time.Duration
 	// Outage is how long the API is down, once (default 30 s).
 	Outage time.Duration
+	// AnswerCuts makes every toxic one that loses the answer after the
+	// API did the work (reset_peer, timeout and limit_data, all on the
+	// downstream stream: the request arrives whole, its answer does not),
+	// so that attempts end with an unknown outcome, the case an API
+	// without keys makes dangerous. Default false: the six kinds, either
+	// way.
+	AnswerCuts bool
 }
 
 func (p Plan) withDefaults() Plan {
@@ -116,8 +125,9 @@ const (
 // (round robin from a seeded worker) until the chaos ends, none within
 // 10 s of the server kill; and toxics, one at a time, 6–12 s each with
 // 2–5 s between, outside the outage, the four required kinds first in a
-// seeded order. The chaos lasts as long as the starts, and at least until
-// 20 s after the server kill. The same Plan gives the same Schedule.
+// seeded order (with p.AnswerCuts, the three that lose answers, on the
+// downstream stream). The chaos lasts as long as the starts, and at least
+// until 20 s after the server kill. The same Plan gives the same Schedule.
 func NewSchedule(p Plan) Schedule {
 	p = p.withDefaults()
 	rng := rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))
@@ -138,7 +148,7 @@ func NewSchedule(p Plan) Schedule {
 	s.Faults = append(s.Faults,
 		Step{At: down, Kind: FaultAPIDown}, Step{At: up, Kind: FaultAPIUp},
 		Step{At: kill, Kind: FaultServerKill})
-	toxics := toxicSteps(rng, 2*time.Second, s.End, down, up)
+	toxics := toxicSteps(rng, 2*time.Second, s.End, down, up, p.AnswerCuts)
 	s.End = max(s.End, toxics[len(toxics)-1].At)
 	s.Faults = append(s.Faults, toxics...)
 	w := rng.IntN(p.Workers)
@@ -153,13 +163,20 @@ func NewSchedule(p Plan) Schedule {
 	return s
 }
 
-// toxicSteps plans toxics from from to end, none overlapping [down, up).
-func toxicSteps(rng *rand.Rand, from, end, down, up time.Duration) []Step {
-	kinds := slices.Clone(requiredToxics)
+// toxicSteps plans toxics from from to end, none overlapping [down, up);
+// with cuts, only the kinds that lose answers, downstream.
+func toxicSteps(rng *rand.Rand, from, end, down, up time.Duration, cuts bool) []Step {
+	required := requiredToxics
+	if cuts {
+		required = cutToxics
+	}
+	kinds := slices.Clone(required)
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	extra := slices.Clone(optionalToxics)
-	rng.Shuffle(len(extra), func(i, j int) { extra[i], extra[j] = extra[j], extra[i] })
-	kinds = append(kinds, extra...)
+	if !cuts {
+		extra := slices.Clone(optionalToxics)
+		rng.Shuffle(len(extra), func(i, j int) { extra[i], extra[j] = extra[j], extra[i] })
+		kinds = append(kinds, extra...)
+	}
 	var steps []Step
 	at := from
 	for i := 0; ; i++ {
@@ -168,13 +185,16 @@ func toxicSteps(rng *rand.Rand, from, end, down, up time.Duration) []Step {
 			at = up + time.Second // after the outage
 		}
 		if at+length > end {
-			// The four required kinds come whatever the length of the run:
+			// The required kinds come whatever the length of the run:
 			// squeeze the rest in after it.
-			if i >= len(requiredToxics) {
+			if i >= len(required) {
 				return steps
 			}
 		}
 		t := newToxic(rng, fmt.Sprintf("t%02d-%s", i, kinds[i%len(kinds)]), kinds[i%len(kinds)])
+		if cuts {
+			t.Stream = "downstream"
+		}
 		steps = append(steps, Step{At: at, Kind: FaultToxic, Toxic: t}, Step{At: at + length, Kind: FaultToxicEnd, Toxic: t})
 		at += length + 2*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	}

@@ -24,6 +24,9 @@ func TestNewSchedule(t *testing.T) {
 		{"full", Plan{Seed: 1, Operations: 1000}},
 		{"small", Plan{Seed: 3, Operations: 20}},
 		{"fast starts, short outage", Plan{Seed: 5, Operations: 300, StartRate: 10, Outage: 10 * time.Second}},
+		{"answer cuts, ci", Plan{Seed: 33, Operations: 200, StartRate: 2.5, AnswerCuts: true}},
+		{"answer cuts, full", Plan{Seed: 33, Operations: 1000, AnswerCuts: true}},
+		{"answer cuts, small", Plan{Seed: 3, Operations: 20, AnswerCuts: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewSchedule(tc.plan)
@@ -39,7 +42,7 @@ func TestNewSchedule(t *testing.T) {
 			checkStarts(t, s, p)
 			down, up, kill := checkOutageAndKill(t, s, p)
 			checkWorkerKills(t, s, p, kill)
-			checkToxics(t, s, down, up)
+			checkToxics(t, s, p, down, up)
 			for i := 1; i < len(s.Faults); i++ {
 				if s.Faults[i].At < s.Faults[i-1].At {
 					t.Fatalf("faults out of order at %d: %v after %v", i, s.Faults[i], s.Faults[i-1])
@@ -121,7 +124,7 @@ func checkWorkerKills(t *testing.T, s Schedule, p Plan, kill time.Duration) {
 	}
 }
 
-func checkToxics(t *testing.T, s Schedule, down, up time.Duration) {
+func checkToxics(t *testing.T, s Schedule, p Plan, down, up time.Duration) {
 	t.Helper()
 	kinds := map[string]bool{}
 	var active *Toxic
@@ -134,6 +137,9 @@ func checkToxics(t *testing.T, s Schedule, down, up time.Duration) {
 			}
 			active, since = f.Toxic, f.At
 			kinds[f.Toxic.Type] = true
+			if p.AnswerCuts && (!slices.Contains(cutToxics, f.Toxic.Type) || f.Toxic.Stream != "downstream") {
+				t.Errorf("toxic %s %s %s in a plan of answer cuts: want one of %v, downstream", f.Toxic.Name, f.Toxic.Type, f.Toxic.Stream, cutToxics)
+			}
 			if f.Toxic.Toxicity <= 0 || f.Toxic.Toxicity > 1 || len(f.Toxic.Attributes) == 0 {
 				t.Errorf("toxic %+v: toxicity or attributes missing", f.Toxic)
 			}
@@ -150,9 +156,40 @@ func checkToxics(t *testing.T, s Schedule, down, up time.Duration) {
 	if active != nil {
 		t.Errorf("toxic %s never removed", active.Name)
 	}
-	for _, k := range requiredToxics {
+	required := requiredToxics
+	if p.AnswerCuts {
+		required = cutToxics
+	}
+	for _, k := range required {
 		if !kinds[k] {
 			t.Errorf("no %s toxic in the schedule (kinds: %v)", k, kinds)
+		}
+	}
+}
+
+// TestAnswerCutsKeepTheSchedule: AnswerCuts changes the toxics alone; the
+// starts, the outage, the server kill and the worker kills are those of
+// the same plan without it.
+func TestAnswerCutsKeepTheSchedule(t *testing.T) {
+	for _, seed := range []uint64{1, 33} {
+		p := Plan{Seed: seed, Operations: 200, StartRate: 2.5}
+		cut := p
+		cut.AnswerCuts = true
+		a, b := NewSchedule(p), NewSchedule(cut)
+		if !reflect.DeepEqual(a.Starts, b.Starts) {
+			t.Errorf("seed %d: AnswerCuts moved the starts", seed)
+		}
+		others := func(s Schedule) []Step {
+			var steps []Step
+			for _, f := range s.Faults {
+				if f.Kind != FaultToxic && f.Kind != FaultToxicEnd && f.Kind != FaultWorkerKill {
+					steps = append(steps, f)
+				}
+			}
+			return steps
+		}
+		if !reflect.DeepEqual(others(a), others(b)) {
+			t.Errorf("seed %d: AnswerCuts moved the outage or the server kill:\n%v\n%v", seed, others(a), others(b))
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -55,10 +57,11 @@ func (v Verdict) OK() bool {
 }
 
 // Verify checks outcomes against the records the API made (its
-// testsuite.Server.Records): each operation completed, with status 201,
-// with exactly one record for its key, and its result's body is that
-// record's stored response (the record's JSON, as the reference server
-// answers), byte for byte.
+// testsuite.Server.Records): each operation completed, with status 201
+// (200 for a result its lookup found: Response.Reconciled "lookup"), with
+// exactly one record for its key, and its result's body is that record's
+// stored response (the record's JSON, as the reference server answers,
+// lists and the operator hands it back), byte for byte.
 func Verify(outcomes []Outcome, records []testsuite.Record) Verdict {
 	v := Verdict{Operations: len(outcomes), Records: len(records)}
 	byKey := map[string][]testsuite.Record{}
@@ -111,8 +114,8 @@ func check(o Outcome, recs []testsuite.Record) string {
 		return fmt.Sprintf("completed (status %d) but the API has no record for key %s", o.Response.Status, o.Key)
 	case o.Response.IdempotencyKey != o.Key:
 		return fmt.Sprintf("result carries key %s, want %s", o.Response.IdempotencyKey, o.Key)
-	case o.Response.Status != http.StatusCreated:
-		return fmt.Sprintf("status %d, want 201", o.Response.Status)
+	case o.Response.Status != wantStatus(o.Response):
+		return fmt.Sprintf("status %d, want %d (reconciled %q)", o.Response.Status, wantStatus(o.Response), o.Response.Reconciled)
 	}
 	want, err := json.Marshal(recs[0])
 	if err != nil {
@@ -122,4 +125,61 @@ func check(o Outcome, recs []testsuite.Record) string {
 		return fmt.Sprintf("result body %q (omitted %v %q) is not the stored response %q", o.Response.Body, o.Response.BodyOmitted, o.Response.OmittedReason, want)
 	}
 	return ""
+}
+
+// wantStatus is the status of a good result: the lookup's 200 for a
+// result it found, else the 201 of the request that made the record (a
+// person's decision hands it back).
+func wantStatus(r *workflows.Response) int {
+	if r.Reconciled == "lookup" {
+		return http.StatusOK
+	}
+	return http.StatusCreated
+}
+
+// Problems says, one line each, where r falls short of what its way
+// promises; none when it does. Every way: no operation failed or lost its
+// answer, no stray record. The keyed way and the ways that reconcile
+// (lookup, at-most-once): no duplicate either, one record per operation.
+// The plain way, the baseline: at least one duplicate, else the faults lost
+// no answer after the API's work and the campaign proved nothing. With an
+// operator (at-most-once): some call waited, every one that did was
+// listed, and every decision was taken.
+func (r *Result) Problems() []string {
+	v := r.Verdict
+	var p []string
+	if n := len(v.Failed) + len(v.Lost); n > 0 {
+		p = append(p, fmt.Sprintf("%d operations lost (%d failed, %d completed without their record): %s", n, len(v.Failed), len(v.Lost), short(append(slices.Clone(v.Failed), v.Lost...))))
+	}
+	if len(v.Stray) > 0 {
+		p = append(p, fmt.Sprintf("%d keys of no operation have records: %s", len(v.Stray), short(v.Stray)))
+	}
+	switch {
+	case r.Way == WayPlain && len(v.Duplicated) == 0:
+		p = append(p, "no duplicate with plain retries against an API without keys: the faults lost no answer after the API's work (check the toxics and the API's cut rate)")
+	case r.Way != WayPlain && len(v.Duplicated) > 0:
+		p = append(p, fmt.Sprintf("%d operations done more than once: %s", len(v.Duplicated), short(v.Duplicated)))
+	case r.Way != WayPlain && v.Records != v.Operations:
+		p = append(p, fmt.Sprintf("%d records for %d operations", v.Records, v.Operations))
+	}
+	if o := r.Operator; o != nil {
+		if o.Waited == 0 {
+			p = append(p, "no call waited for a decision: the faults made no unknown outcome")
+		}
+		if len(o.Undecided) > 0 {
+			p = append(p, fmt.Sprintf("%d calls sent again without a person's decision (never unpaused; temporal-server logged %d times that it started an attempt of a paused activity): %s", len(o.Undecided), o.StartedPaused, short(o.Undecided)))
+		}
+		if len(o.Unlisted) > 0 {
+			p = append(p, fmt.Sprintf("%d calls waited for a decision and no list showed them (query %s): %s", len(o.Unlisted), o.Query, short(o.Unlisted)))
+		}
+	}
+	return p
+}
+
+// short lists at most 10 of ids.
+func short(ids []string) string {
+	if len(ids) > 10 {
+		return strings.Join(ids[:10], ", ") + fmt.Sprintf(", … (%d more)", len(ids)-10)
+	}
+	return strings.Join(ids, ", ")
 }

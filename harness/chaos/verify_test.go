@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,14 @@ func TestVerify(t *testing.T) {
 	wrongStatus.Response.Status = 200
 	wrongKey := answered("wf-b", b)
 	wrongKey.Response.IdempotencyKey = "other"
+	// A lookup's result is its 200 with the record; a person's decision
+	// hands the 201 and the record back.
+	foundByLookup := answered("wf-b", b)
+	foundByLookup.Response.Status, foundByLookup.Response.Reconciled = 200, "lookup"
+	lookup201 := answered("wf-b", b)
+	lookup201.Response.Reconciled = "lookup"
+	byOperator := answered("wf-b", b)
+	byOperator.Response.Reconciled = "operator"
 	for _, tc := range []struct {
 		name     string
 		outcomes []Outcome
@@ -61,6 +70,12 @@ func TestVerify(t *testing.T) {
 			Verdict{Operations: 1, Records: 1, Lost: []string{"wf-b"}}, 1},
 		{"wrong key in result", []Outcome{wrongKey}, []testsuite.Record{b},
 			Verdict{Operations: 1, Records: 1, Lost: []string{"wf-b"}}, 1},
+		{"found by lookup", []Outcome{foundByLookup}, []testsuite.Record{b},
+			Verdict{Operations: 1, Succeeded: 1, Records: 1}, 0},
+		{"lookup with a 201", []Outcome{lookup201}, []testsuite.Record{b},
+			Verdict{Operations: 1, Records: 1, Lost: []string{"wf-b"}}, 1},
+		{"settled by a person", []Outcome{byOperator}, []testsuite.Record{b},
+			Verdict{Operations: 1, Succeeded: 1, Records: 1}, 0},
 		{"stray record", []Outcome{answered("wf-a", a)}, []testsuite.Record{a, c},
 			Verdict{Operations: 1, Succeeded: 1, Records: 2, Stray: []string{"kc"}}, 1},
 	} {
@@ -77,6 +92,48 @@ func TestVerify(t *testing.T) {
 			}
 			if ok := got.OK(); ok != (tc.findings == 0) {
 				t.Errorf("OK() = %v with %d findings", ok, tc.findings)
+			}
+		})
+	}
+}
+
+// TestProblems: what each way promises, and what falls short of it.
+func TestProblems(t *testing.T) {
+	good := Verdict{Operations: 2, Succeeded: 2, Records: 2}
+	dup := Verdict{Operations: 2, Succeeded: 1, Records: 3, Duplicated: []string{"wf-b"}}
+	failed := Verdict{Operations: 2, Succeeded: 1, Records: 2, Failed: []string{"wf-a"}}
+	fewer := Verdict{Operations: 2, Succeeded: 1, Records: 1, Lost: []string{"wf-b"}}
+	stray := Verdict{Operations: 2, Succeeded: 2, Records: 3, Stray: []string{"kx"}}
+	waited := &OperatorReport{Waited: 3, Listed: 3}
+	for _, tc := range []struct {
+		name string
+		r    Result
+		want []string // substrings, one per problem, in order
+	}{
+		{"keyed, all well", Result{Verdict: good}, nil},
+		{"keyed, a duplicate", Result{Verdict: dup}, []string{"1 operations done more than once: wf-b"}},
+		{"lookup, a failure", Result{Way: WayLookup, Verdict: failed}, []string{"1 operations lost (1 failed, 0 completed without their record): wf-a"}},
+		{"lookup, a record missing", Result{Way: WayLookup, Verdict: fewer}, []string{"1 operations lost (0 failed, 1 completed without", "1 records for 2 operations"}},
+		{"stray", Result{Way: WayLookup, Verdict: stray}, []string{"1 keys of no operation have records: kx", "3 records for 2 operations"}},
+		{"plain with duplicates: the baseline", Result{Way: WayPlain, Verdict: dup}, nil},
+		{"plain without", Result{Way: WayPlain, Verdict: good}, []string{"no duplicate with plain retries"}},
+		{"plain, a failure", Result{Way: WayPlain, Verdict: Verdict{Operations: 2, Succeeded: 0, Records: 3, Failed: []string{"wf-a"}, Duplicated: []string{"wf-b"}}}, []string{"1 operations lost"}},
+		{"at most once, all well", Result{Way: WayAtMostOnce, Verdict: good, Operator: waited}, nil},
+		{"at most once, none waited", Result{Way: WayAtMostOnce, Verdict: good, Operator: &OperatorReport{}}, []string{"no call waited"}},
+		{"at most once, one unlisted", Result{Way: WayAtMostOnce, Verdict: good, Operator: &OperatorReport{Waited: 3, Listed: 2, Unlisted: []string{"wf-c"}}},
+			[]string{"1 calls waited for a decision and no list showed them"}},
+		{"at most once, sent without a decision", Result{Way: WayAtMostOnce, Verdict: dup, Operator: &OperatorReport{Waited: 3, Listed: 3, Undecided: []string{"wf-b"}, StartedPaused: 1}},
+			[]string{"1 operations done more than once", "1 calls sent again without a person's decision (never unpaused; temporal-server logged 1 times"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.r.Problems()
+			if len(got) != len(tc.want) {
+				t.Fatalf("Problems() = %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d %q, want %q in it", i, got[i], w)
+				}
 			}
 		})
 	}

@@ -49,6 +49,15 @@
 // quick check: 6 minutes on 2 shared CPUs, against about 14 at three
 // (the outage runs take 1.5 minutes each).
 //
+// The unkeyed section (-only unkeyed; the chaos campaign against APIs
+// without keys: plain retries, a lookup, at most once with an operator
+// using the Temporal CLI; then keys in the body and the query) writes
+// its table into RESULTS.md; -unkeyed-ops sets each way's size (1000:
+// about 16.5 minutes on 2 shared CPUs, 4.5 per way and 1.3 per key
+// place).
+//
+//	cd bench && GOWORK=off go run ./cmd/bench -only unkeyed -out results/unkeyed
+//
 // It runs in the bench module (bench/go.mod), whose go-retryablehttp and
 // failsafe-go the library does not need. It uses <repo>/bin/temporal
 // (building it from tools/go.mod when missing) or -cli.
@@ -98,6 +107,7 @@ func run() error {
 	count := flag.Int("overhead-count", 9, "rounds of the overhead benchmarks")
 	iters := flag.Int("overhead-iters", 30000, "iterations per overhead benchmark run")
 	clusterRuns := flag.Int("cluster-runs", bench.DefaultClusterRuns, "consecutive runs of each shared-rate figure of the cluster section, the worst reported (1 for a quick check)")
+	unkeyedOps := flag.Int("unkeyed-ops", 1000, "operations of each way's campaign of the unkeyed section (the key places' take a fifth)")
 	keepLogs := flag.Bool("keep-logs", false, "keep the dev server and worker logs (their directory is printed)")
 	render := flag.Bool("render", false, "measure nothing: rewrite RESULTS.md and the plots from -out's results.json")
 	flag.Parse()
@@ -146,7 +156,7 @@ func run() error {
 	}
 	start := time.Now()
 	res, err := bench.Run(ctx, bench.Options{
-		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, Logf: log.Printf,
+		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, UnkeyedOperations: *unkeyedOps, Logf: log.Printf,
 	})
 	if err != nil {
 		log.Printf("logs kept in %s", logDir)

@@ -29,58 +29,78 @@ type ChaosResult struct {
 	Campaign   *chaos.Result `json:"campaign"`
 }
 
-// runChaos builds what the campaign needs into cluster.DefaultBinDir()
-// (the cluster's tools, toxiproxy-server, the worker), starts a cluster and
-// runs the campaign p. Logs go to logDir/chaos when logDir is set.
-func runChaos(ctx context.Context, p chaos.Plan, logDir string, logf func(string, ...any)) (_ *ChaosResult, err error) {
+// chaosEnv is what a campaign runs with: a started cluster, the worker
+// and toxiproxy-server binaries and a work directory for its logs.
+type chaosEnv struct {
+	Cluster                 *cluster.Cluster
+	WorkerBin, ToxiproxyBin string
+	WorkDir                 string
+}
+
+// withChaosCluster builds what a campaign needs into
+// cluster.DefaultBinDir() (the cluster's tools, toxiproxy-server, the
+// worker), starts a cluster and calls run with it; then it stops the
+// cluster. The logs go to logDir/name when logDir is set, else to a
+// temporary directory removed after.
+func withChaosCluster(ctx context.Context, name, logDir string, logf func(string, ...any), run func(chaosEnv) error) (err error) {
 	if _, err := cluster.EnsurePostgres(ctx, logf); err != nil {
-		return nil, err
+		return err
 	}
 	binDir, err := cluster.DefaultBinDir()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, cluster.BuildTimeout)
 	defer cancel()
 	if err := cluster.BuildTools(bctx, binDir, logf); err != nil {
-		return nil, fmt.Errorf("building the cluster's tools: %w", err)
+		return fmt.Errorf("building the cluster's tools: %w", err)
 	}
 	toxiproxyBin, err := chaos.BuildToxiproxy(bctx, binDir, logf)
 	if err != nil {
-		return nil, fmt.Errorf("building toxiproxy-server: %w", err)
+		return fmt.Errorf("building toxiproxy-server: %w", err)
 	}
 	if err := itest.BuildCommands(bctx, binDir, "./worker"); err != nil {
-		return nil, fmt.Errorf("building the worker: %w", err)
+		return fmt.Errorf("building the worker: %w", err)
 	}
-	workDir := filepath.Join(logDir, "chaos")
+	workDir := filepath.Join(logDir, name)
 	if logDir == "" {
-		if workDir, err = os.MkdirTemp("", "idemhttp-chaos-"); err != nil {
-			return nil, err
+		if workDir, err = os.MkdirTemp("", "idemhttp-"+name+"-"); err != nil {
+			return err
 		}
 		defer os.RemoveAll(workDir)
 	}
 	opts := cluster.Options{BinDir: binDir, Logf: logf, ServerLogLevel: "warn", DynamicConfig: cluster.OnePartitionPerQueue, WorkDir: filepath.Join(workDir, "cluster")}
 	for _, d := range []string{workDir, opts.WorkDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, cluster.StartTimeout)
 	c, err := cluster.Start(sctx, opts)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("starting the cluster: %w", err)
+		return fmt.Errorf("starting the cluster: %w", err)
 	}
 	defer func() {
 		if serr := c.Stop(); serr != nil {
 			err = errors.Join(err, fmt.Errorf("stopping the cluster: %w", serr))
 		}
 	}()
+	return run(chaosEnv{Cluster: c, WorkerBin: filepath.Join(binDir, "worker"), ToxiproxyBin: toxiproxyBin, WorkDir: workDir})
+}
+
+// runChaos runs the campaign p on a cluster of its own (withChaosCluster).
+// Logs go to logDir/chaos when logDir is set.
+func runChaos(ctx context.Context, p chaos.Plan, logDir string, logf func(string, ...any)) (*ChaosResult, error) {
 	res := &ChaosResult{}
-	res.Campaign, err = chaos.Run(ctx, chaos.Config{
-		Plan: p, Cluster: c, WorkerBin: filepath.Join(binDir, "worker"), ToxiproxyBin: toxiproxyBin, WorkDir: workDir,
-		WorkerArgs:      res.WorkerArgs,
-		ScheduleToClose: 30 * time.Minute, Drain: 15 * time.Minute, Logf: logf,
+	err := withChaosCluster(ctx, "chaos", logDir, logf, func(env chaosEnv) error {
+		var err error
+		res.Campaign, err = chaos.Run(ctx, chaos.Config{
+			Plan: p, Cluster: env.Cluster, WorkerBin: env.WorkerBin, ToxiproxyBin: env.ToxiproxyBin, WorkDir: env.WorkDir,
+			WorkerArgs:      res.WorkerArgs,
+			ScheduleToClose: 30 * time.Minute, Drain: 15 * time.Minute, Logf: logf,
+		})
+		return err
 	})
 	if err != nil {
 		return res, err

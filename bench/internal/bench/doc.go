@@ -37,7 +37,14 @@
 //     (1000 operations, three workers, Toxiproxy's toxics, worker and
 //     server SIGKILLs, the API down 30 s) on the PostgreSQL-backed
 //     cluster: every operation exactly once with its full answer, and the
-//     requests it cost ([WriteChaosSVG] plots them).
+//     requests it cost ([WriteChaosSVG] plots them);
+//   - unkeyed: the same campaign with answers cut after the API's work,
+//     against the reference server without keys, three ways (plain
+//     retries, the baseline; a lookup; at most once, an operator in the
+//     run deciding with the Temporal CLI): duplicates, lost operations,
+//     the calls that waited, listed and settled, requests per success;
+//     and against the server with keys, the key in the body and in the
+//     query (one record per key).
 //
 // The dev-server sections use the Temporal CLI that [EnsureCLI] finds or
 // builds. [Results] is what a run measured (results.json); [WriteMarkdown],

@@ -238,6 +238,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaosClaim(&b, r.Chaos.Campaign)
 	}
+	if r.Unkeyed != nil {
+		writeUnkeyedClaim(&b, r.Unkeyed)
+	}
 	p("\n")
 
 	if c := r.Contention; c != nil && len(c.Runs) > 0 {
@@ -323,6 +326,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaos(&b, r)
+	}
+	if r.Unkeyed != nil && len(r.Unkeyed.Runs) > 0 {
+		writeUnkeyed(&b, r)
 	}
 	if cs := r.ClusterShared; cs != nil {
 		writeClusterShared(&b, cs)

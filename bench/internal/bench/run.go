@@ -19,7 +19,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster", "chaos"}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster", "chaos", UnkeyedSection}
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
@@ -56,6 +56,10 @@ type Options struct {
 	// the cluster section takes, the worst reported (default
 	// DefaultClusterRuns).
 	ClusterRuns int
+	// UnkeyedOperations is the size of each way's campaign of the
+	// unkeyed section (default 1000; the key places' campaigns take a
+	// fifth of it).
+	UnkeyedOperations int
 	// Logf reports progress.
 	Logf func(string, ...any)
 }
@@ -123,6 +127,9 @@ type Results struct {
 	Webhooks *WebhooksResult `json:"webhooks,omitempty"`
 	// Chaos is the chaos campaign at full size on the cluster.
 	Chaos *ChaosResult `json:"chaos,omitempty"`
+	// Unkeyed is the chaos campaign against APIs without keys, three
+	// ways, and with keys in the body and the query.
+	Unkeyed *UnkeyedResult `json:"unkeyed,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -370,6 +377,17 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := section("chaos", func() error {
 		res, err := runChaos(ctx, defaultChaos, o.LogDir, o.Logf)
 		r.Chaos = res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := section(UnkeyedSection, func() error {
+		p := defaultUnkeyed
+		if o.UnkeyedOperations > 0 {
+			p.Operations, p.KeyPlaceOperations = o.UnkeyedOperations, max(o.UnkeyedOperations/5, 1)
+		}
+		res, err := runUnkeyed(ctx, p, o.LogDir, o.Logf)
+		r.Unkeyed = res
 		return err
 	}); err != nil {
 		return r, err

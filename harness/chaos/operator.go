@@ -401,7 +401,7 @@ func pausedActivity(out []byte) (activityID string, paused bool, err error) {
 		return "", false, fmt.Errorf("reading the description: %w", err)
 	}
 	for _, a := range d.PendingActivities {
-		if a.ActivityType.Name == input.ActivityName {
+		if a.ActivityType.Name == input.ActivityName || a.ActivityType.Name == input.ActivityNameV2 {
 			return a.ActivityID, a.Paused, nil
 		}
 	}

@@ -67,7 +67,7 @@ func TestPausedActivity(t *testing.T) {
 		return b
 	}
 	http := func(id string, paused bool) *workflowpb.PendingActivityInfo {
-		return &workflowpb.PendingActivityInfo{ActivityId: id, ActivityType: &commonpb.ActivityType{Name: input.ActivityName}, Paused: paused}
+		return &workflowpb.PendingActivityInfo{ActivityId: id, ActivityType: &commonpb.ActivityType{Name: input.ActivityNameV2}, Paused: paused}
 	}
 	other := &workflowpb.PendingActivityInfo{ActivityId: "1", ActivityType: &commonpb.ActivityType{Name: "Other"}, Paused: true}
 	for _, tc := range []struct {

@@ -30,9 +30,11 @@ const pauseRetryDelay = time.Second
 // (credentialBackoff apart: 1 s doubling to 1 min, about 15 minutes).
 const maxPauseTries = 20
 
-// settle runs before an attempt sends again after one whose outcome is
-// unknown, for a call that reconciles (p.rec): it asks the lookup, or
-// pauses the activity for a person's decision. It returns the result (the
+// settle runs before an attempt sends, for a call that reconciles
+// (p.rec): before every request of a Lookup call, and after an attempt
+// of unknown outcome for the others. It asks the lookup, leaves it to
+// the call's lookup activity, or pauses the activity for a person's
+// decision. It returns the result (the
 // lookup found the record), or the error that ends the attempt, or send
 // true: the attempt sends (the lookup found nothing, or a person unpaused
 // the activity), with prev's unknown outcome settled.

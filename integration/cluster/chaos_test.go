@@ -13,6 +13,25 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
+// startChaos builds what a campaign runs (the worker binary, in a
+// directory of the test's, and Toxiproxy) and starts the cluster with one
+// partition per queue: the set-up of every chaos test here.
+func startChaos(ctx context.Context, t *testing.T) (binDir, toxiproxyBin string, c *cluster.Cluster) {
+	t.Helper()
+	binDir = t.TempDir()
+	if err := itest.BuildCommands(ctx, binDir, "./worker"); err != nil {
+		t.Fatal(err)
+	}
+	toolsDir, err := cluster.DefaultBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toxiproxyBin, err = chaos.BuildToxiproxy(ctx, toolsDir, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return binDir, toxiproxyBin, cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerQueue, ServerLogLevel: "warn"})
+}
+
 // chaosSeed seeds the campaign's schedule; a failure names it, and
 // -chaos.seed runs that schedule again.
 var chaosSeed = flag.Uint64("chaos.seed", 33, "seed of TestChaosCampaign's schedule")
@@ -32,19 +51,7 @@ const chaosOperations = 200
 func TestChaosCampaign(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	binDir := t.TempDir()
-	if err := itest.BuildCommands(ctx, binDir, "./worker"); err != nil {
-		t.Fatal(err)
-	}
-	toolsDir, err := cluster.DefaultBinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	toxiproxyBin, err := chaos.BuildToxiproxy(ctx, toolsDir, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerQueue, ServerLogLevel: "warn"})
+	binDir, toxiproxyBin, c := startChaos(ctx, t)
 	workDir := t.TempDir()
 	res, err := chaos.Run(ctx, chaos.Config{
 		// 2.5 starts a second: the starts last 80 s, so the server dies

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/chaos"
-	"github.com/idemhttp/temporal-idempotent-http/harness/cluster"
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
 
@@ -47,19 +46,7 @@ func TestChaosUnkeyed(t *testing.T) {
 	ways := strings.Split(*unkeyedWays, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(5+5*len(ways))*time.Minute)
 	defer cancel()
-	binDir := t.TempDir()
-	if err := itest.BuildCommands(ctx, binDir, "./worker"); err != nil {
-		t.Fatal(err)
-	}
-	toolsDir, err := cluster.DefaultBinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	toxiproxyBin, err := chaos.BuildToxiproxy(ctx, toolsDir, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cluster.StartForTest(t, cluster.Options{DynamicConfig: cluster.OnePartitionPerQueue, ServerLogLevel: "warn"})
+	binDir, toxiproxyBin, c := startChaos(ctx, t)
 	for _, w := range ways {
 		name, place, _ := strings.Cut(strings.TrimSpace(w), ":")
 		way, keyIn := chaos.Way(name), ""

@@ -12,12 +12,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
 	"github.com/idemhttp/temporal-idempotent-http/internal/keyplace"
+	"github.com/idemhttp/temporal-idempotent-http/internal/lastbeat"
 	"github.com/idemhttp/temporal-idempotent-http/internal/poll"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
 	"github.com/idemhttp/temporal-idempotent-http/internal/rules"
@@ -46,6 +49,9 @@ type Activities struct {
 	urls urlCache
 	// seal is Config.SealKeys (nil: none).
 	seal *seal.Keys
+	// beats carries an attempt's progress on its failure response for
+	// the clients dialed with ProgressInterceptor (see leave).
+	beats *lastbeat.Carrier
 }
 
 // New validates cfg and returns the activities. It fails on an origin that is
@@ -61,7 +67,7 @@ func New(cfg Config) (*Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Activities{cfg: cfg, origins: origins, redact: red}
+	a := &Activities{cfg: cfg, origins: origins, redact: red, beats: lastbeat.New()}
 	if len(cfg.SealKeys) > 0 {
 		if a.seal, err = seal.New(cfg.SealKeys); err != nil {
 			return nil, fmt.Errorf("Config.SealKeys: %w", err)
@@ -140,6 +146,34 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.requestActivity, activity.RegisterOptions{Name: input.ActivityName})
 	r.RegisterActivityWithOptions(a.requestActivity, activity.RegisterOptions{Name: input.ActivityNameV2})
 	r.RegisterActivityWithOptions(a.pollActivity, activity.RegisterOptions{Name: poll.ActivityName})
+}
+
+// ProgressInterceptor returns a gRPC client interceptor for the client
+// the worker runs these activities on (dc is that client's
+// DataConverter; nil: the default). With it, an attempt that fails and
+// leaves progress for the next (the attempts spent, an outcome it could
+// not know, a monitor a 202 moved) sends it on its failure response,
+// where Temporal saves it as it saves a heartbeat's details, instead of
+// in a heartbeat call of its own: a retry or a poll costs one Temporal
+// action instead of two. host.Host.ClientOptions installs it; a client
+// dialed without it loses nothing (its attempts heartbeat). Add it to
+// the options before dialing:
+//
+//	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions,
+//		grpc.WithChainUnaryInterceptor(acts.ProgressInterceptor(opts.DataConverter)))
+func (a *Activities) ProgressInterceptor(dc converter.DataConverter) grpc.UnaryClientInterceptor {
+	return a.beats.Interceptor(dc)
+}
+
+// leave leaves next, this attempt's progress, for the next attempt,
+// which reads it as heartbeat details: on the attempt's failure response
+// when its task came through ProgressInterceptor, else by a heartbeat.
+// Call it only right before returning the attempt's error.
+func (a *Activities) leave(ctx context.Context, next progress) {
+	if a.beats.Hold(ctx, activity.GetInfo(ctx).TaskToken, next) {
+		return
+	}
+	activity.RecordHeartbeat(ctx, next)
 }
 
 // requestActivity is the HTTP activity, registered as "IdempotentHTTPRequest": one

@@ -557,7 +557,7 @@ func (pl *poller) retry(ctx context.Context, p *prepared, ans *answer, errType, 
 			msg, poll.CancelAttempts), errType, d)
 	}
 	left, beyond := beyondDeadline(pl.info, prev, &next, now, delay)
-	activity.RecordHeartbeat(ctx, next)
+	a.leave(ctx, next)
 	if beyond && pl.in.Cancel {
 		d.NextRetryDelay = delay
 		activity.GetLogger(ctx).Error("cancel request not retried before the deadline", "key", d.IdempotencyKey, "sent", next.Sent, "delay", delay)

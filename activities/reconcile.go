@@ -189,7 +189,7 @@ func (a *Activities) pause(ctx context.Context, info activity.Info, p *prepared,
 		opts.NextRetryDelay, d.NextRetryDelay = delay, delay
 		logger.Warn("HTTP call at most once could not pause for a decision, trying again", "key", p.req.IdempotencyKey, "tries", next.PauseTries, "delay", delay, "error", err)
 		opts.Details = []any{a.scrub(d)}
-		activity.RecordHeartbeat(ctx, next)
+		a.leave(ctx, next)
 		return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s %s: at most once, and %s; pausing the activity for a decision failed (%v): trying again in %s, nothing sent", p.method, p.shown, what, err, delay)), workflows.ErrTypeAwaitingDecision, opts)
 	}
 	// Recorded only once paused: an attempt that finds it knows a person
@@ -198,7 +198,7 @@ func (a *Activities) pause(ctx context.Context, info activity.Info, p *prepared,
 	logger.Warn("HTTP call at most once paused for a person's decision", "key", p.req.IdempotencyKey, "attempt", info.Attempt, "earlier", what)
 	opts.Details = []any{a.scrub(d)}
 	opts.Category = temporal.ApplicationErrorCategoryBenign
-	activity.RecordHeartbeat(ctx, next)
+	a.leave(ctx, next)
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s %s: at most once, and %s; paused: %s", p.method, p.shown, what, decide)), workflows.ErrTypeAwaitingDecision, opts)
 }
 
@@ -256,7 +256,7 @@ func (a *Activities) awaitAgain(ctx context.Context, info activity.Info, p *prep
 	if errors.Is(why, errStillPaused) {
 		opts.Category = temporal.ApplicationErrorCategoryBenign
 	}
-	activity.RecordHeartbeat(ctx, next)
+	a.leave(ctx, next)
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(fmt.Sprintf("%s %s: at most once, and %s; started again while waiting for a decision (%v): nothing sent; `temporal activity unpause` sends it again",
 		p.method, p.shown, prev.earlier(), why)), workflows.ErrTypeAwaitingDecision, opts)
 }

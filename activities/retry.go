@@ -358,7 +358,7 @@ func (a *Activities) handOver(ctx context.Context, next progress, errType, msg s
 		opts.NextRetryDelay = delay
 	}
 	opts.Details = []any{a.scrub(d)}
-	activity.RecordHeartbeat(ctx, next)
+	a.leave(ctx, next)
 	return temporal.NewApplicationErrorWithOptions(a.redact.string(msg), errType, opts)
 }
 

@@ -46,6 +46,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
 	"github.com/idemhttp/temporal-idempotent-http/internal/cliutil"
@@ -124,6 +125,10 @@ func Load(args []string) (*Host, error) {
 	if h.opts, h.tel, err = clientOptions(cfg, h.logger); err != nil {
 		return nil, err
 	}
+	// A retry's or a poll's progress rides on its attempt's failure
+	// response: one Temporal action instead of two.
+	h.opts.ConnectionOptions.DialOptions = append(h.opts.ConnectionOptions.DialOptions,
+		grpc.WithChainUnaryInterceptor(h.acts.ProgressInterceptor(h.opts.DataConverter)))
 	h.cfg.Webhooks.Namespace = cmp.Or(h.opts.Namespace, client.DefaultNamespace)
 	h.stops = append(h.stops, func() { flush(h.tel, h.logger) })
 	return h, nil
@@ -144,9 +149,11 @@ func (h *Host) TaskQueue() string { return h.cfg.TaskQueue }
 func (h *Host) Logger() *slog.Logger { return h.logger }
 
 // ClientOptions are the options to dial Temporal with: those of the
-// environment or a profile, with the worker's logger, --identity, and
-// the telemetry's tracing interceptor and metrics handler. Set what else
-// you need on them; keep Interceptors and MetricsHandler, and set the
+// environment or a profile, with the worker's logger, --identity, the
+// telemetry's tracing interceptor and metrics handler, and the
+// activities' ProgressInterceptor (activities.Activities.ProgressInterceptor)
+// in ConnectionOptions.DialOptions. Set what else you need on them;
+// append to DialOptions, keep Interceptors and MetricsHandler, and set the
 // namespace and identity by TEMPORAL_NAMESPACE (or a profile) and
 // --identity, not here: the governors, the reporter and the callback
 // URLs use these options' own.

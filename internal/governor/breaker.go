@@ -10,10 +10,21 @@ import (
 // queue's limit to one attempt per OpenTime: matching then lets one probe
 // a second through for the whole cluster, whatever the number of workers,
 // and a worker that (re)starts joins that pace. The first report of an
-// answer that was not a failure starts the ramp: the rate doubles every
-// RampInterval up to the rate in force before the breaker opened (without
-// one: while the queue stays saturated); failures during the ramp trip
+// answer that was not a failure closes it (Decider.Restore): the limit
+// goes back at once to the rate in force before the breaker opened (a
+// governor recorded before Restore doubles the rate back to it every
+// RampInterval: each step waits for a report, a write and the server
+// applying it). Without a rate before, the rate doubles every
+// RampInterval while the queue stays saturated. Failures after it trip
 // the breaker again.
+//
+// Lifting the limit instead when there is no rate before (letting the
+// next throttle cut it) was tried and is not better: the cut then comes
+// from the few answers of the seconds right after the outage, while the
+// herd's retries are still on their way back (one worker, 50 workflows,
+// 30 s of 503s, then 6/s: 2.74 × the capacity's time, in a run where the
+// ramp took 1.61 ×; the ramp's end on an unfilled rate has the same
+// cause: the slowest part of a recovery on the defaults).
 
 // open opens the breaker: the queue's limit to one probe per OpenTime.
 func (d *Decider) open(now time.Time) (Change, bool) {
@@ -52,7 +63,8 @@ func (d *Decider) observeOpen(now time.Time, obs Observation) {
 	}
 }
 
-// ramp doubles the rate after the breaker: up to the rate before it
+// ramp closes the breaker on an answer: with Restore, at once
+// (restore); else by doubling the rate: up to the rate before it
 // opened, or, without one, while the queue stays saturated (the workers
 // send Saturation × the rate before the last step: their reports lag a
 // step); an unsaturated queue ends the ramp at the rate in force.
@@ -60,6 +72,9 @@ func (d *Decider) ramp(now time.Time) (Change, bool) {
 	st, b, cfg := &d.State, &d.State.Breaker, d.Config
 	if !d.writing() || (st.Status != StatusOpen && !b.Ramping) || st.Rate <= 0 {
 		return Change{}, false
+	}
+	if d.Restore && b.Before > 0 {
+		return d.restore(now)
 	}
 	d.prune(now)
 	m := d.measured(now)
@@ -102,4 +117,12 @@ func (d *Decider) ramped(now time.Time, from string) {
 	if b.Before > 0 && d.State.Rate >= representable(b.Before) {
 		b.Ramping, b.RampAt = false, time.Time{}
 	}
+}
+
+// restore closes the breaker at once, back to the rate before it opened.
+func (d *Decider) restore(now time.Time) (Change, bool) {
+	b := &d.State.Breaker
+	b.RampAt = time.Time{}
+	return Change{Kind: ChangeRamp, Rate: representable(b.Before), Reason: learned("failures",
+		fmt.Sprintf("breaker closed on an answer: back to %.3g/s, the rate before it opened", b.Before))}, true
 }

@@ -38,7 +38,8 @@ const (
 	ChangeCorrect
 	// ChangeOpen opens the cluster's breaker: one probe per OpenTime.
 	ChangeOpen
-	// ChangeRamp doubles the rate after the breaker, on accepted answers.
+	// ChangeRamp doubles the rate after the breaker, on accepted answers,
+	// or (Decider.Restore) brings it back at once to the rate before.
 	ChangeRamp
 )
 
@@ -71,6 +72,12 @@ type Decider struct {
 	// histories from before that (versionSpans), which take To − From as
 	// the worker's wall clock says and order its reports by To.
 	Spans bool
+	// Restore: the first answer after the breaker opened closes it at
+	// once, back to the rate in force before it (breaker.go: restore);
+	// false only for histories from before that (versionRestore), which
+	// double the rate back every RampInterval. Without a rate before,
+	// both ramp.
+	Restore bool
 	// State is the state decided from, carried over by continue-as-new.
 	State State
 }
@@ -78,7 +85,7 @@ type Decider struct {
 // NewDecider returns a decider with cfg (its defaults filled in), rules
 // and the carried state st.
 func NewDecider(cfg Config, rules Rules, st State) *Decider {
-	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, State: st}
+	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, Restore: true, State: st}
 	if d.State.Status == "" {
 		d.State.Status = StatusLearning
 	}

@@ -126,6 +126,9 @@ func TestDeciderRulesV1(t *testing.T) {
 		want    []change
 		status  string
 		check   func(t *testing.T, st State)
+		// ramp: a governor recorded before versionRestore, whose
+		// breaker ramps back (Decider.Restore false).
+		ramp bool
 	}{
 		{
 			name: "the first throttle's report cuts at once; every worker's reports correct it after Gather",
@@ -250,6 +253,7 @@ func TestDeciderRulesV1(t *testing.T) {
 		},
 		{
 			name: "an answer ramps the rate back, doubling each RampInterval, to the rate before",
+			ramp: true,
 			st:   limited(5.4, 6),
 			reports: []report{
 				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
@@ -284,6 +288,7 @@ func TestDeciderRulesV1(t *testing.T) {
 		},
 		{
 			name: "failures during the ramp trip it again; the ramp goes back to the rate before the first",
+			ramp: true,
 			st:   limited(5.4, 6),
 			reports: []report{
 				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
@@ -302,6 +307,7 @@ func TestDeciderRulesV1(t *testing.T) {
 		},
 		{
 			name: "a throttle while open does not cut; one during the ramp cuts and ends it",
+			ramp: true,
 			st:   State{Status: StatusLimited, Rate: 5.4},
 			reports: []report{
 				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
@@ -336,6 +342,23 @@ func TestDeciderRulesV1(t *testing.T) {
 			check:  func(t *testing.T, st State) { assert.False(t, st.Breaker.Ramping) },
 		},
 		{
+			name: "an answer closes the breaker at once, back to the rate before",
+			st:   limited(5.4, 6),
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
+				{At: 2 * s, Worker: "a", Requests: 1, Failed: 1},
+				{At: 5 * s, Worker: "b", Requests: 1, Accepted: 1},
+				{At: 6 * s, Worker: "b", Requests: 5, Accepted: 5},
+			},
+			end:    8 * s,
+			want:   []change{{1 * s, ChangeOpen, 1}, {5 * s, ChangeRamp, 5.4}},
+			status: StatusLimited,
+			check: func(t *testing.T, st State) {
+				assert.False(t, st.Breaker.Ramping)
+				assert.Zero(t, st.Breaker.RampAt)
+			},
+		},
+		{
 			name:    "the breaker off: failures change nothing",
 			cfg:     Config{Breaker: breakerOff},
 			reports: []report{{At: 1 * s, Worker: "a", Requests: 10, Failed: 10}},
@@ -345,6 +368,7 @@ func TestDeciderRulesV1(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := NewDecider(c.cfg, RulesV1, c.st)
+			d.Restore = !c.ramp
 			got := drive(d, c.reports, c.end)
 			requireChanges(t, c.want, got)
 			if c.status != "" {

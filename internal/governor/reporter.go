@@ -27,8 +27,12 @@ type ReporterConfig struct {
 	// interval without one is sent at once, and so is the first failure
 	// after an interval without one (the cluster's breaker opens on them).
 	ReportInterval time.Duration
-	// LimitInterval is how often the rate limit in force on each queue is
-	// read for [Reporter.Limit] (default 5 s).
+	// LimitInterval is how often the rate limit in force on an idle
+	// queue is read for [Reporter.Limit] (default 5 s). A queue this
+	// worker sent requests to within the last two report intervals is
+	// read every ReportInterval: a change its governor writes (a cut, the
+	// breaker opening or closing) reaches this worker's pace within about
+	// a second (DescribeTaskQueue, a read: no Temporal action).
 	LimitInterval time.Duration
 	// CallTimeout bounds each call to the server (default 5 s).
 	CallTimeout time.Duration
@@ -383,14 +387,20 @@ func (r *Reporter) send(ctx context.Context, p pending) error {
 }
 
 // refreshLimits reads the queue rate limit of each queue not read for
-// LimitInterval, and in the same call the workers polling it (the root
+// LimitInterval (an active queue's: for ReportInterval), and in the same call the workers polling it (the root
 // partition's pollers, which every polling worker reaches in turn).
 func (r *Reporter) refreshLimits(ctx context.Context) {
 	now := r.clock.now()
 	var names []string
 	r.mu.Lock()
+	// A tick may come a little early against the last read.
+	slack := r.cfg.ReportInterval / 10
 	for name, q := range r.queues {
-		if q.limitChecked.isZero() || now.sub(q.limitChecked) >= r.cfg.LimitInterval {
+		every := r.cfg.LimitInterval
+		if q.requests > 0 || !q.lastSent.isZero() && now.sub(q.lastSent) < 2*r.cfg.ReportInterval {
+			every = r.cfg.ReportInterval
+		}
+		if q.limitChecked.isZero() || now.sub(q.limitChecked) >= every-slack {
 			names = append(names, name)
 		}
 	}

@@ -2,6 +2,7 @@ package governor
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 )
@@ -84,4 +87,54 @@ func TestReporterShare(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingDescribe answers DescribeTaskQueue without a limit and counts
+// the calls per queue.
+type countingDescribe struct {
+	client.Client
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (c *countingDescribe) WorkflowService() workflowservice.WorkflowServiceClient {
+	return countingService{c: c}
+}
+
+func (c *countingDescribe) SignalWithStartWorkflow(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	return nil, nil
+}
+
+type countingService struct {
+	workflowservice.WorkflowServiceClient
+	c *countingDescribe
+}
+
+func (s countingService) DescribeTaskQueue(_ context.Context, req *workflowservice.DescribeTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.reads[req.GetTaskQueue().GetName()]++
+	return &workflowservice.DescribeTaskQueueResponse{}, nil
+}
+
+// TestReporterReadsActiveQueuesEverySecond: a queue this worker sends
+// requests to has its limit read every report interval, so that a change
+// its governor writes (the breaker closing after an outage) reaches the
+// worker's pace within about a second; an idle queue every LimitInterval.
+// Read every 5 s, a worker paced its recovery at the breaker's one probe
+// a second for up to 5 s after the governor had closed it.
+func TestReporterReadsActiveQueuesEverySecond(t *testing.T) {
+	fc := &countingDescribe{reads: map[string]int{}}
+	clk := &steppingClock{}
+	r := NewReporter(fc, "gov", "ns", "a", ReporterConfig{ReportInterval: time.Second, LimitInterval: 5 * time.Second, Logger: itest.QuietLogger()})
+	r.clock = clk
+	r.Limit("idle")
+	for sec := range 10 {
+		clk.set(time.Duration(sec) * time.Second)
+		r.Record("busy", false, false)
+		r.report(t.Context(), false)
+		r.refreshLimits(t.Context())
+	}
+	assert.Equal(t, 10, fc.reads["busy"], "the active queue: read every second")
+	assert.Equal(t, 2, fc.reads["idle"], "the idle queue: at 0 s and 5 s")
 }

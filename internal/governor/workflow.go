@@ -55,6 +55,7 @@ func newGovernor(ctx workflow.Context, in Input) (*governor, error) {
 	g := &governor{in: in, d: NewDecider(in.Config, rules, in.State)}
 	g.d.Arrival = arrival
 	g.d.Spans = rules >= RulesV1 && workflow.GetVersion(ctx, versionSpans, workflow.DefaultVersion, 1) == 1
+	g.d.Restore = g.d.Spans && workflow.GetVersion(ctx, versionRestore, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
 		g.in.Namespace = workflow.GetInfo(ctx).Namespace
 	}
@@ -183,6 +184,11 @@ const versionRules = "rules-v1"
 // To − From, which a step of that clock makes an hour long): a governor
 // recorded before it keeps To − From until its next run.
 const versionSpans = "report-spans"
+
+// versionRestore is the change to a breaker that closes at once on an
+// answer, back to the rate before it (Decider.Restore): a governor
+// recorded before it doubles the rate back until its next run.
+const versionRestore = "breaker-restore"
 
 // nextAt returns when the next decision is due, and false when none is.
 func (g *governor) nextAt(now time.Time) (time.Time, bool) { return g.d.Next(now) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -543,49 +544,60 @@ func TestContinueAsNewWhenSuggested(t *testing.T) {
 // TestWorkflowRulesV1: a new governor decides by RulesV1: the first
 // throttle's report cuts at once and every worker's reports correct it;
 // the workers' failures open the breaker (one probe a second), an answer
-// ramps the rate back; and it continues as new on the governors' own task
-// queue.
+// closes it at once, back to the rate before (a governor recorded before
+// version breaker-restore ramps back, doubling each second); and it
+// continues as new on the governors' own task queue.
 func TestWorkflowRulesV1(t *testing.T) {
 	s, ms := time.Second, time.Millisecond
-	in := input()
-	in.TaskQueue = "idempotent-http@https://api.example.com"
-	in.Config = Config{MaxSignals: 9}
 	corrected := float64(float32(0.9 * 6 / 1.3))
-	var queried State
-	r := runGovernor(t, in, nil, []sig{
-		{At: 2 * s, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
-		{At: 2*s + 300*ms, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
-		// The herd's reports are out of the failure window (10 s).
-		{At: 13 * s, Worker: "a", Requests: 3, Failed: 3},
-		{At: 13*s + 100*ms, Worker: "b", Requests: 2, Failed: 2},
-		{At: 15 * s, Worker: "a", Requests: 1, Failed: 1},
-		{At: 17 * s, Worker: "b", Requests: 1, Accepted: 1},
-		{At: 18 * s, Worker: "a", Requests: 2, Accepted: 2},
-		{At: 19 * s, Worker: "b", Requests: 4, Accepted: 4},
-		{At: 20 * s, Worker: "a", Requests: 5, Accepted: 5}, // the ninth
-	}, time.Hour, func(env *testsuite.TestWorkflowEnvironment) {
-		env.RegisterDelayedCallback(func() {
-			v, err := env.QueryWorkflow(QueryName)
-			require.NoError(t, err)
-			require.NoError(t, v.Get(&queried))
-		}, 16*s)
-	})
-	requireWrites(t, []write{
-		// At once, then corrected: 6 accepted over 1.3 s (a's second
-		// and b's, 300 ms later), × 0.9.
-		{2 * s, 2.7}, {3*s + 500*ms, corrected},
-		{13*s + 100*ms, 1},                            // open: one probe a second
-		{17 * s, 2}, {18 * s, 4}, {19 * s, corrected}, // the ramp back
-	}, r.writes)
-	assert.Equal(t, StatusOpen, queried.Status, "the query says the breaker is open")
-	assert.InDelta(t, corrected, queried.Breaker.Before, 1e-6)
-	var can *workflow.ContinueAsNewError
-	require.ErrorAs(t, r.err, &can)
-	assert.Equal(t, "idempotent-http@governor", can.TaskQueueName, "it moves to the governors' task queue")
-	next := continuedInput(t, r.err)
-	assert.Equal(t, StatusLimited, next.State.Status)
-	assert.InDelta(t, corrected, next.State.Rate, 1e-6)
-	assert.Equal(t, 1, next.State.Breaker.Opened)
+	// At once, then corrected: 6 accepted over 1.3 s (a's second and
+	// b's, 300 ms later), × 0.9; open: one probe a second.
+	herd := []write{{2 * s, 2.7}, {3*s + 500*ms, corrected}, {13*s + 100*ms, 1}}
+	for _, c := range []struct {
+		name  string
+		setup func(*testsuite.TestWorkflowEnvironment)
+		back  []write
+	}{
+		{"breaker-restore", func(*testsuite.TestWorkflowEnvironment) {}, []write{{17 * s, corrected}}},
+		{"before breaker-restore", func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnGetVersion(versionRestore, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		}, []write{{17 * s, 2}, {18 * s, 4}, {19 * s, corrected}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := input()
+			in.TaskQueue = "idempotent-http@https://api.example.com"
+			in.Config = Config{MaxSignals: 9}
+			var queried State
+			r := runGovernor(t, in, nil, []sig{
+				{At: 2 * s, Worker: "a", Requests: 10, Accepted: 3, Throttles: 7},
+				{At: 2*s + 300*ms, Worker: "b", Requests: 10, Accepted: 3, Throttles: 7},
+				// The herd's reports are out of the failure window (10 s).
+				{At: 13 * s, Worker: "a", Requests: 3, Failed: 3},
+				{At: 13*s + 100*ms, Worker: "b", Requests: 2, Failed: 2},
+				{At: 15 * s, Worker: "a", Requests: 1, Failed: 1},
+				{At: 17 * s, Worker: "b", Requests: 1, Accepted: 1},
+				{At: 18 * s, Worker: "a", Requests: 2, Accepted: 2},
+				{At: 19 * s, Worker: "b", Requests: 4, Accepted: 4},
+				{At: 20 * s, Worker: "a", Requests: 5, Accepted: 5}, // the ninth
+			}, time.Hour, c.setup, func(env *testsuite.TestWorkflowEnvironment) {
+				env.RegisterDelayedCallback(func() {
+					v, err := env.QueryWorkflow(QueryName)
+					require.NoError(t, err)
+					require.NoError(t, v.Get(&queried))
+				}, 16*s)
+			})
+			requireWrites(t, append(slices.Clone(herd), c.back...), r.writes)
+			assert.Equal(t, StatusOpen, queried.Status, "the query says the breaker is open")
+			assert.InDelta(t, corrected, queried.Breaker.Before, 1e-6)
+			var can *workflow.ContinueAsNewError
+			require.ErrorAs(t, r.err, &can)
+			assert.Equal(t, "idempotent-http@governor", can.TaskQueueName, "it moves to the governors' task queue")
+			next := continuedInput(t, r.err)
+			assert.Equal(t, StatusLimited, next.State.Status)
+			assert.InDelta(t, corrected, next.State.Rate, 1e-6)
+			assert.Equal(t, 1, next.State.Breaker.Opened)
+		})
+	}
 }
 
 // TestContinueAsNewMovesToGovernorQueue: a governor of an origin queue

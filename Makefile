@@ -34,7 +34,7 @@ apidiff:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./harness/actions/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:

@@ -236,9 +236,10 @@ type actionsEnv struct {
 	namespace   string
 }
 
-// Settling: the counter must stand still this long before a snapshot.
+// Settling: the counter must stand still this long before a snapshot: longer than
+// the reporter's interval (1 s), so that a report after the calls is in.
 const (
-	actionsQuiet       = 2 * time.Second
+	actionsQuiet       = 1500 * time.Millisecond
 	actionsSettleLimit = time.Minute
 )
 

@@ -34,7 +34,7 @@ apidiff:
 
 ## unit: the fast tests, without real servers.
 unit:
-	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
+	$(GO) test -race -count=1 ./activities/... ./workflows/... ./testsuite/... ./internal/backoff/... ./internal/defaults/... ./internal/input/... ./internal/poll/... ./internal/rules/... ./internal/httpurl/... ./internal/idemkey/... ./internal/redact/... ./internal/httpheader/... ./internal/jsonfield/... ./internal/wire/... ./internal/longrunning/... ./internal/named/... ./internal/admission/... ./internal/seal/... ./harness/apicheck/... ./harness/repocheck/... ./harness/actions/... ./internal/cliutil/... ./internal/telemetry/... ./internal/signature/... ./webhooks/... ./worker/... ./cmd/...
 
 ## integration: only the tests on a real Temporal dev server.
 integration:
@@ -97,7 +97,11 @@ soak:
 ## bench/results/RESULTS.md, results.json, contention.svg and outage.svg.
 ## About 7 minutes on 2 CPUs plus about 13 for the peers section, 3.5
 ## for longrunning and 1.5 for webhooks (one section alone: go run
-## ./cmd/bench -only webhooks -out results/webhooks in bench/); builds
+## ./cmd/bench -only webhooks -out results/webhooks in bench/); section
+## actions (Temporal actions per call against a plain activity, and the
+## shared rate's own, on a dev server of its own with its metrics on)
+## takes about 4.5 more (alone: go run ./cmd/bench -only actions -out
+## results/actions); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies. Section chaos, last, is the chaos

@@ -32,7 +32,16 @@
 //     and HMAC-SHA256 alone; its latency to workflows awaiting a webhook on
 //     the dev server, sequential and 8 at once; and Update against Signal
 //     (and SignalWithStart) to a running workflow: latency, throughput and
-//     history events per delivery and per duplicate.
+//     history events per delivery and per duplicate;
+//
+//  8. Temporal actions per call ("actions"): the server's own action
+//     counter (a dev server of its own, --metrics-port) and a Temporal
+//     Cloud estimate from the histories, for the ready workflow on a
+//     worker wired by package host against a plain activity (a first try,
+//     retries, a followed 202, a webhook wait, a lookup-reconciled retry),
+//     and the shared rate's own actions idle and under load; writes
+//     actions.svg (about 4.5 minutes:
+//     go run ./cmd/bench -only actions -out results/actions).
 //
 //     cd bench && go run ./cmd/bench -out results
 //
@@ -202,6 +211,13 @@ func write(out string, res *bench.Results, withJSON bool) error {
 	if len(res.Outage) > 0 {
 		if err := writeFile(filepath.Join(out, bench.OutageSVG), func(f *os.File) error {
 			return bench.WriteOutageSVG(f, res)
+		}); err != nil {
+			return err
+		}
+	}
+	if res.Actions != nil && len(res.Actions.Scenarios) > 0 {
+		if err := writeFile(filepath.Join(out, bench.ActionsSVG), func(f *os.File) error {
+			return bench.WriteActionsSVG(f, res)
 		}); err != nil {
 			return err
 		}

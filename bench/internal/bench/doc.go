@@ -33,6 +33,15 @@
 //     delivery mechanisms, Update and Signal (and SignalWithStart), to a
 //     running workflow: latency, throughput, history events per delivery
 //     and per duplicate;
+//   - actions: Temporal actions per call (what Temporal Cloud bills) on a
+//     dev server of its own started with --metrics-port: the server's own
+//     action counter and an estimate by Cloud's rules from the histories
+//     (harness/actions), for the ready workflow on a worker wired by
+//     package host (the shared rate on) against a plain activity in a
+//     minimal workflow: a first try, retries, a followed 202, a webhook
+//     wait, a lookup-reconciled retry; and the shared rate's own actions
+//     (the governor's, the reports) idle and under a steady stream on one
+//     and two workers;
 //   - chaos: the chaos campaign of harness/chaos at full size
 //     (1000 operations, three workers, Toxiproxy's toxics, worker and
 //     server SIGKILLs, the API down 30 s) on the PostgreSQL-backed

@@ -235,6 +235,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if wh := r.Webhooks; wh != nil {
 		writeWebhooksClaims(&b, wh)
 	}
+	if a := r.Actions; a != nil {
+		writeActionsClaims(&b, a)
+	}
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaosClaim(&b, r.Chaos.Campaign)
 	}
@@ -410,6 +413,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	}
 	if wh := r.Webhooks; wh != nil {
 		writeWebhooks(&b, wh)
+	}
+	if a := r.Actions; a != nil && len(a.Scenarios) > 0 {
+		writeActions(&b, a)
 	}
 
 	p("## Run\n\nSection wall times:")

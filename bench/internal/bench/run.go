@@ -19,7 +19,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", "cluster", "chaos", UnkeyedSection}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", ActionsSection, "cluster", "chaos", UnkeyedSection}
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
@@ -32,11 +32,16 @@ const AttemptSection = "attempt"
 // (and so needs the Temporal CLI).
 func NeedsDevServer(section string) bool {
 	switch section {
-	case "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks":
+	case "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", ActionsSection:
 		return true
 	}
 	return false
 }
+
+// sharesHarness reports whether section runs on the one dev server and
+// worker of the dev-server sections; the actions section starts a dev
+// server of its own (its metrics on a known port), after that one stops.
+func sharesHarness(section string) bool { return NeedsDevServer(section) && section != ActionsSection }
 
 // Options configures Run.
 type Options struct {
@@ -60,6 +65,8 @@ type Options struct {
 	// unkeyed section (default 1000; the key places' campaigns take a
 	// fifth of it).
 	UnkeyedOperations int
+	// Actions sizes the actions section (zero fields: defaultActions').
+	Actions ActionsParams
 	// Logf reports progress.
 	Logf func(string, ...any)
 }
@@ -130,6 +137,9 @@ type Results struct {
 	// Unkeyed is the chaos campaign against APIs without keys, three
 	// ways, and with keys in the body and the query.
 	Unkeyed *UnkeyedResult `json:"unkeyed,omitempty"`
+	// Actions is Temporal actions per call against a plain activity, and
+	// the shared rate's own, idle and under load.
+	Actions *ActionsResult `json:"actions,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -212,7 +222,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	var h *harness
 	needDev := false
 	for _, s := range Sections {
-		needDev = needDev || (on(s) && NeedsDevServer(s))
+		needDev = needDev || (on(s) && sharesHarness(s))
 	}
 	if needDev {
 		var err error
@@ -365,8 +375,15 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			o.Logf("stopping the harness: %v", err)
 		}
 	}
-	// The cluster runs after the dev server has stopped, so the two do not
-	// share the CPUs.
+	// The actions section and the cluster run after the dev server has
+	// stopped, so that they do not share the CPUs with it.
+	if err := section(ActionsSection, func() error {
+		res, err := runActions(ctx, o.CLI, o.LogDir, o.Actions.withDefaults(), o.Logf)
+		r.Actions = res
+		return err
+	}); err != nil {
+		return r, err
+	}
 	if err := section("cluster", func() error {
 		res, err := runClusterShared(ctx, contention, o.ClusterRuns, o.LogDir, o.Logf)
 		r.ClusterShared = res

@@ -12,7 +12,10 @@
 // writer: a governor workflow ([Workflow]) with the fixed ID
 // [WorkflowID](queue). Workers count their requests and throttles per queue
 // with a [Reporter], which sends an [Observation] at most once per report
-// interval with SignalWithStartWorkflow (starting the governor if needed).
+// interval with SignalWithStartWorkflow (starting the governor if needed),
+// and none while the queue has no limit in force and has seen neither a
+// throttle nor a failure for [QuietAfter]: each is a Temporal action, and
+// a governor that is learning decides nothing on them.
 // The governor decides with hysteresis, so the limit does not flap:
 //
 //   - nothing is written before the first throttle;

@@ -72,9 +72,11 @@ type queueStats struct {
 	accepted            int // answers neither throttles nor failures
 	failed              int // answers that were failures
 	lastSent            instant
-	quiet               bool // the last report had no throttle (or there was none)
-	calm                bool // the last report had no failure (or there was none)
-	urgent              bool // a throttle or failure after a quiet interval waits to be sent
+	quiet               bool    // the last report had no throttle (or there was none)
+	calm                bool    // the last report had no failure (or there was none)
+	urgent              bool    // a throttle or failure after a quiet interval waits to be sent
+	trouble             instant // the last throttle or failure recorded (zero: none)
+	active              instant // the last request recorded (zero: none)
 	// The last report's own interval and count, which an urgent report
 	// that follows it at once extends back over.
 	prevFrom, prevTo instant
@@ -158,6 +160,23 @@ func (r *Reporter) queue(name string, now instant) *queueStats {
 	return q
 }
 
+// QuietAfter is how long a queue without a limit in force must have gone
+// without a throttle or a failure for its reports to stop: they tell a
+// learning governor nothing it decides on (it writes nothing before the
+// first throttle, and its breaker counts failures over 10 s), and each is
+// a Temporal action (a signal-with-start). The first throttle or failure
+// is reported at once, reaching back over the interval before it.
+const QuietAfter = 10 * time.Second
+
+// untroubled reports whether q is known to have no limit in force (its
+// limit was read) and has recorded neither a throttle nor a failure for
+// QuietAfter (this interval included): its report would tell the
+// governor nothing.
+func (q *queueStats) untroubled(now instant) bool {
+	return !q.limitChecked.isZero() && !q.limited && q.throttles == 0 && q.failed == 0 &&
+		(q.trouble.isZero() || now.sub(q.trouble) >= QuietAfter)
+}
+
 // Record counts one request sent to queue's origin; throttled and failed say
 // what its answer was (neither: the API accepted it). It is
 // activities.SharedRate's Record; throttled says whether
@@ -165,8 +184,13 @@ func (r *Reporter) queue(name string, now instant) *queueStats {
 func (r *Reporter) Record(queue string, throttled, failed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queue(queue, r.clock.now())
+	now := r.clock.now()
+	q := r.queue(queue, now)
 	q.requests++
+	q.active = now
+	if throttled || failed {
+		q.trouble = now
+	}
 	switch {
 	case throttled:
 		if q.throttles == 0 && q.quiet {
@@ -327,6 +351,14 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 		if !q.urgent && !q.lastSent.isZero() && now.sub(q.lastSent) < r.cfg.ReportInterval-slack {
 			continue
 		}
+		if !q.urgent && q.untroubled(now) {
+			// Nothing for the governor to decide: keep the interval for
+			// an urgent report that follows at once to reach back over.
+			q.prevFrom, q.prevTo, q.prevRequests, q.prevAccepted, q.prevFailed = q.from, now, q.requests, q.accepted, q.failed
+			q.requests, q.accepted, q.failed = 0, 0, 0
+			q.from = now
+			continue
+		}
 		p := pending{queue: name, requests: q.requests, accepted: q.accepted, failed: q.failed, from: q.from, obs: Observation{
 			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, Failed: q.failed,
 			From: q.from.wall, To: now.wall, Span: now.sub(q.from),
@@ -397,7 +429,7 @@ func (r *Reporter) refreshLimits(ctx context.Context) {
 	slack := r.cfg.ReportInterval / 10
 	for name, q := range r.queues {
 		every := r.cfg.LimitInterval
-		if q.requests > 0 || !q.lastSent.isZero() && now.sub(q.lastSent) < 2*r.cfg.ReportInterval {
+		if !q.active.isZero() && now.sub(q.active) < 2*r.cfg.ReportInterval {
 			every = r.cfg.ReportInterval
 		}
 		if q.limitChecked.isZero() || now.sub(q.limitChecked) >= every-slack {

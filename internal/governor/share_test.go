@@ -138,3 +138,65 @@ func TestReporterReadsActiveQueuesEverySecond(t *testing.T) {
 	assert.Equal(t, 10, fc.reads["busy"], "the active queue: read every second")
 	assert.Equal(t, 2, fc.reads["idle"], "the idle queue: at 0 s and 5 s")
 }
+
+// TestReporterQuietWhileUntroubled: a queue with no limit in force whose
+// worker has seen neither a throttle nor a failure for QuietAfter sends
+// no reports (each is a Temporal action, and a learning governor decides
+// nothing on them); the first throttle is sent at once, reaching back
+// over the interval before it, and the reports go on every interval
+// until QuietAfter has passed without another. With a limit in force
+// every interval is reported. Before, every interval with a request was
+// reported: 20 reports in the 20 s below without a limit.
+func TestReporterQuietWhileUntroubled(t *testing.T) {
+	s, ms := time.Second, time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		limit float32
+		// want is when a report was sent: at a tick, or at 5.6 s the
+		// urgent one (the tick at 6 s is within the interval after it).
+		want []time.Duration
+	}{
+		{"no limit", 0, []time.Duration{5*s + 600*ms, 7 * s, 8 * s, 9 * s, 10 * s, 11 * s, 12 * s, 13 * s, 14 * s, 15 * s}},
+		{"a limit in force", 2, []time.Duration{1 * s, 2 * s, 3 * s, 4 * s, 5 * s, 5*s + 600*ms, 7 * s, 8 * s, 9 * s, 10 * s, 11 * s, 12 * s, 13 * s, 14 * s, 15 * s, 16 * s, 17 * s, 18 * s, 19 * s, 20 * s}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fakeClient{limit: tc.limit}
+			clk := &steppingClock{}
+			r := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{ReportInterval: s, Logger: itest.QuietLogger()})
+			r.clock = clk
+			r.Limit("q")
+			r.refreshLimits(t.Context())
+			var at []time.Duration
+			tick := func(urgent bool) {
+				n := len(fc.sent())
+				r.report(t.Context(), urgent)
+				r.refreshLimits(t.Context())
+				for range len(fc.sent()) - n {
+					at = append(at, clk.mono)
+				}
+			}
+			var urgentObs Observation
+			for sec := 1; sec <= 20; sec++ {
+				for i := range 4 {
+					clk.set(time.Duration(sec-1)*s + time.Duration(i)*100*ms)
+					r.Record("q", false, false)
+				}
+				if sec == 6 {
+					clk.set(5*s + 500*ms)
+					r.Record("q", true, false)
+					clk.set(5*s + 600*ms)
+					tick(true)
+					urgentObs = fc.sent()[len(fc.sent())-1].obs
+				}
+				clk.set(time.Duration(sec) * s)
+				tick(false)
+			}
+			assert.Equal(t, tc.want, at)
+			assert.Equal(t, 1, urgentObs.Throttles)
+			if tc.limit == 0 {
+				assert.Equal(t, 1600*ms, urgentObs.Span, "the urgent report reaches back over the unsent interval before it")
+				assert.Equal(t, 9, urgentObs.Requests)
+			}
+		})
+	}
+}

@@ -189,7 +189,11 @@ type SharedRate interface {
 // a 5xx other than 501 and 505, or no answer (a transport error, a
 // timeout, a body that broke off). Throttles and other 4xx are answers. The
 // breaker opens when, within the last FailureWindow, at least MinFailures
-// requests failed and they are at least FailureRatio of the answered ones.
+// requests failed and they are clearly at least FailureRatio of the
+// answered ones: by two standard errors of the measured ratio, so that an
+// API failing some requests at random is not taken for one that is down
+// (5 of 6 answers trip, 5 of 7 do not; every answer failed trips at
+// MinFailures).
 // Open, every attempt to the origin sends nothing and ends with the
 // retryable workflows.ErrTypeNotAdmitted (not counted against the attempt budget),
 // its NextRetryDelay bringing it back when the breaker lets a probe

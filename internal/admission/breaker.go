@@ -1,6 +1,9 @@
 package admission
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Breaker configures an origin's circuit breaker; zero fields take the
 // defaults. It is activities.Breaker (an alias, whose doc explains the
@@ -9,7 +12,8 @@ import "time"
 //
 // The breaker is closed while the origin answers. It opens when, within
 // the last FailureWindow, at least MinFailures requests failed and they
-// are at least FailureRatio of the answered requests: a failure is a 5xx
+// are at least FailureRatio of the answered requests by TripMargin
+// standard errors (Trips): a failure is a 5xx
 // that is not about the request, or no answer at all (Observation.Failed);
 // throttles and other 4xx are answers, not failures. Open, it admits
 // nothing for OpenTime (or the failing answer's Retry-After), then goes
@@ -39,8 +43,9 @@ type Breaker struct {
 	// Off turns the breaker off: failures only cost backoff.
 	Off bool
 	// FailureRatio is the share of the answered requests within
-	// FailureWindow that must have failed to open the breaker, above 0 and
-	// at most 1 (default 0.5).
+	// FailureWindow that must have failed to open the breaker, by two
+	// standard errors of the measured share (Trips), above 0 and at most 1
+	// (default 0.5).
 	FailureRatio float64
 	// MinFailures is the least number of failures within FailureWindow
 	// that opens the breaker (default 5, as Envoy's consecutive_5xx).
@@ -122,18 +127,48 @@ func (c Breaker) WithDefaults(initialRate float64) Breaker {
 	return c
 }
 
+// TripMargin is how many standard errors the failure ratio of a
+// window's answers must stand above FailureRatio to open the breaker
+// (Breaker.Trips). A ratio measured over few answers is noisy: against an
+// API with ample capacity that fails 30 % of its requests at random, a
+// window that starts empty (a new worker, a breaker just closed) trips on
+// the ratio alone (5 failures, at least half the answers) in one of five
+// runs, and the breaker then holds back an API that answers. With the
+// margin it trips in one of eighty (TestBreakerTripsOnErrorsAtRandom): 5
+// of 6 or 8 of 10 still trip; and an API that answers nothing trips at
+// MinFailures as before: every answer failed, so the ratio has no error
+// to allow for.
+const TripMargin = 2.0
+
 // Trips reports whether failures among answers, the answers within one
-// FailureWindow, open the breaker: at least MinFailures failures that are
-// at least FailureRatio of the answers (zero fields: their defaults). It
-// is the one rule of the per-process breaker and of the cluster's (the
-// governor's, package governor, over every worker's reports). An Off
-// breaker never trips.
+// FailureWindow, open the breaker: at least MinFailures failures, and a
+// failure ratio at least FailureRatio by TripMargin standard errors
+// (zero fields: their defaults). It is the one rule of the per-process
+// breaker and of the cluster's (the governor's, package governor, over
+// every worker's reports). An Off breaker never trips.
 func (c Breaker) Trips(answers, failures int) bool {
-	if c.Off {
+	return c.TripsBy(answers, failures, TripMargin)
+}
+
+// TripsBy is Trips with margin standard errors in place of TripMargin:
+// failures f among n answers trip when f ≥ MinFailures and
+// f/n − margin·√(p(1−p)/n) ≥ FailureRatio, where p = f/n (the Wald
+// interval's lower bound). Margin 0 is the rule before TripMargin, which
+// governors recorded before it keep (package governor).
+func (c Breaker) TripsBy(answers, failures int, margin float64) bool {
+	if c.Off || failures <= 0 {
 		return false
 	}
 	c = c.WithDefaults(DefaultInitialRate)
-	return failures >= c.MinFailures && float64(failures) >= c.FailureRatio*float64(answers)
+	if failures < c.MinFailures {
+		return false
+	}
+	n, f := float64(max(answers, failures)), float64(failures)
+	if margin <= 0 {
+		return f >= c.FailureRatio*float64(answers)
+	}
+	p := f / n
+	return f-margin*math.Sqrt(n*p*(1-p)) >= c.FailureRatio*n
 }
 
 // breaker is one origin's circuit breaker. Its times are on the origin's

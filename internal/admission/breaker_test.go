@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -40,7 +41,8 @@ func TestBreakerOpens(t *testing.T) {
 	}{
 		{"five failures open it", Breaker{}, fails(5, ms(10)), true},
 		{"four do not", Breaker{}, fails(4, ms(10)), false},
-		{"five of nine answers is at least half", Breaker{}, mixed(5, 4), true},
+		{"seven of nine is half by TripMargin", Breaker{}, mixed(7, 2), true},
+		{"five of nine is not", Breaker{}, mixed(5, 4), false},
 		{"five of eleven is under half", Breaker{}, mixed(5, 6), false},
 		{"a quarter fails: closed", Breaker{}, mixed(10, 30), false},
 		{"failures spread past the window", Breaker{}, fails(5, 3*time.Second), false},
@@ -308,9 +310,15 @@ func TestBreakerTrips(t *testing.T) {
 		answers, failures int
 		want              bool
 	}{
-		{"defaults: 5 of 10 trips", Breaker{}, 10, 5, true},
+		{"defaults: 5 of 10 is not half by the margin", Breaker{}, 10, 5, false},
 		{"defaults: 4 failures are too few", Breaker{}, 4, 4, false},
 		{"defaults: 5 of 11 is under half", Breaker{}, 11, 5, false},
+		{"defaults: 5 of 5, no error to allow for", Breaker{}, 5, 5, true},
+		{"defaults: 5 of 6 is half by the margin", Breaker{}, 6, 5, true},
+		{"defaults: 5 of 7 is not, by the margin", Breaker{}, 7, 5, false},
+		{"defaults: 8 of 10 is", Breaker{}, 10, 8, true},
+		{"defaults: 60 of 100 is", Breaker{}, 100, 60, true},
+		{"defaults: 59 of 100 is not", Breaker{}, 100, 59, false},
 		{"a ratio of 1: every answer failed", Breaker{FailureRatio: 1, MinFailures: 2}, 2, 2, true},
 		{"a ratio of 1: one answered", Breaker{FailureRatio: 1, MinFailures: 2}, 3, 2, false},
 		{"off never trips", Breaker{Off: true}, 100, 100, false},
@@ -320,6 +328,56 @@ func TestBreakerTrips(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := c.b.Trips(c.answers, c.failures); got != c.want {
 				t.Errorf("Trips(%d, %d) = %v, want %v", c.answers, c.failures, got, c.want)
+			}
+		})
+	}
+}
+
+// TestBreakerTripsOnErrorsAtRandom: an API that fails 30 % of its
+// requests at random, its first 100 answers into an empty window, in
+// 20,000 runs of a seeded source: the trip rule with TripMargin opens the
+// breaker in few of them; the ratio alone (margin 0) in about one of five.
+// An API that fails every request trips at MinFailures with either.
+func TestBreakerTripsOnErrorsAtRandom(t *testing.T) {
+	const runs, answers = 20000, 100
+	tripped := func(margin, failRate float64, rng *rand.Rand) (share float64, at int) {
+		var n, sum int
+		for range runs {
+			failures := 0
+			for i := 1; i <= answers; i++ {
+				if rng.Float64() >= failRate {
+					continue
+				}
+				failures++
+				if (Breaker{}).TripsBy(i, failures, margin) {
+					n, sum = n+1, sum+i
+					break
+				}
+			}
+		}
+		if n == 0 {
+			return 0, 0
+		}
+		return float64(n) / runs, sum / n
+	}
+	for _, c := range []struct {
+		name     string
+		margin   float64
+		failRate float64
+		min, max float64
+	}{
+		{"30 % at random, the margin", TripMargin, 0.3, 0, 0.02},
+		{"30 % at random, the ratio alone", 0, 0.3, 0.15, 0.25},
+		{"every request fails, the margin", TripMargin, 1, 1, 1},
+		{"every request fails, the ratio alone", 0, 1, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			share, at := tripped(c.margin, c.failRate, rand.New(rand.NewPCG(1, 2)))
+			if share < c.min || share > c.max {
+				t.Errorf("tripped in %.4f of the runs, want %.2f to %.2f", share, c.min, c.max)
+			}
+			if c.failRate == 1 && at != DefaultMinFailures {
+				t.Errorf("an API that fails every request tripped after %d answers, want %d (MinFailures)", at, DefaultMinFailures)
 			}
 		})
 	}

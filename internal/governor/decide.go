@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 )
 
 // Rules selects the decision rules of a [Decider].
@@ -78,6 +80,11 @@ type Decider struct {
 	// double the rate back every RampInterval. Without a rate before,
 	// both ramp.
 	Restore bool
+	// TripMargin: the breaker trips by admission.Breaker.Trips, its
+	// failure ratio above FailureRatio by admission.TripMargin standard
+	// errors; false only for histories from before that
+	// (versionTripMargin), which trip on the ratio alone.
+	TripMargin bool
 	// State is the state decided from, carried over by continue-as-new.
 	State State
 }
@@ -85,7 +92,7 @@ type Decider struct {
 // NewDecider returns a decider with cfg (its defaults filled in), rules
 // and the carried state st.
 func NewDecider(cfg Config, rules Rules, st State) *Decider {
-	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, Restore: true, State: st}
+	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, Restore: true, TripMargin: true, State: st}
 	if d.State.Status == "" {
 		d.State.Status = StatusLearning
 	}
@@ -158,7 +165,11 @@ func (d *Decider) observeBreaker(now time.Time, obs Observation) {
 		return
 	}
 	answers, failures := d.failures(now)
-	if d.Config.Breaker.Trips(answers, failures) {
+	margin := admission.TripMargin
+	if !d.TripMargin {
+		margin = 0
+	}
+	if d.Config.Breaker.TripsBy(answers, failures, margin) {
 		b.TripAt = now
 	}
 }

@@ -129,6 +129,10 @@ func TestDeciderRulesV1(t *testing.T) {
 		// ramp: a governor recorded before versionRestore, whose
 		// breaker ramps back (Decider.Restore false).
 		ramp bool
+		// ratioAlone: a governor recorded before versionTripMargin,
+		// whose breaker trips on the ratio alone (Decider.TripMargin
+		// false).
+		ratioAlone bool
 	}{
 		{
 			name: "the first throttle's report cuts at once; every worker's reports correct it after Gather",
@@ -252,6 +256,25 @@ func TestDeciderRulesV1(t *testing.T) {
 			end: 5 * s,
 		},
 		{
+			name: "errors at random do not trip it: 5 of 9 answers failed is not half by two standard errors",
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 5, Accepted: 2, Failed: 3},
+				{At: 1*s + 200*ms, Worker: "b", Requests: 4, Accepted: 2, Failed: 2},
+			},
+			end: 5 * s,
+		},
+		{
+			name:       "before breaker-trip-margin, 5 of 9 trips it",
+			ratioAlone: true,
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 5, Accepted: 2, Failed: 3},
+				{At: 1*s + 200*ms, Worker: "b", Requests: 4, Accepted: 2, Failed: 2},
+			},
+			end:    5 * s,
+			want:   []change{{1*s + 200*ms, ChangeOpen, 1}},
+			status: StatusOpen,
+		},
+		{
 			name: "an answer ramps the rate back, doubling each RampInterval, to the rate before",
 			ramp: true,
 			st:   limited(5.4, 6),
@@ -369,6 +392,7 @@ func TestDeciderRulesV1(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := NewDecider(c.cfg, RulesV1, c.st)
 			d.Restore = !c.ramp
+			d.TripMargin = !c.ratioAlone
 			got := drive(d, c.reports, c.end)
 			requireChanges(t, c.want, got)
 			if c.status != "" {

@@ -56,6 +56,7 @@ func newGovernor(ctx workflow.Context, in Input) (*governor, error) {
 	g.d.Arrival = arrival
 	g.d.Spans = rules >= RulesV1 && workflow.GetVersion(ctx, versionSpans, workflow.DefaultVersion, 1) == 1
 	g.d.Restore = g.d.Spans && workflow.GetVersion(ctx, versionRestore, workflow.DefaultVersion, 1) == 1
+	g.d.TripMargin = g.d.Restore && workflow.GetVersion(ctx, versionTripMargin, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
 		g.in.Namespace = workflow.GetInfo(ctx).Namespace
 	}
@@ -189,6 +190,12 @@ const versionSpans = "report-spans"
 // answer, back to the rate before it (Decider.Restore): a governor
 // recorded before it doubles the rate back until its next run.
 const versionRestore = "breaker-restore"
+
+// versionTripMargin is the change to a breaker that trips only when the
+// workers' failures are above Breaker.FailureRatio by
+// admission.TripMargin standard errors (Decider.TripMargin): a governor
+// recorded before it trips on the ratio alone until its next run.
+const versionTripMargin = "breaker-trip-margin"
 
 // nextAt returns when the next decision is due, and false when none is.
 func (g *governor) nextAt(now time.Time) (time.Time, bool) { return g.d.Next(now) }

@@ -600,6 +600,34 @@ func TestWorkflowRulesV1(t *testing.T) {
 	}
 }
 
+// TestWorkflowTripMargin: a new governor's breaker does not trip when
+// the workers' failures are half their answers by chance (5 of 9); a
+// governor recorded before version breaker-trip-margin trips on the ratio
+// alone: one probe a second.
+func TestWorkflowTripMargin(t *testing.T) {
+	s, ms := time.Second, time.Millisecond
+	for _, c := range []struct {
+		name  string
+		setup func(*testsuite.TestWorkflowEnvironment)
+		want  []write
+	}{
+		{"breaker-trip-margin", func(*testsuite.TestWorkflowEnvironment) {}, nil},
+		{"before breaker-trip-margin", func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnGetVersion(versionTripMargin, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		}, []write{{s + 200*ms, 1}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := input()
+			in.Config = Config{MaxSignals: 2}
+			r := runGovernor(t, in, nil, []sig{
+				{At: s, Worker: "a", Requests: 5, Accepted: 2, Failed: 3},
+				{At: s + 200*ms, Worker: "b", Requests: 4, Accepted: 2, Failed: 2},
+			}, time.Minute, c.setup)
+			requireWrites(t, c.want, r.writes)
+		})
+	}
+}
+
 // TestContinueAsNewMovesToGovernorQueue: a governor of an origin queue
 // running elsewhere (one recorded with RulesV0 included) continues on the
 // governors' own task queue; one of another queue stays where it is.

@@ -216,7 +216,7 @@ func writeActions(b *strings.Builder, a *ActionsResult) {
 			actions.Num(o.serverPerCall()), o.ServerOwnTally().Scale(1/float64(max(o.Calls, 1))), actions.Num(o.cloudPerCall()), plain, ratio,
 			actions.Num(o.perCall(o.Shared.Server.Total())), actions.Num(o.perCall(o.Shared.Cloud.Total())), attempts, goal, ok)
 	}
-	p("\nThe goals are judged on the Cloud estimate, what a user pays. A retry or a poll is what the scenario's call costs beyond a first try's, divided by its retries or polls; \"1 where nothing is carried\" holds a retry that sends no heartbeat to 1 (today each retry's progress, the attempt count and waits, travels on a heartbeat, which Cloud bills). The idle worker is the first stream's worker, watched for %s right after it (its governor running, its reporter watching the queue).\n\n", durS(pa.Idle))
+	p("\nThe goals are judged on the Cloud estimate, what a user pays. A retry or a poll is what the scenario's call costs beyond a first try's, divided by its retries or polls; \"1 where nothing is carried\" holds a retry that sends no heartbeat to 1 (a retry's progress, the attempt count and waits, travels on the failed attempt's response when the worker's client has `Activities.ProgressInterceptor`, as package host dials it; on a heartbeat, which Cloud bills, when it has not). The idle worker is the first stream's worker, watched for %s right after it (its governor running, its reporter watching the queue).\n\n", durS(pa.Idle))
 	writeActionsWhere(b, a)
 	p("Every run, raw: the counter's increase by `action_type` over the run's window; the histories counted the server's way (calls' workflows; the governor within the window); heartbeats (the counter's alone); the check.\n\n")
 	p("| Scenario | Way | Calls | Window | Counter's increase by type | Calls' histories (server's count) | Governor's history in the window (server's / Cloud's count) | Heartbeats | Requests at the API | Records | Check |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -271,20 +271,33 @@ func writeActionsWhere(b *strings.Builder, a *ActionsResult) {
 	var parts []string
 	if sc := a.scenario(scenRetries425); sc != nil && sc.Ours.Calls > 0 {
 		o := sc.Ours
-		parts = append(parts, fmt.Sprintf("each retry of the ready workflow's call sends a heartbeat at the end of the failed attempt (its progress for the next: %s heartbeats per call for %d retries), the plain activity none", actions.Num(o.perCall(o.heartbeats())), a.Params.Retries))
+		if hb := o.perCall(o.heartbeats()); hb > 0 {
+			parts = append(parts, fmt.Sprintf("each retry of the ready workflow's call sends a heartbeat at the end of the failed attempt (its progress for the next: %s heartbeats per call for %d retries), the plain activity none", actions.Num(hb), a.Params.Retries))
+		} else {
+			parts = append(parts, fmt.Sprintf("nowhere on a retry: its progress for the next attempt rides on the failed attempt's response (`Activities.ProgressInterceptor`, on the client package host dials), not on a heartbeat (0 heartbeats per call for %d retries)", a.Params.Retries))
+		}
+	}
+	held := func(o ActionsRun, needed float64) string {
+		extra := o.perCall(float64(o.History.Attempts)) - needed
+		s := fmt.Sprintf("%s attempts per call beyond the %s the API's answers needed, each an action (an attempt held back ends as NotAdmitted and Temporal retries it)", actions.Num(extra), actions.Num(needed))
+		if hb := o.perCall(o.heartbeats()); hb > 0 {
+			s += fmt.Sprintf(", with %s heartbeats per call", actions.Num(hb))
+		}
+		return s + fmt.Sprintf("; the shared rate's actions came to %s per call (%s timers, %s workflow tasks with markers)", actions.Num(o.perCall(o.Shared.Cloud.Total())), actions.Num(o.Shared.Cloud[actions.Timer]), actions.Num(o.Shared.Cloud[actions.Marker]))
 	}
 	if sc := a.scenario(scenRetries); sc != nil && sc.Ours.Calls > 0 {
-		o := sc.Ours
-		extra := o.perCall(float64(o.History.Attempts)) - 1 - float64(a.Params.Retries)
-		parts = append(parts, fmt.Sprintf("with 503s the worker's breaker and the governor's (which set the queue's limit: %s timers and %s workflow tasks with markers, its writes through the SetRate local activity, in the run) held attempts back: %s attempts per call beyond the 4 the API's answers needed, each ending with a heartbeat; the shared rate's actions came to %s per call", actions.Num(o.Shared.Cloud[actions.Timer]), actions.Num(o.Shared.Cloud[actions.Marker]), actions.Num(extra), actions.Num(o.perCall(o.Shared.Cloud.Total()))))
+		parts = append(parts, "with 503s every answer fails at first, as in an outage, and the worker's breaker and the governor's (the cluster's, which sets the queue's limit) open and hold attempts back: "+held(sc.Ours, float64(1+a.Params.Retries)))
+	}
+	if sc := a.scenario(scenLookup); sc != nil && sc.Ours.Calls > 0 {
+		parts = append(parts, "with the first answers lost (no answer is a failure), the lookup scenario's breakers do the same: "+held(sc.Ours, 2))
 	}
 	if sc := a.scenario(scenFollow); sc != nil && sc.Ours.Calls > 0 {
 		o := sc.Ours
-		parts = append(parts, fmt.Sprintf("a followed call waits for the 202's Retry-After on a timer (%s per call) and each poll that finds the operation running sends a heartbeat (%s per call)", actions.Num(o.perCall(o.History.Cloud[actions.Timer])), actions.Num(o.perCall(o.heartbeats()))))
+		parts = append(parts, fmt.Sprintf("a followed call waits for the 202's Retry-After on a timer (%s per call; the plain activity polls at once, before the API said to) and each poll that finds the operation running costs its attempt (heartbeats: %s per call)", actions.Num(o.perCall(o.History.Cloud[actions.Timer])), actions.Num(o.perCall(o.heartbeats()))))
 	}
 	if sc := a.scenario(scenLoad1); sc != nil {
 		o := sc.Ours
-		parts = append(parts, fmt.Sprintf("the shared rate costs a report a second per worker while it sends requests (%s in %s on one worker), and a new governor run 1 more for the three markers of its `workflow.GetVersion` calls (the server counts their 3 `TemporalChangeVersion` upserts too: %s)", actions.Num(o.Shared.Cloud[actions.Signal]), secs1(o.Busy), actions.Num(o.Shared.Server[actions.Upsert])))
+		parts = append(parts, fmt.Sprintf("the shared rate reports only while a queue's limit is in force or its requests fail or are throttled (%s reports in %s of a steady stream on one worker), and a new governor run costs 1 more for the markers of its `workflow.GetVersion` calls (the server counts their `TemporalChangeVersion` upserts too: %s in that run)", actions.Num(o.Shared.Cloud[actions.Signal]), secs1(o.Busy), actions.Num(o.Shared.Server[actions.Upsert])))
 	}
 	if len(parts) == 0 {
 		return

@@ -132,6 +132,33 @@ func TestActionsReport(t *testing.T) {
 	}
 }
 
+// TestActionsWhereWithoutHeartbeats: with the progress carried on the
+// failed attempts (no heartbeat in the 425 run), the section says so and
+// puts the 503 run's extra actions on the attempts held back.
+func TestActionsWhereWithoutHeartbeats(t *testing.T) {
+	r := actionsResults()
+	for i, sc := range r.Actions.Scenarios {
+		if sc.Name == scenRetries425 {
+			r.Actions.Scenarios[i].Ours.Server = sc.Plain.Server.Add(actions.Counts{actions.TypeSignalWithStart: 2, actions.TypeBatchMarkers: 1, actions.TypeUpsert: 3})
+		}
+	}
+	var b strings.Builder
+	writeActionsWhere(&b, r.Actions)
+	for _, want := range []string{
+		"nowhere on a retry: its progress for the next attempt rides on the failed attempt's response",
+		"(0 heartbeats per call for 3 retries)",
+		"hold attempts back: 1 attempts per call beyond the 4 the API's answers needed, each an action",
+		", with 4 heartbeats per call",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the prose lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "sends a heartbeat at the end of the failed attempt") {
+		t.Errorf("the prose says retries heartbeat, but none did:\n%s", b.String())
+	}
+}
+
 // TestRetryMet: a retry may cost 2 when a heartbeat carries its
 // progress, 1 when nothing does.
 func TestRetryMet(t *testing.T) {

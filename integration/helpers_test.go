@@ -126,6 +126,15 @@ func startInProcessWorker(t testing.TB, taskQueue string, origins ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runWorker(t, c, acts, taskQueue, identity, &logs)
+}
+
+// runWorker runs acts and the ready workflow on taskQueue as identity, on
+// client c, and returns once it polls. The worker and c are stopped when
+// the test ends; logs, the client's log, goes to the test log if the test
+// failed.
+func runWorker(t testing.TB, c client.Client, acts *activities.Activities, taskQueue, identity string, logs *syncBuffer) {
+	t.Helper()
 	w := worker.New(c, taskQueue, worker.Options{Identity: identity})
 	acts.Register(w)
 	workflows.Register(w)
@@ -136,7 +145,7 @@ func startInProcessWorker(t testing.TB, taskQueue string, origins ...string) {
 		w.Stop()
 		c.Close()
 		if t.Failed() {
-			t.Logf("in-process worker %s log:\n%s", identity, logs.String())
+			t.Logf("worker %s log:\n%s", identity, logs.String())
 		}
 	})
 	if err := itest.WaitForPollers(ctxT(t, 30*time.Second), tc, taskQueue, identity); err != nil {

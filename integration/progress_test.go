@@ -14,11 +14,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
 	"github.com/idemhttp/temporal-idempotent-http/activities"
-	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -156,22 +154,6 @@ func startCountingWorker(t *testing.T, tq string, carry bool, origins ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	identity := uniqueName(t, "worker")
-	w := worker.New(c, tq, worker.Options{Identity: identity})
-	acts.Register(w)
-	workflows.Register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		w.Stop()
-		c.Close()
-		if t.Failed() {
-			t.Logf("worker %s log:\n%s", identity, logs.String())
-		}
-	})
-	if err := itest.WaitForPollers(ctxT(t, 30*time.Second), tc, tq, identity); err != nil {
-		t.Fatal(err)
-	}
+	runWorker(t, c, acts, tq, uniqueName(t, "worker"), &logs)
 	return beats
 }

@@ -74,12 +74,27 @@ func MetricsURL(port int) string { return fmt.Sprintf("http://127.0.0.1:%d/metri
 type Counts map[string]float64
 
 // Total is the sum of c.
-func (c Counts) Total() float64 {
+func (c Counts) Total() float64 { return total(c) }
+
+// total is the sum of m's values.
+func total[K comparable](m map[K]float64) float64 {
 	t := 0.0
-	for _, v := range c {
+	for _, v := range m {
 		t += v
 	}
 	return t
+}
+
+// add returns a + b, by key, into a new map.
+func add[K comparable](a, b map[K]float64) map[K]float64 {
+	s := make(map[K]float64, len(a))
+	for k, v := range a {
+		s[k] += v
+	}
+	for k, v := range b {
+		s[k] += v
+	}
+	return s
 }
 
 // Sub returns c − before, by type, without the types that did not move.
@@ -99,16 +114,7 @@ func (c Counts) Sub(before Counts) Counts {
 }
 
 // Add returns c + o, by type.
-func (c Counts) Add(o Counts) Counts {
-	s := maps.Clone(c)
-	if s == nil {
-		s = Counts{}
-	}
-	for k, v := range o {
-		s[k] += v
-	}
-	return s
-}
+func (c Counts) Add(o Counts) Counts { return add(c, o) }
 
 // Tally returns c by category ([CategoryOf]).
 func (c Counts) Tally() Tally {
@@ -312,25 +318,10 @@ func CategoryOf(t string) Category {
 type Tally map[Category]float64
 
 // Total is the sum of t.
-func (t Tally) Total() float64 {
-	s := 0.0
-	for _, v := range t {
-		s += v
-	}
-	return s
-}
+func (t Tally) Total() float64 { return total(t) }
 
 // Add returns t + o.
-func (t Tally) Add(o Tally) Tally {
-	s := Tally{}
-	for k, v := range t {
-		s[k] += v
-	}
-	for k, v := range o {
-		s[k] += v
-	}
-	return s.clean()
-}
+func (t Tally) Add(o Tally) Tally { return Tally(add(t, o)).clean() }
 
 // Scale returns t × f (f = 1/calls: per call).
 func (t Tally) Scale(f float64) Tally {

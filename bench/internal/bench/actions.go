@@ -504,24 +504,14 @@ func (e *actionsEnv) pair(ctx context.Context, name string, n, conc int, api fun
 
 // firstTry: a call the API answers 201 at once.
 func (e *actionsEnv) firstTry(ctx context.Context) (ActionsScenario, error) {
-	url := e.target.URL + "/charges"
-	return e.pair(ctx, scenFirstTry, e.p.Calls, e.p.Concurrency, func() *actionsAPI { return newActionsAPI(apiOK, 0, 0, 0) },
-		func(id string) PlainCall { return PlainCall{Mode: plainPost, URL: url, Body: callBody(id, "")} },
-		func(id string) workflows.Request {
-			return workflows.Request{Operation: "charge", URL: url, Body: callBody(id, "")}
-		}, nil, nil)
+	return e.charges(ctx, scenFirstTry, e.p.Calls, apiOK, 0)
 }
 
 // retries: a call the API answers 503 Retries times, then 201. On the
 // host's defaults the 503s are failures to the worker's breaker and to
 // the governor's: both hold attempts back.
 func (e *actionsEnv) retries(ctx context.Context) (ActionsScenario, error) {
-	url := e.target.URL + "/charges"
-	return e.pair(ctx, scenRetries, e.p.FailingCalls, e.p.Concurrency, func() *actionsAPI { return newActionsAPI(apiRetries, e.p.Retries, 0, http.StatusServiceUnavailable) },
-		func(id string) PlainCall { return PlainCall{Mode: plainPost, URL: url, Body: callBody(id, "")} },
-		func(id string) workflows.Request {
-			return workflows.Request{Operation: "charge", URL: url, Body: callBody(id, "")}
-		}, nil, nil)
+	return e.charges(ctx, scenRetries, e.p.FailingCalls, apiRetries, http.StatusServiceUnavailable)
 }
 
 // retries425: a call the API answers 425 Too Early Retries times, then
@@ -529,8 +519,19 @@ func (e *actionsEnv) retries(ctx context.Context) (ActionsScenario, error) {
 // breaker, so every retry is the retry alone. The plain activity retries
 // any error alike: its figures are the 503 scenario's.
 func (e *actionsEnv) retries425(ctx context.Context) (ActionsScenario, error) {
+	return e.charges(ctx, scenRetries425, e.p.Calls, apiRetries, http.StatusTooEarly)
+}
+
+// charges runs scenario name: calls POSTs of a charge, Concurrency at a
+// time, both ways, to an API of mode answering status Retries times
+// (apiRetries) before its 201.
+func (e *actionsEnv) charges(ctx context.Context, name string, calls int, mode string, status int) (ActionsScenario, error) {
 	url := e.target.URL + "/charges"
-	return e.pair(ctx, scenRetries425, e.p.Calls, e.p.Concurrency, func() *actionsAPI { return newActionsAPI(apiRetries, e.p.Retries, 0, http.StatusTooEarly) },
+	retries := 0
+	if mode == apiRetries {
+		retries = e.p.Retries
+	}
+	return e.pair(ctx, name, calls, e.p.Concurrency, func() *actionsAPI { return newActionsAPI(mode, retries, 0, status) },
 		func(id string) PlainCall { return PlainCall{Mode: plainPost, URL: url, Body: callBody(id, "")} },
 		func(id string) workflows.Request {
 			return workflows.Request{Operation: "charge", URL: url, Body: callBody(id, "")}

@@ -382,3 +382,26 @@ func TestBreakerTripsOnErrorsAtRandom(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerOpensAfterAnswering: an origin that answered 10 requests a
+// second for 10 s, then fails every one: with the answers of before still
+// in the window, the ratio alone (margin 0) opened it 4.9 s into the
+// failures; by TripMargin 5.9 s: the margin's price.
+func TestBreakerOpensAfterAnswering(t *testing.T) {
+	l := New(Config{})
+	for i := range 100 {
+		when := ms(100 * i)
+		l.Observe(origin, at(when-ms(5)), at(when), Observation{})
+	}
+	for i := range 100 {
+		when := 10*time.Second + ms(100*i)
+		l.Observe(origin, at(when-ms(5)), at(when), failure)
+		if d := l.Admit(origin, at(when+ms(1)), Ticket{}, false); d.Reason == ReasonCircuitOpen {
+			if got := when - 10*time.Second; got < 5*time.Second || got > 6*time.Second {
+				t.Errorf("opened %v into the failures, want 5 s to 6 s", got)
+			}
+			return
+		}
+	}
+	t.Fatal("10 s of failures did not open the breaker")
+}

@@ -43,13 +43,13 @@
 //     actions.svg (about 4.5 minutes:
 //     go run ./cmd/bench -only actions -out results/actions);
 //
-//  9. partial failure ("partial"): 200 workflows at once against an API
+//  9. partial failure ("partial"): 400 workflows at once against an API
 //     with ample capacity that answers 30 % of requests 503 at random,
 //     against the same API without failures (three rounds, the worst
 //     reported), on a worker wired by package host on its defaults:
 //     requests per success, throughput, attempts held by admission and
 //     whether a circuit breaker opened; then the contention setup (429 at
-//     capacity) on the same kind of worker; writes partial.svg (about 3
+//     capacity) on the same kind of worker; writes partial.svg (about 3.5
 //     minutes: cd bench && GOWORK=off go run ./cmd/bench -only partial -out results/partial).
 //
 //     cd bench && go run ./cmd/bench -out results

@@ -27,16 +27,15 @@ type partialClaim struct {
 	Comparison bool
 }
 
-// worstPerSuccess is the failing runs' largest requests per success and
-// its round (from 1); 0, 0 without rounds.
-func (pr *PartialResult) worstPerSuccess() (float64, int) {
-	worst, at := 0.0, 0
-	for i, r := range pr.Rounds {
-		if v := r.Failing.PerSuccess(); at == 0 || v > worst {
-			worst, at = v, i+1
-		}
+// failingTotals sums the failing runs' requests, failures and
+// successes.
+func (pr *PartialResult) failingTotals() (requests, failures, successes int) {
+	for _, r := range pr.Rounds {
+		requests += r.Failing.Requests
+		failures += r.Failing.Failures
+		successes += r.Failing.Successes
 	}
-	return worst, at
+	return requests, failures, successes
 }
 
 // throughputRatio is a round's throughput with failures ÷ without.
@@ -114,11 +113,12 @@ func (pr *PartialResult) claims() []partialClaim {
 	p := pr.Params
 	pct := p.FailureRate * 100
 	done := pr.allDone()
-	if ps, at := pr.worstPerSuccess(); at > 0 {
+	if requests, failures, successes := pr.failingTotals(); successes > 0 {
+		ps := float64(requests) / float64(successes)
 		cs = append(cs, partialClaim{ID: "12a",
-			Claim: fmt.Sprintf("Partial failure: an API with ample capacity failing %.0f %% of requests at random (%d), %d workflows at once on a worker wired by package host (its defaults): requests per success, worst of %d runs", pct, p.FailureStatus, p.Clients, len(pr.Rounds)),
-			Measured: fmt.Sprintf("%.2f (round %d: %d ÷ %d; runs %s; the floor 1 ÷ %.1f = %.2f)", ps, at, pr.Rounds[at-1].Failing.Requests, pr.Rounds[at-1].Failing.Successes,
-				pr.spread(func(r PartialRound) float64 { return r.Failing.PerSuccess() }), 1-p.FailureRate, p.floor()),
+			Claim: fmt.Sprintf("Partial failure: an API with ample capacity failing %.0f %% of requests at random (%d), %d workflows at once on a worker wired by package host (its defaults): requests per success, over %d runs", pct, p.FailureStatus, p.Clients, len(pr.Rounds)),
+			Measured: fmt.Sprintf("%.2f (%d ÷ %d; runs %s; requests neither a %d nor a success: %d; the floor 1 ÷ %.1f = %.2f)", ps, requests, successes,
+				pr.spread(func(r PartialRound) float64 { return r.Failing.PerSuccess() }), p.FailureStatus, requests-failures-successes, 1-p.FailureRate, p.floor()),
 			Target: fmt.Sprintf("≤ %.2f", targetPartialPerSuccess), OK: done && ps <= targetPartialPerSuccess})
 	}
 	if tr, at := pr.worstThroughput(); at > 0 {
@@ -131,14 +131,15 @@ func (pr *PartialResult) claims() []partialClaim {
 			Target: fmt.Sprintf("≥ %.2f (%.1f ÷ %.2f)", target, targetPartialThroughput, p.floor()), OK: done && tr >= target})
 	}
 	if len(pr.Rounds) > 0 {
-		opened, held, attempts, requests := 0, 0.0, 0.0, 0
+		opened, attempts, requests, waits, waitSeconds := 0, 0.0, 0, 0.0, 0.0
 		for _, r := range pr.Rounds {
 			if r.Failing.BreakerOpened() {
 				opened++
 			}
-			held += r.Failing.HeldTotal()
 			attempts += r.Failing.Attempts
 			requests += r.Failing.Requests
+			waits += r.Failing.Waits
+			waitSeconds += r.Failing.WaitSeconds
 		}
 		var heldAll = map[string]float64{}
 		for _, r := range pr.Rounds {
@@ -148,8 +149,8 @@ func (pr *PartialResult) claims() []partialClaim {
 		}
 		cs = append(cs, partialClaim{ID: "12c",
 			Claim: "… the admission does not take the errors for overload: neither the worker's circuit breaker nor the governor's (the cluster's) opens",
-			Measured: fmt.Sprintf("opened in %d of %d runs; attempts held by admission in all: %s, of %g attempts for %d requests",
-				opened, len(pr.Rounds), heldCell(heldAll), attempts, requests),
+			Measured: fmt.Sprintf("opened in %d of %d runs; attempts admission ended unsent, in all: %s, of %g attempts for %d requests; waits inside attempts: %g (%.1f s in all)",
+				opened, len(pr.Rounds), heldCell(heldAll), attempts, requests, waits, waitSeconds),
 			Target: "never opens", OK: opened == 0})
 	}
 	if t := pr.Throttled; t != nil {
@@ -179,19 +180,19 @@ func writePartial(b *strings.Builder, pr *PartialResult) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	pp := pr.Params
 	p("## 12. Partial failure\n\n")
-	p("An API with ample capacity (no limit) that answers %.0f %% of requests %d at random, before it looks at the key (`testsuite.Options.FailureRate`), against the same API without failures. Each run starts %d ready workflows (`workflows.HTTPCallWorkflow`) at once, on the defaults of the ready workflow (full jitter from 200 ms doubling to 10 s) but for the attempt budget, raised to %d (the default 5 fails 0.3^5 = 0.24 %% of calls, one a run in two at this size, and the claims are per success). Each run has a fresh worker wired as package host wires one on its defaults (`host.Load`, `Host.ClientOptions`, `Host.Start`, `Host.WorkerOptions`, `Host.Register`: adaptive admission, its circuit breaker and the shared rate on), with its own task queue, governor and breaker, and its metrics served (`--metrics-addr`), scraped every 200 ms. A round is the run without failures, then the run with them; %d rounds, the claims take the worst. Throughput is successes per second from the first start call to the last success at the API.\n\n",
+	p("An API with ample capacity (no limit) that answers %.0f %% of requests %d at random, before it looks at the key (`testsuite.Options.FailureRate`), against the same API without failures. Each run starts %d ready workflows (`workflows.HTTPCallWorkflow`) at once, on the defaults of the ready workflow (full jitter from 200 ms doubling to 10 s) but for the attempt budget, raised to %d (the default 5 fails 0.3^5 = 0.24 %% of calls, about one a run at this size, and the claims are per success). Each run has a fresh worker wired as package host wires one on its defaults (`host.Load`, `Host.ClientOptions`, `Host.Start`, `Host.WorkerOptions`, `Host.Register`: adaptive admission, its circuit breaker and the shared rate on), with its own task queue, governor and breaker, and its metrics served (`--metrics-addr`), scraped every 200 ms. A round is the run without failures, then the run with them; %d rounds. Throughput is successes per second from the first start call to the last success at the API; its ratio is taken within each round and the claim takes the worst round, as the machine's other work moves it. The requests per success are taken over every run together: their spread from run to run is the API's own draw (for N successes at 30 %%, a standard deviation of √(0.3 N) ÷ (0.7 N) per success, 0.039 at 400), which the worst of three would only add to; the requests that were neither a failure nor a success (replays, duplicates) are what the worker wasted.\n\n",
 		pp.FailureRate*100, pp.FailureStatus, pp.Clients, pp.MaximumAttempts, len(pr.Rounds))
-	p("The admission must not take the errors for overload: a 503 is a failure to the breaker (a 429 would cut the rate), and the breaker opens when, within 10 s, at least 5 requests failed and they are at least half the answers. At %.0f %% the share of failures is below half, but a window that holds few answers can pass it by chance. Held attempts are those admission ended without sending (`idempotent_http_admission_delays_total`, by reason); attempts are the activity's (`idempotent_http_attempts_total`), so attempts − requests ≈ held. The worker's breaker opened if an attempt was held for `circuit_open` or a scrape saw `idempotent_http_circuit_open` at 1; the governor's if its state (query `state`) counts an opening.\n\n", pp.FailureRate*100)
+	p("The admission must not take the errors for overload: a 503 is a failure to the breaker (a 429 would cut the rate), and the breaker opens when, within 10 s, at least 5 requests failed and they are at least half the answers. At %.0f %% the share of failures is below half, but a window that holds few answers can pass it by chance. Held attempts are those admission ended without sending (`idempotent_http_admission_delays_total`, by reason); attempts are the activity's (`idempotent_http_attempts_total`), so attempts − requests ≈ held; a wait for admission short enough to fit in the attempt (at most 1 s) is spent inside it (`idempotent_http_admission_wait_seconds`) and sends the request after. The worker's breaker opened if an attempt was held for `circuit_open` or a scrape saw `idempotent_http_circuit_open` at 1; the governor's if its state (query `state`) counts an opening.\n\n", pp.FailureRate*100)
 	if pr.Throttled != nil {
 		tp := pr.ThrottledParams
 		p("The reverse: the contention setup (section 1: %d workflows, an API that accepts %d per %s and answers the rest 429; full jitter from %s doubling to %s) on a fresh worker of the same kind, started by the bench's client (no eager start): a comparison with the contention section's adaptive-admission run (5a, 5b), no target of its own.\n\n",
 			tp.Clients, tp.Capacity, tp.Window, tp.Base, tp.Cap)
 	}
 	p("![Requests per second: without failures, with %.0f %% failures, and at capacity](%s)\n\n", pp.FailureRate*100, PartialSVG)
-	p("| Run | Workflows failed | Requests | 5xx answers | Successes | Requests per success | First start to last success | Successes/s | Attempts | Held by admission | Breaker opened |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| Run | Workflows failed | Requests | 5xx answers | Successes | Requests per success | First start to last success | Successes/s | Attempts | Held by admission | Waits inside attempts | Breaker opened |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	row := func(name string, r PartialRun) {
-		p("| %s | %d | %d | %d | %d | %.2f | %s | %.1f | %g | %s | %s |\n", name, r.Failed, r.Requests, r.Failures, r.Successes, r.PerSuccess(),
-			secs1(r.Makespan()), r.Throughput(), r.Attempts, heldCell(r.Held), breakerCell(r))
+		p("| %s | %d | %d | %d | %d | %.2f | %s | %.1f | %g | %s | %g (%.1f s) | %s |\n", name, r.Failed, r.Requests, r.Failures, r.Successes, r.PerSuccess(),
+			secs1(r.Makespan()), r.Throughput(), r.Attempts, heldCell(r.Held), r.Waits, r.WaitSeconds, breakerCell(r))
 	}
 	for i, r := range pr.Rounds {
 		row(fmt.Sprintf("round %d, no failures", i+1), r.Clean)

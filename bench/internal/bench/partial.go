@@ -178,16 +178,23 @@ func runPartial(ctx context.Context, h *harness, p PartialParams, logDir string,
 	// ready is the ready workflow on its defaults but for the attempt
 	// budget.
 	ready := ContentionParams{Clients: p.Clients, MaximumAttempts: p.MaximumAttempts}
+	type pairRun struct {
+		name string
+		api  testsuite.Options
+		run  *PartialRun
+	}
 	for i := range p.Rounds {
 		var round PartialRound
-		for _, c := range []struct {
-			name string
-			api  testsuite.Options
-			run  *PartialRun
-		}{
+		pair := []pairRun{
 			{"clean", testsuite.Options{}, &round.Clean},
 			{"failing", testsuite.Options{FailureRate: p.FailureRate, FailureStatus: p.FailureStatus}, &round.Failing},
-		} {
+		}
+		// Every other round runs the failing API first: a drift of the
+		// machine's other load then weighs on both sides alike.
+		if i%2 == 1 {
+			pair[0], pair[1] = pair[1], pair[0]
+		}
+		for _, c := range pair {
 			name := fmt.Sprintf("partial-%s-%s-%d", tag, c.name, i+1)
 			run, err := runPartialLoad(ctx, h, workerLog, name, func(hh *harness) (ContentionRun, error) {
 				return runLoad(ctx, hh, ready, c.api, readyLoad(hh, ready, workflows.JitterFull), name)
@@ -275,6 +282,7 @@ func runPartialLoad(ctx context.Context, h *harness, log io.Writer, name string,
 	return run, err
 }
 
+
 // workerMetrics are what runPartialLoad reads of a worker's /metrics.
 type workerMetrics struct {
 	Attempts           float64
@@ -340,12 +348,15 @@ func parseWorkerMetrics(b []byte) (workerMetrics, error) {
 // governorOpened asks the governor of tq's origin queue how often its
 // breaker opened: 0 when none started (no worker reported a throttle or
 // a failure).
+// The governor is terminated after: it would outlive its run's
+// worker, its timers firing on the dev server during the next runs.
 func governorOpened(ctx context.Context, h *harness, tq string) (int, error) {
 	q, err := workflows.OriginTaskQueue(tq, h.Target.URL)
 	if err != nil {
 		return 0, err
 	}
-	v, err := h.Client.QueryWorkflow(ctx, governor.WorkflowID(q), "", governor.QueryName)
+	id := governor.WorkflowID(q)
+	v, err := h.Client.QueryWorkflow(ctx, id, "", governor.QueryName)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return 0, nil
@@ -356,6 +367,9 @@ func governorOpened(ctx context.Context, h *harness, tq string) (int, error) {
 	var st governor.State
 	if err := v.Get(&st); err != nil {
 		return 0, err
+	}
+	if err := h.Client.TerminateWorkflow(ctx, id, "", "bench: the run is over"); err != nil && !errors.As(err, &nf) {
+		return st.Breaker.Opened, fmt.Errorf("terminating the governor of %s: %w", q, err)
 	}
 	return st.Breaker.Opened, nil
 }

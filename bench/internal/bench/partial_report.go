@@ -222,12 +222,12 @@ func WritePartialSVG(w io.Writer, r *Results) error {
 		{Title: fmt.Sprintf("round %d: no failures", at), Log: rd.Clean.Log, Note: note(rd.Clean)},
 		{Title: fmt.Sprintf("round %d: %.0f %% answered %d at random", at, pp.FailureRate*100, pp.FailureStatus), Log: rd.Failing.Log, Note: note(rd.Failing)},
 	}
-	title := fmt.Sprintf("%d workflows at once, API with ample capacity: no failures vs %.0f %% random %d (dev server, worker on package host's defaults)", pp.Clients, pp.FailureRate*100, pp.FailureStatus)
+	title := fmt.Sprintf("%d workflows at once, ample capacity: no failures vs %.0f %% random %d", pp.Clients, pp.FailureRate*100, pp.FailureStatus)
 	if t := pr.Throttled; t != nil {
 		tp := pr.ThrottledParams
 		series = append(series, plotSeries{Title: fmt.Sprintf("%d workflows, %d accepted per %s, 429 beyond", tp.Clients, tp.Capacity, tp.Window), Log: t.Log,
 			Note: fmt.Sprintf("%d requests, %.2f per success; last success at %.1f s", t.Requests, t.PerSuccess(), t.ToLastSuccess.Seconds())})
-		title += "; and at capacity"
+		title += "; and at capacity (429)"
 	}
 	return writeRequestsSVG(w, requestsPlot{Title: title, Bucket: time.Second, Failures: fmt.Sprintf("%d (random) or 429 (over capacity)", pp.FailureStatus)}, series)
 }

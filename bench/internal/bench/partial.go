@@ -282,7 +282,6 @@ func runPartialLoad(ctx context.Context, h *harness, log io.Writer, name string,
 	return run, err
 }
 
-
 // workerMetrics are what runPartialLoad reads of a worker's /metrics.
 type workerMetrics struct {
 	Attempts           float64

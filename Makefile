@@ -101,7 +101,11 @@ soak:
 ## actions (Temporal actions per call against a plain activity, and the
 ## shared rate's own, on a dev server of its own with its metrics on)
 ## takes about 4.5 more (alone: go run ./cmd/bench -only actions -out
-## results/actions); builds
+## results/actions); section partial (400 workflows against an API
+## failing 30 % of requests at random, against the same API without
+## failures, three rounds, then the contention setup, each on a worker
+## wired by package host) about 3.5 more (alone: go run ./cmd/bench -only
+## partial -out results/partial); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies. Section chaos, last, is the chaos

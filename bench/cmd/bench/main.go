@@ -41,7 +41,16 @@
 //     retries, a followed 202, a webhook wait, a lookup-reconciled retry),
 //     and the shared rate's own actions idle and under load; writes
 //     actions.svg (about 4.5 minutes:
-//     go run ./cmd/bench -only actions -out results/actions).
+//     go run ./cmd/bench -only actions -out results/actions);
+//
+//  9. partial failure ("partial"): 400 workflows at once against an API
+//     with ample capacity that answers 30 % of requests 503 at random,
+//     against the same API without failures (three rounds, the worst
+//     reported), on a worker wired by package host on its defaults:
+//     requests per success, throughput, attempts held by admission and
+//     whether a circuit breaker opened; then the contention setup (429 at
+//     capacity) on the same kind of worker; writes partial.svg (about 3.5
+//     minutes: cd bench && GOWORK=off go run ./cmd/bench -only partial -out results/partial).
 //
 //     cd bench && go run ./cmd/bench -out results
 //
@@ -218,6 +227,13 @@ func write(out string, res *bench.Results, withJSON bool) error {
 	if res.Actions != nil && len(res.Actions.Scenarios) > 0 {
 		if err := writeFile(filepath.Join(out, bench.ActionsSVG), func(f *os.File) error {
 			return bench.WriteActionsSVG(f, res)
+		}); err != nil {
+			return err
+		}
+	}
+	if res.Partial != nil && len(res.Partial.Rounds) > 0 {
+		if err := writeFile(filepath.Join(out, bench.PartialSVG), func(f *os.File) error {
+			return bench.WritePartialSVG(f, res)
 		}); err != nil {
 			return err
 		}

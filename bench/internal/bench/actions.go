@@ -20,7 +20,6 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/actions"
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
-	"github.com/idemhttp/temporal-idempotent-http/host"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 	"github.com/idemhttp/temporal-idempotent-http/webhooks"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
@@ -329,49 +328,9 @@ func (e *actionsEnv) close() {
 	}
 }
 
-// actionsHost is a worker wired as package host wires one on its
-// defaults (the shared rate on): host.Load's settings, a client dialed
-// with Host.ClientOptions (the dev server's address put in), Host.Start,
-// and a worker of Host.WorkerOptions with Host.Register.
-type actionsHost struct {
-	h *host.Host
-	c client.Client
-	w worker.Worker
-}
-
 // startHost starts a host worker of task queue tq as identity.
-func (e *actionsEnv) startHost(tq, identity string) (*actionsHost, error) {
-	h, err := host.Load([]string{"--allow-origin", e.target.URL, "--task-queue", tq, "--identity", identity, "--log-level", "error"})
-	if err != nil {
-		return nil, err
-	}
-	opts := h.ClientOptions()
-	opts.HostPort = e.dev.HostPort
-	// The SDK logs each failed attempt at Error: to the section's log
-	// rather than the terminal.
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(e.workerLog, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	c, err := client.Dial(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.Start(c); err != nil {
-		c.Close()
-		return nil, err
-	}
-	w := worker.New(c, h.TaskQueue(), h.WorkerOptions())
-	h.Register(w)
-	if err := w.Start(); err != nil {
-		h.Close()
-		c.Close()
-		return nil, err
-	}
-	return &actionsHost{h: h, c: c, w: w}, nil
-}
-
-func (a *actionsHost) stop() {
-	a.w.Stop()
-	a.h.Close()
-	a.c.Close()
+func (e *actionsEnv) startHost(tq, identity string) (*hostWorker, error) {
+	return startHostWorker(e.dev.HostPort, e.workerLog, "--allow-origin", e.target.URL, "--task-queue", tq, "--identity", identity, "--log-level", "error")
 }
 
 // governorID is the workflow ID of the governor of tq's requests to the
@@ -460,7 +419,7 @@ func callBody(id string, extra string) []byte {
 // ready workflow on a fresh host worker (a task queue, and so a governor,
 // of its own), each against a fresh api.
 func (e *actionsEnv) pair(ctx context.Context, name string, n, conc int, api func() *actionsAPI, plain func(id string) PlainCall, ours func(id string) workflows.Request,
-	plainAfter, oursAfter func(api *actionsAPI, h *actionsHost) func(ctx context.Context, id string) error) (ActionsScenario, error) {
+	plainAfter, oursAfter func(api *actionsAPI, h *hostWorker) func(ctx context.Context, id string) error) (ActionsScenario, error) {
 	var sc ActionsScenario
 	a := api()
 	e.target.Set(a)
@@ -578,7 +537,7 @@ func (e *actionsEnv) webhook(ctx context.Context) (ActionsScenario, error) {
 			return workflows.Request{Operation: whOperation, URL: url, Body: callBody(id, ""),
 				Webhook: &workflows.WebhookOptions{Succeeded: []string{whSucceeded}, Failed: []string{"payment_intent.payment_failed"}, Timeout: actionsWebhookWait}}
 		},
-		func(a *actionsAPI, _ *actionsHost) func(ctx context.Context, id string) error {
+		func(a *actionsAPI, _ *hostWorker) func(ctx context.Context, id string) error {
 			return func(ctx context.Context, id string) error {
 				if err := awaitPost(ctx, a, id); err != nil {
 					return err
@@ -586,7 +545,7 @@ func (e *actionsEnv) webhook(ctx context.Context) (ActionsScenario, error) {
 				return e.c.SignalWorkflow(ctx, id, "", plainWebhookSignal, []byte(`{"type":"`+whSucceeded+`"}`))
 			}
 		},
-		func(a *actionsAPI, h *actionsHost) func(ctx context.Context, id string) error {
+		func(a *actionsAPI, h *hostWorker) func(ctx context.Context, id string) error {
 			rc, err := webhooks.NewReceiver(webhooks.Config{Client: h.c, Verifier: v, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				return func(context.Context, string) error { return err }
@@ -681,7 +640,7 @@ func (e *actionsEnv) sharedRate(ctx context.Context) ([]ActionsScenario, error) 
 		return out, err
 	}
 	tq2 := "actions-" + scenLoad2 + "-" + e.tag
-	var hs []*actionsHost
+	var hs []*hostWorker
 	defer func() {
 		for _, h := range hs {
 			h.stop()

@@ -123,8 +123,14 @@ type ContentionRun struct {
 	// whose results do not say (a peer's), the most requests the server
 	// received with one key.
 	MaxAttempts int32 `json:"max_attempts"`
+	// FirstRequest is from the first start call to the server's first
+	// request (0 in results from before it was recorded).
+	FirstRequest time.Duration `json:"first_request_ns,omitempty"`
 	// Log is the server's request log (time offsets from the first request, status).
 	Log []LogEntry `json:"log"`
+
+	// began is when the first start call was made.
+	began time.Time
 }
 
 // LogEntry is one request seen by the server.
@@ -185,7 +191,13 @@ func readyLoad(h *harness, p ContentionParams, j workflows.Jitter) contentionLoa
 // capacity-limited reference server behind h's target, starts and waits for
 // the workflows, and reads the server's counts and log.
 func runContentionLoad(ctx context.Context, h *harness, p ContentionParams, load contentionLoad, tag string) (ContentionRun, error) {
-	srv := testsuite.NewServer(testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window})
+	return runLoad(ctx, h, p, testsuite.Options{Capacity: p.Capacity, CapacityWindow: p.Window}, load, tag)
+}
+
+// runLoad is runContentionLoad against a reference server with api's
+// options instead (the partial section's: random failures, no capacity).
+func runLoad(ctx context.Context, h *harness, p ContentionParams, api testsuite.Options, load contentionLoad, tag string) (ContentionRun, error) {
+	srv := testsuite.NewServer(api)
 	h.Target.Set(srv)
 	defer h.Target.Set(okHandler())
 	var run ContentionRun
@@ -197,6 +209,7 @@ func runContentionLoad(ctx context.Context, h *harness, p ContentionParams, load
 	log := srv.Log()
 	if len(log) > 0 {
 		t0 := log[0].Time
+		run.FirstRequest = t0.Sub(run.began)
 		perKey := map[string]int32{}
 		for _, l := range log {
 			if perKey[l.IdempotencyKey] == 0 {
@@ -225,6 +238,7 @@ func startAndWait(ctx context.Context, h *harness, p ContentionParams, load cont
 	runs := make([]client.WorkflowRun, p.Clients)
 	errs := make([]error, p.Clients)
 	start := time.Now()
+	run.began = start
 	var wg sync.WaitGroup
 	for i := range p.Clients {
 		wg.Go(func() {

@@ -238,6 +238,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if a := r.Actions; a != nil {
 		writeActionsClaims(&b, a)
 	}
+	if pr := r.Partial; pr != nil {
+		writePartialClaims(&b, pr)
+	}
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaosClaim(&b, r.Chaos.Campaign)
 	}
@@ -416,6 +419,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	}
 	if a := r.Actions; a != nil && len(a.Scenarios) > 0 {
 		writeActions(&b, a)
+	}
+	if pr := r.Partial; pr != nil && (len(pr.Rounds) > 0 || pr.Throttled != nil) {
+		writePartial(&b, pr)
 	}
 
 	p("## Run\n\nSection wall times:")

@@ -19,7 +19,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", ActionsSection, "cluster", "chaos", UnkeyedSection}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection, "cluster", "chaos", UnkeyedSection}
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
@@ -32,7 +32,7 @@ const AttemptSection = "attempt"
 // (and so needs the Temporal CLI).
 func NeedsDevServer(section string) bool {
 	switch section {
-	case "retryafter", "throughput", "contention", "outage", "peers", "longrunning", "webhooks", ActionsSection:
+	case "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection:
 		return true
 	}
 	return false
@@ -67,6 +67,8 @@ type Options struct {
 	UnkeyedOperations int
 	// Actions sizes the actions section (zero fields: defaultActions').
 	Actions ActionsParams
+	// Partial sizes the partial section (zero fields: defaultPartial's).
+	Partial PartialParams
 	// Logf reports progress.
 	Logf func(string, ...any)
 }
@@ -116,6 +118,11 @@ type Results struct {
 	// one row per run, in their order, then adaptive admission with its
 	// circuit breaker off.
 	OutageSim []OutageSim `json:"outage_sim,omitempty"`
+	// Partial is partial failure: an API with ample capacity failing a
+	// share of its requests at random against the same API without
+	// failures, and the contention setup, on a worker wired by package
+	// host.
+	Partial *PartialResult `json:"partial,omitempty"`
 	// Peers is what a user would write instead: plain activities with
 	// go-retryablehttp and failsafe-go (peers.go).
 	Peers *PeersResult `json:"peers,omitempty"`
@@ -329,6 +336,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			r.Outage = append(r.Outage, run)
 		}
 		return nil
+	}); err != nil {
+		return r, err
+	}
+	if err := section(PartialSection, func() error {
+		res, err := runPartial(ctx, h, o.Partial.withDefaults(), o.LogDir, o.Logf)
+		r.Partial = res
+		return err
 	}); err != nil {
 		return r, err
 	}

@@ -406,6 +406,11 @@ func (p *prepared) placeKey() error {
 	key := p.req.IdempotencyKey
 	switch p.place.In {
 	case keyplace.Header:
+		if p.req.KeyIn == "" {
+			// The origin's header, canonical and checked once, by New
+			// (Convention.withDefaults).
+			return nil
+		}
 		if p.place.Name == "" {
 			p.place.Name = p.o.conv.KeyHeader
 		}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
@@ -363,10 +362,21 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 	case ans.size > a.cfg.MaxResponseBytes || ans.truncated:
 		omit(omittedTooLarge)
 	case len(body) == 0:
-	case utf8.Valid(body) && json.Valid(body):
-		// JSON with invalid UTF-8 in a string (a Latin-1 server) cannot
-		// travel as JSON byte for byte: it is kept as RawBody (default).
-		red, changed, ok := a.redact.json(body)
+	default:
+		// One pass checks the body as JSON in valid UTF-8 and redacts the
+		// members named like a credential. JSON with invalid UTF-8 in a
+		// string (a Latin-1 server) cannot travel as JSON byte for byte:
+		// it is kept as RawBody.
+		fields, named, isJSON := redact.CheckedFields(body, redacted)
+		if !isJSON {
+			red, changed := a.redact.bytes(body)
+			r.RawBody, r.BodyRedacted = red, changed
+			if changed {
+				r.BodySHA256 = ans.bodySHA256()
+			}
+			break
+		}
+		red, changed, ok := a.redact.snap.Load().jsonStrings(fields, named)
 		switch {
 		case !ok:
 			omit(omittedCredential)
@@ -374,12 +384,6 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 			r.Body, r.BodyRedacted, r.BodySHA256 = json.RawMessage(red), true, ans.bodySHA256()
 		default:
 			r.Body = json.RawMessage(body)
-		}
-	default:
-		red, changed := a.redact.bytes(body)
-		r.RawBody, r.BodyRedacted = red, changed
-		if changed {
-			r.BodySHA256 = ans.bodySHA256()
 		}
 	}
 	// JSON escaping can make a string 6 times longer, base64 4/3: measure

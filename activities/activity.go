@@ -265,7 +265,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		}
 		r := a.result(&ans, p, info.Attempt, acc)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
-			"replayed", r.Replayed, "body_sha256", bodyHash(req.Body), "body_omitted", r.OmittedReason)
+			"replayed", r.Replayed, "body_sha256", (*bodyHash)(&p.req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil
 	}
 	var msg string

@@ -243,7 +243,11 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if !ans.unsent() {
 		prev.Sent++
 	}
-	v := askAgain(decide(&ans, &p.o.conv, prev), p.o, prev.RefusedSince, a.cfg.Now())
+	v := decide(&ans, &p.o.conv, prev)
+	if v.refused {
+		// Read the clock only for a refused credential's window.
+		v = askAgain(v, p.o, prev.RefusedSince, a.cfg.Now())
+	}
 	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
 		// RFC 9110's 303: the result is at Location, which the poll
 		// activity reads (accepted checks it as a monitor).

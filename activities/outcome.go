@@ -331,6 +331,9 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		BodyTruncated:  ans.truncated,
 		Accepted:       scrubAccepted(a.redact.snap.Load(), acc),
 	}
+	// headerBytes counts the headers kept, for the bound below (a name
+	// listed twice in ResultHeaders counts twice: more, never less).
+	headerBytes := 0
 	for _, canon := range p.o.resultHeaders {
 		// ans.header.Get(canon), without canonicalizing canon again.
 		var v string
@@ -349,7 +352,9 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		if r.Headers == nil {
 			r.Headers = map[string]string{}
 		}
-		r.Headers[canon] = a.redact.string(v)
+		v = a.redact.string(v)
+		r.Headers[canon] = v
+		headerBytes += len(canon) + len(v)
 	}
 	omit := func(reason string) {
 		r.Body, r.RawBody = nil, nil
@@ -389,10 +394,7 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 	// JSON escaping can make a string 6 times longer, base64 4/3: measure
 	// the encoding only when the body and the headers could pass the bound;
 	// omit the body, then the headers, until it fits.
-	n := len(r.Body) + len(r.RawBody)
-	for k, v := range r.Headers {
-		n += len(k) + len(v)
-	}
+	n := len(r.Body) + len(r.RawBody) + headerBytes
 	if acc := r.Accepted; acc != nil {
 		n += len(acc.Sealed) + len(acc.URL) + len(acc.Monitor) + len(acc.ResultURL) + len(acc.State) + len(acc.Operation)
 	}

@@ -585,7 +585,7 @@ func writeOutage(b *strings.Builder, r *Results) {
 // its CPU time.
 func writeAttemptProfile(b *strings.Builder, ap *AttemptProfile) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("**Where Do's time goes.** A CPU profile of the Activities.Do loop, %d attempts in one activity execution after the rounds: %.1f µs of CPU per attempt were sampled under `%s`, %.1f µs of them in `%s` (the exchange a raw POST makes too). The rest is Do's own work, %.1f µs; its heaviest functions below, each with its callees (pprof's cum), so the rows overlap. The garbage collector's background work is not under the attempt and not counted.",
+	p("**Where Do's time goes.** A CPU profile of the Activities.Do loop, %d attempts in one activity execution after the rounds: %.1f µs of CPU per attempt were sampled under `%s`, %.1f µs of them in `%s` (the exchange a raw POST makes too). The rest, %.1f µs, is Do's own work, with the building of the request and the read of the body that a raw POST does too; its heaviest functions below, each with its callees (pprof's cum), so the rows overlap. The garbage collector's background work is not under the attempt and not counted.",
 		ap.Iterations, ap.AttemptNs/1e3, attemptRoot, ap.ClientNs/1e3, clientDo, (ap.AttemptNs-ap.ClientNs)/1e3)
 	if ap.File != "" {
 		p(" The profile is `%s` next to this file: `go tool pprof -top -cum -show_from='requestActivity' %s`.", ap.File, ap.File)

@@ -146,6 +146,7 @@ fuzz:
 	$(GO) test ./internal/keyplace -run '^$$' -fuzz '^FuzzInsertBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/reconcile -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/redact -run '^$$' -fuzz '^FuzzRedactFields$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/redact -run '^$$' -fuzz '^FuzzCheckedFields$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./harness/serverflag -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./testsuite -run '^$$' -fuzz '^FuzzParseKeyString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./activities -run '^$$' -fuzz '^FuzzDo$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s

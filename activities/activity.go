@@ -243,7 +243,11 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 	if !ans.unsent() {
 		prev.Sent++
 	}
-	v := askAgain(decide(&ans, &p.o.conv, prev), p.o, prev.RefusedSince, a.cfg.Now())
+	v := decide(&ans, &p.o.conv, prev)
+	if v.refused {
+		// Read the clock only for a refused credential's window.
+		v = askAgain(v, p.o, prev.RefusedSince, a.cfg.Now())
+	}
 	if req.Follow && ans.err == nil && ans.status == http.StatusSeeOther && ans.header.Get("Location") != "" {
 		// RFC 9110's 303: the result is at Location, which the poll
 		// activity reads (accepted checks it as a monitor).
@@ -265,7 +269,7 @@ func (a *Activities) do(ctx context.Context, info activity.Info, p *prepared, m 
 		}
 		r := a.result(&ans, p, info.Attempt, acc)
 		logger.Info("HTTP request succeeded", "key", req.IdempotencyKey, "status", r.Status, "attempt", r.Attempt,
-			"replayed", r.Replayed, "body_sha256", bodyHash(req.Body), "body_omitted", r.OmittedReason)
+			"replayed", r.Replayed, "body_sha256", (*bodyHash)(&p.req.Body), "body_omitted", r.OmittedReason)
 		return r, ans.status, nil
 	}
 	var msg string
@@ -340,7 +344,7 @@ func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*pre
 		return nil, invalid(err)
 	}
 	o := pu.origin
-	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: a.redact.string(pu.shown), origin: o, o: a.origins[o]}
+	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, wire: pu.wire, shown: a.redact.string(pu.shown), origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
 			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown})
@@ -406,6 +410,11 @@ func (p *prepared) placeKey() error {
 	key := p.req.IdempotencyKey
 	switch p.place.In {
 	case keyplace.Header:
+		if p.req.KeyIn == "" {
+			// The origin's header, canonical and checked once, by New
+			// (Convention.withDefaults).
+			return nil
+		}
 		if p.place.Name == "" {
 			p.place.Name = p.o.conv.KeyHeader
 		}
@@ -425,7 +434,7 @@ func (p *prepared) placeKey() error {
 		if err != nil {
 			return fmt.Errorf("the key goes in the query parameter %s (KeyIn %s): %w", p.place.Name, p.place, err)
 		}
-		p.url, p.raw = u, u.String()
+		p.url, p.raw, p.wire = u, u.String(), nil
 	}
 	return nil
 }

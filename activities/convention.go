@@ -121,6 +121,9 @@ type Convention struct {
 
 	// place is KeyIn read, with KeyHeader for a header (withDefaults).
 	place keyplace.Place
+	// replayedCanon are ReplayedHeaders in canonical form (withDefaults),
+	// looked up as they are by replayed.
+	replayedCanon []string
 }
 
 // Signal matches an answer: its status and, when Body is set, a
@@ -278,6 +281,10 @@ func (c Convention) withDefaults() (Convention, error) {
 	if c.ReplayedHeaders == nil {
 		c.ReplayedHeaders = []string{ReplayedHeader}
 	}
+	c.replayedCanon = make([]string, len(c.ReplayedHeaders))
+	for i, name := range c.ReplayedHeaders {
+		c.replayedCanon[i] = http.CanonicalHeaderKey(name)
+	}
 	if c.MaxRetryAfter < 0 {
 		return c, fmt.Errorf("MaxRetryAfter %s: 0 (the worker's Config.MaxRetryAfter) or more", c.MaxRetryAfter)
 	}
@@ -333,8 +340,18 @@ func (c *Convention) checkKey(key string) error {
 }
 
 func (c *Convention) replayed(h http.Header) bool {
-	for _, name := range c.ReplayedHeaders {
-		if strings.EqualFold(strings.TrimSpace(h.Get(name)), "true") {
+	if c.replayedCanon == nil {
+		// A Convention withDefaults did not fill (tests).
+		for _, name := range c.ReplayedHeaders {
+			if strings.EqualFold(strings.TrimSpace(h.Get(name)), "true") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, canon := range c.replayedCanon {
+		// h.Get(canon), without canonicalizing canon again.
+		if vs := h[canon]; len(vs) > 0 && strings.EqualFold(strings.TrimSpace(vs[0]), "true") {
 			return true
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/credential"
 	"github.com/idemhttp/temporal-idempotent-http/internal/redact"
@@ -332,6 +331,9 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		BodyTruncated:  ans.truncated,
 		Accepted:       scrubAccepted(a.redact.snap.Load(), acc),
 	}
+	// headerBytes counts the headers kept, for the bound below (a name
+	// listed twice in ResultHeaders counts twice: more, never less).
+	headerBytes := 0
 	for _, canon := range p.o.resultHeaders {
 		// ans.header.Get(canon), without canonicalizing canon again.
 		var v string
@@ -350,7 +352,9 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		if r.Headers == nil {
 			r.Headers = map[string]string{}
 		}
-		r.Headers[canon] = a.redact.string(v)
+		v = a.redact.string(v)
+		r.Headers[canon] = v
+		headerBytes += len(canon) + len(v)
 	}
 	omit := func(reason string) {
 		r.Body, r.RawBody = nil, nil
@@ -363,10 +367,21 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 	case ans.size > a.cfg.MaxResponseBytes || ans.truncated:
 		omit(omittedTooLarge)
 	case len(body) == 0:
-	case utf8.Valid(body) && json.Valid(body):
-		// JSON with invalid UTF-8 in a string (a Latin-1 server) cannot
-		// travel as JSON byte for byte: it is kept as RawBody (default).
-		red, changed, ok := a.redact.json(body)
+	default:
+		// One pass checks the body as JSON in valid UTF-8 and redacts the
+		// members named like a credential. JSON with invalid UTF-8 in a
+		// string (a Latin-1 server) cannot travel as JSON byte for byte:
+		// it is kept as RawBody.
+		fields, named, isJSON := redact.CheckedFields(body, redacted)
+		if !isJSON {
+			red, changed := a.redact.bytes(body)
+			r.RawBody, r.BodyRedacted = red, changed
+			if changed {
+				r.BodySHA256 = ans.bodySHA256()
+			}
+			break
+		}
+		red, changed, ok := a.redact.snap.Load().jsonStrings(fields, named)
 		switch {
 		case !ok:
 			omit(omittedCredential)
@@ -375,20 +390,11 @@ func (a *Activities) result(ans *answer, p *prepared, attempt int32, acc *workfl
 		default:
 			r.Body = json.RawMessage(body)
 		}
-	default:
-		red, changed := a.redact.bytes(body)
-		r.RawBody, r.BodyRedacted = red, changed
-		if changed {
-			r.BodySHA256 = ans.bodySHA256()
-		}
 	}
 	// JSON escaping can make a string 6 times longer, base64 4/3: measure
 	// the encoding only when the body and the headers could pass the bound;
 	// omit the body, then the headers, until it fits.
-	n := len(r.Body) + len(r.RawBody)
-	for k, v := range r.Headers {
-		n += len(k) + len(v)
-	}
+	n := len(r.Body) + len(r.RawBody) + headerBytes
 	if acc := r.Accepted; acc != nil {
 		n += len(acc.Sealed) + len(acc.URL) + len(acc.Monitor) + len(acc.ResultURL) + len(acc.State) + len(acc.Operation)
 	}

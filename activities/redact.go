@@ -384,6 +384,13 @@ func hexValue(b []byte, i int) int {
 // exists then, and out has only the named members redacted.
 func (r *redactSet) json(b []byte) (out []byte, changed, ok bool) {
 	b, changed = redact.ValidFields(b, redacted)
+	return r.jsonStrings(b, changed)
+}
+
+// jsonStrings is json's second step, for b, a document whose named
+// members are redacted already (changed: any was): the secrets inside
+// its string literals.
+func (r *redactSet) jsonStrings(b []byte, changed bool) (out []byte, _, ok bool) {
 	if r.next(b, 0) < 0 && !bytes.Contains(b, []byte(`\`)) && (bytes.IndexByte(b, '%') < 0 || !r.escapedHit(b)) {
 		return b, changed, true // no secret, and none hidden behind an escape
 	}

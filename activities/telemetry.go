@@ -287,7 +287,9 @@ func (a *Activities) propagator() propagation.TextMapPropagator {
 // bodyHash is a body whose SHA-256 (rules.BodyHash) a log line shows,
 // worked out only when the line is written: slog resolves a LogValuer only
 // for a record its handler takes (not below its level), and other loggers
-// print it with String.
+// print it with String. A log line takes a *bodyHash to the body of the
+// prepared request, which is on the heap already: a pointer goes into the
+// line's interface value without an allocation of its own, a slice does not.
 type bodyHash []byte
 
 // LogValue is the hash, for slog.

@@ -33,7 +33,7 @@ func TestPartialFailure(t *testing.T) {
 	const (
 		partialN = 150
 		// The floor is 1 ÷ 0.7 = 1.43 requests per success; the bench
-		// holds 1.5 with 200 workflows, worst of three runs. Here the
+		// holds 1.5 over three runs of 400 workflows together. Here the
 		// bound is looser because the requests for N successes are a
 		// negative binomial draw: per success, mean 1.43 and standard
 		// deviation √(0.3 N) ÷ (0.7 N), 0.064 at N = 150. 1.6 is 2.7 of

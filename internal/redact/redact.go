@@ -252,12 +252,8 @@ var stems = []string{
 // test without allocation before IsCredential.
 func mayNameCredential(name []byte) bool {
 	for i := range name {
-		c := name[i] | 0x20
-		if !stemStart[c] {
-			continue
-		}
-		for _, st := range stems {
-			if st[0] != c || len(name)-i < len(st) {
+		for _, st := range stemsFrom[name[i]|0x20] {
+			if len(name)-i < len(st) {
 				continue
 			}
 			j := 1
@@ -272,11 +268,11 @@ func mayNameCredential(name []byte) bool {
 	return false
 }
 
-// stemStart marks the first bytes of stems: mayNameCredential compares a
-// stem only where one of them stands.
-var stemStart = func() (m [256]bool) {
+// stemsFrom are the stems by their first byte: mayNameCredential compares
+// at each byte of a name only the stems that start with it.
+var stemsFrom = func() (m [256][]string) {
 	for _, st := range stems {
-		m[st[0]] = true
+		m[st[0]] = append(m[st[0]], st)
 	}
 	return m
 }()

@@ -57,7 +57,10 @@
 // Claims 2b and 2c alone (one attempt of Activities.Do against
 // go-retryablehttp and failsafe-go, each ÷ the raw POST in the same
 // interleaved rounds; then Do with OAuth 2.0 ÷ Do with a static bearer in
-// rounds of their own; a few minutes, no dev server):
+// rounds of their own; a few minutes, no dev server). It also writes
+// do.cpu.pprof, a CPU profile of Do's loop, and the heaviest functions of
+// Do's own work into RESULTS.md; read the whole profile with
+// go tool pprof -top -cum -show_from=requestActivity results/attempt/do.cpu.pprof:
 //
 //	cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt
 //
@@ -174,7 +177,7 @@ func run() error {
 	}
 	start := time.Now()
 	res, err := bench.Run(ctx, bench.Options{
-		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, UnkeyedOperations: *unkeyedOps, Logf: log.Printf,
+		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, UnkeyedOperations: *unkeyedOps, ProfileDir: *out, Logf: log.Printf,
 	})
 	if err != nil {
 		log.Printf("logs kept in %s", logDir)

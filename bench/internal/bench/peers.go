@@ -214,6 +214,8 @@ type PeersResult struct {
 type PeerOverhead struct {
 	Baseline, Do, RetryableHTTP, Failsafe BenchStat
 	Rounds, Iterations                    int
+	// Profile is where Do's CPU time goes (the attempt section only).
+	Profile *AttemptProfile `json:"profile,omitempty"`
 }
 
 // runPeerOverhead runs rawInActivity (the baseline), doInActivity and one

@@ -503,6 +503,9 @@ func writePeers(b *strings.Builder, r *Results, pr *PeersResult) {
 		}
 		p("\n%d rounds of %d iterations per benchmark, in rotating order; a ratio is the median over rounds of benchmark ÷ baseline in the same round. Per round, ÷ baseline: Activities.Do %s; go-retryablehttp %s; failsafe-go %s. Claim 2b compares Do's ratio with the best peer's; to measure it alone, on a quiet machine: `cd bench && GOWORK=off go run ./cmd/bench -only attempt -overhead-count 9 -out results/attempt` (about a minute, no dev server).\n\n",
 			po.Rounds, po.Iterations, fmtRatios(po.Do.Ratios), fmtRatios(po.RetryableHTTP.Ratios), fmtRatios(po.Failsafe.Ratios))
+		if ap := po.Profile; ap != nil {
+			writeAttemptProfile(b, ap)
+		}
 	}
 	if c := pr.Credentials; c != nil {
 		p("**Credentials.** One successful attempt of `Activities.Do` whose origin has `Credential.OAuth2` (client credentials against an in-process token endpoint issuing tokens of %d s, so every attempt but the first applies the cached token) against one whose origin has `Credential.Header` `Authorization: Bearer …` (the baseline), on the same server with the same request, each loop inside one activity execution, in rounds of their own.\n\n", credTokenLife)
@@ -580,6 +583,22 @@ func writeOutage(b *strings.Builder, r *Results) {
 		p("\nThe simulated columns are the in-process model of the same setup (`simulate` with the outage: every request before %.0f s fails; first requests spread over %s, no retry sooner than %s; with admission the limiter and its breaker are the code the activity runs, a failure's retry waits the backoff and a throttle's is paced by the limiter), mean of %d seeded runs; its times run from the first start. The last row, simulated only, is adaptive admission with its breaker off (`Admission.Breaker.Off`): then nothing but the retry budget (%.0f %% of the requests plus %d per %s) holds the retries back while the API is down, and its floor alone lets %.0f retries through in %.0f s.\n",
 			outage.Seconds(), temporalHerdSpread, temporalMinDelay, runs, admission.DefaultRetryRatio*100, admission.DefaultMinRetries, admission.DefaultRetryWindow,
 			float64(admission.DefaultMinRetries)*outage.Seconds()/admission.DefaultRetryWindow.Seconds(), outage.Seconds())
+	}
+	p("\n")
+}
+
+// writeAttemptProfile writes where one attempt of Activities.Do spends
+// its CPU time.
+func writeAttemptProfile(b *strings.Builder, ap *AttemptProfile) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("**Where Do's time goes.** A CPU profile of the Activities.Do loop, %d attempts in one activity execution after the rounds: %.1f µs of CPU per attempt were sampled under `%s`, %.1f µs of them in `%s` (the exchange a raw POST makes too). The rest, %.1f µs, is Do's own work, with the building of the request and the read of the body that a raw POST does too; its heaviest functions below, each with its callees (pprof's cum), so the rows overlap. The garbage collector's background work is not under the attempt and not counted.",
+		ap.Iterations, ap.AttemptNs/1e3, attemptRoot, ap.ClientNs/1e3, clientDo, (ap.AttemptNs-ap.ClientNs)/1e3)
+	if ap.File != "" {
+		p(" The profile is `%s` next to this file: `go tool pprof -top -cum -show_from='requestActivity' %s`.", ap.File, ap.File)
+	}
+	p("\n\n| Function | CPU µs per attempt | share of the attempt |\n|---|---|---|\n")
+	for _, e := range ap.Top {
+		p("| `%s` | %.2f | %.0f %% |\n", e.Func, e.Ns/1e3, 100*e.Share)
 	}
 	p("\n")
 }

@@ -69,6 +69,9 @@ type Options struct {
 	Actions ActionsParams
 	// Partial sizes the partial section (zero fields: defaultPartial's).
 	Partial PartialParams
+	// ProfileDir, if set, receives the attempt section's CPU profile of
+	// Activities.Do (AttemptProfileFile), summarized in RESULTS.md.
+	ProfileDir string
 	// Logf reports progress.
 	Logf func(string, ...any)
 }
@@ -216,6 +219,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 				return err
 			}
 			o.Logf("%s", res.Summary())
+			// Where Do's time goes: a profile of its loop, after the rounds.
+			// (Not under go test -cpuprofile, whose profile is running.)
+			if res.Profile, err = profileAttempt(4*o.OverheadIters, o.ProfileDir); err != nil {
+				o.Logf("no profile of Activities.Do: %v", err)
+			} else {
+				o.Logf("profile of Activities.Do: %.1f µs of CPU per attempt sampled under %s", res.Profile.AttemptNs/1e3, attemptRoot)
+			}
 			cred, err := runCredentialOverhead(o.OverheadCount, o.OverheadIters, o.Logf)
 			r.Peers.Credentials = cred
 			if err == nil {

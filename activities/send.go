@@ -59,8 +59,6 @@ type prepared struct {
 	body  []byte
 	// rec is the call's Reconcile, else its origin's.
 	rec reconcile.Reconcile
-	// keyValue backs the key header's value in the requests (setHeaders).
-	keyValue [1]string
 	// prev is requestActivity's progress of the attempts before this one, which admit
 	// updates (asking.prev points here).
 	prev progress
@@ -365,13 +363,7 @@ func (a *Activities) setHeaders(ctx context.Context, hr *http.Request, p *prepar
 			// without that mark.
 			name = strings.ToLower(name)
 		}
-		// The value's slice is p's own (keyValue), written before the
-		// first request and only read after, as the worker's shared
-		// values are: no allocation per request.
-		if p.keyValue[0] == "" {
-			p.keyValue[0] = p.o.conv.keyValue(p.req.IdempotencyKey)
-		}
-		h[name] = p.keyValue[:]
+		h[name] = []string{p.o.conv.keyValue(p.req.IdempotencyKey)}
 	}
 	if p.inject {
 		a.inject(ctx, propagation.HeaderCarrier(hr.Header))

@@ -344,7 +344,7 @@ func (a *Activities) prepare(req input.Input, attempt int32, unknown bool) (*pre
 		return nil, invalid(err)
 	}
 	o := pu.origin
-	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, wire: pu.wire, shown: a.redact.string(pu.shown), origin: o, o: a.origins[o]}
+	p := &prepared{req: req, method: method, url: pu.url, raw: pu.raw, shown: a.redact.string(pu.shown), origin: o, o: a.origins[o]}
 	if p.o == nil {
 		return nil, a.fail(fmt.Sprintf("origin %s is not allowed by this worker: add it to Config.AllowedOrigins if it should be called", o),
 			workflows.ErrTypeOriginNotAllowed, workflows.Failure{Operation: req.Operation, Method: method, URL: p.shown, IdempotencyKey: req.IdempotencyKey, Attempt: attempt, OutcomeUnknown: unknown})
@@ -434,7 +434,7 @@ func (p *prepared) placeKey() error {
 		if err != nil {
 			return fmt.Errorf("the key goes in the query parameter %s (KeyIn %s): %w", p.place.Name, p.place, err)
 		}
-		p.url, p.raw, p.wire = u, u.String(), nil
+		p.url, p.raw = u, u.String()
 	}
 	return nil
 }

@@ -36,11 +36,6 @@ type prepared struct {
 	url    *url.URL
 	// raw is url as a string, as sent.
 	raw string
-	// wire is raw parsed as http.NewRequestWithContext parses it, kept
-	// from the URL cache (parsedURL.wire) so that an attempt does not
-	// parse it again; nil when raw is not the cached URL (the key went
-	// into its query).
-	wire *url.URL
 	// shown is url as messages, details, spans and logs may show it: with
 	// its query values redacted (redact.URL, the one rule).
 	shown  string
@@ -65,11 +60,10 @@ type prepared struct {
 }
 
 // parsedURL is a request URL as prepare needs it: parsed
-// (httpurl.Parse), with its origin, as sent (raw, and wire: raw parsed as
-// http.NewRequestWithContext parses it, its empty port dropped) and as
-// shown (redact.URL). It is never modified.
+// (httpurl.Parse), with its origin, as sent (raw) and as shown
+// (redact.URL). It is never modified.
 type parsedURL struct {
-	url, wire          *url.URL
+	url                *url.URL
 	origin, raw, shown string
 }
 
@@ -97,10 +91,6 @@ func (c *urlCache) parse(s string) (*parsedURL, error) {
 	}
 	raw := u.String()
 	pu = &parsedURL{url: u, origin: o, raw: raw, shown: redact.URL(raw)}
-	if w, err := url.Parse(raw); err == nil {
-		w.Host = removeEmptyPort(w.Host)
-		pu.wire = w
-	}
 	if len(s) > maxCachedURLBytes {
 		return pu, nil
 	}
@@ -157,7 +147,7 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		if hop > 0 {
 			raw = target.String()
 		}
-		hr, err := newRequest(ctx, p.method, raw, p.wire, hop)
+		hr, err := http.NewRequestWithContext(ctx, p.method, raw, nil)
 		if err != nil {
 			return answer{from: target, err: err}
 		}
@@ -215,31 +205,6 @@ func (a *Activities) send(ctx context.Context, p *prepared) answer {
 		}
 		return ans
 	}
-}
-
-// newRequest is http.NewRequestWithContext(ctx, method, raw, nil), for
-// the first hop with wire, raw as that function parses it, copied into
-// the request's URL instead of parsed again.
-func newRequest(ctx context.Context, method, raw string, wire *url.URL, hop int) (*http.Request, error) {
-	if hop > 0 || wire == nil {
-		return http.NewRequestWithContext(ctx, method, raw, nil)
-	}
-	hr, err := http.NewRequestWithContext(ctx, method, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	*hr.URL = *wire
-	hr.Host = wire.Host
-	return hr, nil
-}
-
-// removeEmptyPort drops the empty port of host ("example.com:"), as
-// http.NewRequestWithContext does (RFC 3986 §6.2.3).
-func removeEmptyPort(host string) string {
-	if strings.LastIndex(host, ":") > strings.LastIndex(host, "]") {
-		return strings.TrimSuffix(host, ":")
-	}
-	return host
 }
 
 // notSentError is a request net/http refused to send (send found why):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -341,15 +342,22 @@ type actionsHost struct {
 
 // startHost starts a host worker of task queue tq as identity.
 func (e *actionsEnv) startHost(tq, identity string) (*actionsHost, error) {
-	h, err := host.Load([]string{"--allow-origin", e.target.URL, "--task-queue", tq, "--identity", identity, "--log-level", "error"})
+	return startHostWorker(e.dev.HostPort, e.workerLog, "--allow-origin", e.target.URL, "--task-queue", tq, "--identity", identity)
+}
+
+// startHostWorker starts a host worker with the worker's flags args (at
+// log level error) on the dev server at hostPort, the SDK's log going to
+// logTo.
+func startHostWorker(hostPort string, logTo io.Writer, args ...string) (*actionsHost, error) {
+	h, err := host.Load(append(args, "--log-level", "error"))
 	if err != nil {
 		return nil, err
 	}
 	opts := h.ClientOptions()
-	opts.HostPort = e.dev.HostPort
+	opts.HostPort = hostPort
 	// The SDK logs each failed attempt at Error: to the section's log
 	// rather than the terminal.
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(e.workerLog, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, err

@@ -238,6 +238,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if a := r.Actions; a != nil {
 		writeActionsClaims(&b, a)
 	}
+	if f := r.Fairness; f != nil {
+		writeFairnessClaims(&b, f)
+	}
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaosClaim(&b, r.Chaos.Campaign)
 	}
@@ -335,6 +338,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	}
 	if cs := r.ClusterShared; cs != nil {
 		writeClusterShared(&b, cs)
+	}
+	if f := r.Fairness; f != nil && len(f.Runs) > 0 {
+		writeFairness(&b, f)
 	}
 
 	if o := r.Overhead; o != nil {

@@ -140,6 +140,9 @@ type FairnessRun struct {
 	Failed int `json:"failed"`
 	// Wall is from the first start call to the last result.
 	Wall time.Duration `json:"wall_ns"`
+	// Load is the machine's load average (1, 5, 15 min) after the run:
+	// the CPUs are shared, and a stall of the worker shows as a gap.
+	Load string `json:"load,omitempty"`
 }
 
 // FairnessOrigin is one origin's figures in a run.
@@ -207,9 +210,9 @@ func runFairness(ctx context.Context, cli, logDir string, p FairnessParams, logf
 				return res, fmt.Errorf("fairness, %s (outage %s): %w", s.label(), outage, err)
 			}
 			a, b := run.Origins[0], run.Origins[1]
-			logf("fairness %-40s outage %3.0f s: A %4d requests (%.2f per success), last success %5.1f s (%.2f × limit); B %4d requests (%.2f per success), last success %5.1f s (%.2f × limit); %d failed",
+			logf("fairness %-40s outage %3.0f s: A %4d requests (%.2f per success), last success %5.1f s (%.2f × limit); B %4d requests (%.2f per success), last success %5.1f s (%.2f × limit); %d failed; load %s",
 				s.label(), outage.Seconds(), a.Requests, a.perSuccess(), a.ToLastSuccess.Seconds(), a.ToLastSuccess.Seconds()/p.limit(0),
-				b.Requests, b.perSuccess(), b.ToLastSuccess.Seconds(), b.ToLastSuccess.Seconds()/p.limit(1), run.Failed)
+				b.Requests, b.perSuccess(), b.ToLastSuccess.Seconds(), b.ToLastSuccess.Seconds()/p.limit(1), run.Failed, run.Load)
 			res.Runs = append(res.Runs, run)
 		}
 	}
@@ -319,6 +322,7 @@ func (e *fairnessEnv) run(ctx context.Context, s FairnessSetup, outage time.Dura
 		}
 	}
 	run.Origins = fairnessOrigins(logs, e.p.Capacity, outage)
+	run.Load = loadAvg()
 	return run, nil
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -182,7 +183,7 @@ func writeFairness(w io.Writer, f *FairnessResult) {
 		p("The outage runs take A down (503 to everything) for %.0f s from its first request, then it takes %d per %s; B is untouched. Does A's outage hold back B on one queue?\n\n", f.runs(true)[0].Outage.Seconds(), fp.Capacity[0], fp.Window)
 		p("![Requests per second of each origin across A's outage](%s)\n\n", FairnessOutageSVG)
 	}
-	p("| Setup | A down | Origin | Requests | Per success | Last success | ÷ limit | During A's outage | Failed (run) |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("| Setup | A down | Origin | Requests | Per success | Last success | ÷ limit | During A's outage | Failed (run) | Load after the run |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range f.Runs {
 		down := "no"
 		if r.Outage > 0 {
@@ -193,8 +194,8 @@ func writeFairness(w io.Writer, f *FairnessResult) {
 			if r.Outage > 0 {
 				during = fmt.Sprint(o.DuringOutage)
 			}
-			p("| %s | %s | %s (%d/s) | %d | %.2f | %.1f s | %.2f | %s | %d |\n", r.Setup.label(), down, originNames[i], o.Capacity, o.Requests, o.perSuccess(),
-				o.ToLastSuccess.Seconds(), f.timeRatio(r, i), during, r.Failed)
+			p("| %s | %s | %s (%d/s) | %d | %.2f | %.1f s | %.2f | %s | %d | %s |\n", r.Setup.label(), down, originNames[i], o.Capacity, o.Requests, o.perSuccess(),
+				o.ToLastSuccess.Seconds(), f.timeRatio(r, i), during, r.Failed, cmp.Or(r.Load, "—"))
 		}
 	}
 	p("\n")

@@ -87,8 +87,8 @@ func TestFairnessReport(t *testing.T) {
 		"| 12a |", "| 12j |", "**MISSED**",
 		"## 1f. Temporal's fairness keys",
 		"matching.enableFairness=true",
-		"| fairness keys, 2/s × weights 3:1 | 30 s | A (6/s) | 250 | 5.21 | 41.0 s | 4.92 | 165 | 2 |",
-		"| a task queue per origin, shared rate | no | B (2/s) | 55 | 1.10 | 26.0 s | 1.04 | — | 0 |",
+		"| fairness keys, 2/s × weights 3:1 | 30 s | A (6/s) | 250 | 5.21 | 41.0 s | 4.92 | 165 | 2 | — |",
+		"| a task queue per origin, shared rate | no | B (2/s) | 55 | 1.10 | 26.0 s | 1.04 | — | 0 | — |",
 		"](fairness.svg)", "](fairness-outage.svg)",
 	} {
 		if !strings.Contains(out, s) {

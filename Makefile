@@ -101,7 +101,10 @@ soak:
 ## actions (Temporal actions per call against a plain activity, and the
 ## shared rate's own, on a dev server of its own with its metrics on)
 ## takes about 4.5 more (alone: go run ./cmd/bench -only actions -out
-## results/actions); builds
+## results/actions); section fairness (Temporal's fairness keys on one
+## task queue against a queue per origin, on a dev server of its own
+## with matching.enableFairness) about 4 more (alone: go run ./cmd/bench
+## -only fairness -out results/fairness); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies. Section chaos, last, is the chaos

@@ -50,7 +50,7 @@
 //     rate (today) against one task queue with a fairness key per origin
 //     and one default per-key rate (at either capacity, and weighted in
 //     their ratio); then origin A down for 30 s, both ways; writes
-//     fairness.svg and fairness-outage.svg (about 5 minutes:
+//     fairness.svg and fairness-outage.svg (about 4 minutes:
 //     GOWORK=off go run ./cmd/bench -only fairness -out results/fairness).
 //
 //     cd bench && go run ./cmd/bench -out results

@@ -225,7 +225,7 @@ func WriteFairnessSVG(w io.Writer, r *Results) error {
 	}
 	p := f.Params
 	return writeRequestsSVG(w, requestsPlot{
-		Title:  fmt.Sprintf("%d workflows per origin, A %d and B %d requests per %s accepted: a task queue per origin against fairness keys (dev server)", p.Workflows, p.Capacity[0], p.Capacity[1], p.Window),
+		Title:  fmt.Sprintf("%d workflows per origin, A %d and B %d per %s accepted: a queue per origin vs fairness keys", p.Workflows, p.Capacity[0], p.Capacity[1], p.Window),
 		Bucket: p.Window, XLabel: "seconds since the run's first request",
 	}, f.fairnessSeries(f.runs(false)))
 }
@@ -244,7 +244,7 @@ func WriteFairnessOutageSVG(w io.Writer, r *Results) error {
 		mark += a[0].At
 	}
 	return writeRequestsSVG(w, requestsPlot{
-		Title:  fmt.Sprintf("Origin A down (503) for %.0f s, then %d per %s; B %d per %s throughout (dev server)", runs[0].Outage.Seconds(), p.Capacity[0], p.Window, p.Capacity[1], p.Window),
+		Title:  fmt.Sprintf("Origin A down (503) for %.0f s, then %d per %s; B %d per %s throughout", runs[0].Outage.Seconds(), p.Capacity[0], p.Window, p.Capacity[1], p.Window),
 		Bucket: p.Window, XLabel: "seconds since the run's first request",
 		Failures: "503 (down) or 429 (over capacity)", Mark: mark, MarkLabel: "A recovers",
 	}, f.fairnessSeries(runs))

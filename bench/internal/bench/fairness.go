@@ -469,7 +469,7 @@ func (e *fairnessEnv) workers(ctx context.Context, s FairnessSetup, tag string) 
 
 // setKeyRate sets the per-fairness-key default rate limit of tq's
 // activity queue to rps (UpdateTaskQueueConfig) and returns what the
-// server stored.
+// server stored, which must be rps.
 func setKeyRate(ctx context.Context, c client.Client, namespace, tq string, rps float64) (float64, error) {
 	resp, err := c.WorkflowService().UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{
 		Namespace: namespace, Identity: "bench", TaskQueue: tq, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
@@ -480,5 +480,9 @@ func setKeyRate(ctx context.Context, c client.Client, namespace, tq string, rps 
 	if err != nil {
 		return 0, fmt.Errorf("setting %s's per-key rate limit: %w", tq, err)
 	}
-	return float64(resp.GetConfig().GetFairnessKeysRateLimitDefault().GetRateLimit().GetRequestsPerSecond()), nil
+	stored := float64(resp.GetConfig().GetFairnessKeysRateLimitDefault().GetRateLimit().GetRequestsPerSecond())
+	if stored != rps {
+		return stored, fmt.Errorf("%s's per-key rate limit: set %g/s, the server stored %g/s", tq, rps, stored)
+	}
+	return stored, nil
 }

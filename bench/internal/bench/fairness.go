@@ -481,7 +481,7 @@ func setKeyRate(ctx context.Context, c client.Client, namespace, tq string, rps 
 		return 0, fmt.Errorf("setting %s's per-key rate limit: %w", tq, err)
 	}
 	stored := float64(resp.GetConfig().GetFairnessKeysRateLimitDefault().GetRateLimit().GetRequestsPerSecond())
-	if stored != rps {
+	if float32(stored) != float32(rps) {
 		return stored, fmt.Errorf("%s's per-key rate limit: set %g/s, the server stored %g/s", tq, rps, stored)
 	}
 	return stored, nil

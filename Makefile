@@ -105,7 +105,10 @@ soak:
 ## failing 30 % of requests at random, against the same API without
 ## failures, three rounds, then the contention setup, each on a worker
 ## wired by package host) about 3.5 more (alone: go run ./cmd/bench -only
-## partial -out results/partial); builds
+## partial -out results/partial); section fairness (Temporal's
+## fairness keys on one task queue against a queue per origin, on a dev
+## server of its own with matching.enableFairness) about 4 more (alone:
+## go run ./cmd/bench -only fairness -out results/fairness); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies. Section chaos, last, is the chaos

@@ -52,6 +52,16 @@
 //     capacity) on the same kind of worker; writes partial.svg (about 3.5
 //     minutes: cd bench && GOWORK=off go run ./cmd/bench -only partial -out results/partial).
 //
+//  10. Temporal's fairness keys ("fairness", issue 42 item 5): two origins
+//     of different capacities (6/s and 2/s), 50 workflows each at once,
+//     on a dev server of its own with matching.enableFairness and one
+//     partition per task queue: a task queue per origin with the shared
+//     rate (today) against one task queue with a fairness key per origin
+//     and one default per-key rate (at either capacity, and weighted in
+//     their ratio); then origin A down for 30 s, both ways; writes
+//     fairness.svg and fairness-outage.svg (about 4 minutes:
+//     GOWORK=off go run ./cmd/bench -only fairness -out results/fairness).
+//
 //     cd bench && go run ./cmd/bench -out results
 //
 // Claims 2b and 2c alone (one attempt of Activities.Do against
@@ -246,6 +256,20 @@ func write(out string, res *bench.Results, withJSON bool) error {
 			return bench.WriteChaosSVG(f, res)
 		}); err != nil {
 			return err
+		}
+	}
+	if f := res.Fairness; f != nil {
+		for _, plot := range []struct {
+			name string
+			ok   bool
+			draw func(io.Writer, *bench.Results) error
+		}{{bench.FairnessSVG, f.HasContention(), bench.WriteFairnessSVG}, {bench.FairnessOutageSVG, f.HasOutage(), bench.WriteFairnessOutageSVG}} {
+			if !plot.ok {
+				continue
+			}
+			if err := writeFile(filepath.Join(out, plot.name), func(f *os.File) error { return plot.draw(f, res) }); err != nil {
+				return err
+			}
 		}
 	}
 	if cs := res.ClusterShared; cs != nil {

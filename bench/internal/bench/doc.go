@@ -42,6 +42,14 @@
 //     wait, a lookup-reconciled retry; and the shared rate's own actions
 //     (the governor's, the reports) idle and under a steady stream on one
 //     and two workers;
+//   - fairness: Temporal's fairness keys (issue 42, item 5) on a dev
+//     server of its own with matching.enableFairness and one partition
+//     per task queue: two origins of different capacities, each
+//     workflow's call on one task queue with its origin as the fairness
+//     key and one default per-key rate (at either capacity, and weighted
+//     in their ratio), against a task queue per origin with the shared
+//     rate (a worker wired by package host); then one origin down for
+//     30 s, both ways;
 //   - chaos: the chaos campaign of harness/chaos at full size
 //     (1000 operations, three workers, Toxiproxy's toxics, worker and
 //     server SIGKILLs, the API down 30 s) on the PostgreSQL-backed

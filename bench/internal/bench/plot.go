@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -16,6 +18,9 @@ type plotSeries struct {
 	// Note, if set, replaces the panel's summary on the right ("N
 	// requests, last success at T").
 	Note string
+	// Capacity, if set, is this panel's own capacity line (its origin's),
+	// in place of the plot's.
+	Capacity int
 }
 
 // requestsPlot is what a requests plot draws besides its series.
@@ -158,11 +163,17 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#2e7d32"/><text x="%d" y="39">success (201)</text>`, left, left+14)
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#c62828"/><text x="%d" y="39">%s</text>`, left+120, left+134, html.EscapeString(pl.Failures))
 	capX := left + 157 + 7*len([]rune(pl.Failures))
+	capLabel := ""
 	if capacity > 0 {
-		fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">capacity: %d per %s window</text>`+"\n", capX, capX+25, capX+30, capacity, bucket)
+		capLabel = fmt.Sprintf("capacity: %d per %s window", capacity, bucket)
+	} else if slices.ContainsFunc(series, func(s plotSeries) bool { return s.Capacity > 0 }) {
+		capLabel = fmt.Sprintf("capacity of the panel's origin per %s window", bucket)
+	}
+	if capLabel != "" {
+		fmt.Fprintf(&b, `<line x1="%d" y1="35" x2="%d" y2="35" stroke="#333" stroke-dasharray="4,3"/><text x="%d" y="39">%s</text>`+"\n", capX, capX+25, capX+30, html.EscapeString(capLabel))
 	}
 	if pl.Mark > 0 {
-		mx := capX + 30 + 7*len(fmt.Sprintf("capacity: %d per %s window", capacity, bucket)) + 20
+		mx := capX + 30 + 7*len(capLabel) + 20
 		fmt.Fprintf(&b, `<line x1="%d" y1="30" x2="%d" y2="42" stroke="#1565c0" stroke-width="2"/><text x="%d" y="39">%s</text>`+"\n", mx, mx, mx+6, html.EscapeString(pl.MarkLabel))
 	}
 	barW := plotW / float64(nb)
@@ -199,8 +210,8 @@ func writeRequestsSVG(w io.Writer, pl requestsPlot, series []plotSeries) error {
 			}
 		}
 		b.WriteString("\n")
-		if capacity > 0 {
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(capacity)), width-right, ys(float64(capacity)))
+		if c := cmp.Or(s.Capacity, capacity); c > 0 {
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333" stroke-dasharray="4,3"/>`+"\n", left, ys(float64(c)), width-right, ys(float64(c)))
 		}
 		row := 0 // one letter on the top row; longer labels take turns on the three below
 		for _, m := range pl.Marks {

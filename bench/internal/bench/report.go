@@ -241,6 +241,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if pr := r.Partial; pr != nil {
 		writePartialClaims(&b, pr)
 	}
+	if f := r.Fairness; f != nil {
+		writeFairnessClaims(&b, f)
+	}
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaosClaim(&b, r.Chaos.Campaign)
 	}
@@ -338,6 +341,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	}
 	if cs := r.ClusterShared; cs != nil {
 		writeClusterShared(&b, cs)
+	}
+	if f := r.Fairness; f != nil && len(f.Runs) > 0 {
+		writeFairness(&b, f)
 	}
 
 	if o := r.Overhead; o != nil {

@@ -19,7 +19,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection, "cluster", "chaos", UnkeyedSection}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection, FairnessSection, "cluster", "chaos", UnkeyedSection}
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
@@ -32,7 +32,7 @@ const AttemptSection = "attempt"
 // (and so needs the Temporal CLI).
 func NeedsDevServer(section string) bool {
 	switch section {
-	case "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection:
+	case "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection, FairnessSection:
 		return true
 	}
 	return false
@@ -40,8 +40,12 @@ func NeedsDevServer(section string) bool {
 
 // sharesHarness reports whether section runs on the one dev server and
 // worker of the dev-server sections; the actions section starts a dev
-// server of its own (its metrics on a known port), after that one stops.
-func sharesHarness(section string) bool { return NeedsDevServer(section) && section != ActionsSection }
+// server of its own (its metrics on a known port), and the fairness
+// section one with fairness on and one partition per task queue, after
+// that one stops.
+func sharesHarness(section string) bool {
+	return NeedsDevServer(section) && section != ActionsSection && section != FairnessSection
+}
 
 // Options configures Run.
 type Options struct {
@@ -150,6 +154,9 @@ type Results struct {
 	// Actions is Temporal actions per call against a plain activity, and
 	// the shared rate's own, idle and under load.
 	Actions *ActionsResult `json:"actions,omitempty"`
+	// Fairness is Temporal's fairness keys on one task queue against a
+	// task queue per origin with the shared rate (issue 42, item 5).
+	Fairness *FairnessResult `json:"fairness,omitempty"`
 }
 
 // ContentionResult is the contention section: the dev-server runs and the
@@ -399,11 +406,18 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			o.Logf("stopping the harness: %v", err)
 		}
 	}
-	// The actions section and the cluster run after the dev server has
+	// The actions and fairness sections and the cluster run after the dev server has
 	// stopped, so that they do not share the CPUs with it.
 	if err := section(ActionsSection, func() error {
 		res, err := runActions(ctx, o.CLI, o.LogDir, o.Actions.withDefaults(), o.Logf)
 		r.Actions = res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := section(FairnessSection, func() error {
+		res, err := runFairness(ctx, o.CLI, o.LogDir, defaultFairness, o.Logf)
+		r.Fairness = res
 		return err
 	}); err != nil {
 		return r, err

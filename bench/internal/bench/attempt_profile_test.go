@@ -9,9 +9,6 @@ import (
 // samples the attempt and names the functions under it, heaviest first,
 // and RESULTS.md shows them.
 func TestProfileAttemptFindsDoWork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("profiles a few seconds of attempts")
-	}
 	ap, err := profileAttempt(20000, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

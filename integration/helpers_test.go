@@ -540,3 +540,23 @@ next:
 	}
 	return out
 }
+
+// checkEachOnce checks that srv did the work of each key of want exactly
+// once and of no other key (one record per key, as many distinct keys as
+// want holds), and returns its stats.
+func checkEachOnce(t *testing.T, srv *testsuite.Server, want map[string]bool) testsuite.Stats {
+	t.Helper()
+	st := srv.Stats()
+	checkStats(t, st, testsuite.Stats{Requests: -1, DistinctKeys: len(want), Records: len(want), Replays: -1, InFlight: -1, Failures: -1})
+	seen := map[string]bool{}
+	for _, rec := range srv.Records() {
+		switch {
+		case seen[rec.IdempotencyKey]:
+			t.Errorf("key %s has two records: the work was done twice", rec.IdempotencyKey)
+		case !want[rec.IdempotencyKey]:
+			t.Errorf("record with unknown key %s", rec.IdempotencyKey)
+		}
+		seen[rec.IdempotencyKey] = true
+	}
+	return st
+}

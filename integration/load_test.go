@@ -92,18 +92,7 @@ func TestLoad(t *testing.T) {
 	if failed > 0 {
 		t.Errorf("%d of %d workflows failed", failed, n)
 	}
-	st := srv.Stats()
-	checkStats(t, st, testsuite.Stats{Requests: -1, DistinctKeys: n, Records: n, Replays: -1, InFlight: -1, Failures: -1})
-	seen := map[string]bool{}
-	for _, rec := range srv.Records() {
-		switch {
-		case seen[rec.IdempotencyKey]:
-			t.Errorf("key %s has two records: the work was done twice", rec.IdempotencyKey)
-		case !want[rec.IdempotencyKey]:
-			t.Errorf("record with unknown key %s", rec.IdempotencyKey)
-		}
-		seen[rec.IdempotencyKey] = true
-	}
+	st := checkEachOnce(t, srv, want)
 
 	slices.Sort(latencies)
 	pct := func(p float64) time.Duration {

@@ -114,18 +114,7 @@ func TestPartialFailure(t *testing.T) {
 			}
 		}
 	}
-	st := api.Stats()
-	checkStats(t, st, testsuite.Stats{Requests: -1, DistinctKeys: partialN, Records: partialN, Replays: -1, InFlight: -1, Failures: -1})
-	seen := map[string]bool{}
-	for _, rec := range api.Records() {
-		switch {
-		case seen[rec.IdempotencyKey]:
-			t.Errorf("key %s has two records: the work was done twice", rec.IdempotencyKey)
-		case !want[rec.IdempotencyKey]:
-			t.Errorf("record with unknown key %s", rec.IdempotencyKey)
-		}
-		seen[rec.IdempotencyKey] = true
-	}
+	st := checkEachOnce(t, api, want)
 	perSuccess := float64(st.Requests) / float64(max(st.Records, 1))
 	if perSuccess > partialMaxPerSuccess {
 		t.Errorf("%d requests for %d records: %.2f per success, want at most %.2f (%d answered 503)", st.Requests, st.Records, perSuccess, partialMaxPerSuccess, st.Failures)

@@ -20,8 +20,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -508,8 +506,7 @@ func scrape(t testing.TB, url string) (map[string]*dto.MetricFamily, string) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
 	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	fams, err := itest.ParseMetrics(b)
 	if err != nil {
 		t.Fatalf("GET %s: not Prometheus' text format: %v\n%s", url, err, b)
 	}

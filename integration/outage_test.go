@@ -1,12 +1,10 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
 	"github.com/idemhttp/temporal-idempotent-http/testsuite"
@@ -43,20 +39,7 @@ func startOutageAPI(t testing.TB, outage time.Duration, opts testsuite.Options) 
 // fetchMetrics is scrape for a goroutine other than the test's: it returns
 // the error instead of failing the test.
 func fetchMetrics(url string) (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	return p.TextToMetricFamilies(bytes.NewReader(b))
+	return itest.ScrapeMetrics(context.Background(), url)
 }
 
 // breakerMetrics are the breaker's metrics of one origin in one scrape.

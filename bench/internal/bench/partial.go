@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	promodel "github.com/prometheus/common/model"
+	dto "github.com/prometheus/client_model/go"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/idemhttp/temporal-idempotent-http/harness/itest"
@@ -292,35 +290,26 @@ type workerMetrics struct {
 
 // scrapeWorker reads url, a host worker's /metrics.
 func scrapeWorker(ctx context.Context, url string) (workerMetrics, error) {
-	var m workerMetrics
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := itest.ScrapeMetrics(ctx, url)
 	if err != nil {
-		return m, err
+		return workerMetrics{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return m, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return m, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return m, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return parseWorkerMetrics(b)
+	return workerMetricsOf(fams), nil
 }
 
 // parseWorkerMetrics reads the activity's attempts, admission delays and
 // breaker gauges from Prometheus' text format (every origin summed).
 func parseWorkerMetrics(b []byte) (workerMetrics, error) {
-	m := workerMetrics{Held: map[string]float64{}}
-	p := expfmt.NewTextParser(promodel.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	fams, err := itest.ParseMetrics(b)
 	if err != nil {
-		return m, err
+		return workerMetrics{}, err
 	}
+	return workerMetricsOf(fams), nil
+}
+
+// workerMetricsOf reads workerMetrics from a scrape's families.
+func workerMetricsOf(fams map[string]*dto.MetricFamily) workerMetrics {
+	m := workerMetrics{Held: map[string]float64{}}
 	for _, s := range fams["idempotent_http_attempts_total"].GetMetric() {
 		m.Attempts += s.GetCounter().GetValue()
 	}
@@ -341,7 +330,7 @@ func parseWorkerMetrics(b []byte) (workerMetrics, error) {
 	if len(m.Held) == 0 {
 		m.Held = nil
 	}
-	return m, nil
+	return m
 }
 
 // governorOpened asks the governor of tq's origin queue how often its

@@ -220,11 +220,12 @@ func TestOutageBreaker(t *testing.T) {
 		args    []string
 		breaker bool
 	}{
-		// The worker's own breaker and rate: the shared rate, the
-		// worker's default, is off (its governor decides the recovery's
-		// rate instead; integration/cluster measures it).
-		{"breaker on (default)", []string{"--shared-rate=false"}, true},
-		{"breaker off", []string{"--breaker=false", "--shared-rate=false"}, false},
+		// On the defaults: the shared rate is on, and a worker alone on
+		// its origin's queue is its own client of the API (the reporter
+		// sends its governor nothing), so its own breaker and rate
+		// decide the recovery.
+		{"breaker on (default)", nil, true},
+		{"breaker off", []string{"--breaker=false"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

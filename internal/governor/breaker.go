@@ -14,9 +14,13 @@ import (
 // goes back at once to the rate in force before the breaker opened (a
 // governor recorded before Restore doubles the rate back to it every
 // RampInterval: each step waits for a report, a write and the server
-// applying it). Without a rate before, the rate doubles every
-// RampInterval while the queue stays saturated. Failures after it trip
-// the breaker again.
+// applying it). Without a rate before, the first step goes to
+// Breaker.RestartRate, the rate a worker's own breaker restarts at
+// (Decider.Restart; before it, from the probes' rate), and the rate
+// doubles every RampInterval from there while the queue stays saturated.
+// A worker reports the first accepted answer after a report of failures
+// alone at once (Reporter.Record). Failures after it trip the breaker
+// again.
 //
 // Lifting the limit instead when there is no rate before (letting the
 // next throttle cut it) was tried and is not better: the cut then comes
@@ -64,10 +68,12 @@ func (d *Decider) observeOpen(now time.Time, obs Observation) {
 }
 
 // ramp closes the breaker on an answer: with Restore, at once
-// (restore); else by doubling the rate: up to the rate before it
-// opened, or, without one, while the queue stays saturated (the workers
-// send Saturation × the rate before the last step: their reports lag a
-// step); an unsaturated queue ends the ramp at the rate in force.
+// (restore); else by doubling the rate (with Restart, the first step to
+// at least Breaker.RestartRate when there is no rate before): up to the
+// rate before it opened, or, without one, while the queue stays
+// saturated (the workers send Saturation × the rate before the last
+// step: their reports lag a step); an unsaturated queue ends the ramp at
+// the rate in force.
 func (d *Decider) ramp(now time.Time) (Change, bool) {
 	st, b, cfg := &d.State, &d.State.Breaker, d.Config
 	if !d.writing() || (st.Status != StatusOpen && !b.Ramping) || st.Rate <= 0 {
@@ -84,6 +90,12 @@ func (d *Decider) ramp(now time.Time) (Change, bool) {
 		st.Proven = max(st.Proven, min(m, st.Rate))
 	}
 	target := 2 * st.Rate
+	if d.Restart && st.Status == StatusOpen && b.Before <= 0 {
+		// The first step closes to the rate a worker's own breaker
+		// restarts at: doubling from the probes' rate spends the first
+		// seconds of a recovery at 2 and 4 a second while the herd waits.
+		target = max(target, cfg.Breaker.RestartRate)
+	}
 	if b.Before > 0 {
 		target = min(target, b.Before)
 	} else if st.Status != StatusOpen && m < cfg.Saturation*st.Rate/2 {

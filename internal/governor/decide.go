@@ -85,6 +85,10 @@ type Decider struct {
 	// errors; false only for histories from before that
 	// (versionTripMargin), which trip on the ratio alone.
 	TripMargin bool
+	// Restart: a breaker closing without a rate before it starts at
+	// Config.Breaker.RestartRate (breaker.go); false only for histories
+	// from before that (versionRestart), which double the probes' rate.
+	Restart bool
 	// State is the state decided from, carried over by continue-as-new.
 	State State
 }
@@ -92,7 +96,7 @@ type Decider struct {
 // NewDecider returns a decider with cfg (its defaults filled in), rules
 // and the carried state st.
 func NewDecider(cfg Config, rules Rules, st State) *Decider {
-	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, Restore: true, TripMargin: true, State: st}
+	d := &Decider{Config: cfg.WithDefaults(), Rules: rules, Arrival: true, Spans: true, Restore: true, TripMargin: true, Restart: true, State: st}
 	if d.State.Status == "" {
 		d.State.Status = StatusLearning
 	}
@@ -690,3 +694,6 @@ func latest(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+var scratchMode = 1
+var scratchLag = 1000 * time.Millisecond

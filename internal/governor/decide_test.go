@@ -133,6 +133,10 @@ func TestDeciderRulesV1(t *testing.T) {
 		// whose breaker trips on the ratio alone (Decider.TripMargin
 		// false).
 		ratioAlone bool
+		// doubling: a governor recorded before versionRestart, whose
+		// breaker closes without a rate before by doubling the probes'
+		// rate (Decider.Restart false).
+		doubling bool
 	}{
 		{
 			name: "the first throttle's report cuts at once; every worker's reports correct it after Gather",
@@ -294,7 +298,8 @@ func TestDeciderRulesV1(t *testing.T) {
 			},
 		},
 		{
-			name: "without a rate before, the ramp doubles while the queue fills the rate before the last step",
+			name:     "without a rate before, the ramp doubles while the queue fills the rate before the last step",
+			doubling: true,
 			reports: []report{
 				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
 				{At: 3 * s, Worker: "a", Requests: 1, Accepted: 1},
@@ -308,6 +313,26 @@ func TestDeciderRulesV1(t *testing.T) {
 			want:   []change{{1 * s, ChangeOpen, 1}, {3 * s, ChangeRamp, 2}, {4 * s, ChangeRamp, 4}, {5 * s, ChangeRamp, 8}},
 			status: StatusLimited,
 			check:  func(t *testing.T, st State) { assert.False(t, st.Breaker.Ramping) },
+		},
+		{
+			name: "without a rate before, the breaker closes at the restart rate",
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 5, Failed: 5},
+				{At: 3 * s, Worker: "a", Requests: 1, Accepted: 1},
+				{At: 4 * s, Worker: "a", Requests: 3, Accepted: 3},
+			},
+			end: 9 * s,
+			// 5/s, Breaker.RestartRate's default (half of
+			// admission.DefaultInitialRate), rather than 2 and 4 over the
+			// next two seconds. The step after is judged as the doubling
+			// is, on the reports before it: 1 < 0.85 × 5 / 2 at 4 s ends
+			// the ramp at 5; the saturated raise takes it on from there.
+			want:   []change{{1 * s, ChangeOpen, 1}, {3 * s, ChangeRamp, 5}},
+			status: StatusLimited,
+			check: func(t *testing.T, st State) {
+				assert.False(t, st.Breaker.Ramping)
+				assert.Equal(t, 5.0, st.Rate)
+			},
 		},
 		{
 			name: "failures during the ramp trip it again; the ramp goes back to the rate before the first",
@@ -393,6 +418,7 @@ func TestDeciderRulesV1(t *testing.T) {
 			d := NewDecider(c.cfg, RulesV1, c.st)
 			d.Restore = !c.ramp
 			d.TripMargin = !c.ratioAlone
+			d.Restart = !c.doubling
 			got := drive(d, c.reports, c.end)
 			requireChanges(t, c.want, got)
 			if c.status != "" {

@@ -130,12 +130,16 @@ func TestDevServer(t *testing.T) {
 
 	gw := worker.New(c, govTQ, worker.Options{})
 	(&governor.Activities{Client: c}).Register(gw)
-	// Four pollers or more, for the dev server's four partitions.
+	// Four pollers or more, for the dev server's four partitions; and two
+	// workers: a worker alone on a queue without a limit is its own client
+	// of the API and does not report (Reporter).
 	aw := worker.New(c, actTQ, worker.Options{MaxConcurrentActivityTaskPollers: 8})
 	aw.RegisterActivityWithOptions(touch, activity.RegisterOptions{Name: touchName})
+	aw2 := worker.New(c, actTQ, worker.Options{Identity: "worker-2", MaxConcurrentActivityTaskPollers: 4})
+	aw2.RegisterActivityWithOptions(touch, activity.RegisterOptions{Name: touchName})
 	ww := worker.New(c, wfTQ, worker.Options{})
 	ww.RegisterWorkflowWithOptions(burst, workflow.RegisterOptions{Name: burstName})
-	for _, w := range []worker.Worker{gw, aw, ww} {
+	for _, w := range []worker.Worker{gw, aw, aw2, ww} {
 		require.NoError(t, w.Start())
 		defer w.Stop()
 	}

@@ -15,7 +15,10 @@
 // interval with SignalWithStartWorkflow (starting the governor if needed),
 // and none while the queue has no limit in force and has seen neither a
 // throttle nor a failure for [QuietAfter]: each is a Temporal action, and
-// a governor that is learning decides nothing on them.
+// a governor that is learning decides nothing on them. Nor does a worker
+// that the server shows as the queue's only poller while no limit is in
+// force: it is the API's only client, and its own limiter decides at once
+// what the governor would a second or two later.
 // The governor decides with hysteresis, so the limit does not flap:
 //
 //   - nothing is written before the first throttle;

@@ -86,7 +86,9 @@ type queueStats struct {
 	limit            float64
 	limited          bool
 	limitChecked     instant
-	pollers          int // distinct identities polling the queue (at least 1), read with the limit
+	pollers          int  // distinct identities polling the queue (at least 1), read with the limit
+	alone            bool // the last read found one poller (this worker) and no limit in force
+	down             bool // the last report sent had failures and no accepted answer
 }
 
 // NewReporter returns a reporter that signals the governors of queues in
@@ -165,7 +167,10 @@ func (r *Reporter) queue(name string, now instant) *queueStats {
 // learning governor nothing it decides on (it writes nothing before the
 // first throttle, and its breaker counts failures over 10 s), and each is
 // a Temporal action (a signal-with-start). The first throttle or failure
-// is reported at once, reaching back over the interval before it.
+// is reported at once, reaching back over the interval before it; so is
+// the first accepted answer after a report of failures alone (the origin
+// answers again: the cluster's breaker closes on it), without reaching
+// back.
 const QuietAfter = 10 * time.Second
 
 // untroubled reports whether q is known to have no limit in force (its
@@ -203,6 +208,11 @@ func (r *Reporter) Record(queue string, throttled, failed bool) {
 		}
 		q.failed++
 	default:
+		if q.accepted == 0 && q.down {
+			// The origin answers again: the governor's breaker closes
+			// on this report, a second sooner than on the next tick.
+			r.urge(q)
+		}
 		q.accepted++
 	}
 }
@@ -351,6 +361,21 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 		if !q.urgent && !q.lastSent.isZero() && now.sub(q.lastSent) < r.cfg.ReportInterval-slack {
 			continue
 		}
+		if q.alone {
+			// A worker alone on a queue without a limit is the API's
+			// only client: its own admission decides at once what a
+			// governor would a second or two later (one worker, 50
+			// workflows after a 30 s outage, in the benchmarks'
+			// simulation: the last success 1.16 × the capacity's time
+			// on its own, 1.41 × through the governor). The governor
+			// hears from it once another worker polls the queue (or a
+			// limit is in force, whoever set it).
+			q.requests, q.throttles, q.accepted, q.failed, q.urgent = 0, 0, 0, 0, false
+			q.quiet, q.calm, q.down = true, true, false
+			q.prevTo = instant{}
+			q.from = now
+			continue
+		}
 		if !q.urgent && q.untroubled(now) {
 			// Nothing for the governor to decide: keep the interval for
 			// an urgent report that follows at once to reach back over.
@@ -363,9 +388,12 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 			Worker: r.identity, Requests: q.requests, Throttles: q.throttles, Accepted: q.accepted, Failed: q.failed,
 			From: q.from.wall, To: now.wall, Span: now.sub(q.from),
 		}}
-		if q.urgent && now.sub(q.from) < r.cfg.ReportInterval && !q.prevTo.isZero() && q.prevTo.equal(q.from) {
+		if q.urgent && !(q.down && q.accepted > 0) && now.sub(q.from) < r.cfg.ReportInterval && !q.prevTo.isZero() && q.prevTo.equal(q.from) {
 			// A throttle right after a report: measure the rate over that
-			// report's interval too, not over a few milliseconds.
+			// report's interval too, not over a few milliseconds. (Not the
+			// first answer after a report of failures only: that report
+			// would count them again, and the governor would see no
+			// answer without a failure.)
 			p.obs.From, p.obs.Span = q.prevFrom.wall, now.sub(q.prevFrom)
 			p.obs.Requests += q.prevRequests
 			p.obs.Accepted += q.prevAccepted
@@ -374,6 +402,7 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 		due = append(due, p)
 		q.prevFrom, q.prevTo, q.prevRequests, q.prevAccepted, q.prevFailed = q.from, now, q.requests, q.accepted, q.failed
 		q.quiet, q.calm = q.throttles == 0, q.failed == 0
+		q.down = p.obs.Failed > 0 && p.obs.Accepted == 0
 		q.requests, q.throttles, q.accepted, q.failed, q.urgent = 0, 0, 0, 0, false
 		q.from, q.lastSent = now, now
 	}
@@ -461,7 +490,9 @@ func (r *Reporter) refreshLimits(ctx context.Context) {
 		q := r.queues[name]
 		q.limit, q.limited, q.limitChecked = l.InForce, l.Limited, now
 		// The pollers' last access is on the server's wall clock.
-		q.pollers = max(countPollers(resp.GetPollers(), now.wall), 1)
+		n := countPollers(resp.GetPollers(), now.wall)
+		q.pollers = max(n, 1)
+		q.alone = n == 1 && !l.Limited
 		r.mu.Unlock()
 	}
 }

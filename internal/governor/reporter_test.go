@@ -17,13 +17,14 @@ import (
 )
 
 // fakeClient records SignalWithStartWorkflow calls and answers
-// DescribeTaskQueue with limit (none when 0).
+// DescribeTaskQueue with limit (none when 0) and pollers.
 type fakeClient struct {
 	client.Client
 
 	mu      sync.Mutex
 	signals []sent
 	limit   float32
+	pollers []*taskqueuepb.PollerInfo
 }
 
 type sent struct {
@@ -59,7 +60,7 @@ func (s fakeService) DescribeTaskQueue(context.Context, *workflowservice.Describ
 	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	resp := &workflowservice.DescribeTaskQueueResponse{}
+	resp := &workflowservice.DescribeTaskQueueResponse{Pollers: f.pollers}
 	if f.limit > 0 {
 		resp.Config = &taskqueuepb.TaskQueueConfig{QueueRateLimit: &taskqueuepb.RateLimitConfig{
 			RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: f.limit},
@@ -108,7 +109,7 @@ func TestReporter(t *testing.T) {
 	got := fc.sent()
 	sums := map[string][3]int{}
 	failed := map[string]int{}
-	last := map[string]time.Time{}
+	last := map[string]sent{}
 	var urgent bool
 	for _, s := range got {
 		q := s.input.TaskQueue
@@ -129,10 +130,13 @@ func TestReporter(t *testing.T) {
 		if s.obs.Throttles > 0 && s.at.After(throttledAt) && s.at.Sub(throttledAt) < interval/2 {
 			urgent = true
 		}
-		if prev, ok := last[q]; ok && s.obs.Throttles == 0 {
-			assert.GreaterOrEqual(t, s.at.Sub(prev), interval*8/10, "at most one report per interval")
+		// The first answer after a report of failures alone is
+		// reported at once; other reports without a throttle wait
+		// their interval.
+		if prev, ok := last[q]; ok && s.obs.Throttles == 0 && (prev.obs.Failed == 0 || prev.obs.Accepted > 0) {
+			assert.GreaterOrEqual(t, s.at.Sub(prev.at), interval*8/10, "at most one report per interval")
 		}
-		last[q] = s.at
+		last[q] = s
 	}
 	// q1's last report is the urgent one, which may repeat the count of
 	// the report before it; the others are exact.
@@ -254,4 +258,92 @@ func TestReporterFailedSendCountsOnce(t *testing.T) {
 	assert.Equal(t, 1, last.Throttles, "throttles: %+v", last)
 	assert.Zero(t, last.Failed, "the failure was sent before: %+v", last)
 	assert.Zero(t, last.Accepted, "accepted: %+v", last)
+}
+
+// TestReporterAlone: a worker that the last read found alone on a queue
+// without a limit reports nothing, throttles and failures included (its
+// own admission decides); with another worker polling, or a limit in
+// force, it reports.
+func TestReporterAlone(t *testing.T) {
+	const interval = 50 * time.Millisecond
+	tests := []struct {
+		name    string
+		limit   float32
+		pollers []*taskqueuepb.PollerInfo
+		reports bool
+	}{
+		{"alone, no limit", 0, []*taskqueuepb.PollerInfo{poller("w1", 0)}, false},
+		{"alone, a limit in force", 3, []*taskqueuepb.PollerInfo{poller("w1", 0)}, true},
+		{"two workers", 0, []*taskqueuepb.PollerInfo{poller("w1", 0), poller("w2", time.Second)}, true},
+		{"no poller seen: not known to be alone", 0, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fakeClient{limit: tc.limit, pollers: tc.pollers}
+			rep := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{
+				ReportInterval: interval, LimitInterval: interval, Logger: itest.QuietLogger(),
+			})
+			rep.Limit("q") // watched: read before the first answer
+			rep.Start(t.Context())
+			defer rep.Close()
+			time.Sleep(3 * interval)
+			for i := range 20 {
+				rep.Record("q", i%2 == 0, i%3 == 0)
+				time.Sleep(interval / 5)
+			}
+			time.Sleep(3 * interval)
+			rep.Close()
+			if got := len(fc.sent()); (got > 0) != tc.reports {
+				t.Errorf("%d reports sent, want any: %t", got, tc.reports)
+			}
+		})
+	}
+}
+
+// TestReporterRecovery: the first accepted answer after a report of
+// failures alone is reported at once, on its own (without the failures
+// of the report before), so that the governor's breaker closes on it;
+// after a report with accepted answers among its failures it waits for
+// its interval.
+func TestReporterRecovery(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	tests := []struct {
+		name     string
+		accepted int // accepted answers among the first report's failures
+		urgent   bool
+	}{
+		{"after failures alone", 0, true},
+		{"after failures among answers", 2, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fakeClient{}
+			rep := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{
+				ReportInterval: interval, LimitInterval: interval, Logger: itest.QuietLogger(),
+			})
+			rep.Start(t.Context())
+			defer rep.Close()
+			for range tc.accepted {
+				rep.Record("q", false, false)
+			}
+			for range 3 {
+				rep.Record("q", false, true)
+			}
+			requireEventually(t, func() bool { return len(fc.sent()) == 1 })
+			first := fc.sent()[0]
+			require.Equal(t, 3, first.obs.Failed)
+			time.Sleep(interval / 4) // the urgent failure report and its interval are over
+			answered := time.Now()
+			rep.Record("q", false, false)
+			requireEventually(t, func() bool { return len(fc.sent()) == 2 })
+			second := fc.sent()[1]
+			if urgent := second.at.Sub(answered) < interval/2; urgent != tc.urgent {
+				t.Errorf("the answer was reported %s after it came (interval %s): urgent %t, want %t", second.at.Sub(answered), interval, urgent, tc.urgent)
+			}
+			if tc.urgent {
+				assert.Equal(t, 0, second.obs.Failed, "the failures reported before are not counted again")
+				assert.Equal(t, 1, second.obs.Accepted)
+			}
+		})
+	}
 }

@@ -44,10 +44,6 @@ func (s describeService) DescribeTaskQueue(_ context.Context, req *workflowservi
 // ÷ the distinct identities that polled the queue within PollerWindow, at
 // least one; no share without a limit.
 func TestReporterShare(t *testing.T) {
-	now := time.Now()
-	poller := func(id string, ago time.Duration) *taskqueuepb.PollerInfo {
-		return &taskqueuepb.PollerInfo{Identity: id, LastAccessTime: timestamppb.New(now.Add(-ago))}
-	}
 	tests := []struct {
 		name    string
 		limit   float32
@@ -199,4 +195,9 @@ func TestReporterQuietWhileUntroubled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// poller is a poller of identity id whose last poll was ago before now.
+func poller(id string, ago time.Duration) *taskqueuepb.PollerInfo {
+	return &taskqueuepb.PollerInfo{Identity: id, LastAccessTime: timestamppb.New(time.Now().Add(-ago))}
 }

@@ -57,6 +57,7 @@ func newGovernor(ctx workflow.Context, in Input) (*governor, error) {
 	g.d.Spans = rules >= RulesV1 && workflow.GetVersion(ctx, versionSpans, workflow.DefaultVersion, 1) == 1
 	g.d.Restore = g.d.Spans && workflow.GetVersion(ctx, versionRestore, workflow.DefaultVersion, 1) == 1
 	g.d.TripMargin = g.d.Restore && workflow.GetVersion(ctx, versionTripMargin, workflow.DefaultVersion, 1) == 1
+	g.d.Restart = g.d.TripMargin && workflow.GetVersion(ctx, versionRestart, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
 		g.in.Namespace = workflow.GetInfo(ctx).Namespace
 	}
@@ -196,6 +197,11 @@ const versionRestore = "breaker-restore"
 // admission.TripMargin standard errors (Decider.TripMargin): a governor
 // recorded before it trips on the ratio alone until its next run.
 const versionTripMargin = "breaker-trip-margin"
+
+// versionRestart is the change to a breaker that closes without a rate
+// before it at Breaker.RestartRate (Decider.Restart): a governor recorded
+// before it doubles the probes' rate until its next run.
+const versionRestart = "breaker-restart-rate"
 
 // nextAt returns when the next decision is due, and false when none is.
 func (g *governor) nextAt(now time.Time) (time.Time, bool) { return g.d.Next(now) }

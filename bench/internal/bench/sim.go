@@ -153,7 +153,9 @@ type simAdmission struct {
 // simShared models the queue rate limit that package governor sets from
 // the workers' reports, with the governor's own decision code
 // (governor.Decider, RulesV1): each worker reports every Report, and at
-// once on the first throttle or failure after a report without one; a
+// once on the first throttle or failure after a report without one and on
+// the first accepted answer after a report of failures alone (a worker
+// alone, with no limit in force, does not report: Reporter); a
 // report reaches the governor Signal later; a limit it writes is in force
 // Delay later. Until a limit is in force each worker's limiter admits as
 // usual; then matching dispatches the attempts at most the limit per
@@ -391,6 +393,7 @@ type simReporter struct {
 	requests, accepted, throttles, failed int
 	from, lastSent                        time.Duration
 	quiet, calm, urgent                   bool
+	down                                  bool // the last report sent had failures and nothing accepted
 	prevFrom, prevTo                      time.Duration
 	prev                                  [3]int // requests, accepted, failed of the last report
 	sent                                  bool   // a report was sent
@@ -484,6 +487,7 @@ func (s *sharedState) answer(t time.Duration, l *admission.Limiter, ok, failed b
 	urgent := false
 	switch {
 	case ok:
+		urgent = w.accepted == 0 && w.down
 		w.accepted++
 	case failed:
 		urgent = w.failed == 0 && w.calm
@@ -512,9 +516,17 @@ func (s *sharedState) report(t time.Duration, i int, urgent bool, push func(simE
 	if urgent != w.urgent || (!w.urgent && w.sent && t-w.lastSent < s.cfg.Report*9/10) {
 		return
 	}
+	if len(s.workers) == 1 && !s.inForce(t) {
+		// A worker alone on a queue without a limit does not report
+		// (Reporter.report): its own limiter decides.
+		w.requests, w.accepted, w.throttles, w.failed, w.urgent = 0, 0, 0, 0, false
+		w.quiet, w.calm, w.down, w.sent = true, true, false, false
+		w.from = t
+		return
+	}
 	o := governor.Observation{Worker: w.name, Requests: w.requests, Accepted: w.accepted, Throttles: w.throttles, Failed: w.failed,
 		From: s.epoch.Add(w.from), To: s.epoch.Add(t), Span: t - w.from}
-	if w.urgent && t-w.from < s.cfg.Report && w.sent && w.prevTo == w.from {
+	if w.urgent && !(w.down && w.accepted > 0) && t-w.from < s.cfg.Report && w.sent && w.prevTo == w.from {
 		o.From, o.Span = s.epoch.Add(w.prevFrom), t-w.prevFrom
 		o.Requests += w.prev[0]
 		o.Accepted += w.prev[1]
@@ -522,6 +534,7 @@ func (s *sharedState) report(t time.Duration, i int, urgent bool, push func(simE
 	}
 	w.prevFrom, w.prevTo, w.prev = w.from, t, [3]int{w.requests, w.accepted, w.failed}
 	w.quiet, w.calm = w.throttles == 0, w.failed == 0
+	w.down = o.Failed > 0 && o.Accepted == 0
 	w.requests, w.accepted, w.throttles, w.failed, w.urgent = 0, 0, 0, 0, false
 	w.from, w.lastSent, w.sent = t, t, true
 	s.inflight = append(s.inflight, o)

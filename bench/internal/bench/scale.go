@@ -178,7 +178,9 @@ func (t ScaleThroughput) failed() int {
 // worker processes.
 type ScaleSample struct {
 	// At is the time since the sampler started.
-	At        time.Duration `json:"at_ns"`
+	At time.Duration `json:"at_ns"`
+	// Started counts the waiting part's ExecuteWorkflow calls returned,
+	// Completed its workflows completed (visibility, every 2 s).
 	Started   int           `json:"started"`
 	Completed int           `json:"completed"`
 	Server    time.Duration `json:"server_cpu_ns"`
@@ -249,6 +251,8 @@ func summarise(name string, samples []ScaleSample, from, window time.Duration) S
 // following a 202 and half awaiting a webhook, sampled while all wait,
 // then completed.
 type ScaleWaiting struct {
+	// Operations started: Followed follow a 202 (running Duration at
+	// Retry-After RetryAfter), Webhooks await a webhook.
 	Operations int           `json:"operations"`
 	Followed   int           `json:"followed"`
 	Webhooks   int           `json:"webhooks"`

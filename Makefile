@@ -108,7 +108,11 @@ soak:
 ## partial -out results/partial); section fairness (Temporal's
 ## fairness keys on one task queue against a queue per origin, on a dev
 ## server of its own with matching.enableFairness) about 4 more (alone:
-## go run ./cmd/bench -only fairness -out results/fairness); builds
+## go run ./cmd/bench -only fairness -out results/fairness); section
+## scale (10,000 operations waiting at once on the PostgreSQL cluster with
+## three workers, and calls/s against a plain activity there) about 20
+## more (alone: go run ./cmd/bench -only scale -out results/scale;
+## -scale-ops 300 for a quick run of about 6); builds
 ## bin/temporal first if it is missing. A module of its own (bench/go.mod,
 ## cmd/bench and internal/bench under bench/), so the library's go.mod needs
 ## none of the peers' dependencies. Section chaos, last, is the chaos

@@ -189,6 +189,19 @@ func (c *Cluster) Namespace() string { return c.opts.Namespace }
 // user and password are [PostgresUser] and [PostgresPassword].
 func (c *Cluster) PostgresHostPort() string { return c.pg.HostPort() }
 
+// ServerPID returns the process ID of the temporal-server running now
+// (the one [Cluster.RestartServer] started last), for reading its CPU
+// time and memory from /proc.
+func (c *Cluster) ServerPID() int {
+	c.serverMu.Lock()
+	defer c.serverMu.Unlock()
+	return c.server.Pid()
+}
+
+// PostgresPID returns the process ID of PostgreSQL's postmaster; its
+// backends are its children.
+func (c *Cluster) PostgresPID() int { return c.pg.proc.Pid() }
+
 // WorkDir returns the directory with the server's config and logs.
 func (c *Cluster) WorkDir() string { return c.workDir }
 

@@ -60,7 +60,23 @@
 //     and one default per-key rate (at either capacity, and weighted in
 //     their ratio); then origin A down for 30 s, both ways; writes
 //     fairness.svg and fairness-outage.svg (about 4 minutes:
-//     GOWORK=off go run ./cmd/bench -only fairness -out results/fairness).
+//     GOWORK=off go run ./cmd/bench -only fairness -out results/fairness);
+//
+//  11. scale ("scale", issue 42 item 6): on the PostgreSQL-backed cluster
+//     with three worker processes (this command started again as a worker:
+//     the worker binary's wiring by package host, webhook receiver and
+//     metrics on, and the plain baseline registered beside the package),
+//     the uncontended calls per second of the ready workflow against a
+//     plain activity doing the same POST (7 interleaved rounds of 200,
+//     median); then -scale-ops operations (default 10000) started at once,
+//     half following a 202 (Retry-After 120 s), half awaiting a signed
+//     webhook: the workers' RSS, heap and goroutines per waiting operation
+//     over the idle workers, temporal-server's and PostgreSQL's CPU, the
+//     time to start them all and to complete after their operations end,
+//     every workflow's status and the API's records per key; writes
+//     scale.svg and scale-throughput.svg (about 20 minutes at 10000 on 2
+//     CPUs, about 6 at 300: cd bench && GOWORK=off go run ./cmd/bench
+//     -only scale -out results/scale).
 //
 //     cd bench && go run ./cmd/bench -out results
 //
@@ -116,6 +132,14 @@ import (
 )
 
 func main() {
+	if bench.ScaleWorkerChild() {
+		// A worker process of the scale section.
+		if err := bench.ServeScaleWorker(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench scale worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if bench.ReferenceChild() {
 		// The longrunning section's reference server, in a process of its own.
 		if err := bench.ServeReferenceChild(); err != nil {
@@ -139,6 +163,7 @@ func run() error {
 	iters := flag.Int("overhead-iters", 30000, "iterations per overhead benchmark run")
 	clusterRuns := flag.Int("cluster-runs", bench.DefaultClusterRuns, "consecutive runs of each shared-rate figure of the cluster section, the worst reported (1 for a quick check)")
 	unkeyedOps := flag.Int("unkeyed-ops", 1000, "operations of each way's campaign of the unkeyed section (the key places' take a fifth)")
+	scaleOps := flag.Int("scale-ops", 0, "operations waiting at once in the scale section (default 10000; half follow a 202, half await a webhook)")
 	keepLogs := flag.Bool("keep-logs", false, "keep the dev server and worker logs (their directory is printed)")
 	render := flag.Bool("render", false, "measure nothing: rewrite RESULTS.md and the plots from -out's results.json")
 	flag.Parse()
@@ -187,7 +212,7 @@ func run() error {
 	}
 	start := time.Now()
 	res, err := bench.Run(ctx, bench.Options{
-		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, UnkeyedOperations: *unkeyedOps, ProfileDir: *out, Logf: log.Printf,
+		CLI: cliPath, LogDir: logDir, Only: sections, Gaps: *gaps, OverheadCount: *count, OverheadIters: *iters, ClusterRuns: *clusterRuns, UnkeyedOperations: *unkeyedOps, Scale: bench.ScaleParams{Operations: *scaleOps}, ProfileDir: *out, Logf: log.Printf,
 	})
 	if err != nil {
 		log.Printf("logs kept in %s", logDir)
@@ -264,6 +289,23 @@ func write(out string, res *bench.Results, withJSON bool) error {
 			ok   bool
 			draw func(io.Writer, *bench.Results) error
 		}{{bench.FairnessSVG, f.HasContention(), bench.WriteFairnessSVG}, {bench.FairnessOutageSVG, f.HasOutage(), bench.WriteFairnessOutageSVG}} {
+			if !plot.ok {
+				continue
+			}
+			if err := writeFile(filepath.Join(out, plot.name), func(f *os.File) error { return plot.draw(f, res) }); err != nil {
+				return err
+			}
+		}
+	}
+	if sc := res.Scale; sc != nil {
+		for _, plot := range []struct {
+			name string
+			ok   bool
+			draw func(io.Writer, *bench.Results) error
+		}{
+			{bench.ScaleSVG, sc.Waiting != nil && len(sc.Waiting.Samples) >= 2, bench.WriteScaleSVG},
+			{bench.ScaleThroughputSVG, sc.Throughput != nil && len(sc.Throughput.Rounds) > 0, bench.WriteScaleThroughputSVG},
+		} {
 			if !plot.ok {
 				continue
 			}

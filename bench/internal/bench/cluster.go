@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -140,6 +141,14 @@ type clusterWorkers struct {
 	Shared bool
 	// Args are more worker arguments.
 	Args []string
+	// PerWorker, if set, returns more arguments for worker i (from 0):
+	// what must differ between processes, such as a listening address.
+	PerWorker func(i int) []string
+	// Bin is the program run as the worker (default the worker binary),
+	// and Env more of its environment: the scale section runs the bench
+	// command as a worker that registers its baseline beside the package.
+	Bin string
+	Env []string
 }
 
 // startClusterWorkers starts w's fresh worker processes on bc's cluster,
@@ -173,12 +182,16 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 		}
 	}()
 	args := append([]string{"--task-queue", tq, "--allow-origin", bc.target.URL, "--log-level", "warn", sharedRateArg(w.Shared)}, w.Args...)
+	bin := cmp.Or(w.Bin, bc.workerBin)
 	for i := range w.Workers {
 		name := fmt.Sprintf("%s-worker-%c", w.Tag, 'a'+i)
 		spec := itest.Spec{
-			Name: name, Path: bc.workerBin, Dir: bc.c.WorkDir(),
+			Name: name, Path: bin, Dir: bc.c.WorkDir(),
 			Args: append([]string{"--identity", name}, args...),
-			Env:  append(bc.c.ClientEnv(), "API_TOKEN=", "METRICS_ADDR=", "CONVENTIONS=", "ADMISSION=", "SHARED_RATE="),
+			Env:  append(append(bc.c.ClientEnv(), "API_TOKEN=", "METRICS_ADDR=", "CONVENTIONS=", "ADMISSION=", "SHARED_RATE="), w.Env...),
+		}
+		if w.PerWorker != nil {
+			spec.Args = append(spec.Args, w.PerWorker(i)...)
 		}
 		if logDir != "" {
 			spec.LogPath = filepath.Join(logDir, name+".log")
@@ -214,7 +227,7 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 		}
 	}
 	logf("cluster: %d workers polling %s in %s", len(procs), tq, time.Since(begin).Round(100*time.Millisecond))
-	return &harness{Client: cl, TaskQueue: tq, Target: bc.target, OriginQueue: w.Shared}, stop, nil
+	return &harness{Client: cl, TaskQueue: tq, Target: bc.target, OriginQueue: w.Shared, procs: procs}, stop, nil
 }
 
 // runClusterOnce runs the contention experiment p with full jitter on w's

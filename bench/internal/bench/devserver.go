@@ -100,8 +100,11 @@ type harness struct {
 	// OriginQueue: the ready workflow's requests run on their origin's
 	// own task queue (workflows.Request.OriginQueue).
 	OriginQueue bool
-	logFiles    []*os.File
-	stopOnce    sync.Once
+	// procs are the worker processes of a harness on the cluster
+	// (startClusterWorkers), for reading their CPU time and memory.
+	procs    []*itest.Process
+	logFiles []*os.File
+	stopOnce sync.Once
 }
 
 // harnessOptions configures startHarness.

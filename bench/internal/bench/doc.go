@@ -50,6 +50,15 @@
 //     in their ratio), against a task queue per origin with the shared
 //     rate (a worker wired by package host); then one origin down for
 //     30 s, both ways;
+//   - scale: many operations waiting at once (issue 42, item 6) on the
+//     PostgreSQL-backed cluster with three worker processes (the bench
+//     command as [ServeScaleWorker]: the worker binary's wiring and a
+//     plain baseline): the ready workflow's uncontended calls per second
+//     against a plain activity's on the same workers; then, by default,
+//     10,000 operations started at once, half following a 202 and half
+//     awaiting a webhook: worker memory per waiting operation,
+//     temporal-server's and PostgreSQL's CPU, the time to start and to
+//     complete, and every key's work done once at the API;
 //   - chaos: the chaos campaign of harness/chaos at full size
 //     (1000 operations, three workers, Toxiproxy's toxics, worker and
 //     server SIGKILLs, the API down 30 s) on the PostgreSQL-backed

@@ -31,7 +31,8 @@ func ReferenceChild() bool { return os.Getenv(refChildEnv) != "" }
 
 // ServeReferenceChild serves a testsuite.Server with the Async of
 // refChildEnv on the listener it inherits as file descriptor 3, wrapped in
-// an opClock (GET /bench/clock answers its snapshot), until standard input
+// an opClock (GET /bench/clock answers its snapshot; GET /bench/records
+// the records per key, withRecordsPerKey), until standard input
 // closes (the bench process is done with it, or ended).
 func ServeReferenceChild() error {
 	var a testsuite.Async
@@ -43,7 +44,8 @@ func ServeReferenceChild() error {
 		return fmt.Errorf("the inherited listener: %w", err)
 	}
 	clock := newOpClock()
-	hs := &http.Server{Handler: clock.wrap(testsuite.NewServer(testsuite.Options{Async: &a})), ReadHeaderTimeout: 10 * time.Second}
+	srv := testsuite.NewServer(testsuite.Options{Async: &a})
+	hs := &http.Server{Handler: withRecordsPerKey(srv, clock.wrap(srv)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(l) }()
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return hs.Close()
@@ -111,9 +113,39 @@ func (c *opClock) wrap(h http.Handler) http.Handler {
 	})
 }
 
+// recordsPath answers how many times the reference server did each key's
+// work: the child runs in a process of its own, so the bench cannot call
+// Server.Records.
+const recordsPath = "/bench/records"
+
+// withRecordsPerKey answers GET recordsPath with srv's records counted per
+// idempotency key (JSON: key → count) and hands every other request to next.
+func withRecordsPerKey(srv *testsuite.Server, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != recordsPath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(recordsPerKey(srv.Records()))
+	})
+}
+
+// recordsPerKey counts records by their idempotency key.
+func recordsPerKey(records []testsuite.Record) map[string]int {
+	n := make(map[string]int, len(records))
+	for _, rec := range records {
+		n[rec.IdempotencyKey]++
+	}
+	return n
+}
+
 // refServer is a reference server child process (ServeReferenceChild).
 type refServer struct {
-	URL   string
+	URL string
+	// began is when the child was started: its opClock's durations are
+	// since a moment a few milliseconds later.
+	began time.Time
 	l     *net.TCPListener
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -157,6 +189,7 @@ func (r *refServer) start(ctx context.Context, a testsuite.Async, logDir, name s
 	if r.stdin, err = r.cmd.StdinPipe(); err != nil {
 		return err
 	}
+	r.began = time.Now()
 	if err := r.cmd.Start(); err != nil {
 		return fmt.Errorf("starting the reference server: %w", err)
 	}
@@ -202,6 +235,13 @@ func (r *refServer) Stats(ctx context.Context) (testsuite.Stats, error) {
 func (r *refServer) Clock(ctx context.Context) (ClockSnapshot, error) {
 	var s ClockSnapshot
 	return s, r.get(ctx, "/bench/clock", &s)
+}
+
+// RecordsPerKey is how many times the reference server did each key's
+// work (withRecordsPerKey).
+func (r *refServer) RecordsPerKey(ctx context.Context) (map[string]int, error) {
+	var n map[string]int
+	return n, r.get(ctx, recordsPath, &n)
 }
 
 // Close ends the child (closing its standard input; killing it if it has

@@ -244,6 +244,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	if f := r.Fairness; f != nil {
 		writeFairnessClaims(&b, f)
 	}
+	if sc := r.Scale; sc != nil {
+		writeScaleClaims(&b, sc)
+	}
 	if r.Chaos != nil && r.Chaos.Campaign != nil {
 		writeChaosClaim(&b, r.Chaos.Campaign)
 	}
@@ -428,6 +431,9 @@ func WriteMarkdown(w io.Writer, r *Results, command, plot string) error {
 	}
 	if pr := r.Partial; pr != nil && (len(pr.Rounds) > 0 || pr.Throttled != nil) {
 		writePartial(&b, pr)
+	}
+	if sc := r.Scale; sc != nil && (sc.Throughput != nil || sc.Waiting != nil) {
+		writeScale(&b, sc)
 	}
 
 	p("## Run\n\nSection wall times:")

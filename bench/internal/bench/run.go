@@ -19,7 +19,7 @@ import (
 )
 
 // Sections of a full run, in the order Run runs them.
-var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection, FairnessSection, "cluster", "chaos", UnkeyedSection}
+var Sections = []string{"sim", "overhead", "retryafter", "throughput", "contention", "outage", PartialSection, "peers", "longrunning", "webhooks", ActionsSection, FairnessSection, "cluster", ScaleSection, "chaos", UnkeyedSection}
 
 // AttemptSection runs only when asked for (-only attempt): the per-attempt
 // rows of the peers section (raw net/http in an activity, Activities.Do,
@@ -73,6 +73,8 @@ type Options struct {
 	Actions ActionsParams
 	// Partial sizes the partial section (zero fields: defaultPartial's).
 	Partial PartialParams
+	// Scale sizes the scale section (zero fields: defaultScale's).
+	Scale ScaleParams
 	// ProfileDir, if set, receives the attempt section's CPU profile of
 	// Activities.Do (AttemptProfileFile), summarized in RESULTS.md.
 	ProfileDir string
@@ -154,6 +156,10 @@ type Results struct {
 	// Actions is Temporal actions per call against a plain activity, and
 	// the shared rate's own, idle and under load.
 	Actions *ActionsResult `json:"actions,omitempty"`
+	// Scale is many operations waiting at once on the PostgreSQL cluster
+	// with three workers, and their calls per second against a plain
+	// activity (issue 42, item 6).
+	Scale *ScaleResult `json:"scale,omitempty"`
 	// Fairness is Temporal's fairness keys on one task queue against a
 	// task queue per origin with the shared rate (issue 42, item 5).
 	Fairness *FairnessResult `json:"fairness,omitempty"`
@@ -425,6 +431,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := section("cluster", func() error {
 		res, err := runClusterShared(ctx, contention, o.ClusterRuns, o.LogDir, o.Logf)
 		r.ClusterShared = res
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := section(ScaleSection, func() error {
+		res, err := runScale(ctx, o.Scale.withDefaults(), o.LogDir, o.Logf)
+		r.Scale = res
 		return err
 	}); err != nil {
 		return r, err

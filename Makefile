@@ -142,7 +142,8 @@ bench-test:
 ## piece, no key sent, a result only from a whole 2xx other than 202, retries
 ## never under the 1 s minimum poll interval) and the status-document reader;
 ## the redactor; the admission limiter (rates finite and above the floor,
-## waits finite); and bodies byte for byte through Temporal's converter.
+## waits finite); bodies byte for byte through Temporal's converter; and
+## the benchmarks' reader of /proc/<pid>/stat.
 ## Run it for the targets a change touches before it lands, and commit every
 ## input it finds (testdata/fuzz/<Target>/) with its fix: make test then
 ## replays it on every run.
@@ -170,6 +171,7 @@ fuzz:
 	$(GO) test ./host -run '^$$' -fuzz '^FuzzOriginsPlaces$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./host -run '^$$' -fuzz '^FuzzParseSetting$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./internal/seal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	cd bench && GOWORK=off $(GO) test ./internal/bench -run '^$$' -fuzz '^FuzzParseProcStat$$' -fuzztime $(FUZZTIME)
 
 ## bin: build the Temporal CLI, the worker, the starter and the demo API into bin/.
 bin:

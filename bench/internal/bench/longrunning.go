@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -511,22 +510,8 @@ func goroutineKinds() map[string]int {
 	return classifyGoroutines(b.String())
 }
 
-// rssBytes is this process's resident set, from /proc/self/status.
-func rssBytes() uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var kb uint64
-		if _, err := fmt.Sscanf(sc.Text(), "VmRSS: %d kB", &kb); err == nil {
-			return kb << 10
-		}
-	}
-	return 0
-}
+// rssBytes is this process's resident set (processRSS).
+func rssBytes() uint64 { return processRSS(os.Getpid()) }
 
 // attemptRec is one poll attempt as the worker saw it: the delay it
 // asked for (its NextRetryDelay, 0 if none), when the server started it

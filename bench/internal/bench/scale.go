@@ -434,8 +434,7 @@ func (r *scaleRun) sample(ctx context.Context) ScaleSample {
 	s.Server = processCPU(r.bc.c.ServerPID())
 	s.Postgres = treeCPU(r.bc.c.PostgresPID())
 	for _, pr := range r.h.procs {
-		own, _, _, _ := procCPU(pr.Pid())
-		s.Workers += own
+		s.Workers += processCPU(pr.Pid())
 		s.RSS += processRSS(pr.Pid())
 	}
 	for _, u := range r.metrics {

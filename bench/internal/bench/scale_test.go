@@ -153,3 +153,22 @@ func TestScalePlots(t *testing.T) {
 		t.Error("a plot without samples was drawn")
 	}
 }
+
+// FuzzParseProcStat: any line, a command name with spaces and parentheses
+// included, is read without a panic; a line without the closing
+// parenthesis, or with too few fields after it, is not ok; and the
+// fields after the last ')' are the ones read, whatever the name holds.
+func FuzzParseProcStat(f *testing.F) {
+	f.Add("4242 (worker) S 1 4242 4242 0 -1 4194560 100 0 0 0 200 100 7 3 20 0 12 0", "a b) (c")
+	f.Add("1 (x) R", ")")
+	f.Fuzz(func(t *testing.T, line, name string) {
+		if _, _, _, ok := parseProcStat(line); ok && !strings.Contains(line, ")") {
+			t.Errorf("parseProcStat(%q) ok without a ')'", line)
+		}
+		withName := "4242 (" + name + ") S 7 4242 4242 0 -1 4194560 100 0 0 0 200 100 7 3 20 0"
+		own, children, ppid, ok := parseProcStat(withName)
+		if !ok || own != 3*time.Second || children != 100*time.Millisecond || ppid != 7 {
+			t.Errorf("parseProcStat(%q) = %s, %s, %d, %t; want 3s, 100ms, 7, true", withName, own, children, ppid, ok)
+		}
+	})
+}

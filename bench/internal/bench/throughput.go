@@ -293,22 +293,11 @@ func findDevServerPID(hostPort string) int {
 	return 0
 }
 
-// processCPU is the user plus system CPU time of process pid, from /proc.
+// processCPU is the user plus system CPU time of process pid, from /proc
+// (0 when it cannot be read).
 func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0
-	}
-	// The fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the line, in clock ticks (100 per second on Linux).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	own, _, _, _ := procCPU(pid)
+	return own
 }
 
 func median(xs []float64) float64 {

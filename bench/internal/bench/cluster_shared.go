@@ -234,28 +234,51 @@ func runClusterThroughput(ctx context.Context, bc *benchCluster, p ContentionPar
 		err := startAndWait(ctx, h, q, readyLoad(h, q, workflows.JitterFull), fmt.Sprintf("%s-%d", name, stamp), &run)
 		return run, err
 	}
-	for _, on := range []bool{true, false} {
-		if _, err := batch(on, fmt.Sprintf("tput-warm-%t-%dw", on, workers), 20); err != nil {
-			return res, fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	for i := range rounds {
-		rd := ClusterThroughputRound{OnFirst: i%2 == 0}
-		for _, on := range []bool{rd.OnFirst, !rd.OnFirst} {
-			run, err := batch(on, fmt.Sprintf("tput-%t-%dw-%d", on, workers, i), tp.Clients)
-			if err != nil {
-				return res, err
-			}
-			rd.Failed += run.Failed
-			if on {
-				rd.On = run.Wall
-			} else {
-				rd.Off = run.Wall
-			}
-		}
+	err = pairedRounds(rounds, tp.Clients, fmt.Sprintf("tput-%%t-%dw", workers), batch, func(i int, pr pairedRound) {
+		rd := ClusterThroughputRound{On: pr.a, Off: pr.b, OnFirst: pr.aFirst, Failed: pr.failed}
 		logf("cluster throughput, %d workers, round %d: %d workflows in %.1f s with the shared rate on, %.1f s off (on ÷ off %.2f as throughput), %d failed",
 			workers, i+1, tp.Clients, rd.On.Seconds(), rd.Off.Seconds(), rd.ratio(), rd.Failed)
 		res.Rounds = append(res.Rounds, rd)
+	})
+	return res, err
+}
+
+// pairedRound is one round of pairedRounds: each side's batch time, from
+// its first start to its last result, which ran first, and the failures
+// of both.
+type pairedRound struct {
+	a, b   time.Duration
+	aFirst bool
+	failed int
+}
+
+// pairedRounds compares two ways of running the same workflows, a (true)
+// and b (false), by throughput: a warm-up batch of 20 on each, then rounds
+// of a batch of n on each, back to back, the order alternating so that
+// neither always runs on the machine the other left. batch runs n
+// workflows one way under a name made from tag (a format with a %t for
+// the side) and the round; each round goes to done.
+func pairedRounds(rounds, n int, tag string, batch func(a bool, name string, n int) (ContentionRun, error), done func(i int, r pairedRound)) error {
+	for _, a := range []bool{true, false} {
+		if _, err := batch(a, "warm-"+fmt.Sprintf(tag, a), 20); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
 	}
-	return res, nil
+	for i := range rounds {
+		r := pairedRound{aFirst: i%2 == 0}
+		for _, a := range []bool{r.aFirst, !r.aFirst} {
+			run, err := batch(a, fmt.Sprintf("%s-%d", fmt.Sprintf(tag, a), i), n)
+			if err != nil {
+				return err
+			}
+			r.failed += run.Failed
+			if a {
+				r.a = run.Wall
+			} else {
+				r.b = run.Wall
+			}
+		}
+		done(i, r)
+	}
+	return nil
 }

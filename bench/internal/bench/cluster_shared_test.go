@@ -2,7 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"html"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +260,57 @@ func TestClaimIDsUnique(t *testing.T) {
 	}
 	if len(seen) < 10 {
 		t.Errorf("claims 8a-8j: found %d: %v", len(seen), seen)
+	}
+}
+
+// TestPairedRounds: a warm-up batch of 20 on each side, then n on each
+// per round, the side that runs first alternating; each round's times and
+// failures are the batches'; an error stops the rounds.
+func TestPairedRounds(t *testing.T) {
+	tests := []struct {
+		name    string
+		failAt  int // the batch call (from 1) that fails; 0: none
+		rounds  int
+		wantErr bool
+	}{
+		{"three rounds", 0, 3, false},
+		{"a round's batch fails", 4, 3, true},
+		{"the warm-up fails", 1, 3, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []string
+			batch := func(a bool, name string, n int) (ContentionRun, error) {
+				calls = append(calls, fmt.Sprintf("%s/%d", name, n))
+				if len(calls) == tc.failAt {
+					return ContentionRun{}, errors.New("down")
+				}
+				wall := 2 * time.Second
+				if a {
+					wall = time.Second
+				}
+				return ContentionRun{Wall: wall, Failed: 1}, nil
+			}
+			var got []pairedRound
+			err := pairedRounds(tc.rounds, 7, "x-%t", batch, func(i int, r pairedRound) { got = append(got, r) })
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("pairedRounds = %v, want an error: %t", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				if len(calls) != tc.failAt {
+					t.Errorf("%d batches ran after the failing one: %v", len(calls)-tc.failAt, calls)
+				}
+				return
+			}
+			want := []string{"warm-x-true/20", "warm-x-false/20", "x-true-0/7", "x-false-0/7", "x-false-1/7", "x-true-1/7", "x-true-2/7", "x-false-2/7"}
+			if !slices.Equal(calls, want) {
+				t.Errorf("batches %v, want %v", calls, want)
+			}
+			for i, r := range got {
+				if r.a != time.Second || r.b != 2*time.Second || r.failed != 2 || r.aFirst != (i%2 == 0) {
+					t.Errorf("round %d = %+v, want a 1s, b 2s, 2 failed, a first %t", i, r, i%2 == 0)
+				}
+			}
+		})
 	}
 }

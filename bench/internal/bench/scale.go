@@ -841,30 +841,13 @@ func runScaleThroughput(ctx context.Context, h *harness, p ScaleParams, logf fun
 		err := startAndWait(ctx, h, q, load, fmt.Sprintf("%s-%d", name, stamp), &run)
 		return run, err
 	}
-	for _, ready := range []bool{true, false} {
-		if _, err := batch(ready, fmt.Sprintf("scale-warm-%t", ready), 20); err != nil {
-			return res, fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	for i := range p.ThroughputRounds {
-		rd := ScaleThroughputRound{ReadyFirst: i%2 == 0}
-		for _, ready := range []bool{rd.ReadyFirst, !rd.ReadyFirst} {
-			run, err := batch(ready, fmt.Sprintf("scale-tput-%t-%d", ready, i), p.ThroughputWorkflows)
-			if err != nil {
-				return res, err
-			}
-			rd.Failed += run.Failed
-			if ready {
-				rd.Ready = run.Wall
-			} else {
-				rd.Plain = run.Wall
-			}
-		}
+	err := pairedRounds(p.ThroughputRounds, p.ThroughputWorkflows, "scale-tput-%t", batch, func(i int, pr pairedRound) {
+		rd := ScaleThroughputRound{Ready: pr.a, Plain: pr.b, ReadyFirst: pr.aFirst, Failed: pr.failed}
 		logf("scale throughput, round %d: %d workflows in %.1f s ready, %.1f s plain (ready ÷ plain %.2f as calls/s), %d failed",
 			i+1, p.ThroughputWorkflows, rd.Ready.Seconds(), rd.Plain.Seconds(), rd.ratio(), rd.Failed)
 		res.Rounds = append(res.Rounds, rd)
-	}
-	return res, nil
+	})
+	return res, err
 }
 
 // runScale runs the scale section: the cluster, an API (a reference

@@ -309,9 +309,10 @@ type Config struct {
 	RampInterval time.Duration `json:"rampInterval,omitempty"`
 	// Breaker is the cluster's breaker: its trip rule (FailureRatio,
 	// MinFailures, FailureWindow: admission.Breaker.Trips over every
-	// worker's reports) and OpenTime (the limit while open is one attempt
-	// per OpenTime); zero fields take admission's defaults (0.5, 5, 10 s,
-	// 1 s). Off turns it off.
+	// worker's reports), OpenTime (the limit while open is one attempt
+	// per OpenTime) and RestartRate (the limit it closes to when there was
+	// none before it opened); zero fields take admission's defaults (0.5,
+	// 5, 10 s, 1 s, 5/s). Off turns it off.
 	Breaker admission.Breaker `json:"breaker,omitzero"`
 }
 

@@ -694,6 +694,3 @@ func latest(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-var scratchMode = 1
-var scratchLag = 1000 * time.Millisecond

@@ -37,9 +37,9 @@ type asking struct {
 }
 
 // admit asks the origin's limiter before the attempt sends its request p.
-// It waits inside the attempt while the waits add up to at most MaxWait
-// (and a fifth of the attempt's time): a short turn of the rate, or the
-// answer of the breaker's probe; otherwise it ends the attempt with a
+// It waits inside the attempt while admission.Limiter.InAttempt says so (a
+// short turn of the rate, up to MaxWait; the breaker's probe and its
+// answer, up to a fifth of the attempt's time); otherwise it ends the attempt with a
 // retryable workflows.ErrTypeNotAdmitted whose NextRetryDelay brings the
 // next attempt back shortly before its turn (or the breaker's next probe),
 // recording the progress (ticket included; the attempt is not counted
@@ -64,7 +64,7 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 		return lim.Admit(p.origin, now, t, q.retry)
 	}
 	d := ask(now, prev.Ticket)
-	for waited := time.Duration(0); !d.Admitted && waited+d.Wait <= cfg.MaxWait && fitsAttempt(ctx, waited+d.Wait); {
+	for waited := time.Duration(0); !d.Admitted && lim.InAttempt(waited, d, attemptLeft(ctx)); {
 		m.Timer(metricAdmissionWait).Record(d.Wait)
 		t := time.NewTimer(d.Wait)
 		select {
@@ -212,11 +212,14 @@ func (a *Activities) gauges(ctx context.Context, o *origin, c admission.Circuit,
 	m.Gauge(metricRateLimit).Update(limit)
 }
 
-// fitsAttempt reports whether a wait of d inside the attempt leaves at least
-// four fifths of the attempt's time for the request.
-func fitsAttempt(ctx context.Context, d time.Duration) bool {
+// attemptLeft returns the attempt's time before its deadline, 0 without
+// one (admission.Limiter.InAttempt).
+func attemptLeft(ctx context.Context) time.Duration {
 	dl, ok := ctx.Deadline()
-	return !ok || d <= time.Until(dl)/5
+	if !ok {
+		return 0
+	}
+	return max(time.Until(dl), time.Nanosecond)
 }
 
 // later returns the later of two times.

@@ -145,7 +145,8 @@ type Config struct {
 // bounded extra load.
 //
 // An attempt that must wait sends nothing: it waits inside the attempt when
-// the wait is at most MaxWait, else it ends with the retryable
+// the wait is at most MaxWait (an open circuit breaker's waits, each at
+// most MaxWait, for up to a fifth of the attempt's time), else it ends with the retryable
 // workflows.ErrTypeNotAdmitted and NextRetryDelay set to come back shortly before its
 // turn (at most MaxDelay later, to ask again). Such waits do not use up the
 // attempt budget, and a Retry-After is still honoured first. With
@@ -194,13 +195,16 @@ type SharedRate interface {
 // API failing some requests at random is not taken for one that is down
 // (5 of 6 answers trip, 5 of 7 do not; every answer failed trips at
 // MinFailures).
-// Open, every attempt to the origin sends nothing and ends with the
-// retryable workflows.ErrTypeNotAdmitted (not counted against the attempt budget),
-// its NextRetryDelay bringing it back when the breaker lets a probe
-// through: after OpenTime, or the failing answer's Retry-After (at most
-// Config.MaxRetryAfter). Then the first attempt to come is the probe and
-// the others wait for its answer (inside the attempt, up to
-// Admission.MaxWait). An answered probe closes the breaker, and the origin
+// Open, every attempt to the origin sends nothing. It waits inside itself
+// while each of the breaker's waits is at most Admission.MaxWait (its open
+// time, its probe's answer), for up to a fifth of its time in all; an
+// attempt that ends to wait is an activity task for Temporal (an action).
+// Otherwise it ends with the retryable workflows.ErrTypeNotAdmitted (not
+// counted against the attempt budget), its NextRetryDelay bringing it
+// back when the breaker lets a probe through: after OpenTime, or the
+// failing answer's Retry-After (at most Config.MaxRetryAfter). The first
+// attempt to ask then is the probe and the others wait for its answer.
+// An answered probe closes the breaker, and the origin
 // starts again from a slow start at RestartRate (one more request per
 // second for each answer), so the attempts that waited reach a recovering
 // API at a growing rate, not at once; a failed probe opens it again for

@@ -105,8 +105,11 @@ type Config struct {
 	MinRetries int
 	// RetryWindow is the retry budget's sliding window (default 10 s).
 	RetryWindow time.Duration
-	// MaxWait is the longest wait for admission spent inside an attempt
-	// (default 1 s, at most a fifth of the attempt's start-to-close timeout).
+	// MaxWait is the longest wait for the rate or the retry budget spent
+	// inside an attempt (default 1 s, at most a fifth of the attempt's
+	// start-to-close timeout). An open circuit breaker's waits of up to
+	// MaxWait each are spent inside the attempt up to a fifth of its time
+	// in all (Limiter.InAttempt).
 	MaxWait time.Duration
 	// MaxDelay is the longest an attempt that ended to wait stays away
 	// before it asks again (default 3 s).
@@ -160,6 +163,34 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// InAttempt reports whether an attempt that has waited waited for
+// admission spends d's wait inside itself rather than ending to come back
+// (Hop); left is the attempt's time before its deadline (0: none). Every
+// wait leaves at least four fifths of the attempt's time for the request.
+// A wait for the rate or the retry budget is spent inside while the waits
+// add up to at most MaxWait: a longer one keeps its place and comes back
+// shortly before its turn. A wait for the breaker (ReasonCircuitOpen) has
+// no turn to come back to, and an open breaker's short waits repeat (its
+// open time, its probe's answer, the next open time): each one up to
+// MaxWait is spent inside for as long as the attempt's time allows, since
+// each attempt that ends to wait is an activity task for Temporal (an
+// action), and an attempt waiting inside is there the moment the breaker
+// closes. A longer one (an open time above MaxWait, a Retry-After) ends
+// the attempt at once. In the benchmarks' simulation of one worker, 50
+// workflows and a 30 s outage, with attempts of 10 s: 15.1 attempts per
+// workflow ended to wait, against 19.7 within MaxWait in all, and the last
+// success 1.18 × the capacity's time after the outage, against 1.19 ×.
+func (l *Limiter) InAttempt(waited time.Duration, d Decision, left time.Duration) bool {
+	total := waited + d.Wait
+	if left > 0 && total > left/5 {
+		return false
+	}
+	if d.Reason == ReasonCircuitOpen && left > 0 {
+		return d.Wait <= l.cfg.MaxWait
+	}
+	return total <= l.cfg.MaxWait
 }
 
 // Hop is how long an attempt that must wait for admission stays away

@@ -180,6 +180,44 @@ func TestHop(t *testing.T) {
 	}
 }
 
+// TestInAttempt: a wait for the rate or the retry budget stays inside the
+// attempt while the waits add up to MaxWait; an open breaker's short waits
+// (each up to MaxWait) stay inside for as long as they leave four fifths
+// of the attempt's time, and a long one ends it at once.
+func TestInAttempt(t *testing.T) {
+	const attempt = 10 * time.Second
+	for _, tc := range []struct {
+		name   string
+		cfg    Config
+		waited time.Duration
+		wait   time.Duration
+		why    Reason
+		left   time.Duration
+		want   bool
+	}{
+		{"rate, within MaxWait", Config{}, ms(500), ms(500), ReasonRate, attempt, true},
+		{"rate, past MaxWait", Config{}, ms(600), ms(500), ReasonRate, attempt, false},
+		{"retry budget, past MaxWait", Config{}, ms(600), ms(500), ReasonRetryBudget, attempt, false},
+		{"rate, past a fifth of the attempt", Config{}, 0, ms(900), ReasonRate, 4 * time.Second, false},
+		{"breaker, past MaxWait in all", Config{}, ms(1500), ms(100), ReasonCircuitOpen, attempt - ms(1500), true},
+		{"breaker, another open time", Config{}, ms(700), time.Second, ReasonCircuitOpen, attempt - ms(700), true},
+		{"breaker, another open time past a fifth", Config{}, ms(900), time.Second, ReasonCircuitOpen, attempt - ms(900), false},
+		{"breaker, up to a fifth of the attempt", Config{}, ms(1500), ms(100), ReasonCircuitOpen, 8 * time.Second, true},
+		{"breaker, past a fifth of the attempt", Config{}, ms(1600), ms(100), ReasonCircuitOpen, 8 * time.Second, false},
+		{"breaker, a long open time", Config{}, 0, 10 * time.Second, ReasonCircuitOpen, time.Minute, false},
+		{"breaker, custom MaxWait", Config{MaxWait: 2 * time.Second}, 0, ms(1900), ReasonCircuitOpen, attempt, true},
+		{"breaker, no deadline: MaxWait in all", Config{}, ms(950), ms(100), ReasonCircuitOpen, 0, false},
+		{"rate, no deadline", Config{}, 0, time.Second, ReasonRate, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decision{Wait: tc.wait, Reason: tc.why}
+			if got := New(tc.cfg).InAttempt(tc.waited, d, tc.left); got != tc.want {
+				t.Errorf("InAttempt(%v, %v %s, %v) = %t, want %t", tc.waited, tc.wait, tc.why, tc.left, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSlowStartBurst(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -94,6 +94,9 @@ type OutageSim struct {
 	After        float64 `json:"after"`
 	// RecoveryToLast is the mean time from the recovery to the last success.
 	RecoveryToLast time.Duration `json:"recovery_to_last_ns"`
+	// Hops is the mean of the attempts admission ended to wait (each an
+	// activity attempt: a Temporal action) per workflow.
+	Hops float64 `json:"hops_per_workflow,omitempty"`
 }
 
 // outageSimConfig is the simulation of the outage experiment with p for
@@ -134,11 +137,12 @@ func simulateOutage(cfg simConfig, runs int) OutageSim {
 			s.Shared, s.Workers = true, a.Workers
 		}
 	}
-	var during, after, rec float64
+	var during, after, rec, hops float64
 	for i := range runs {
 		c := cfg
 		c.Seed = cfg.Seed + uint64(i)
 		r := simulate(c)
+		hops += float64(r.Hops) / float64(max(cfg.Clients, 1))
 		during += float64(r.DuringOutage)
 		after += float64(r.Requests - r.DuringOutage)
 		rec += float64(max(r.Duration-cfg.Outage, 0))
@@ -146,6 +150,7 @@ func simulateOutage(cfg simConfig, runs int) OutageSim {
 	s.DuringOutage = during / float64(runs)
 	s.After = after / float64(runs)
 	s.RecoveryToLast = time.Duration(rec / float64(runs))
+	s.Hops = hops / float64(runs)
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
+	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
@@ -129,8 +130,11 @@ type simConfig struct {
 	Trace bool
 	// Admission, if set, puts every request through the limiter the
 	// activity uses (package admission), one per simulated worker: a
-	// request not admitted waits as the activity does (admission.Limiter.Hop;
-	// a hop at least MinRetryDelay).
+	// request not admitted waits as the activity's admit does, within its
+	// attempt (of the default start-to-close) while
+	// admission.Limiter.InAttempt says so, else the attempt ends and the next asks again after admission.Limiter.Hop (at
+	// least MinRetryDelay): a new attempt, which a shared rate's matching
+	// dispatches again (simResult.Hops counts them).
 	Admission *simAdmission
 	// Outage, if positive, makes the model answer every request as a
 	// failure (a 503 without Retry-After) until then: an API that is down,
@@ -179,6 +183,10 @@ type simResult struct {
 	Requests int
 	// DuringOutage counts the requests that arrived during cfg.Outage.
 	DuringOutage int
+	// Hops counts the attempts admission ended to wait (each an activity
+	// attempt for Temporal: an action), the attempts the server's limit
+	// held in its queue not included.
+	Hops int
 	// Duration is the virtual time until the last client succeeded.
 	Duration time.Duration
 	// Times and OK are each contended request's time and outcome, when Trace is set.
@@ -243,6 +251,9 @@ func simulate(cfg simConfig) simResult {
 	var limiters []*admission.Limiter
 	var tickets []admission.Ticket
 	var sent []bool
+	// waited is each client's wait within its current attempt, an
+	// attempt of the activity's default start-to-close.
+	var waited []time.Duration
 	epoch := time.Unix(1_800_000_000, 0)
 	if a := cfg.Admission; a != nil {
 		for range max(a.Workers, 1) {
@@ -250,6 +261,7 @@ func simulate(cfg simConfig) simResult {
 		}
 		tickets = make([]admission.Ticket, cfg.Clients)
 		sent = make([]bool, cfg.Clients)
+		waited = make([]time.Duration, cfg.Clients)
 	}
 	worker := func() *admission.Limiter { return limiters[rng.IntN(len(limiters))] }
 	var sh *sharedState
@@ -303,16 +315,27 @@ func simulate(cfg simConfig) simResult {
 				d = l.Admit("api", epoch.Add(e.t), tickets[e.client], sent[e.client])
 			}
 			if d.Admitted {
-				tickets[e.client], sent[e.client] = admission.Ticket{}, true
+				tickets[e.client], sent[e.client], waited[e.client] = admission.Ticket{}, true, 0
 				push(simEvent{t: e.t + net(), client: e.client, kind: first, ver: e.ver, worker: l, sent: e.t})
 				continue
 			}
 			tickets[e.client] = d.Ticket
-			wait := d.Wait
-			if hop := l.Hop(wait, d.Reason); hop > 0 {
-				wait = max(hop, cfg.MinRetryDelay)
+			if l.InAttempt(waited[e.client], d, defaults.StartToCloseTimeout-waited[e.client]) {
+				// Within the attempt (as the activity's admit): it asks
+				// again in it, past matching.
+				waited[e.client] += d.Wait
+				push(simEvent{t: e.t + d.Wait, client: e.client, kind: evAdmit, dispatched: e.dispatched})
+				continue
 			}
-			push(simEvent{t: e.t + wait, client: e.client, kind: evAdmit})
+			// The attempt ends; the next asks again after the hop, a new
+			// attempt that matching dispatches.
+			wait := l.Hop(d.Wait, d.Reason)
+			if wait == 0 {
+				wait = d.Wait
+			}
+			waited[e.client] = 0
+			res.Hops++
+			push(simEvent{t: e.t + max(wait, cfg.MinRetryDelay), client: e.client, kind: evAdmit})
 			continue
 		}
 		if e.kind == evRead {

@@ -181,6 +181,7 @@ func newActivities(cfg config) (*activities.Activities, *originQueues, error) {
 		return nil, nil, err
 	}
 	queues := newOriginQueues(cfg.TaskQueue, origins)
+	queues.setAdmission(ac.Admission, ac.OriginAdmission)
 	if cfg.SharedRate {
 		ac.SharedRate = queues
 	}

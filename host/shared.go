@@ -32,6 +32,9 @@ import (
 type originQueues struct {
 	base   string            // the worker's task queue
 	queues map[string]string // task queue → origin
+	// governors holds the Config each queue's governor starts with
+	// (governorConfig of its origin's admission; none: the defaults).
+	governors map[string]governor.Config
 
 	mu sync.RWMutex
 	r  *governor.Reporter // set by start with the shared rate on
@@ -139,6 +142,37 @@ func (q *originQueues) startWorkers(c client.Client, acts *activities.Activities
 	return stop, nil
 }
 
+// setAdmission records each origin's admission, for the governor of its
+// queue: byOrigin's (keys as activities.Config.OriginAdmission takes
+// them), else worker.
+func (q *originQueues) setAdmission(worker activities.Admission, byOrigin map[string]activities.Admission) {
+	own := map[string]activities.Admission{}
+	for o, a := range byOrigin {
+		if canon, err := httpurl.ParseOrigin(o); err == nil {
+			o = canon
+		}
+		own[o] = a
+	}
+	q.governors = map[string]governor.Config{}
+	for tq, o := range q.queues {
+		a, ok := own[o]
+		if !ok {
+			a = worker
+		}
+		q.governors[tq] = governorConfig(a)
+	}
+}
+
+// governorConfig is the Config of the governor of an origin whose
+// admission is a: the cluster's breaker trips, opens and restarts as the
+// origin's own breaker does (its settings, with their defaults), and is
+// off where that breaker, or admission, is.
+func governorConfig(a activities.Admission) governor.Config {
+	b := a.WithDefaults().Breaker
+	b.Off = b.Off || a.Off
+	return governor.Config{Breaker: b}
+}
+
 // startReporter starts the reporter of the origins' queues to their
 // governors, which it starts on governor.TaskQueue(base) (a governor
 // started on base by an earlier version is signalled where it runs), as
@@ -149,7 +183,8 @@ func (q *originQueues) startReporter(c client.Client, opts client.Options, logge
 	// The limit in force is read every second, so that a worker stops
 	// pacing attempts itself soon after the server does.
 	r := governor.NewReporter(c, governor.TaskQueue(q.base), cmp.Or(opts.Namespace, client.DefaultNamespace), identity,
-		governor.ReporterConfig{Logger: sdklog.NewStructuredLogger(logger), LimitInterval: time.Second})
+		governor.ReporterConfig{Logger: sdklog.NewStructuredLogger(logger), LimitInterval: time.Second,
+			GovernorFor: func(tq string) governor.Config { return q.governors[tq] }})
 	// Watch every origin's queue from the start: the limit in force, and
 	// the worker's share, are known before the first attempt.
 	for tq := range q.queues {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
+	"github.com/idemhttp/temporal-idempotent-http/activities"
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/governor"
 )
 
@@ -125,6 +128,58 @@ func TestSharedRateAllowed(t *testing.T) {
 			for _, w := range tt.wantLog {
 				assert.Contains(t, buf.String(), w)
 			}
+		})
+	}
+}
+
+// TestGovernorConfig: each origin queue's governor starts with that
+// origin's breaker settings (the flags, the origins file's [admission],
+// its own [origin."…".admission]), so that --breaker=false, or an
+// origin's breaker turned off, turns the cluster's breaker off too, and
+// its open time and trip rule are the worker's.
+func TestGovernorConfig(t *testing.T) {
+	const psp, ledger = "idempotent-http@https://psp.example", "idempotent-http@https://ledger.example"
+	file := `
+[origin."https://psp.example".admission.breaker]
+open_time = "3s"
+min_failures = 8
+[origin."https://ledger.example"]
+`
+	tests := []struct {
+		name string
+		args []string
+		want map[string]governor.Config // queue → the governor's Breaker as set (defaults filled in)
+	}{
+		{"defaults", nil, map[string]governor.Config{
+			psp:    {Breaker: activities.Breaker{OpenTime: 3 * time.Second, MinFailures: 8}},
+			ledger: {Breaker: activities.Breaker{}},
+		}},
+		{"--breaker=false", []string{"--breaker=false"}, map[string]governor.Config{
+			psp:    {Breaker: activities.Breaker{Off: true, OpenTime: 3 * time.Second, MinFailures: 8}},
+			ledger: {Breaker: activities.Breaker{Off: true}},
+		}},
+		{"--admission=false", []string{"--admission=false"}, map[string]governor.Config{
+			psp:    {Breaker: activities.Breaker{Off: true, OpenTime: 3 * time.Second, MinFailures: 8}},
+			ledger: {Breaker: activities.Breaker{Off: true}},
+		}},
+		{"--breaker-open-time", []string{"--breaker-open-time", "2s", "--breaker-restart-rate", "3"}, map[string]governor.Config{
+			psp:    {Breaker: activities.Breaker{OpenTime: 3 * time.Second, MinFailures: 8, RestartRate: 3}},
+			ledger: {Breaker: activities.Breaker{OpenTime: 2 * time.Second, RestartRate: 3}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("ORIGINS_FILE", writeOrigins(t, file, 0o644))
+			t.Setenv("API_TOKEN", "")
+			cfg := parseArgs(t, tt.args...)
+			_, queues, err := newActivities(cfg)
+			require.NoError(t, err)
+			for tq, want := range tt.want {
+				// The worker's breaker, with admission's defaults.
+				want.Breaker = want.Breaker.WithDefaults(admission.DefaultInitialRate)
+				assert.Equal(t, want, queues.governors[tq], "queue %s", tq)
+			}
+			assert.Len(t, queues.governors, len(tt.want), "a governor's config per origin queue")
 		})
 	}
 }

@@ -312,7 +312,10 @@ type Config struct {
 	// worker's reports), OpenTime (the limit while open is one attempt
 	// per OpenTime) and RestartRate (the limit it closes to when there was
 	// none before it opened); zero fields take admission's defaults (0.5,
-	// 5, 10 s, 1 s, 5/s). Off turns it off.
+	// 5, 10 s, 1 s, 5/s). Off turns it off. Package host starts each
+	// origin queue's governor with that origin's breaker settings
+	// (ReporterConfig.GovernorFor); a governor keeps the Config it started
+	// with across continue-as-new.
 	Breaker admission.Breaker `json:"breaker,omitzero"`
 }
 

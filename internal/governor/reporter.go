@@ -39,6 +39,10 @@ type ReporterConfig struct {
 	// Governor is the Config of a governor this reporter starts; a running
 	// governor keeps its own.
 	Governor Config
+	// GovernorFor, if set, returns the Config of the governor of queue
+	// that this reporter starts, in place of Governor: each origin's
+	// queue's governor with that origin's breaker settings.
+	GovernorFor func(queue string) Config
 	// StartOptions is the template of the governor's start options (ID and
 	// TaskQueue are always set by the reporter).
 	StartOptions client.StartWorkflowOptions
@@ -450,8 +454,12 @@ func (r *Reporter) send(ctx context.Context, p pending) error {
 	if opts.WorkflowIDConflictPolicy == enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
 	}
+	cfg := r.cfg.Governor
+	if r.cfg.GovernorFor != nil {
+		cfg = r.cfg.GovernorFor(p.queue)
+	}
 	_, err := r.c.SignalWithStartWorkflow(ctx, opts.ID, SignalName, p.obs, opts, WorkflowName,
-		Input{TaskQueue: p.queue, Namespace: r.namespace, Config: r.cfg.Governor})
+		Input{TaskQueue: p.queue, Namespace: r.namespace, Config: cfg})
 	return err
 }
 

@@ -162,6 +162,37 @@ func TestReporter(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// TestReporterGovernorFor: a governor the reporter starts takes the
+// Config GovernorFor gives its queue, in place of Governor.
+func TestReporterGovernorFor(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   ReporterConfig
+		floor map[string]float64 // queue → the Config.Floor its governor starts with
+	}{
+		{"Governor for every queue", ReporterConfig{Governor: Config{Floor: 3}}, map[string]float64{"q1": 3, "q2": 3}},
+		{"GovernorFor each queue", ReporterConfig{Governor: Config{Floor: 3}, GovernorFor: func(q string) Config {
+			return Config{Floor: map[string]float64{"q1": 7, "q2": 9}[q]}
+		}}, map[string]float64{"q1": 7, "q2": 9}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fakeClient{}
+			tc.cfg.ReportInterval, tc.cfg.Logger = time.Hour, itest.QuietLogger()
+			rep := NewReporter(fc, "gov", "ns", "w1", tc.cfg)
+			rep.Start(t.Context())
+			defer rep.Close()
+			for q := range tc.floor {
+				rep.Record(q, true, false) // a throttle: sent at once
+			}
+			requireEventually(t, func() bool { return len(fc.sent()) == len(tc.floor) })
+			for _, s := range fc.sent() {
+				assert.Equal(t, tc.floor[s.input.TaskQueue], s.input.Config.Floor, "queue %s", s.input.TaskQueue)
+			}
+		})
+	}
+}
+
 // TestReporterUrgentFailure: the first failure after a report without one
 // is sent at once (no report is ever due here: the interval is an hour),
 // like a throttle, to the governor of an origin queue on the governors'

@@ -370,7 +370,10 @@ func (c Config) WithDefaults() Config {
 	if c.RampInterval <= 0 {
 		c.RampInterval = DefaultRampInterval
 	}
-	c.Breaker = c.Breaker.WithDefaults(admission.DefaultInitialRate)
+	// A RestartRate set (a worker's, ReporterConfig.GovernorFor) is kept
+	// whatever that worker's InitialRate; unset, it is admission's
+	// default.
+	c.Breaker = c.Breaker.WithDefaults(max(admission.DefaultInitialRate, c.Breaker.RestartRate))
 	return c
 }
 

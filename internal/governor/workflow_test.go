@@ -672,6 +672,10 @@ func TestConfigDefaults(t *testing.T) {
 		Saturation: 0.5, SaturatedCalm: 6, SaturatedRaise: 0.3, Approach: 0.9, RampInterval: 7,
 		Breaker: admission.Breaker{FailureRatio: 0.4, MinFailures: 3, FailureWindow: 8, OpenTime: 9, MaxOpenTime: 10, RestartRate: 1}}
 	assert.Equal(t, set, set.WithDefaults(), "set fields are kept")
+	// A worker's restart rate above admission's default initial rate
+	// (its own InitialRate higher) is kept, not cut to 10/s.
+	fast := Config{Breaker: admission.Breaker{RestartRate: 20}}
+	assert.Equal(t, 20.0, fast.WithDefaults().Breaker.RestartRate)
 }
 
 func TestClassify(t *testing.T) {

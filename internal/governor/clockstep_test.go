@@ -208,9 +208,8 @@ func TestReporterSpanOnMonotonicClock(t *testing.T) {
 			fc := &fakeClient{}
 			r := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{ReportInterval: s, Logger: itest.QuietLogger()})
 			r.clock = clk
-			r.Limit(herdQueue) // its interval begins at 0
-			clk.set(100 * ms)
-			r.Record(herdQueue, false, false)
+			r.Limit(herdQueue)
+			r.Record(herdQueue, false, false) // its interval begins at 0
 			clk.set(500 * ms)
 			clk.step(step)
 			clk.set(s)

@@ -81,6 +81,11 @@ type queueStats struct {
 	urgent              bool    // a throttle or failure after a quiet interval waits to be sent
 	trouble             instant // the last throttle or failure recorded (zero: none)
 	active              instant // the last request recorded (zero: none)
+	// idle: no request recorded since from, which began with the queue or
+	// at a report without requests: the first request begins the
+	// interval instead, so that a report's rate does not count the idle
+	// moment before a herd's first request.
+	idle bool
 	// The last report's own interval and count, which an urgent report
 	// that follows it at once extends back over.
 	prevFrom, prevTo instant
@@ -160,7 +165,7 @@ func (c systemClock) now() instant {
 func (r *Reporter) queue(name string, now instant) *queueStats {
 	q := r.queues[name]
 	if q == nil {
-		q = &queueStats{from: now, quiet: true, calm: true}
+		q = &queueStats{from: now, quiet: true, calm: true, idle: true}
 		r.queues[name] = q
 	}
 	return q
@@ -195,6 +200,9 @@ func (r *Reporter) Record(queue string, throttled, failed bool) {
 	defer r.mu.Unlock()
 	now := r.clock.now()
 	q := r.queue(queue, now)
+	if q.idle {
+		q.from, q.idle = now, false
+	}
 	q.requests++
 	q.active = now
 	if throttled || failed {
@@ -355,7 +363,7 @@ func (r *Reporter) report(ctx context.Context, urgentOnly bool) {
 	for name, q := range r.queues {
 		if q.requests == 0 {
 			if !urgentOnly {
-				q.from = now
+				q.from, q.idle = now, true
 			}
 			continue
 		}

@@ -388,3 +388,52 @@ func TestReporterRecovery(t *testing.T) {
 		})
 	}
 }
+
+// TestReporterIntervalBeginsAtFirstRequest: a report after an idle
+// moment (the queue's start, or a report tick without requests) spans
+// from its first request, not from the tick: a herd's first report
+// would otherwise count up to a second without requests in its rate,
+// and the governor's first cut would go to half the API's rate. A
+// busy queue's interval begins at its last report, as before.
+func TestReporterIntervalBeginsAtFirstRequest(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		records  []time.Duration // requests recorded at these monotonic times
+		ticks    []time.Duration // regular reports at these
+		wantSpan []time.Duration // Span of each report sent
+	}{
+		{"first request after the queue's start", []time.Duration{700 * ms, 800 * ms}, []time.Duration{1000 * ms}, []time.Duration{300 * ms}},
+		{"first request after an idle tick", []time.Duration{1800 * ms}, []time.Duration{1000 * ms, 2000 * ms}, []time.Duration{200 * ms}},
+		{"busy: the next interval begins at the report", []time.Duration{0, 900 * ms, 1200 * ms}, []time.Duration{1000 * ms, 2000 * ms}, []time.Duration{1000 * ms, 1000 * ms}},
+		{"idle between two busy intervals", []time.Duration{0, 2500 * ms}, []time.Duration{1000 * ms, 2000 * ms, 3000 * ms}, []time.Duration{1000 * ms, 500 * ms}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &steppingClock{}
+			fc := &fakeClient{}
+			r := NewReporter(fc, "gov", "ns", "w1", ReporterConfig{ReportInterval: time.Second, Logger: itest.QuietLogger()})
+			r.clock = clk
+			r.Limit(herdQueue) // watched from 0, before any request
+			records, ticks := tc.records, tc.ticks
+			for len(records) > 0 || len(ticks) > 0 {
+				if len(records) > 0 && (len(ticks) == 0 || records[0] <= ticks[0]) {
+					clk.set(records[0])
+					r.Record(herdQueue, false, false)
+					records = records[1:]
+					continue
+				}
+				clk.set(ticks[0])
+				r.report(t.Context(), false)
+				ticks = ticks[1:]
+			}
+			got := fc.sent()
+			var spans []time.Duration
+			for _, s := range got {
+				spans = append(spans, s.obs.Span)
+				assert.Equal(t, s.obs.Span, s.obs.To.Sub(s.obs.From), "From and To span the same interval")
+			}
+			assert.Equal(t, tc.wantSpan, spans)
+		})
+	}
+}

@@ -420,6 +420,7 @@ type simReporter struct {
 	prevFrom, prevTo                      time.Duration
 	prev                                  [3]int // requests, accepted, failed of the last report
 	sent                                  bool   // a report was sent
+	idle                                  bool   // no request since from: the first begins the interval
 }
 
 func newSharedState(cfg simShared, ls []*admission.Limiter, epoch time.Time) *sharedState {
@@ -436,7 +437,7 @@ func newSharedState(cfg simShared, ls []*admission.Limiter, epoch time.Time) *sh
 		d: governor.NewDecider(cfg.Governor, governor.RulesV1, governor.State{})}
 	for i, l := range ls {
 		s.index[l] = i
-		s.workers = append(s.workers, &simReporter{name: fmt.Sprintf("worker-%d", i+1), quiet: true, calm: true})
+		s.workers = append(s.workers, &simReporter{name: fmt.Sprintf("worker-%d", i+1), quiet: true, calm: true, idle: true})
 	}
 	return s
 }
@@ -506,6 +507,9 @@ func interval(r float64) time.Duration { return time.Duration(float64(time.Secon
 func (s *sharedState) answer(t time.Duration, l *admission.Limiter, ok, failed bool, push func(simEvent)) {
 	i := s.index[l]
 	w := s.workers[i]
+	if w.idle {
+		w.from, w.idle = t, false
+	}
 	w.requests++
 	urgent := false
 	switch {
@@ -532,7 +536,7 @@ func (s *sharedState) report(t time.Duration, i int, urgent bool, push func(simE
 	w := s.workers[i]
 	if w.requests == 0 {
 		if !urgent {
-			w.from = t
+			w.from, w.idle = t, true
 		}
 		return
 	}

@@ -137,7 +137,53 @@ func TestDeciderRulesV1(t *testing.T) {
 		// breaker closes without a rate before by doubling the probes'
 		// rate (Decider.Restart false).
 		doubling bool
+		// anyThrottle: a governor recorded before versionIncidental,
+		// whose limit in force is cut on any throttle (Decider.Incidental
+		// false).
+		anyThrottle bool
 	}{
+		{
+			name: "a limit in force is not cut on incidental throttles: the API took Beta of the requests or more",
+			cfg:  Config{Breaker: breakerOff},
+			st:   State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0},
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
+				{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
+				{At: 2*s + 500*ms, Worker: "a", Requests: 1, Throttles: 1},
+			},
+			end:    4 * s,
+			want:   nil,
+			status: StatusLimited,
+		},
+		{
+			name: "before versionIncidental, the same throttle cut it",
+			cfg:  Config{Breaker: breakerOff},
+			st:   State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0},
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
+				{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
+				{At: 2*s + 500*ms, Worker: "a", Requests: 1, Throttles: 1},
+			},
+			end: 4 * s,
+			// 0.9 × 12 accepted over the 2.5 s the reports cover.
+			want:        []change{{2*s + 500*ms, ChangeCut, 4.32}},
+			status:      StatusLimited,
+			anyThrottle: true,
+		},
+		{
+			name: "a limit in force is cut when more than incidental throttles come",
+			cfg:  Config{Breaker: breakerOff},
+			st:   State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0},
+			reports: []report{
+				{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
+				{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
+				{At: 2*s + 500*ms, Worker: "a", Requests: 2, Throttles: 2},
+			},
+			end: 4 * s,
+			// 12 accepted of 14 sent: 0.9 × 12 over the 2.5 s.
+			want:   []change{{2*s + 500*ms, ChangeCut, 4.32}},
+			status: StatusLimited,
+		},
 		{
 			name: "the first throttle's report cuts at once; every worker's reports correct it after Gather",
 			reports: []report{
@@ -419,6 +465,7 @@ func TestDeciderRulesV1(t *testing.T) {
 			d.Restore = !c.ramp
 			d.TripMargin = !c.ratioAlone
 			d.Restart = !c.doubling
+			d.Incidental = !c.anyThrottle
 			got := drive(d, c.reports, c.end)
 			requireChanges(t, c.want, got)
 			if c.status != "" {

@@ -58,6 +58,7 @@ func newGovernor(ctx workflow.Context, in Input) (*governor, error) {
 	g.d.Restore = g.d.Spans && workflow.GetVersion(ctx, versionRestore, workflow.DefaultVersion, 1) == 1
 	g.d.TripMargin = g.d.Restore && workflow.GetVersion(ctx, versionTripMargin, workflow.DefaultVersion, 1) == 1
 	g.d.Restart = g.d.TripMargin && workflow.GetVersion(ctx, versionRestart, workflow.DefaultVersion, 1) == 1
+	g.d.Incidental = g.d.Restart && workflow.GetVersion(ctx, versionIncidental, workflow.DefaultVersion, 1) == 1
 	if g.in.Namespace == "" {
 		g.in.Namespace = workflow.GetInfo(ctx).Namespace
 	}
@@ -202,6 +203,11 @@ const versionTripMargin = "breaker-trip-margin"
 // before it at Breaker.RestartRate (Decider.Restart): a governor recorded
 // before it doubles the probes' rate until its next run.
 const versionRestart = "breaker-restart-rate"
+
+// versionIncidental is the change to a limit in force that is cut only
+// when its throttles are more than incidental (Decider.Incidental): a
+// governor recorded before it cuts on any throttle until its next run.
+const versionIncidental = "incidental-throttles"
 
 // nextAt returns when the next decision is due, and false when none is.
 func (g *governor) nextAt(now time.Time) (time.Time, bool) { return g.d.Next(now) }

@@ -117,6 +117,17 @@ func TestDeciderRulesV1(t *testing.T) {
 	limited := func(rate, ceiling float64) State {
 		return State{Status: StatusLimited, Rate: rate, Ceiling: ceiling, LastWrite: t0, LastCut: t0, LastThrottle: t0, CalmSince: t0}
 	}
+	// underLimit is a limit of 5.4/s that may be cut at once;
+	// throttlesAfter(n) is two seconds at 6 accepted a second under it,
+	// then a report of n throttles.
+	underLimit := State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0}
+	throttlesAfter := func(n int) []report {
+		return []report{
+			{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
+			{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
+			{At: 2*s + 500*ms, Worker: "a", Requests: n, Throttles: n},
+		}
+	}
 	cases := []struct {
 		name    string
 		cfg     Config
@@ -143,43 +154,31 @@ func TestDeciderRulesV1(t *testing.T) {
 		anyThrottle bool
 	}{
 		{
-			name: "a limit in force is not cut on incidental throttles: the API took Beta of the requests or more",
-			cfg:  Config{Breaker: breakerOff},
-			st:   State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0},
-			reports: []report{
-				{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
-				{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
-				{At: 2*s + 500*ms, Worker: "a", Requests: 1, Throttles: 1},
-			},
-			end:    4 * s,
-			want:   nil,
-			status: StatusLimited,
+			name:    "a limit in force is not cut on incidental throttles: the API took Beta of the requests or more",
+			cfg:     Config{Breaker: breakerOff},
+			st:      underLimit,
+			reports: throttlesAfter(1),
+			end:     4 * s,
+			want:    nil,
+			status:  StatusLimited,
 		},
 		{
-			name: "before versionIncidental, the same throttle cut it",
-			cfg:  Config{Breaker: breakerOff},
-			st:   State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0},
-			reports: []report{
-				{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
-				{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
-				{At: 2*s + 500*ms, Worker: "a", Requests: 1, Throttles: 1},
-			},
-			end: 4 * s,
+			name:    "before versionIncidental, the same throttle cut it",
+			cfg:     Config{Breaker: breakerOff},
+			st:      underLimit,
+			reports: throttlesAfter(1),
+			end:     4 * s,
 			// 0.9 × 12 accepted over the 2.5 s the reports cover.
 			want:        []change{{2*s + 500*ms, ChangeCut, 4.32}},
 			status:      StatusLimited,
 			anyThrottle: true,
 		},
 		{
-			name: "a limit in force is cut when more than incidental throttles come",
-			cfg:  Config{Breaker: breakerOff},
-			st:   State{Status: StatusLimited, Rate: 5.4, LastWrite: t0, CalmSince: t0},
-			reports: []report{
-				{At: 1 * s, Worker: "a", Requests: 6, Accepted: 6},
-				{At: 2 * s, Worker: "a", Requests: 6, Accepted: 6},
-				{At: 2*s + 500*ms, Worker: "a", Requests: 2, Throttles: 2},
-			},
-			end: 4 * s,
+			name:    "a limit in force is cut when more than incidental throttles come",
+			cfg:     Config{Breaker: breakerOff},
+			st:      underLimit,
+			reports: throttlesAfter(2),
+			end:     4 * s,
 			// 12 accepted of 14 sent: 0.9 × 12 over the 2.5 s.
 			want:   []change{{2*s + 500*ms, ChangeCut, 4.32}},
 			status: StatusLimited,

@@ -513,9 +513,9 @@ func (d *Decider) cut(now time.Time) (Change, bool) {
 		return Change{}, false
 	}
 	acc := st.Accepted
-	// The reason states the accepted rate and the sent one of the same
-	// reports (the measured rate, the latest report of each worker, may be
-	// another span).
+	// sent is over the same reports as acc: the check for incidental
+	// throttles and the reason compare the two (the measured rate, the
+	// latest report of each worker, may be another span).
 	_, sent := d.accepted(now)
 	if d.Incidental && st.Rate > 0 && sent > 0 && acc >= d.Config.Beta*sent {
 		return Change{}, false // incidental throttles: the API took the rest

@@ -57,6 +57,11 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 	// server has paced it: the breaker and the budget decide, and the
 	// attempts this worker is handed at once are spread at its share.
 	limit, share, shared := a.sharedLimit(info.TaskQueue)
+	if !shared && a.cfg.SharedRate != nil {
+		// Before a limit is in force, the workers of the queue start
+		// their own rates at their share of one worker's.
+		lim.StartShared(p.origin, now, a.cfg.SharedRate.Workers(info.TaskQueue))
+	}
 	ask := func(now time.Time, t admission.Ticket) admission.Decision {
 		if shared {
 			return lim.Pace(p.origin, now, min(limit, share*sharePaceHeadroom), t, q.retry)

@@ -153,7 +153,9 @@ type Config struct {
 // admission on, a throttle without Retry-After is retried as soon as the
 // limiter admits it instead of after the backoff: the limiter's cut rate
 // paces it. Each worker learns on its own; several workers calling one
-// origin each adapt to what they see.
+// origin each adapt to what they see. With SharedRate, the N workers
+// polling an origin's queue each start at InitialRate ÷ N
+// (SharedRate.Workers), so that together they start as one worker would.
 //
 // The zero value turns admission on with the defaults its fields state.
 // The fields, each with its default, are documented where the type is
@@ -176,6 +178,14 @@ type SharedRate interface {
 	// so that the server's release of a second's tokens after an idle
 	// moment does not reach the API at once.
 	Limit(taskQueue string) (limit, share float64, ok bool)
+	// Workers returns the number of workers polling the task queue
+	// taskQueue, as last read, at least 1 (this worker; 1 when none is
+	// known). While no limit is in force, each of N workers starts its
+	// own learned rate for the queue's origin at its share,
+	// Admission.InitialRate ÷ N, so that together they start as one
+	// worker would rather than send the origin N × InitialRate in their
+	// first second.
+	Workers(taskQueue string) int
 	// Record counts one request sent from an attempt on taskQueue and what
 	// its answer was: a throttle (Admission.Throttles), a failure (a 5xx
 	// or no answer, as the breaker counts them), or neither.

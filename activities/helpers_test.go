@@ -449,10 +449,12 @@ func (c *fakeClock) add(d time.Duration) {
 }
 
 // sharedRate is a Config.SharedRate with a fixed limit (and the
-// worker's share of it) on one queue, recording what it is told.
+// worker's share of it) on one queue, and the workers polling it,
+// recording what it is told.
 type sharedRate struct {
 	queue        string
 	limit, share float64
+	workers      int // polling queue (0: 1)
 
 	mu      sync.Mutex
 	records []string
@@ -460,6 +462,13 @@ type sharedRate struct {
 
 func (s *sharedRate) Limit(q string) (limit, share float64, ok bool) {
 	return s.limit, s.share, q == s.queue && s.limit > 0
+}
+
+func (s *sharedRate) Workers(q string) int {
+	if q != s.queue {
+		return 1
+	}
+	return max(s.workers, 1)
 }
 
 func (s *sharedRate) Record(q string, throttled, failed bool) {

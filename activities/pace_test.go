@@ -49,37 +49,78 @@ func TestSharedRatePacesBursts(t *testing.T) {
 			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
 				Admission: activities.Admission{InitialRate: 0.5}})
 			require.NoError(t, err)
-			m := newCounting()
-			errs := make([]error, tt.burst)
-			var wg sync.WaitGroup
-			for i := range tt.burst {
-				wg.Go(func() {
-					var s testsuite.WorkflowTestSuite
-					s.SetMetricsHandler(m)
-					env := s.NewTestActivityEnvironment()
-					a.Register(env)
-					r := req(srv.URL)
-					r.IdempotencyKey = fmt.Sprintf("key-%d", i)
-					_, errs[i] = env.ExecuteActivity(input.ActivityName, r)
-				})
-			}
-			wg.Wait()
-			for i, err := range errs {
-				assert.NoError(t, err, "attempt %d", i)
-			}
-			assert.Equal(t, tt.burst, srv.count(), "requests sent")
-			_, timers := m.snapshot()
-			var waits []time.Duration
-			for k, v := range timers {
-				if strings.HasPrefix(k, "idempotent_http_admission_wait_seconds") {
-					waits = append(waits, v...)
-				}
-			}
-			slices.Sort(waits)
-			require.Len(t, waits, len(tt.wantWaits), "waits inside the attempts: %v", waits)
-			for i, w := range waits {
-				assert.InDelta(t, tt.wantWaits[i], w, float64(time.Millisecond), "wait %d of %v", i, waits)
-			}
+			assertBurstWaits(t, a, srv, tt.burst, tt.wantWaits)
 		})
+	}
+}
+
+// TestSharedRateStartsAtShare: before any limit is in force on a queue
+// that N workers poll (SharedRate.Workers), the worker starts its own
+// rate for the origin at its share of Admission.InitialRate, its burst
+// as much: of 4 attempts handed to it at once with InitialRate 6, three
+// workers' share (2/s) sends 2 at once and spreads the others 0.5 s
+// apart inside their attempts; alone, or on another queue, all 4 go at
+// once. Every attempt succeeds. The waits are read on the fake clock.
+func TestSharedRateStartsAtShare(t *testing.T) {
+	const queue = "default-test-taskqueue"
+	tests := []struct {
+		name      string
+		queue     string // the queue the shared rate knows
+		workers   int
+		wantWaits []time.Duration
+	}{
+		{"three workers", queue, 3, []time.Duration{500 * time.Millisecond, time.Second}},
+		{"alone", queue, 1, nil},
+		{"another queue", "other", 3, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
+			clock := &fakeClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+			sr := &sharedRate{queue: tt.queue, workers: tt.workers}
+			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
+				Admission: activities.Admission{InitialRate: 6}})
+			require.NoError(t, err)
+			assertBurstWaits(t, a, srv, 4, tt.wantWaits)
+		})
+	}
+}
+
+// assertBurstWaits runs burst attempts of a at once against srv, each
+// with a key of its own, and asserts that every one succeeds, each sends
+// one request, and the waits inside the attempts (the admission wait
+// timer) are want, within a millisecond, in order.
+func assertBurstWaits(t *testing.T, a *activities.Activities, srv *recorder, burst int, want []time.Duration) {
+	t.Helper()
+	m := newCounting()
+	errs := make([]error, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			var s testsuite.WorkflowTestSuite
+			s.SetMetricsHandler(m)
+			env := s.NewTestActivityEnvironment()
+			a.Register(env)
+			r := req(srv.URL)
+			r.IdempotencyKey = fmt.Sprintf("key-%d", i)
+			_, errs[i] = env.ExecuteActivity(input.ActivityName, r)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "attempt %d", i)
+	}
+	assert.Equal(t, burst, srv.count(), "requests sent")
+	_, timers := m.snapshot()
+	var waits []time.Duration
+	for k, v := range timers {
+		if strings.HasPrefix(k, "idempotent_http_admission_wait_seconds") {
+			waits = append(waits, v...)
+		}
+	}
+	slices.Sort(waits)
+	require.Len(t, waits, len(want), "waits inside the attempts: %v", waits)
+	for i, w := range waits {
+		assert.InDelta(t, want[i], w, float64(time.Millisecond), "wait %d of %v", i, waits)
 	}
 }

@@ -72,6 +72,16 @@ func (q *originQueues) Limit(taskQueue string) (limit, share float64, ok bool) {
 	return 0, 0, false
 }
 
+// Workers is activities.SharedRate's: the workers polling taskQueue, as
+// the reporter last read them (1: not an origin's queue, or the shared
+// rate off).
+func (q *originQueues) Workers(taskQueue string) int {
+	if r := q.reporter(taskQueue); r != nil {
+		return r.Pollers(taskQueue)
+	}
+	return 1
+}
+
 // Record is activities.SharedRate's.
 func (q *originQueues) Record(taskQueue string, throttled, failed bool) {
 	if r := q.reporter(taskQueue); r != nil {

@@ -92,7 +92,8 @@ type Config struct {
 	// at once, and throttles are retried after the backoff.
 	Off bool
 	// InitialRate is the rate, in requests per second, of an origin that
-	// has not throttled yet (default 10).
+	// has not throttled yet (default 10); with activities.SharedRate, the
+	// workers polling the origin's queue start at their share of it.
 	InitialRate float64
 	// MinRate is the lowest rate throttles can bring an origin to (default 0.5).
 	MinRate float64
@@ -371,15 +372,42 @@ func (l *Limiter) behind() time.Duration {
 func (l *Limiter) bucket(origin string, now time.Time) *bucket {
 	b := l.origins[origin]
 	if b == nil {
-		burst := max(l.cfg.InitialRate*l.cfg.burst.Seconds(), 1)
-		// The origin's clock keeps no monotonic reading: it indexes the
-		// budget's slots and the measuring intervals by its wall time.
-		b = &bucket{rate: l.cfg.InitialRate, at: now.Round(0), wall: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
-		b.br.slot = max(l.cfg.Breaker.FailureWindow/breakerSlots, 1)
-		l.origins[origin] = b
+		b = l.start(origin, now, l.cfg.InitialRate)
 	}
 	b.advance(b.tick(now, l.behind()), l.cfg)
 	return b
+}
+
+// start returns a new bucket for origin, at rate with a full burst, as of
+// the caller's time now; l.mu is held.
+func (l *Limiter) start(origin string, now time.Time, rate float64) *bucket {
+	burst := max(rate*l.cfg.burst.Seconds(), 1)
+	// The origin's clock keeps no monotonic reading: it indexes the
+	// budget's slots and the measuring intervals by its wall time.
+	b := &bucket{rate: rate, at: now.Round(0), wall: now, served: burst, tokens: burst, slot: max(l.cfg.RetryWindow/budgetSlots, 1)}
+	b.br.slot = max(l.cfg.Breaker.FailureWindow/breakerSlots, 1)
+	l.origins[origin] = b
+	return b
+}
+
+// StartShared says that workers workers, each with a limiter of its own,
+// send origin's requests (the workers polling the task queue the requests
+// come from): an origin this limiter has no state for yet starts at its
+// share, InitialRate ÷ workers (at least MinRate), with a burst of as
+// much, so that the workers together start as one worker would; each
+// then grows by the answers it gets, as one worker would. Without it, N
+// workers reaching an origin at once send it N × InitialRate in their
+// first second. An origin with state keeps what it learned, and fewer
+// than two workers change nothing. now is the caller's time, as Admit's.
+func (l *Limiter) StartShared(origin string, now time.Time, workers int) {
+	if workers < 2 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.origins[origin] == nil {
+		l.start(origin, now, max(l.cfg.InitialRate/float64(workers), l.cfg.MinRate))
+	}
 }
 
 // tick moves the origin's clock to the caller's time now and returns how

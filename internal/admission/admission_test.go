@@ -256,6 +256,56 @@ func TestSlowStartBurst(t *testing.T) {
 	}
 }
 
+// TestStartShared: N workers that send one origin's requests each start
+// at InitialRate ÷ N with a burst of as much (the workers together as one
+// worker), at least MinRate; an origin the limiter has already seen keeps
+// what it learned; one worker (or none known) changes nothing.
+func TestStartShared(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		workers int
+		seen    bool // the origin was admitted before StartShared
+		burst   int
+		rate    float64
+	}{
+		{"three workers", Config{InitialRate: 9}, 3, false, 3, 3},
+		{"two workers, defaults", Config{}, 2, false, 5, 5},
+		{"one worker", Config{InitialRate: 9}, 1, false, 9, 9},
+		{"none known", Config{InitialRate: 9}, 0, false, 9, 9},
+		{"at least MinRate", Config{InitialRate: 10, MinRate: 2}, 20, false, 2, 2},
+		{"at least one request", Config{InitialRate: 10}, 40, false, 1, 0.5},
+		{"origin already seen", Config{InitialRate: 9}, 3, true, 9, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(tc.cfg)
+			now := at(0)
+			if tc.seen {
+				l.State(origin, now)
+			}
+			l.StartShared(origin, now, tc.workers)
+			admitN(t, l, origin, now, tc.burst)
+			d := l.Admit(origin, now, Ticket{}, false)
+			if d.Admitted {
+				t.Fatalf("request %d admitted, want only the burst of %d", tc.burst+1, tc.burst)
+			}
+			if want := time.Duration(math.Ceil(float64(time.Second) / tc.rate)); d.Wait != want || d.Rate != tc.rate {
+				t.Errorf("wait %v at rate %v, want %v at %v", d.Wait, d.Rate, want, tc.rate)
+			}
+			// The slow start grows by one per answer, as one worker's.
+			l.Observe(origin, now, now, Observation{})
+			if s := l.State(origin, now); s.Rate != tc.rate+1 {
+				t.Errorf("rate %v after an answer, want %v", s.Rate, tc.rate+1)
+			}
+			// Said again once the origin is known, it changes nothing.
+			l.StartShared(origin, now, 2*tc.workers+2)
+			if s := l.State(origin, now); s.Rate != tc.rate+1 {
+				t.Errorf("rate %v after StartShared on a known origin, want %v", s.Rate, tc.rate+1)
+			}
+		})
+	}
+}
+
 func TestSlowStartGrowsByOnePerAnswer(t *testing.T) {
 	l := New(Config{InitialRate: 2})
 	for i := range 50 {
@@ -1106,7 +1156,8 @@ func FuzzLimiter(f *testing.F) {
 	f.Fuzz(checkLimiter)
 }
 
-// checkLimiter is FuzzLimiter's body: data[0] picks the configuration, then
+// checkLimiter is FuzzLimiter's body: data[0] picks the configuration
+// (and the workers sharing the second origin), then
 // each pair of bytes is an operation and its argument. Bits 4 to 6 of the
 // operation pick the step of the clock before it: 0x70 the argument in
 // seconds forward, 0x60 ten times it in milliseconds back, 0x50 ten times it
@@ -1116,6 +1167,9 @@ func checkLimiter(t *testing.T, data []byte) {
 		return
 	}
 	cfg := fuzzConfigs[int(data[0])%len(fuzzConfigs)].WithDefaults()
+	// data[0]'s high bits: the workers that share the second origin
+	// (StartShared; under 2: none).
+	workers := int(data[0] >> 4)
 	data = data[1:]
 	l := New(cfg)
 	other := New(cfg)
@@ -1123,6 +1177,7 @@ func checkLimiter(t *testing.T, data []byte) {
 	now := base
 	held := map[string]Ticket{}
 	var sent []time.Time
+	l.StartShared(origins[1], now, workers)
 	check := func(where string, o string) {
 		s := l.State(o, now)
 		if math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) || s.Rate < cfg.MinRate {

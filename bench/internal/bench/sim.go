@@ -312,6 +312,10 @@ func simulate(cfg simConfig) simResult {
 			if sh != nil && sh.inForce(e.t) {
 				d = l.Gate("api", epoch.Add(e.t), sent[e.client])
 			} else {
+				if sh != nil {
+					// As the activity: each worker starts at its share.
+					l.StartShared("api", epoch.Add(e.t), len(limiters))
+				}
 				d = l.Admit("api", epoch.Add(e.t), tickets[e.client], sent[e.client])
 			}
 			if d.Admitted {

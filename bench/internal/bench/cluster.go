@@ -151,6 +151,14 @@ type clusterWorkers struct {
 	Env []string
 }
 
+// pollersKnown is how long after every worker polls the herd waits with
+// the shared rate on: a worker's reporter reads the pollers of its origin
+// queue every second (package host), so that by then each knows the
+// others, as workers that were running before the traffic came do. A
+// herd within a second of a cold start of every worker meets workers
+// that each start at InitialRate, as before they counted each other.
+const pollersKnown = 1500 * time.Millisecond
+
 // startClusterWorkers starts w's fresh worker processes on bc's cluster,
 // waits until each polls its task queue (and, shared, the origin's queue),
 // and returns a harness whose client starts workflows there. stop stops the
@@ -227,6 +235,12 @@ func startClusterWorkers(ctx context.Context, bc *benchCluster, w clusterWorkers
 		}
 	}
 	logf("cluster: %d workers polling %s in %s", len(procs), tq, time.Since(begin).Round(100*time.Millisecond))
+	if w.Shared {
+		// Workers that run before the traffic comes know each other: each
+		// reads its origin queue's pollers every second, and starts its
+		// own rate at its share of one worker's (SharedRate.Workers).
+		time.Sleep(pollersKnown)
+	}
 	return &harness{Client: cl, TaskQueue: tq, Target: bc.target, OriginQueue: w.Shared, procs: procs}, stop, nil
 }
 

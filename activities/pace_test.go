@@ -41,15 +41,12 @@ func TestSharedRatePacesBursts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 			clock := &fakeClock{now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
 			sr := &sharedRate{queue: queue, limit: tt.limit, share: tt.share}
 			// The worker's own rate would hold a burst back far longer:
 			// while the limit is in force it does not apply.
-			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
-				Admission: activities.Admission{InitialRate: 0.5}})
-			require.NoError(t, err)
-			assertBurstWaits(t, a, srv, tt.burst, tt.wantWaits)
+			assertBurstWaits(t, activities.Config{Now: clock.Now, SharedRate: sr,
+				Admission: activities.Admission{InitialRate: 0.5}}, tt.burst, tt.wantWaits)
 		})
 	}
 }
@@ -75,24 +72,46 @@ func TestSharedRateStartsAtShare(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 			clock := &fakeClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
 			sr := &sharedRate{queue: tt.queue, workers: tt.workers}
-			a, err := activities.New(activities.Config{AllowedOrigins: []string{srv.URL}, Now: clock.Now, SharedRate: sr,
-				Admission: activities.Admission{InitialRate: 6}})
-			require.NoError(t, err)
-			assertBurstWaits(t, a, srv, 4, tt.wantWaits)
+			assertBurstWaits(t, activities.Config{Now: clock.Now, SharedRate: sr,
+				Admission: activities.Admission{InitialRate: 6}}, 4, tt.wantWaits)
 		})
 	}
 }
 
-// assertBurstWaits runs burst attempts of a at once against srv, each
-// with a key of its own, and asserts that every one succeeds, each sends
-// one request, and the waits inside the attempts (the admission wait
-// timer) are want, within a millisecond, in order.
-func assertBurstWaits(t *testing.T, a *activities.Activities, srv *recorder, burst int, want []time.Duration) {
+// assertBurstWaits runs burst attempts at once of the activity made with
+// cfg against a server of its own that answers 201, each with a key of
+// its own, and asserts that every one succeeds, each sends one request,
+// and the waits inside the attempts (the admission wait timer) are want,
+// within a millisecond, in order. The server holds its answers until
+// every attempt that waits has asked: an answer grows the slow start's
+// rate, which would shorten the waits of attempts that ask after it (the
+// attempts start in no set order; under -race the first ones had been
+// answered before the last asked).
+func assertBurstWaits(t *testing.T, cfg activities.Config, burst int, want []time.Duration) {
 	t.Helper()
 	m := newCounting()
+	waits := func() []time.Duration {
+		_, timers := m.snapshot()
+		var ws []time.Duration
+		for k, v := range timers {
+			if strings.HasPrefix(k, "idempotent_http_admission_wait_seconds") {
+				ws = append(ws, v...)
+			}
+		}
+		slices.Sort(ws)
+		return ws
+	}
+	srv := newRecorder(t, func(w http.ResponseWriter, _ *http.Request) {
+		for deadline := time.Now().Add(10 * time.Second); len(waits()) < len(want) && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	cfg.AllowedOrigins = []string{srv.URL}
+	a, err := activities.New(cfg)
+	require.NoError(t, err)
 	errs := make([]error, burst)
 	var wg sync.WaitGroup
 	for i := range burst {
@@ -111,16 +130,9 @@ func assertBurstWaits(t *testing.T, a *activities.Activities, srv *recorder, bur
 		assert.NoError(t, err, "attempt %d", i)
 	}
 	assert.Equal(t, burst, srv.count(), "requests sent")
-	_, timers := m.snapshot()
-	var waits []time.Duration
-	for k, v := range timers {
-		if strings.HasPrefix(k, "idempotent_http_admission_wait_seconds") {
-			waits = append(waits, v...)
-		}
-	}
-	slices.Sort(waits)
-	require.Len(t, waits, len(want), "waits inside the attempts: %v", waits)
-	for i, w := range waits {
-		assert.InDelta(t, want[i], w, float64(time.Millisecond), "wait %d of %v", i, waits)
+	got := waits()
+	require.Len(t, got, len(want), "waits inside the attempts: %v", got)
+	for i, w := range got {
+		assert.InDelta(t, want[i], w, float64(time.Millisecond), "wait %d of %v", i, got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
+	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
@@ -221,7 +222,34 @@ func (a *Activities) requestActivity(ctx context.Context, req input.Input) (*wor
 	resp, status, err := a.do(ctx, info, p, m, p.prev)
 	endSpan(span, status, resp, err)
 	a.count(m, err)
+	if err == nil && resp.Accepted != nil {
+		waitInStart(ctx, p.o, resp.Accepted)
+	}
 	return resp, err
+}
+
+// waitInStart spends op's wait before its first poll (its start answer's
+// Retry-After) inside the start request's attempt when the origin o's
+// admission would spend a wait that long there (admission.Limiter.InAttempt:
+// at most MaxWait, 1 s by default, and a fifth of the attempt's time), and
+// records it in op.Waited, which the workflow takes off its timer: a
+// timer is an action Temporal bills, one per followed call, and the wait
+// inside costs none. With admission off every wait is Temporal's. The
+// attempt's context done (the worker stopping) ends the wait early;
+// op.Waited says how long it was, and the answer is returned.
+func waitInStart(ctx context.Context, o *origin, op *workflows.Accepted) {
+	if o.limiter == nil || !o.limiter.InAttempt(0, admission.Decision{Wait: op.RetryAfter}, attemptLeft(ctx)) {
+		return
+	}
+	start := time.Now()
+	t := time.NewTimer(op.RetryAfter)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		op.Waited = op.RetryAfter
+	case <-ctx.Done():
+		op.Waited = min(time.Since(start), op.RetryAfter)
+	}
 }
 
 // do sends p once, classifies the answer and returns the workflows.Response or the

@@ -218,13 +218,21 @@ func (a *Activities) gauges(ctx context.Context, o *origin, c admission.Circuit,
 }
 
 // attemptLeft returns the attempt's time before its deadline, 0 without
-// one (admission.Limiter.InAttempt).
+// one (admission.Limiter.InAttempt), and at most the activity's heartbeat
+// timeout when the caller's activity options set one: an attempt that
+// waits sends no heartbeat, so a wait inside it must stay well within
+// that timeout too.
 func attemptLeft(ctx context.Context) time.Duration {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return 0
+	left := time.Duration(0)
+	if dl, ok := ctx.Deadline(); ok {
+		left = max(time.Until(dl), time.Nanosecond)
 	}
-	return max(time.Until(dl), time.Nanosecond)
+	if activity.IsActivity(ctx) {
+		if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 && (left == 0 || hb < left) {
+			left = hb
+		}
+	}
+	return left
 }
 
 // later returns the later of two times.

@@ -39,7 +39,9 @@ type FollowOptions struct {
 	// doubles up to MaximumInterval (default 1 minute), with equal jitter;
 	// never below 1 second. A Retry-After is followed as sent, at least 1
 	// second and at most MaxRetryAfter (below); the first poll waits for
-	// the start answer's.
+	// the start answer's (a wait of at most the worker's
+	// Config.Admission.MaxWait, 1 s by default, inside the start
+	// request's attempt, saving a timer; a longer one on a timer).
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
 	// MaxRetryAfter, when more than 0, is the longest Retry-After of the
@@ -98,6 +100,10 @@ func (o FollowOptions) validate() error {
 //   - StartStatus and RetryAfter: the start answer's status (202) and
 //     Retry-After (at least 1 s, at most the worker's
 //     Config.MaxRetryAfter), the wait before the first poll;
+//   - Waited: how much of that wait the start request's attempt spent
+//     before it returned (a wait of at most the worker's
+//     Config.Admission.MaxWait, 1 s by default); the workflow waits the
+//     rest on a timer;
 //   - Monitor: the status monitor's URL, polled with GET (in a final
 //     Response or a Failure, the last one polled);
 //   - StatusDocument: the monitor answers a status document (Azure's
@@ -143,7 +149,8 @@ func FollowAccepted(ctx workflow.Context, op Accepted, opts FollowOptions) (*Res
 }
 
 // followStart follows the operation the start answer resp accepted (a
-// call with Request.Follow): it waits the start answer's Retry-After, then
+// call with Request.Follow): it waits what the start request's attempt
+// did not wait of the start answer's Retry-After (Accepted.Waited), then
 // polls. A 202 that names no monitor the worker follows (from a worker
 // that predates following, or a server that sends none) is
 // ErrTypeMonitorNotFollowed: the 202 is no result.
@@ -163,6 +170,9 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in input.Inp
 		// origin's: the call's own cap holds for it too.
 		first = min(first, max(opts.MaxRetryAfter, poll.MinInterval))
 	}
+	// The start request's attempt waited the first of it when it was
+	// short (poll.WaitInStart): the timer waits the rest, if any.
+	first = max(first-resp.Accepted.Waited, 0)
 	return follow(ctx, ao, *resp.Accepted, opts, first)
 }
 

@@ -104,6 +104,13 @@ type Accepted struct {
 	// MinInterval, 1 s, at most the worker's
 	// activities.Config.MaxRetryAfter): the wait before the first poll.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// Waited is how much of RetryAfter the start request's attempt
+	// waited before it returned, where a wait that short is spent inside
+	// an attempt (the origin's admission, activities.Config.Admission
+	// MaxWait, 1 s by default): the workflow waits the rest on a timer.
+	// 0 when it waited none, as in histories recorded before workers
+	// waited there.
+	Waited time.Duration `json:"waited,omitempty"`
 	// Monitor is the status monitor's URL, polled with GET: in a final
 	// Response or a Failure, the last one polled (a 202 polled by status
 	// code may move it with a new Location).
@@ -148,9 +155,9 @@ type Monitor struct {
 	// reads its answer); ResultURL, when set, is read with a GET for the
 	// final result once the status document says the operation
 	// succeeded; Operation and IdempotencyKey serve logs, metrics and
-	// errors (the key is never sent with a poll); StartStatus and
-	// RetryAfter are handed back in the Response's Accepted and change no
-	// poll.
+	// errors (the key is never sent with a poll); StartStatus,
+	// RetryAfter and Waited are handed back in the Response's Accepted
+	// and change no poll.
 	Accepted
 	// Backoff paces polls without Retry-After (Backoff).
 	Backoff backoff.Backoff `json:"backoff,omitzero"`

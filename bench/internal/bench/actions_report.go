@@ -120,7 +120,7 @@ func (a *ActionsResult) goals() []actionsGoal {
 	}
 	retryGoal("11b", scenRetries425, fmt.Sprintf("Actions per retry: %d × 425 Too Early, then 201 (retried as a 503 is, but no breaker counts a 425): the call's own actions beyond a first try's ÷ %d", p.Retries, p.Retries), p.Retries, plainOf(scenRetries))
 	retryGoal("11c", scenRetries, fmt.Sprintf("… %d × 503, then 201, on the host's defaults: 503s are failures to the worker's breaker and the governor's, which hold attempts back", p.Retries), p.Retries, plainOf(scenRetries))
-	retryGoal("11d", scenFollow, fmt.Sprintf("Actions per poll: a 202 followed (Request.Follow) through %d polls (`Retry-After: 1`): the call's own actions beyond a first try's ÷ %d (the first poll's wait on a timer included)", p.Polls, p.Polls), p.Polls, plainOf(scenFollow))
+	retryGoal("11d", scenFollow, fmt.Sprintf("Actions per poll: a 202 followed (Request.Follow) through %d polls (`Retry-After: 1`): the call's own actions beyond a first try's ÷ %d (a timer for the first poll's wait included)", p.Polls, p.Polls), p.Polls, plainOf(scenFollow))
 	retryGoal("11e", scenLookup, "Actions per lookup-reconciled retry (Reconcile.Lookup; the first answer lost after the API made its record, the lookup finds it): the call's own actions beyond a first try's", 1, plainOf(scenLookup))
 	if sc := a.scenario(scenWebhook); sc != nil && sc.Plain != nil {
 		o, pl := sc.Ours, *sc.Plain
@@ -293,7 +293,11 @@ func writeActionsWhere(b *strings.Builder, a *ActionsResult) {
 	}
 	if sc := a.scenario(scenFollow); sc != nil && sc.Ours.Calls > 0 {
 		o := sc.Ours
-		parts = append(parts, fmt.Sprintf("a followed call waits for the 202's Retry-After on a timer (%s per call; the plain activity polls at once, before the API said to) and each poll that finds the operation running costs its attempt (heartbeats: %s per call)", actions.Num(o.perCall(o.History.Cloud[actions.Timer])), actions.Num(o.perCall(o.heartbeats()))))
+		wait := "the start request's attempt waits the 202's Retry-After before it returns (as short a wait as admission's `MaxWait`, 1 s), so no timer waits it"
+		if timers := o.perCall(o.History.Cloud[actions.Timer]); timers > 0 {
+			wait = fmt.Sprintf("a followed call waits for the 202's Retry-After on a timer (%s per call)", actions.Num(timers))
+		}
+		parts = append(parts, fmt.Sprintf("%s; the plain activity polls at once, before the API said to; each poll that finds the operation running costs its attempt (heartbeats: %s per call)", wait, actions.Num(o.perCall(o.heartbeats()))))
 	}
 	if sc := a.scenario(scenLoad1); sc != nil {
 		o := sc.Ours

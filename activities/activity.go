@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
-	"github.com/idemhttp/temporal-idempotent-http/internal/admission"
 	"github.com/idemhttp/temporal-idempotent-http/internal/defaults"
 	"github.com/idemhttp/temporal-idempotent-http/internal/idemkey"
 	"github.com/idemhttp/temporal-idempotent-http/internal/input"
@@ -223,32 +222,40 @@ func (a *Activities) requestActivity(ctx context.Context, req input.Input) (*wor
 	endSpan(span, status, resp, err)
 	a.count(m, err)
 	if err == nil && resp.Accepted != nil {
-		waitInStart(ctx, p.o, resp.Accepted)
+		waitInStart(ctx, p, resp.Accepted)
 	}
 	return resp, err
 }
 
-// waitInStart spends op's wait before its first poll (its start answer's
-// Retry-After) inside the start request's attempt when the origin o's
-// admission would spend a wait that long there (admission.Limiter.InAttempt:
-// at most MaxWait, 1 s by default, and a fifth of the attempt's time), and
-// records it in op.Waited, which the workflow takes off its timer: a
-// timer is an action Temporal bills, one per followed call, and the wait
-// inside costs none. With admission off every wait is Temporal's. The
-// attempt's context done (the worker stopping) ends the wait early;
+// waitInStart spends the start answer's wait before the first poll of op
+// (its Retry-After, at most what the workflow asked the start to wait,
+// input.Input.StartWait) inside the start request p's attempt, when the
+// origin's admission would spend a wait that long there with the waits
+// the attempt spent already (admission.Limiter.WaitInside: at most
+// MaxWait, 1 s by default, and all of them at most a fifth of the
+// attempt's time), and records it in
+// op.Waited, which the workflow takes off its timer: a timer is an action
+// Temporal bills, one per followed call, and the wait inside costs none.
+// With admission off, a heartbeat timeout set (a waiting attempt sends no
+// heartbeat; the workflow side asks for none then either) or a workflow
+// that asked for none (CancelOperation, an earlier version), the timer
+// waits it all.
+// The attempt's context done (the worker stopping) ends the wait early:
 // op.Waited says how long it was, and the answer is returned.
-func waitInStart(ctx context.Context, o *origin, op *workflows.Accepted) {
-	if o.limiter == nil || !o.limiter.InAttempt(0, admission.Decision{Wait: op.RetryAfter}, attemptLeft(ctx)) {
+func waitInStart(ctx context.Context, p *prepared, op *workflows.Accepted) {
+	w := min(op.RetryAfter, p.req.StartWait)
+	if w <= 0 || p.o.limiter == nil || activity.GetInfo(ctx).HeartbeatTimeout > 0 ||
+		!p.o.limiter.WaitInside(p.waited, w, attemptLeft(ctx)) {
 		return
 	}
 	start := time.Now()
-	t := time.NewTimer(op.RetryAfter)
+	t := time.NewTimer(w)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		op.Waited = op.RetryAfter
+		op.Waited = w
 	case <-ctx.Done():
-		op.Waited = min(time.Since(start), op.RetryAfter)
+		op.Waited = min(time.Since(start), w)
 	}
 }
 

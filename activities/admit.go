@@ -79,6 +79,7 @@ func (a *Activities) admit(ctx context.Context, p *prepared, m client.MetricsHan
 		case <-t.C:
 		}
 		waited += d.Wait
+		p.waited = waited
 		// Config.Now may be a clock that does not move while the attempt
 		// runs (Temporal's test environment): the wait has passed on it too.
 		now = later(a.cfg.Now(), now.Add(d.Wait))
@@ -218,21 +219,13 @@ func (a *Activities) gauges(ctx context.Context, o *origin, c admission.Circuit,
 }
 
 // attemptLeft returns the attempt's time before its deadline, 0 without
-// one (admission.Limiter.InAttempt), and at most the activity's heartbeat
-// timeout when the caller's activity options set one: an attempt that
-// waits sends no heartbeat, so a wait inside it must stay well within
-// that timeout too.
+// one (admission.Limiter.InAttempt).
 func attemptLeft(ctx context.Context) time.Duration {
-	left := time.Duration(0)
-	if dl, ok := ctx.Deadline(); ok {
-		left = max(time.Until(dl), time.Nanosecond)
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
 	}
-	if activity.IsActivity(ctx) {
-		if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 && (left == 0 || hb < left) {
-			left = hb
-		}
-	}
-	return left
+	return max(time.Until(dl), time.Nanosecond)
 }
 
 // later returns the later of two times.

@@ -146,10 +146,7 @@ type Config struct {
 //
 // An attempt that must wait sends nothing: it waits inside the attempt when
 // the wait is at most MaxWait (an open circuit breaker's waits, each at
-// most MaxWait, for up to a fifth of the attempt's time; the attempt's
-// time is its start-to-close timeout, or the heartbeat timeout when the
-// caller's activity options set a shorter one, for a waiting attempt
-// sends no heartbeat), else it ends with the retryable
+// most MaxWait, for up to a fifth of the attempt's time), else it ends with the retryable
 // workflows.ErrTypeNotAdmitted and NextRetryDelay set to come back shortly before its
 // turn (at most MaxDelay later, to ask again). Such waits do not use up the
 // attempt budget, and a Retry-After is still honoured first. With
@@ -160,9 +157,11 @@ type Config struct {
 // polling an origin's queue each start at InitialRate ÷ N
 // (SharedRate.Workers), so that together they start as one worker would.
 // A followed operation's start answer's Retry-After within the same bounds
-// (at most MaxWait, a fifth of the attempt's time) is waited inside the
-// start request's attempt, so that the workflow needs no timer (an
-// action) before the first poll; with admission off the timer waits it.
+// (at most MaxWait, and with the attempt's other waits a fifth of its
+// time) is waited inside the start request's attempt, so that the workflow
+// needs no timer (an action) before the first poll; with admission off,
+// FollowOptions.CancelOperation or a heartbeat timeout on the call's
+// activity options, the timer waits it.
 //
 // The zero value turns admission on with the defaults its fields state.
 // The fields, each with its default, are documented where the type is

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -57,6 +58,9 @@ type prepared struct {
 	// prev is requestActivity's progress of the attempts before this one, which admit
 	// updates (asking.prev points here).
 	prev progress
+	// waited is how long admit waited inside this attempt, which the
+	// attempt's other waits inside it count with (waitInStart).
+	waited time.Duration
 }
 
 // parsedURL is a request URL as prepare needs it: parsed

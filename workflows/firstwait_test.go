@@ -16,27 +16,40 @@ import (
 	"github.com/idemhttp/temporal-idempotent-http/workflows"
 )
 
-// TestFollowTimerWaitsWhatTheStartDidNot: the workflow's timer before the
-// first poll waits the start answer's Retry-After less what the start
-// request's attempt waited already (Accepted.Waited): none when it waited
-// it all, so a followed call whose start answer asked for a short wait
-// costs no timer (an action); the whole wait when it waited none, as in
-// histories recorded before.
+// TestFollowTimerWaitsWhatTheStartDidNot: a followed call asks the start
+// request's attempt to wait at most the first wait it would time itself
+// (input.Input.StartWait: FollowOptions.Timeout, MaxRetryAfter), and its
+// timer before the first poll then waits the start answer's Retry-After
+// less what that attempt waited (Accepted.Waited): none when it waited it
+// all, so a followed call whose start answer asked for a short wait costs
+// no timer (an action); the whole wait when it waited none, as in
+// histories recorded before, or when the workflow did not ask the start
+// to wait (CancelOperation: a cancellation during the wait asks the
+// server to cancel), whatever the result says. At most a fifth of the
+// attempt's start-to-close timeout is asked. The timeout counts from the
+// start answer on, the start's wait included.
 func TestFollowTimerWaitsWhatTheStartDidNot(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
+		opts               workflows.FollowOptions
 		retryAfter, waited time.Duration
-		maxRetryAfter      time.Duration
+		startWait          time.Duration // the input's StartWait
 		timers             []time.Duration
+		polls              int
 	}{
-		{"waited in the start", time.Second, time.Second, 0, nil},
-		{"too long to wait there", 3 * time.Second, 0, 0, []time.Duration{3 * time.Second}},
-		{"cut short by the worker stopping", 3 * time.Second, 1200 * time.Millisecond, 0, []time.Duration{1800 * time.Millisecond}},
-		{"the call's cap, then what was waited", 5 * time.Second, time.Second, 2 * time.Second, []time.Duration{time.Second}},
+		{"waited in the start", workflows.FollowOptions{}, time.Second, time.Second, 2 * time.Second, nil, 1},
+		{"too long to wait there", workflows.FollowOptions{}, 3 * time.Second, 0, 2 * time.Second, []time.Duration{3 * time.Second}, 1},
+		{"cut short by the worker stopping", workflows.FollowOptions{}, 3 * time.Second, 1200 * time.Millisecond, 2 * time.Second, []time.Duration{1800 * time.Millisecond}, 1},
+		{"not asked: CancelOperation", workflows.FollowOptions{CancelOperation: true}, time.Second, time.Second, 0, []time.Duration{time.Second}, 1},
+		{"the call's cap", workflows.FollowOptions{MaxRetryAfter: 2 * time.Second}, 5 * time.Second, 2 * time.Second, 2 * time.Second, nil, 1},
+		{"the call's timeout, waited in the start", workflows.FollowOptions{Timeout: 500 * time.Millisecond}, time.Second, 500 * time.Millisecond, 500 * time.Millisecond, nil, 0},
+		{"the call's timeout, on the timer", workflows.FollowOptions{Timeout: 500 * time.Millisecond}, time.Second, 0, 500 * time.Millisecond, []time.Duration{500 * time.Millisecond}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := testsuite.NewEnv(t)
-			env.RegisterActivityWithOptions(func(context.Context, input.Input) (*workflows.Response, error) {
+			var asked time.Duration
+			env.RegisterActivityWithOptions(func(_ context.Context, in input.Input) (*workflows.Response, error) {
+				asked = in.StartWait
 				return &workflows.Response{Status: 202, IdempotencyKey: "k", Attempt: 1, Accepted: &workflows.Accepted{
 					URL: "https://api.example.com/transfers", Monitor: "https://api.example.com/operations/1", IdempotencyKey: "k",
 					StartStatus: 202, RetryAfter: tc.retryAfter, Waited: tc.waited}}, nil
@@ -49,14 +62,20 @@ func TestFollowTimerWaitsWhatTheStartDidNot(t *testing.T) {
 			var timers []time.Duration
 			env.SetOnTimerScheduledListener(func(_ string, d time.Duration) { timers = append(timers, d) })
 			wf := func(ctx workflow.Context) (*workflows.Response, error) {
-				return workflows.Call(ctx, workflows.Request{Operation: "transfer", URL: "https://api.example.com/transfers",
-					Follow: &workflows.FollowOptions{MaxRetryAfter: tc.maxRetryAfter}})
+				return workflows.Call(ctx, workflows.Request{Operation: "transfer", URL: "https://api.example.com/transfers", Follow: &tc.opts})
 			}
 			env.RegisterWorkflow(wf)
 			env.ExecuteWorkflow(wf)
-			require.NoError(t, env.GetWorkflowError())
+			assert.Equal(t, tc.startWait, asked, "the input's StartWait")
 			assert.Equal(t, tc.timers, timers)
-			assert.Equal(t, 1, polls)
+			assert.Equal(t, tc.polls, polls)
+			if tc.polls == 0 {
+				f, ok := workflows.AsFailure(env.GetWorkflowError())
+				require.True(t, ok, "%v", env.GetWorkflowError())
+				assert.Equal(t, workflows.ErrTypeOperationStillRunning, f.Type)
+				return
+			}
+			require.NoError(t, env.GetWorkflowError())
 		})
 	}
 }

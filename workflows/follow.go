@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -41,7 +42,9 @@ type FollowOptions struct {
 	// second and at most MaxRetryAfter (below); the first poll waits for
 	// the start answer's (a wait of at most the worker's
 	// Config.Admission.MaxWait, 1 s by default, inside the start
-	// request's attempt, saving a timer; a longer one on a timer).
+	// request's attempt, saving a timer; a longer one, or any with
+	// CancelOperation or a HeartbeatTimeout on the call's activity
+	// options, on a timer).
 	Interval        time.Duration `json:"interval,omitempty"`
 	MaximumInterval time.Duration `json:"maximum_interval,omitempty"`
 	// MaxRetryAfter, when more than 0, is the longest Retry-After of the
@@ -82,6 +85,36 @@ func (o *FollowOptions) UnmarshalJSON(data []byte) error {
 	return wire.Unmarshal(data, (*plain)(o))
 }
 
+// firstWait is the wait before the first poll that a start answer's
+// Retry-After ra asks for under o: at least poll.MinInterval, at most
+// o.MaxRetryAfter when set (the worker capped ra as the origin's; the
+// call's own cap holds for it too). follow bounds it by o.Timeout.
+func (o FollowOptions) firstWait(ra time.Duration) time.Duration {
+	first := max(ra, poll.MinInterval)
+	if o.MaxRetryAfter > 0 {
+		first = min(first, max(o.MaxRetryAfter, poll.MinInterval))
+	}
+	return first
+}
+
+// startWait is the most of the wait before the first poll that the start
+// request's attempt, under ao, may spend before it returns
+// (input.Input.StartWait): the longest first wait o lets follow time, so
+// that the start never waits longer than the workflow would have, and at
+// most a fifth of the attempt's start-to-close timeout (the bound the
+// activity applies, with the origin's admission). None with
+// o.CancelOperation, whose promise covers the wait before the first poll:
+// a workflow cancelled while its start's attempt waits loses the start
+// answer, and with it the cancel request the timer's wait would send; nor
+// with a heartbeat timeout on ao, for a waiting attempt sends no
+// heartbeat.
+func (o FollowOptions) startWait(ao workflow.ActivityOptions) time.Duration {
+	if o.CancelOperation || ao.HeartbeatTimeout > 0 {
+		return 0
+	}
+	return min(o.firstWait(math.MaxInt64), cmp.Or(o.Timeout, poll.DefaultFollowTimeout), ao.StartToCloseTimeout/5)
+}
+
 // validate checks o's durations, which become Temporal activity options.
 func (o FollowOptions) validate() error {
 	if o.Timeout < 0 || o.Interval < 0 || o.MaximumInterval < 0 || o.MaxRetryAfter < 0 {
@@ -102,8 +135,8 @@ func (o FollowOptions) validate() error {
 //     Config.MaxRetryAfter), the wait before the first poll;
 //   - Waited: how much of that wait the start request's attempt spent
 //     before it returned (a wait of at most the worker's
-//     Config.Admission.MaxWait, 1 s by default); the workflow waits the
-//     rest on a timer;
+//     Config.Admission.MaxWait, 1 s by default, that fits the attempt);
+//     the workflow waits the rest on a timer;
 //   - Monitor: the status monitor's URL, polled with GET (in a final
 //     Response or a Failure, the last one polled);
 //   - StatusDocument: the monitor answers a status document (Azure's
@@ -145,7 +178,7 @@ func FollowAccepted(ctx workflow.Context, op Accepted, opts FollowOptions) (*Res
 	if err := opts.validate(); err != nil {
 		return nil, invalid("FollowAccepted: %v", err)
 	}
-	return follow(ctx, workflow.GetActivityOptions(ctx), op, opts, 0)
+	return follow(ctx, workflow.GetActivityOptions(ctx), op, opts, 0, 0)
 }
 
 // followStart follows the operation the start answer resp accepted (a
@@ -164,25 +197,20 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in input.Inp
 			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey,
 				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
 	}
-	first := max(resp.Accepted.RetryAfter, poll.MinInterval)
-	if opts.MaxRetryAfter > 0 {
-		// The start answer's Retry-After, capped by the worker as the
-		// origin's: the call's own cap holds for it too.
-		first = min(first, max(opts.MaxRetryAfter, poll.MinInterval))
-	}
-	// The start request's attempt waited the first of it when it was
-	// short (poll.WaitInStart): the timer waits the rest, if any.
-	first = max(first-resp.Accepted.Waited, 0)
-	return follow(ctx, ao, *resp.Accepted, opts, first)
+	// Only what the workflow asked the start to wait is taken off.
+	return follow(ctx, ao, *resp.Accepted, opts, opts.firstWait(resp.Accepted.RetryAfter), min(resp.Accepted.Waited, in.StartWait))
 }
 
-// follow follows op within opts.Timeout, counted from now: it waits first
-// (the start answer's Retry-After; 0 for an operation resumed), at most
-// until the timeout, then polls op with the poll activity under options
-// made from ao, the start request's activity options. A workflow cancelled
+// follow follows op within opts.Timeout, counted from the start answer
+// on: it waits first (the start answer's Retry-After; 0 for an operation
+// resumed), at most until the timeout, less what the start request's
+// attempt waited of it already (waited, Accepted.Waited: only where the
+// workflow asked it to, input.Input.StartWait), then polls op with the
+// poll activity under options made from ao, the start request's activity
+// options. A workflow cancelled
 // at any point of it asks the server to cancel op when
 // opts.CancelOperation is set: this is the one place that does.
-func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions, first time.Duration) (*Response, error) {
+func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts FollowOptions, first, waited time.Duration) (*Response, error) {
 	in := pollInput(op, opts)
 	timeout := cmp.Or(opts.Timeout, poll.DefaultFollowTimeout)
 	deadline := workflow.Now(ctx).Add(timeout)
@@ -193,6 +221,10 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 		// timeout: replay it as recorded, not as a nondeterminism error.
 		wait, deadline = first, deadline.Add(first)
 	}
+	// The timeout counts from the start answer on: the start request's
+	// attempt waited the first of it (never more than wait, which
+	// startWait bounds it by), the timer waits the rest.
+	wait, deadline = max(wait-waited, 0), deadline.Add(-waited)
 	var resp *Response
 	err := waitBeforePolling(ctx, op, wait)
 	ask := opts.CancelOperation

@@ -27,10 +27,10 @@ import (
 func TestWireJSONOfOperationTypes(t *testing.T) {
 	var acc workflows.Accepted
 	acc.Operation, acc.Method, acc.URL, acc.IdempotencyKey = "refund", "POST", "https://api.example.com/refunds", "key-1"
-	acc.StartStatus, acc.RetryAfter, acc.Monitor = 202, 2*time.Second, "https://api.example.com/operations/7"
+	acc.StartStatus, acc.RetryAfter, acc.Waited, acc.Monitor = 202, 2*time.Second, time.Second, "https://api.example.com/operations/7"
 	acc.StatusDocument, acc.ResultURL, acc.State, acc.Polls = true, "https://api.example.com/refunds/7", "InProgress", 3
-	const accJSON = `{"operation":"refund","method":"POST","url":"https://api.example.com/refunds","idempotency_key":"key-1","start_status":202,"retry_after":"2s","monitor":"https://api.example.com/operations/7","status_document":true,"result_url":"https://api.example.com/refunds/7","state":"InProgress","polls":3}`
-	const accNanos = `{"operation":"refund","method":"POST","url":"https://api.example.com/refunds","idempotency_key":"key-1","start_status":202,"retry_after":2000000000,"monitor":"https://api.example.com/operations/7","status_document":true,"result_url":"https://api.example.com/refunds/7","state":"InProgress","polls":3}`
+	const accJSON = `{"operation":"refund","method":"POST","url":"https://api.example.com/refunds","idempotency_key":"key-1","start_status":202,"retry_after":"2s","waited":"1s","monitor":"https://api.example.com/operations/7","status_document":true,"result_url":"https://api.example.com/refunds/7","state":"InProgress","polls":3}`
+	const accNanos = `{"operation":"refund","method":"POST","url":"https://api.example.com/refunds","idempotency_key":"key-1","start_status":202,"retry_after":2000000000,"waited":1000000000,"monitor":"https://api.example.com/operations/7","status_document":true,"result_url":"https://api.example.com/refunds/7","state":"InProgress","polls":3}`
 
 	var mon poll.Monitor
 	mon.Operation, mon.IdempotencyKey, mon.Method, mon.URL = "refund", "key-1", "POST", "https://api.example.com/refunds"
@@ -53,8 +53,8 @@ func TestWireJSONOfOperationTypes(t *testing.T) {
 
 	var in input.Input
 	in.Operation, in.Method, in.URL, in.IdempotencyKey = "charge", "POST", "https://api.example.com/charges", "key-2"
-	in.Backoff, in.MaximumAttempts, in.Follow = bo, 5, true
-	const inJSON = `{"operation":"charge","method":"POST","url":"https://api.example.com/charges","idempotency_key":"key-2","backoff":{"initial_interval":"200ms","backoff_coefficient":2,"maximum_interval":"10s","jitter":"full"},"maximum_attempts":5,"follow":true}`
+	in.Backoff, in.MaximumAttempts, in.Follow, in.StartWait = bo, 5, true, 2*time.Second
+	const inJSON = `{"operation":"charge","method":"POST","url":"https://api.example.com/charges","idempotency_key":"key-2","backoff":{"initial_interval":"200ms","backoff_coefficient":2,"maximum_interval":"10s","jitter":"full"},"maximum_attempts":5,"follow":true,"start_wait":"2s"}`
 
 	wp := workflows.WebhookPoll{URL: "https://api.example.com/v1/charges/{id}", After: 5 * time.Minute, StatusField: "state",
 		Succeeded: []string{"succeeded"}, Failed: []string{"failed"}, Canceled: []string{"canceled"}, Confirm: true,
@@ -89,7 +89,7 @@ func TestWireJSONOfOperationTypes(t *testing.T) {
 		{"retry all", retry, retryJSON, `{"initial_interval":200000000,"backoff_coefficient":1.5,"maximum_interval":10000000000,"maximum_attempts":7,"jitter":"decorrelated"}`, func() any { return new(workflows.RetryOptions) }},
 		{"backoff zero", backoff.Backoff{}, `{}`, "", func() any { return new(backoff.Backoff) }},
 		{"backoff all", bo, backoffJSON, `{"initial_interval":200000000,"backoff_coefficient":2,"maximum_interval":10000000000,"jitter":"full"}`, func() any { return new(backoff.Backoff) }},
-		{"input", in, inJSON, "", func() any { return new(input.Input) }},
+		{"input", in, inJSON, `{"operation":"charge","method":"POST","url":"https://api.example.com/charges","idempotency_key":"key-2","backoff":{"initial_interval":200000000,"backoff_coefficient":2,"maximum_interval":10000000000,"jitter":"full"},"maximum_attempts":5,"follow":true,"start_wait":2000000000}`, func() any { return new(input.Input) }},
 		{"webhook poll zero", workflows.WebhookPoll{}, `{"url":""}`, "", func() any { return new(workflows.WebhookPoll) }},
 		{"webhook poll all", wp, pollJSON, `{"url":"https://api.example.com/v1/charges/{id}","after":300000000000,"status_field":"state","succeeded":["succeeded"],"failed":["failed"],"canceled":["canceled"],"confirm":true,"interval":1000000000,"maximum_interval":60000000000}`, func() any { return new(workflows.WebhookPoll) }},
 		{"status rule zero", poll.StatusRule{}, `{"field":""}`, "", func() any { return new(poll.StatusRule) }},

@@ -427,6 +427,9 @@ func prepare(ctx workflow.Context, req Request) (input.Input, workflow.ActivityO
 		ao.DisableEagerExecution = true
 	}
 	ao.StartToCloseTimeout = cmp.Or(req.StartToCloseTimeout, ao.StartToCloseTimeout, defaults.StartToCloseTimeout)
+	if req.Follow != nil {
+		in.StartWait = req.Follow.startWait(ao)
+	}
 	var ceiling int32
 	if req.Reconcile.AtMostOnce {
 		// A person's decision has no deadline unless the call (or its

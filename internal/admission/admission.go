@@ -111,9 +111,9 @@ type Config struct {
 	// start-to-close timeout). An open circuit breaker's waits of up to
 	// MaxWait each are spent inside the attempt up to a fifth of its time
 	// in all (Limiter.InAttempt). A followed operation's start answer's
-	// Retry-After (the wait before its first poll) within the same bounds
-	// is spent inside the start request's attempt too, which saves the
-	// workflow a timer (an action).
+	// Retry-After (the wait before its first poll) of at most MaxWait is
+	// spent inside the start request's attempt too, within the same fifth
+	// (Limiter.WaitInside), which saves the workflow a timer (an action).
 	MaxWait time.Duration
 	// MaxDelay is the longest an attempt that ended to wait stays away
 	// before it asks again (default 3 s).
@@ -182,23 +182,32 @@ func (c Config) Validate() error {
 // each attempt that ends to wait is an activity task for Temporal (an
 // action), and an attempt waiting inside is there the moment the breaker
 // closes. A longer one (an open time above MaxWait, a Retry-After) ends
-// the attempt at once. The start request of a followed operation asks it
-// with waited 0 and its start answer's Retry-After as d.Wait, d.Reason
-// empty: a wait before the first poll within the same bounds is spent
-// inside that attempt, before it returns. In the benchmarks' simulation of one worker, 50
+// the attempt at once. In the benchmarks' simulation of one worker, 50
 // workflows and a 30 s outage, with attempts of 10 s (20 seeded runs):
 // 15.1 attempts per workflow ended to wait, against 19.7 within MaxWait in
 // all, and the last success 1.17 × the capacity's time after the outage,
 // against 1.19 ×.
 func (l *Limiter) InAttempt(waited time.Duration, d Decision, left time.Duration) bool {
+	if d.Reason == ReasonCircuitOpen {
+		return l.WaitInside(waited, d.Wait, left)
+	}
 	total := waited + d.Wait
-	if left > 0 && total > left/5 {
-		return false
+	return (left <= 0 || total <= left/5) && total <= l.cfg.MaxWait
+}
+
+// WaitInside reports whether a wait that has no turn to come back to is
+// spent inside an attempt that has waited waited already, with left
+// before its deadline (0: none), as each of an open breaker's waits is
+// (InAttempt): when it is at most MaxWait and the attempt's waits add up
+// to at most a fifth of left (without a deadline, to MaxWait). The start
+// request of a followed operation asks it for its start answer's
+// Retry-After, the wait before the first poll: spent inside, before the
+// attempt returns, it saves the workflow a timer (an action).
+func (l *Limiter) WaitInside(waited, wait, left time.Duration) bool {
+	if left <= 0 {
+		return waited+wait <= l.cfg.MaxWait
 	}
-	if d.Reason == ReasonCircuitOpen && left > 0 {
-		return d.Wait <= l.cfg.MaxWait
-	}
-	return total <= l.cfg.MaxWait
+	return waited+wait <= left/5 && wait <= l.cfg.MaxWait
 }
 
 // Hop is how long an attempt that must wait for admission stays away

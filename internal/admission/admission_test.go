@@ -183,7 +183,9 @@ func TestHop(t *testing.T) {
 // TestInAttempt: a wait for the rate or the retry budget stays inside the
 // attempt while the waits add up to MaxWait; an open breaker's short waits
 // (each up to MaxWait) stay inside for as long as they leave four fifths
-// of the attempt's time, and a long one ends it at once.
+// of the attempt's time, and a long one ends it at once. A wait with no
+// turn to come back to (WaitInside: a followed start answer's Retry-After,
+// after waits for the rate) follows the breaker's rule.
 func TestInAttempt(t *testing.T) {
 	const attempt = 10 * time.Second
 	for _, tc := range []struct {
@@ -208,11 +210,25 @@ func TestInAttempt(t *testing.T) {
 		{"breaker, custom MaxWait", Config{MaxWait: 2 * time.Second}, 0, ms(1900), ReasonCircuitOpen, attempt, true},
 		{"breaker, no deadline: MaxWait in all", Config{}, ms(950), ms(100), ReasonCircuitOpen, 0, false},
 		{"rate, no deadline", Config{}, 0, time.Second, ReasonRate, 0, true},
+		{"inside, after a wait for the rate", Config{}, ms(500), time.Second, "", attempt - ms(600), true},
+		{"inside, past MaxWait on its own", Config{}, 0, ms(1100), "", attempt, false},
+		{"inside, past a fifth with the rate's wait", Config{}, ms(900), time.Second, "", attempt - ms(1000), false},
+		{"inside, no deadline: MaxWait in all", Config{}, ms(500), time.Second, "", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			l := New(tc.cfg)
+			if tc.why == "" {
+				if got := l.WaitInside(tc.waited, tc.wait, tc.left); got != tc.want {
+					t.Errorf("WaitInside(%v, %v, %v) = %t, want %t", tc.waited, tc.wait, tc.left, got, tc.want)
+				}
+				return
+			}
 			d := Decision{Wait: tc.wait, Reason: tc.why}
-			if got := New(tc.cfg).InAttempt(tc.waited, d, tc.left); got != tc.want {
+			if got := l.InAttempt(tc.waited, d, tc.left); got != tc.want {
 				t.Errorf("InAttempt(%v, %v %s, %v) = %t, want %t", tc.waited, tc.wait, tc.why, tc.left, got, tc.want)
+			}
+			if tc.why == ReasonCircuitOpen && l.WaitInside(tc.waited, tc.wait, tc.left) != tc.want {
+				t.Errorf("WaitInside(%v, %v, %v) differs from a breaker's wait", tc.waited, tc.wait, tc.left)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ package input
 import (
 	"encoding/json"
 	"net/url"
+	"time"
 
 	"github.com/idemhttp/temporal-idempotent-http/internal/backoff"
 	"github.com/idemhttp/temporal-idempotent-http/internal/reconcile"
@@ -61,6 +62,14 @@ type Input struct {
 	// activities.LongRunning) is returned with its
 	// workflows.Response.Operation set.
 	Follow bool `json:"follow,omitempty"`
+	// StartWait, with Follow, is the longest part of the start answer's
+	// wait before the first poll (its Retry-After) that the start
+	// request's attempt may spend before it returns, reporting it in
+	// workflows.Accepted.Waited: the call's FollowOptions bound it (the
+	// first wait the workflow would time), and the origin's admission
+	// decides whether a wait that long fits the attempt. 0 (as workflows
+	// wrote before it): the attempt waits none, the workflow's timer all.
+	StartWait time.Duration `json:"start_wait,omitempty"`
 }
 
 // MarshalJSON encodes in as package wire does: bodies byte for byte

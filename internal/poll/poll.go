@@ -105,11 +105,11 @@ type Accepted struct {
 	// activities.Config.MaxRetryAfter): the wait before the first poll.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
 	// Waited is how much of RetryAfter the start request's attempt
-	// waited before it returned, where a wait that short is spent inside
-	// an attempt (the origin's admission, activities.Config.Admission
-	// MaxWait, 1 s by default): the workflow waits the rest on a timer.
-	// 0 when it waited none, as in histories recorded before workers
-	// waited there.
+	// waited before it returned, when the workflow asked it to
+	// (input.Input.StartWait) and a wait that long fits the attempt (the
+	// origin's admission, activities.Config.Admission MaxWait, 1 s by
+	// default): the workflow waits the rest on a timer. 0 when it waited
+	// none, as in every history of a workflow that did not ask.
 	Waited time.Duration `json:"waited,omitempty"`
 	// Monitor is the status monitor's URL, polled with GET: in a final
 	// Response or a Failure, the last one polled (a 202 polled by status

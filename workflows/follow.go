@@ -197,8 +197,10 @@ func followStart(ctx workflow.Context, ao workflow.ActivityOptions, in input.Inp
 			ErrTypeMonitorNotFollowed, nil, Failure{Operation: in.Operation, Method: in.Method, URL: redact.URL(in.URL), IdempotencyKey: in.IdempotencyKey,
 				Status: resp.Status, Attempt: resp.Attempt, OutcomeUnknown: true})
 	}
-	// Only what the workflow asked the start to wait is taken off.
-	return follow(ctx, ao, *resp.Accepted, opts, opts.firstWait(resp.Accepted.RetryAfter), min(resp.Accepted.Waited, in.StartWait))
+	// Waited as the history holds it: the start waited only what its
+	// input, in the history too, asked (input.Input.StartWait). Options
+	// recomputed on replay must not decide whether a timer follows.
+	return follow(ctx, ao, *resp.Accepted, opts, opts.firstWait(resp.Accepted.RetryAfter), resp.Accepted.Waited)
 }
 
 // follow follows op within opts.Timeout, counted from the start answer
@@ -222,9 +224,11 @@ func follow(ctx workflow.Context, ao workflow.ActivityOptions, op Accepted, opts
 		wait, deadline = first, deadline.Add(first)
 	}
 	// The timeout counts from the start answer on: the start request's
-	// attempt waited the first of it (never more than wait, which
-	// startWait bounds it by), the timer waits the rest.
-	wait, deadline = max(wait-waited, 0), deadline.Add(-waited)
+	// attempt waited the first of it, the timer waits the rest. A start
+	// that waited its whole Retry-After leaves no timer whatever the
+	// options say now (first is at most the Retry-After).
+	w := min(waited, wait)
+	wait, deadline = wait-w, deadline.Add(-w)
 	var resp *Response
 	err := waitBeforePolling(ctx, op, wait)
 	ask := opts.CancelOperation

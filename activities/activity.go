@@ -233,15 +233,16 @@ func (a *Activities) requestActivity(ctx context.Context, req input.Input) (*wor
 // origin's admission would spend a wait that long there with the waits
 // the attempt spent already (admission.Limiter.WaitInside: at most
 // MaxWait, 1 s by default, and all of them at most a fifth of the
-// attempt's time), and records it in
-// op.Waited, which the workflow takes off its timer: a timer is an action
-// Temporal bills, one per followed call, and the wait inside costs none.
-// With admission off, a heartbeat timeout set (a waiting attempt sends no
-// heartbeat; the workflow side asks for none then either) or a workflow
-// that asked for none (CancelOperation, an earlier version), the timer
-// waits it all.
-// The attempt's context done (the worker stopping) ends the wait early:
-// op.Waited says how long it was, and the answer is returned.
+// attempt's time), and records it in op.Waited, which the workflow takes
+// off its timer: a timer is an action Temporal bills, one per followed
+// call, and the wait inside costs none. With admission off, a heartbeat
+// timeout set (a waiting attempt sends no heartbeat; the workflow side
+// asks for none then either) or a workflow that asked for none
+// (CancelOperation, an earlier version), the timer waits it all. The
+// attempt's context done (the worker stopping) ends the wait early:
+// op.Waited says how long it was, and the answer is returned. A worker
+// lost meanwhile loses the answer with the attempt: Temporal retries the
+// start, which sends the same key again (TestFollowStartWaitWorkerKilled).
 func waitInStart(ctx context.Context, p *prepared, op *workflows.Accepted) {
 	w := min(op.RetryAfter, p.req.StartWait)
 	if w <= 0 || p.o.limiter == nil || activity.GetInfo(ctx).HeartbeatTimeout > 0 ||
